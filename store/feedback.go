@@ -1,0 +1,88 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Feedback is a rating of one generation by one end user.
+type Feedback struct {
+	// ID is the generation id.
+	ID string
+	// EndUser is the caller's opaque end-user string; "" is a valid end
+	// user of its own. A rating is unique per (account, ID, EndUser).
+	EndUser string
+	Rating  string // "up" or "down"
+	Comment string
+	// Labels is a flat JSON object, or nil. The caller validates its shape;
+	// the store only checks that it is JSON.
+	Labels json.RawMessage
+}
+
+// UpsertFeedback records f against the account's generation f.ID, or
+// replaces the rating already recorded for (f.ID, f.EndUser); created
+// reports which. An unknown id, or another account's, is ErrNotFound; a
+// generation created more than maxAge before now is ErrConflict (maxAge <= 0
+// means no limit); a rating other than up or down, or labels that are not
+// JSON, are ErrInvalid. Feedback never changes usage or balances.
+//
+// It reads what is committed: call Sync first if the generation may have
+// been recorded just before.
+func (s *Store) UpsertFeedback(ctx context.Context, accountID int64, f Feedback, maxAge time.Duration) (created bool, err error) {
+	if f.Rating != "up" && f.Rating != "down" {
+		return false, fmt.Errorf("feedback rating %q: %w", f.Rating, ErrInvalid)
+	}
+	var labels sql.NullString
+	if f.Labels != nil {
+		if !json.Valid(f.Labels) {
+			return false, fmt.Errorf("feedback labels: %w: not JSON", ErrInvalid)
+		}
+		labels = sql.NullString{String: string(f.Labels), Valid: true}
+	}
+
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return false, fmt.Errorf("feedback: begin: %w", err)
+	}
+	defer tx.Rollback()
+
+	now := s.now()
+	var genCreated int64
+	err = tx.QueryRowContext(ctx,
+		`SELECT created_at FROM generations WHERE id = ? AND account_id = ?`,
+		f.ID, accountID).Scan(&genCreated)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, fmt.Errorf("feedback: generation %q: %w", f.ID, ErrNotFound)
+	}
+	if err != nil {
+		return false, fmt.Errorf("feedback: generation: %w", err)
+	}
+	if maxAge > 0 && now.Sub(fromMS(genCreated)) > maxAge {
+		return false, fmt.Errorf("feedback: generation %q is older than %s: %w", f.ID, maxAge, ErrConflict)
+	}
+
+	var existing int
+	err = tx.QueryRowContext(ctx,
+		`SELECT COUNT(*) FROM feedback WHERE account_id = ? AND generation_id = ? AND end_user = ?`,
+		accountID, f.ID, f.EndUser).Scan(&existing)
+	if err != nil {
+		return false, fmt.Errorf("feedback: lookup: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx,
+		`INSERT INTO feedback (account_id, generation_id, end_user, rating, comment, labels, created_at, updated_at)
+		 VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+		 ON CONFLICT (account_id, generation_id, end_user) DO UPDATE SET
+		   rating = excluded.rating, comment = excluded.comment,
+		   labels = excluded.labels, updated_at = excluded.updated_at`,
+		accountID, f.ID, f.EndUser, f.Rating, f.Comment, labels, ms(now), ms(now)); err != nil {
+		return false, fmt.Errorf("feedback: upsert: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return false, fmt.Errorf("feedback: commit: %w", err)
+	}
+	return existing == 0, nil
+}

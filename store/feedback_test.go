@@ -1,0 +1,121 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/matryer/is"
+)
+
+const month = 30 * 24 * time.Hour
+
+func TestUpsertFeedback(t *testing.T) {
+	is := is.New(t)
+	s, clock := newTestStore(t)
+	ctx := context.Background()
+	a, k, _ := newAccount(t, s, "acme", "10")
+	b, kb, _ := newAccount(t, s, "beta", "10")
+	s.RecordGeneration(gen(t, "chatcmpl-a", k, "1"))
+	s.RecordGeneration(gen(t, "chatcmpl-b", kb, "1"))
+	is.NoErr(s.Sync(ctx)) // sync
+
+	usageBefore, err := s.Usage(ctx, a.ID, UsageQuery{GroupBy: GroupByDay})
+	is.NoErr(err) // usage before
+
+	type row struct {
+		rating, comment string
+		labels          *string
+	}
+	stored := func(endUser string) (rows []row) {
+		r, err := s.r.Query(`SELECT rating, comment, labels FROM feedback WHERE account_id = ? AND generation_id = ? AND end_user = ?`,
+			a.ID, "chatcmpl-a", endUser)
+		is.NoErr(err) // select feedback
+		defer r.Close()
+		for r.Next() {
+			var x row
+			is.NoErr(r.Scan(&x.rating, &x.comment, &x.labels)) // scan feedback
+			rows = append(rows, x)
+		}
+		return rows
+	}
+
+	created, err := s.UpsertFeedback(ctx, a.ID, Feedback{ID: "chatcmpl-a", Rating: "up", Comment: "nice",
+		Labels: json.RawMessage(`{"topic":"billing","score":3}`)}, month)
+	is.NoErr(err)    // first rating
+	is.True(created) // inserted
+	got := stored("")
+	is.Equal(len(got), 1)                                     // one row
+	is.Equal(*got[0].labels, `{"topic":"billing","score":3}`) // labels stored as text
+
+	clock.Advance(time.Hour)
+	created, err = s.UpsertFeedback(ctx, a.ID, Feedback{ID: "chatcmpl-a", Rating: "down"}, month)
+	is.NoErr(err)     // second rating, same end user
+	is.True(!created) // updated
+	got = stored("")
+	is.Equal(len(got), 1)           // no duplicate
+	is.Equal(got[0].rating, "down") // rating replaced
+	is.Equal(got[0].comment, "")    // comment replaced
+	is.True(got[0].labels == nil)   // labels cleared
+
+	created, err = s.UpsertFeedback(ctx, a.ID, Feedback{ID: "chatcmpl-a", EndUser: "u-42", Rating: "up"}, month)
+	is.NoErr(err)                    // another end user
+	is.True(created)                 // a separate rating
+	is.Equal(len(stored("u-42")), 1) // stored under its end user
+
+	_, err = s.UpsertFeedback(ctx, a.ID, Feedback{ID: "chatcmpl-zzz", Rating: "up"}, month)
+	is.True(errors.Is(err, ErrNotFound)) // unknown generation
+	_, err = s.UpsertFeedback(ctx, a.ID, Feedback{ID: "chatcmpl-b", Rating: "up"}, month)
+	is.True(errors.Is(err, ErrNotFound)) // another account's generation
+	_, err = s.UpsertFeedback(ctx, b.ID, Feedback{ID: "chatcmpl-a", Rating: "up"}, month)
+	is.True(errors.Is(err, ErrNotFound)) // and the other way round
+	_, err = s.UpsertFeedback(ctx, a.ID, Feedback{ID: "chatcmpl-a", Rating: "meh"}, month)
+	is.True(errors.Is(err, ErrInvalid)) // bad rating
+	_, err = s.UpsertFeedback(ctx, a.ID, Feedback{ID: "chatcmpl-a", Rating: "up", Labels: json.RawMessage(`{`)}, month)
+	is.True(errors.Is(err, ErrInvalid)) // labels not JSON
+
+	usageAfter, err := s.Usage(ctx, a.ID, UsageQuery{GroupBy: GroupByDay})
+	is.NoErr(err)                     // usage after
+	is.Equal(usageAfter, usageBefore) // feedback is not usage
+	acct, err := s.AccountByID(ctx, a.ID)
+	is.NoErr(err)                               // account
+	is.Equal(acct.Balance.String(), "9.000000") // feedback is free
+	checkLedger(t, s)
+}
+
+func TestUpsertFeedback_MaxAge(t *testing.T) {
+	s, clock := newTestStore(t)
+	ctx := context.Background()
+	a, k, _ := newAccount(t, s, "acme", "10")
+	start := clock.Now()
+	s.RecordGeneration(gen(t, "msg_1", k, "0"))
+	if err := s.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		age    time.Duration
+		maxAge time.Duration
+		want   error
+	}{
+		{"fresh", time.Minute, month, nil},
+		{"exactly the limit", month, month, nil},
+		{"a millisecond over", month + time.Millisecond, month, ErrConflict},
+		{"a year old", 365 * 24 * time.Hour, month, ErrConflict},
+		{"no limit", 365 * 24 * time.Hour, 0, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			is := is.New(t)
+			clock.Set(start.Add(tt.age))
+			_, err := s.UpsertFeedback(ctx, a.ID, Feedback{ID: "msg_1", Rating: "up"}, tt.maxAge)
+			if tt.want == nil {
+				is.NoErr(err) // accepted
+				return
+			}
+			is.True(errors.Is(err, tt.want)) // refused
+		})
+	}
+}

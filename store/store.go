@@ -1,0 +1,325 @@
+// Package store owns svcgw's SQLite database: the schema and its embedded
+// migrations, every query, and the batched ledger writer that records
+// generations and debits balances.
+//
+// The database is opened with modernc.org/sqlite (no cgo) in WAL mode. The
+// Store holds one writer connection (every write is serialised through it,
+// with BEGIN IMMEDIATE) and a separate pool of read-only connections, so
+// readers never wait for the ledger and the ledger never waits for readers.
+//
+// Money is apd.Decimal in Go and INTEGER micro-dollars (millionths of a USD,
+// the six decimal places svcgw renders) in SQLite, so SQL SUM is exact. A
+// value with more than six decimal places is rejected at this boundary:
+// billing rounds, once, before anything reaches the store. Times are INTEGER
+// Unix milliseconds in UTC, read from the injected Options.Now.
+//
+// API key secrets are never stored: only their SHA-256 and a public key id.
+//
+// store may import llm and nothing else of svcgw's: never net/http, server,
+// cli, billing or a surface. It returns errors instead of logging, except in
+// the ledger writer, which has no caller to return them to.
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	sqlite "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// Sentinel errors. Methods wrap them with context; test with errors.Is.
+var (
+	// ErrNotFound means the row does not exist, or belongs to another account.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict means the request conflicts with the row's state, such as
+	// feedback on a generation older than the allowed age.
+	ErrConflict = errors.New("conflict")
+	// ErrInvalid means an argument was rejected, such as a non-positive
+	// credit amount, a bad name, or money with more than six decimals.
+	ErrInvalid = errors.New("invalid")
+	// ErrClosed means the Store has been closed.
+	ErrClosed = errors.New("store closed")
+)
+
+// Options configures a Store. The zero value is usable.
+type Options struct {
+	// Now is the clock every stored time comes from; default time.Now.
+	Now func() time.Time
+	// BatchSize is the most generations committed in one ledger
+	// transaction; default 256.
+	BatchSize int
+	// BatchInterval is how long the ledger writer waits for a batch to fill
+	// before it commits what it has; default 2ms.
+	BatchInterval time.Duration
+	// QueueSize is how many generations may wait for the ledger writer
+	// before RecordGeneration blocks; default 4096.
+	QueueSize int
+	// Readers is the size of the read-only connection pool; default 4.
+	Readers int
+	// Rand is the source of key ids and secrets; default crypto/rand.Reader.
+	Rand io.Reader
+	// Logger receives ledger-writer failures; default discards.
+	Logger *slog.Logger
+}
+
+// Store is svcgw's database. It is safe for concurrent use.
+type Store struct {
+	w    *sql.DB // the one writer connection
+	r    *sql.DB // read-only pool
+	now  func() time.Time
+	rand io.Reader
+	log  *slog.Logger
+
+	batchSize     int
+	batchInterval time.Duration
+
+	// mu guards closed and the send side of queue: senders hold it for
+	// reading, Close takes it for writing before closing queue, so a send
+	// never races a close.
+	mu      sync.RWMutex
+	closed  bool
+	queue   chan ledgerItem
+	pending atomic.Int64  // generations enqueued and not yet committed
+	done    chan struct{} // closed when the ledger writer has exited
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// dsnPragmas are applied to every connection. busy_timeout comes first so
+// the others wait for a lock instead of failing.
+const dsnPragmas = "_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)"
+
+// Open opens (creating if needed) the database at path, checks that it is
+// in WAL mode, applies any pending migrations and starts the ledger writer.
+// Close the Store when done.
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	if path == "" || strings.ContainsRune(path, '?') || strings.HasPrefix(path, "file:") {
+		// The driver splits its DSN at the first '?', and a file: URI would
+		// bypass the pragmas below.
+		return nil, fmt.Errorf("open store %q: %w: want a plain file path", path, ErrInvalid)
+	}
+	s := &Store{
+		now:           opts.Now,
+		rand:          opts.Rand,
+		log:           opts.Logger,
+		batchSize:     opts.BatchSize,
+		batchInterval: opts.BatchInterval,
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.rand == nil {
+		s.rand = rand.Reader
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.batchSize <= 0 {
+		s.batchSize = 256
+	}
+	if s.batchInterval <= 0 {
+		s.batchInterval = 2 * time.Millisecond
+	}
+	queueSize, readers := opts.QueueSize, opts.Readers
+	if queueSize <= 0 {
+		queueSize = 4096
+	}
+	if readers <= 0 {
+		readers = 4
+	}
+
+	var err error
+	s.w, err = sql.Open("sqlite", path+"?"+dsnPragmas+
+		"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate")
+	if err != nil {
+		return nil, fmt.Errorf("open writer: %w", err)
+	}
+	s.w.SetMaxOpenConns(1)
+	s.w.SetMaxIdleConns(1)
+	s.w.SetConnMaxLifetime(0)
+	s.w.SetConnMaxIdleTime(0)
+	if err := checkWAL(ctx, s.w); err != nil {
+		s.w.Close()
+		return nil, fmt.Errorf("open writer: %w", err)
+	}
+	if err := migrate(ctx, s.w, s.now); err != nil {
+		s.w.Close()
+		return nil, err
+	}
+
+	// Readers are opened after the writer has put the file in WAL mode
+	// (which persists), and query_only makes an accidental write an error.
+	s.r, err = sql.Open("sqlite", path+"?"+dsnPragmas+"&_pragma=query_only(1)")
+	if err != nil {
+		s.w.Close()
+		return nil, fmt.Errorf("open readers: %w", err)
+	}
+	s.r.SetMaxOpenConns(readers)
+	s.r.SetMaxIdleConns(readers)
+	if err := checkWAL(ctx, s.r); err != nil {
+		s.r.Close()
+		s.w.Close()
+		return nil, fmt.Errorf("open readers: %w", err)
+	}
+
+	s.queue = make(chan ledgerItem, queueSize)
+	s.done = make(chan struct{})
+	go s.runLedger()
+	return s, nil
+}
+
+// checkWAL verifies that the connection really is in WAL mode: SQLite
+// silently keeps another mode when WAL is impossible (an in-memory database,
+// some network file systems).
+func checkWAL(ctx context.Context, db *sql.DB) error {
+	var mode string
+	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		return fmt.Errorf("read journal mode: %w", err)
+	}
+	if !strings.EqualFold(mode, "wal") {
+		return fmt.Errorf("journal mode is %q, want wal", mode)
+	}
+	return nil
+}
+
+// Close stops accepting generations, waits for the ledger writer to commit
+// everything already queued, and closes the database. It is idempotent.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		close(s.queue)
+		s.mu.Unlock()
+		<-s.done
+		s.closeErr = errors.Join(s.r.Close(), s.w.Close())
+	})
+	return s.closeErr
+}
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// migration is one file of migrations/, named NNNN_name.sql.
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// loadMigrations returns the embedded migrations in version order.
+func loadMigrations() ([]migration, error) {
+	names, err := fs.Glob(migrationFiles, "migrations/*.sql")
+	if err != nil {
+		return nil, fmt.Errorf("list migrations: %w", err)
+	}
+	var ms []migration
+	for _, name := range names {
+		base := path.Base(name)
+		num, _, ok := strings.Cut(base, "_")
+		version, err := strconv.Atoi(num)
+		if !ok || err != nil || version <= 0 {
+			return nil, fmt.Errorf("migration %s: name is not NNNN_name.sql", base)
+		}
+		body, err := migrationFiles.ReadFile(name)
+		if err != nil {
+			return nil, fmt.Errorf("read migration %s: %w", base, err)
+		}
+		ms = append(ms, migration{version: version, name: strings.TrimSuffix(base, ".sql"), sql: string(body)})
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
+	for i := 1; i < len(ms); i++ {
+		if ms[i].version == ms[i-1].version {
+			return nil, fmt.Errorf("migrations %s and %s share a version", ms[i-1].name, ms[i].name)
+		}
+	}
+	return ms, nil
+}
+
+// migrate applies every migration not yet recorded in schema_migrations,
+// each in its own transaction. Migrations only go forward: a database
+// migrated by a newer svcgw is refused rather than half understood.
+func migrate(ctx context.Context, db *sql.DB, now func() time.Time) error {
+	ms, err := loadMigrations()
+	if err != nil {
+		return err
+	}
+	const create = `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    INTEGER PRIMARY KEY,
+		name       TEXT    NOT NULL,
+		applied_at INTEGER NOT NULL
+	) STRICT`
+	if _, err := db.ExecContext(ctx, create); err != nil {
+		return fmt.Errorf("create schema_migrations: %w", err)
+	}
+	var newest sql.NullInt64
+	if err := db.QueryRowContext(ctx, `SELECT MAX(version) FROM schema_migrations`).Scan(&newest); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	if latest := ms[len(ms)-1].version; newest.Valid && newest.Int64 > int64(latest) {
+		return fmt.Errorf("database schema version %d is newer than this build's %d", newest.Int64, latest)
+	}
+	for _, m := range ms {
+		if err := applyMigration(ctx, db, m, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyMigration runs m unless it is already recorded. The check is inside
+// the (immediate) transaction, so two processes opening the same new file
+// cannot both apply it.
+func applyMigration(ctx context.Context, db *sql.DB, m migration, now func() time.Time) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("migration %s: begin: %w", m.name, err)
+	}
+	defer tx.Rollback()
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, m.version).Scan(&n); err != nil {
+		return fmt.Errorf("migration %s: check: %w", m.name, err)
+	}
+	if n > 0 {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+		return fmt.Errorf("migration %s: %w", m.name, err)
+	}
+	if _, err := tx.ExecContext(ctx,
+		`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
+		m.version, m.name, now().UnixMilli()); err != nil {
+		return fmt.Errorf("migration %s: record: %w", m.name, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("migration %s: commit: %w", m.name, err)
+	}
+	return nil
+}
+
+// isConstraint reports whether err is an SQLite constraint violation
+// (unique, foreign key, check, …), classified by the driver's result code.
+func isConstraint(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CONSTRAINT
+}
+
+// scanner is what *sql.Row and *sql.Rows have in common.
+type scanner interface {
+	Scan(dest ...any) error
+}

@@ -1,0 +1,195 @@
+// Package account serves the account endpoints of SPEC.md ("Account and
+// billing endpoints", "Feedback"): GET /svc/v1/credits, GET /svc/v1/usage,
+// GET /svc/v1/generation and POST /svc/v1/feedback. Every answer is scoped
+// to the calling key's account; the account is a parameter of every store
+// query, never a filter applied afterwards.
+//
+// The server authenticates the caller and passes the resolved store.Key;
+// this package decodes query strings and bodies, calls the store, and
+// encodes JSON. Money is rendered as strings with six decimal places.
+//
+// The generation lookup wraps its record in {"data": {...}}, the OpenRouter
+// convention for the same endpoint, so that clients written for it work.
+//
+// Every failure is an *llm.Error (invalid_request 400, not_found 404,
+// conflict 409, too_large 413, internal 500) handed to the writeErr
+// function the server supplies, which renders the envelope.
+//
+// account imports store and llm only: never server, cli or another surface.
+package account
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/cockroachdb/apd/v3"
+
+	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/store"
+)
+
+// FeedbackMaxAge is how old a response may be and still take feedback
+// (SPEC.md, Limits 1).
+const FeedbackMaxAge = 30 * 24 * time.Hour
+
+// maxFeedbackBody bounds the feedback body this package reads; the server
+// applies its own, larger, limit to every request.
+const maxFeedbackBody = 64 << 10
+
+// Handler serves the account endpoints. Create it with New.
+type Handler struct {
+	st *store.Store
+	// now is the request clock. The only time-relative rule today, the
+	// feedback window, is checked by the store against its own clock, which
+	// the server gives the same source.
+	now      func() time.Time
+	writeErr func(w http.ResponseWriter, r *http.Request, err error)
+}
+
+// New returns a Handler reading st. writeErr renders every failure; it is
+// always given an *llm.Error. A nil now means time.Now.
+func New(st *store.Store, now func() time.Time, writeErr func(w http.ResponseWriter, r *http.Request, err error)) *Handler {
+	if now == nil {
+		now = time.Now
+	}
+	return &Handler{st: st, now: now, writeErr: writeErr}
+}
+
+// Credits serves GET /svc/v1/credits: the account's balance and total spend.
+func (h *Handler) Credits(w http.ResponseWriter, r *http.Request, caller store.Key) {
+	ctx := r.Context()
+	if err := h.st.Sync(ctx); err != nil {
+		h.internal(w, r, fmt.Errorf("credits: %w", err))
+		return
+	}
+	a, err := h.st.AccountByID(ctx, caller.AccountID)
+	if err != nil {
+		h.internal(w, r, fmt.Errorf("credits: %w", err))
+		return
+	}
+	h.writeJSON(w, r, http.StatusOK, struct {
+		Balance   string `json:"balance"`
+		TotalUsed string `json:"total_used"`
+	}{usd(a.Balance), usd(a.TotalUsed)})
+}
+
+// Generation serves GET /svc/v1/generation?id=: the cost and usage record of
+// one of the account's calls, by the id its response carried.
+func (h *Handler) Generation(w http.ResponseWriter, r *http.Request, caller store.Key) {
+	id := r.URL.Query().Get("id")
+	if id == "" {
+		h.writeErr(w, r, llm.InvalidParam("id", "The id query parameter is required."))
+		return
+	}
+	ctx := r.Context()
+	if err := h.st.Sync(ctx); err != nil {
+		h.internal(w, r, fmt.Errorf("generation: %w", err))
+		return
+	}
+	g, err := h.st.Generation(ctx, caller.AccountID, id)
+	if errors.Is(err, store.ErrNotFound) {
+		h.writeErr(w, r, notFound(err))
+		return
+	}
+	if err != nil {
+		h.internal(w, r, fmt.Errorf("generation: %w", err))
+		return
+	}
+
+	h.writeJSON(w, r, http.StatusOK, struct {
+		Data GenerationRecord `json:"data"`
+	}{NewGenerationRecord(g)})
+}
+
+// GenerationUsage is the token usage of a generation record.
+type GenerationUsage struct {
+	PromptTokens       int `json:"prompt_tokens"`
+	CompletionTokens   int `json:"completion_tokens"`
+	TotalTokens        int `json:"total_tokens"`
+	CachedPromptTokens int `json:"cached_prompt_tokens"`
+	ReasoningTokens    int `json:"reasoning_tokens"`
+}
+
+// GenerationRecord is SPEC.md's generation record, as GET
+// /svc/v1/generation returns it inside "data" (and svcgw generation --json).
+type GenerationRecord struct {
+	ID               string          `json:"id"`
+	RequestType      string          `json:"request_type"`
+	CreatedAt        string          `json:"created_at"`
+	Streamed         bool            `json:"streamed"`
+	FinishReason     string          `json:"finish_reason"`
+	TotalCost        string          `json:"total_cost"`
+	Usage            GenerationUsage `json:"usage"`
+	LatencyMS        int64           `json:"latency_ms"`
+	GenerationTimeMS int64           `json:"generation_time_ms"`
+	Application      string          `json:"application"`
+	Model            string          `json:"model"` // the caller's model id, never a backend
+}
+
+// NewGenerationRecord renders a stored generation.
+func NewGenerationRecord(g store.Generation) GenerationRecord {
+	return GenerationRecord{
+		ID:           g.ID,
+		RequestType:  g.RequestType,
+		CreatedAt:    g.CreatedAt.UTC().Format(time.RFC3339Nano),
+		Streamed:     g.Streamed,
+		FinishReason: g.FinishReason,
+		TotalCost:    usd(g.Cost),
+		Usage: GenerationUsage{
+			PromptTokens:       g.PromptTokens,
+			CompletionTokens:   g.CompletionTokens,
+			TotalTokens:        g.PromptTokens + g.CompletionTokens,
+			CachedPromptTokens: g.CachedPromptTokens,
+			ReasoningTokens:    g.ReasoningTokens,
+		},
+		LatencyMS:        g.LatencyMS,
+		GenerationTimeMS: g.GenerationTimeMS,
+		Application:      g.Application,
+		Model:            g.Model,
+	}
+}
+
+// notFound is the 404 of the generation and feedback endpoints. It does not
+// say whether the id is unknown or another account's.
+func notFound(cause error) *llm.Error {
+	return &llm.Error{
+		Kind:    llm.KindNotFound,
+		Message: "No generation with this id was found for this account.",
+		Param:   "id",
+		Err:     cause,
+	}
+}
+
+// internal reports a failure the caller cannot fix, keeping err for logs.
+func (h *Handler) internal(w http.ResponseWriter, r *http.Request, err error) {
+	h.writeErr(w, r, &llm.Error{Kind: llm.KindInternal, Message: "Internal error.", Err: err})
+}
+
+// writeJSON encodes v as the response body with the given status.
+func (h *Handler) writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		h.internal(w, r, fmt.Errorf("encode response: %w", err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store") // balances and usage change by the second
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+// usdContext quantizes money; its precision covers any int64 of micros.
+var usdContext = apd.BaseContext.WithPrecision(34)
+
+// usd renders d in USD with exactly six decimal places. The store's values
+// already have that scale; quantizing makes the rendering independent of it.
+func usd(d apd.Decimal) string {
+	var q apd.Decimal
+	if _, err := usdContext.Quantize(&q, &d, -6); err != nil {
+		return d.Text('f')
+	}
+	return q.Text('f')
+}

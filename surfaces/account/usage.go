@@ -1,0 +1,179 @@
+package account
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/cockroachdb/apd/v3"
+
+	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/store"
+)
+
+// usageTotals is a bucket without its key: the figures of one bucket, or of
+// the whole report.
+// UsageTotals are the figures of one usage bucket, or of a whole report.
+type UsageTotals struct {
+	Requests          int64  `json:"requests"`
+	InputTokens       int64  `json:"input_tokens"`
+	OutputTokens      int64  `json:"output_tokens"`
+	TotalTokens       int64  `json:"total_tokens"`
+	CachedInputTokens int64  `json:"cached_input_tokens"`
+	Cost              string `json:"cost"`
+}
+
+// UsageBucket is one bucket of a usage report.
+type UsageBucket struct {
+	Bucket string `json:"bucket"`
+	UsageTotals
+}
+
+// UsageReport is the body of GET /svc/v1/usage (and of svcgw usage --json). StartDate and EndDate are
+// the bounds applied, in RFC 3339 UTC, or null when unbounded; EndDate is
+// exclusive, so a date-only end_date of 2025-03-10 is echoed as
+// 2025-03-11T00:00:00Z.
+type UsageReport struct {
+	Object    string        `json:"object"`
+	GroupBy   string        `json:"group_by"`
+	StartDate *string       `json:"start_date"`
+	EndDate   *string       `json:"end_date"`
+	Data      []UsageBucket `json:"data"`
+	Total     UsageTotals   `json:"total"`
+}
+
+// Usage serves GET /svc/v1/usage?group_by=&start_date=&end_date=: the
+// account's requests, tokens and cost, grouped by day (the default),
+// request_type, application or api_key.
+//
+// start_date and end_date are YYYY-MM-DD (midnight UTC) or RFC 3339. A
+// date-only end_date includes that whole day; an RFC 3339 end_date is
+// exclusive. start_date is inclusive.
+func (h *Handler) Usage(w http.ResponseWriter, r *http.Request, caller store.Key) {
+	q := r.URL.Query()
+	uq, err := ParseUsageQuery(q.Get("group_by"), q.Get("start_date"), q.Get("end_date"))
+	if err != nil {
+		h.writeErr(w, r, err)
+		return
+	}
+	ctx := r.Context()
+	if err := h.st.Sync(ctx); err != nil {
+		h.internal(w, r, fmt.Errorf("usage: %w", err))
+		return
+	}
+	buckets, err := h.st.Usage(ctx, caller.AccountID, uq)
+	if err != nil {
+		// Everything the store would reject as invalid was checked above.
+		h.internal(w, r, fmt.Errorf("usage: %w", err))
+		return
+	}
+	report, err := NewUsageReport(uq, buckets)
+	if err != nil {
+		h.internal(w, r, fmt.Errorf("usage: %w", err))
+		return
+	}
+	h.writeJSON(w, r, http.StatusOK, report)
+}
+
+// ParseUsageQuery validates the usage parameters as the endpoint takes them:
+// group_by defaults to day; start_date and end_date are YYYY-MM-DD (midnight
+// UTC) or RFC 3339, a date-only end_date including that whole day. Errors
+// are invalid_request *llm.Error values naming the parameter.
+func ParseUsageQuery(groupBy, startDate, endDate string) (store.UsageQuery, error) {
+	switch groupBy {
+	case "":
+		groupBy = store.GroupByDay
+	case store.GroupByDay, store.GroupByRequestType, store.GroupByApplication, store.GroupByAPIKey:
+	default:
+		return store.UsageQuery{}, llm.InvalidParam("group_by",
+			"group_by must be one of day, request_type, application, api_key.")
+	}
+	start, err := parseBound("start_date", startDate, false)
+	if err != nil {
+		return store.UsageQuery{}, err
+	}
+	end, err := parseBound("end_date", endDate, true)
+	if err != nil {
+		return store.UsageQuery{}, err
+	}
+	if !start.IsZero() && !end.IsZero() && start.After(end) {
+		return store.UsageQuery{}, llm.InvalidParam("start_date", "start_date must not be after end_date.")
+	}
+	return store.UsageQuery{GroupBy: groupBy, Start: start, End: end}, nil
+}
+
+// NewUsageReport renders the buckets of q as the endpoint's body, with exact
+// totals.
+func NewUsageReport(q store.UsageQuery, buckets []store.Bucket) (UsageReport, error) {
+	report := UsageReport{
+		Object:    "usage",
+		GroupBy:   q.GroupBy,
+		StartDate: rfc3339(q.Start),
+		EndDate:   rfc3339(q.End),
+		Data:      make([]UsageBucket, 0, len(buckets)),
+	}
+	var total apd.Decimal
+	for _, b := range buckets {
+		report.Data = append(report.Data, UsageBucket{Bucket: b.Bucket, UsageTotals: totals(b)})
+		report.Total.Requests += b.Requests
+		report.Total.InputTokens += b.InputTokens
+		report.Total.OutputTokens += b.OutputTokens
+		report.Total.TotalTokens += b.TotalTokens
+		report.Total.CachedInputTokens += b.CachedInputTokens
+		// Addition without a precision limit is exact.
+		if _, err := apd.BaseContext.Add(&total, &total, &b.Cost); err != nil {
+			return UsageReport{}, fmt.Errorf("total cost: %w", err)
+		}
+	}
+	report.Total.Cost = usd(total)
+	return report, nil
+}
+
+func totals(b store.Bucket) UsageTotals {
+	return UsageTotals{
+		Requests:          b.Requests,
+		InputTokens:       b.InputTokens,
+		OutputTokens:      b.OutputTokens,
+		TotalTokens:       b.TotalTokens,
+		CachedInputTokens: b.CachedInputTokens,
+		Cost:              usd(b.Cost),
+	}
+}
+
+// dateLayout is the date-only form of start_date and end_date.
+const dateLayout = "2006-01-02"
+
+// parseBound parses a start_date or end_date value: empty is unbounded
+// (the zero time), YYYY-MM-DD is midnight UTC, anything else must be
+// RFC 3339. A date-only end is inclusive, so it becomes the next midnight,
+// the exclusive bound the store takes.
+func parseBound(param, v string, end bool) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(dateLayout, v); err == nil {
+		if end {
+			t = t.AddDate(0, 0, 1)
+		}
+		return t, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, &llm.Error{
+			Kind:    llm.KindInvalidRequest,
+			Param:   param,
+			Message: param + " must be a date (YYYY-MM-DD) or an RFC 3339 timestamp.",
+			Err:     err,
+		}
+	}
+	return t.UTC(), nil
+}
+
+// rfc3339 renders a bound, or nil (JSON null) when unbounded.
+func rfc3339(t time.Time) *string {
+	if t.IsZero() {
+		return nil
+	}
+	s := t.UTC().Format(time.RFC3339Nano)
+	return &s
+}
