@@ -1,0 +1,44 @@
+// Package upstream owns everything behind the canonical model: the Backend
+// interface, the Router that maps a request type and effort tier to an
+// ordered list of backends, and the backends themselves (the deterministic
+// fixture backend; real vendor protocols come later).
+//
+// upstream imports only llm. Nothing above it learns which backend served a
+// call: responses and events come back in canonical form, and ids, model names
+// and vendor errors never cross this boundary.
+package upstream
+
+import (
+	"context"
+
+	"github.com/svcgw/svcgw/llm"
+)
+
+// Backend serves canonical requests.
+type Backend interface {
+	// Complete runs a call to the end and returns the whole reply.
+	Complete(ctx context.Context, req *llm.Request) (*llm.Response, error)
+	// Stream starts a streamed call. A failure before the first event is
+	// returned here, so the caller can still choose an HTTP status.
+	Stream(ctx context.Context, req *llm.Request) (Stream, error)
+}
+
+// Stream is a streamed reply, read like sql.Rows:
+//
+//	for s.Next() { ev := s.Event(); … }
+//	if err := s.Err(); err != nil { … }
+//
+// Callers always Close it. The last event of a successful stream is
+// llm.EventFinish, carrying the finish reason and the usage.
+type Stream interface {
+	Next() bool
+	Event() llm.Event
+	Err() error
+	Close() error
+}
+
+// Limits are the token limits of a backend model.
+type Limits struct {
+	ContextLength       int
+	MaxCompletionTokens int
+}
