@@ -1,0 +1,176 @@
+package messages
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+
+	"github.com/svcgw/svcgw/llm"
+)
+
+// message is a complete reply (protocols/messages.md §4), also the message
+// of the stream's message_start.
+type message struct {
+	ID           string   `json:"id"`
+	Type         string   `json:"type"` // "message"
+	Role         string   `json:"role"` // "assistant"
+	Model        string   `json:"model"`
+	Content      []block  `json:"content"`
+	StopReason   *string  `json:"stop_reason"`
+	StopSequence *string  `json:"stop_sequence"`
+	Usage        msgUsage `json:"usage"`
+}
+
+// block is a response content block. Pointer fields are emitted only for the
+// block types that carry them; the stream's content_block_start needs empty
+// accumulators ("text":"", "input":{}), which omitempty would drop.
+type block struct {
+	Type      string          `json:"type"`
+	Thinking  *string         `json:"thinking,omitempty"`
+	Signature *string         `json:"signature,omitempty"`
+	Data      string          `json:"data,omitempty"` // redacted_thinking
+	Text      *string         `json:"text,omitempty"`
+	ID        string          `json:"id,omitempty"`
+	Name      string          `json:"name,omitempty"`
+	Input     json.RawMessage `json:"input,omitempty"`
+}
+
+// msgUsage is the usage object. input_tokens excludes cache reads and
+// writes: the prompt total is the sum of the three input counts.
+type msgUsage struct {
+	InputTokens              int            `json:"input_tokens"`
+	CacheCreationInputTokens int            `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int            `json:"cache_read_input_tokens"`
+	CacheCreation            *cacheCreation `json:"cache_creation,omitempty"`
+	OutputTokens             int            `json:"output_tokens"`
+	ServiceTier              string         `json:"service_tier,omitempty"`
+}
+
+type cacheCreation struct {
+	Ephemeral5m int `json:"ephemeral_5m_input_tokens"`
+	Ephemeral1h int `json:"ephemeral_1h_input_tokens"`
+}
+
+func toUsage(u llm.Usage) msgUsage {
+	h := min(max(u.CacheCreation1hTokens, 0), u.CacheCreationTokens)
+	return msgUsage{
+		InputTokens:              u.UncachedInputTokens(),
+		CacheCreationInputTokens: u.CacheCreationTokens,
+		CacheReadInputTokens:     u.CachedInputTokens,
+		CacheCreation:            &cacheCreation{Ephemeral5m: u.CacheCreationTokens - h, Ephemeral1h: h},
+		OutputTokens:             u.OutputTokens,
+		ServiceTier:              "standard",
+	}
+}
+
+// stopReason maps a finish reason to stop_reason and stop_sequence; the
+// latter is null unless a stop sequence matched (protocols/messages.md §9.10).
+func stopReason(f llm.FinishReason, seq string) (*string, *string) {
+	r := "end_turn"
+	switch f {
+	case llm.FinishStopSequence:
+		r = "stop_sequence"
+		if seq != "" {
+			return &r, &seq
+		}
+	case llm.FinishLength:
+		r = "max_tokens"
+	case llm.FinishToolCalls:
+		r = "tool_use"
+	case llm.FinishContentFilter:
+		r = "refusal"
+	}
+	return &r, nil
+}
+
+// toolInput renders a call's arguments as the JSON object input must be.
+// Empty arguments are {}; anything that is not a JSON object (a backend's
+// malformed call) is kept as text under "_raw" rather than lost
+// (protocols/translation.md §4).
+func toolInput(args json.RawMessage) json.RawMessage {
+	if len(bytes.TrimSpace(args)) == 0 {
+		return json.RawMessage(`{}`)
+	}
+	if jsonKind(args) == '{' && json.Valid(args) {
+		return compact(args)
+	}
+	raw, _ := json.Marshal(map[string]string{"_raw": string(args)})
+	return raw
+}
+
+func ptr(s string) *string { return &s }
+
+// toBlocks renders the reply's parts in order. Tool calls without an id (some
+// backends omit them) get a fresh toolu_ id, which the caller echoes in its
+// tool_result.
+func toBlocks(parts []llm.Part) []block {
+	blocks := make([]block, 0, len(parts))
+	for _, p := range parts {
+		switch p.Type {
+		case llm.PartReasoning:
+			if p.Redacted {
+				blocks = append(blocks, block{Type: "redacted_thinking", Data: p.Signature})
+				continue
+			}
+			blocks = append(blocks, block{Type: "thinking", Thinking: ptr(p.Text), Signature: ptr(p.Signature)})
+		case llm.PartText:
+			if p.Text == "" {
+				continue // the vendor never returns empty text blocks, and rejects them on replay
+			}
+			blocks = append(blocks, block{Type: "text", Text: ptr(p.Text)})
+		case llm.PartToolCall:
+			if p.ToolCall == nil {
+				continue
+			}
+			blocks = append(blocks, block{Type: "tool_use", ID: toolID(p.ToolCall.ID), Name: p.ToolCall.Name, Input: toolInput(p.ToolCall.Arguments)})
+		}
+	}
+	return blocks
+}
+
+func toolID(id string) string {
+	if id == "" {
+		return "toolu_" + randomBase62(24)
+	}
+	return id
+}
+
+// WriteResponse writes a complete reply with status 200. resp.ID and
+// resp.Model (the caller's model id) are set by the server.
+func (Codec) WriteResponse(w http.ResponseWriter, _ *llm.Request, resp *llm.Response) error {
+	reason, seq := stopReason(resp.FinishReason, resp.StopSequence)
+	return writeJSON(w, http.StatusOK, message{
+		ID:           resp.ID,
+		Type:         "message",
+		Role:         "assistant",
+		Model:        resp.Model,
+		Content:      toBlocks(resp.Content),
+		StopReason:   reason,
+		StopSequence: seq,
+		Usage:        toUsage(resp.Usage),
+	})
+}
+
+// writeJSON writes v as the JSON body with status code. HTML escaping is off:
+// the vendor sends <, > and & literally, and so do we.
+func writeJSON(w http.ResponseWriter, code int, v any) error {
+	body, err := marshal(v)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, err = w.Write(body)
+	return err
+}
+
+// marshal encodes v without HTML escaping and with a trailing newline.
+func marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}

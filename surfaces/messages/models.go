@@ -1,0 +1,68 @@
+package messages
+
+import (
+	"net/http"
+
+	"github.com/svcgw/svcgw/llm"
+)
+
+// modelInfo is a native model entry (protocols/messages.md §7).
+type modelInfo struct {
+	Type           string `json:"type"` // "model"
+	ID             string `json:"id"`
+	DisplayName    string `json:"display_name"`
+	CreatedAt      string `json:"created_at"` // RFC 3339
+	MaxInputTokens int    `json:"max_input_tokens"`
+	MaxTokens      int    `json:"max_tokens"`
+}
+
+type modelList struct {
+	Data    []modelInfo `json:"data"`
+	HasMore bool        `json:"has_more"`
+	FirstID string      `json:"first_id"`
+	LastID  string      `json:"last_id"`
+}
+
+// The three model ids of SPEC.md: one model, three effort biases.
+var models = []struct{ id, name string }{
+	{"svc-fusion", "SVC Fusion"},
+	{"svc-saver", "SVC Saver (low effort)"},
+	{"svc-max", "SVC Max (high effort)"},
+}
+
+// createdAt is the epoch: the SDK documents it as the value for an unknown
+// release date, and the ids name no release.
+const createdAt = "1970-01-01T00:00:00Z"
+
+func newModelInfo(id, name string, contextLength, maxCompletionTokens int) modelInfo {
+	return modelInfo{Type: "model", ID: id, DisplayName: name, CreatedAt: createdAt,
+		MaxInputTokens: contextLength, MaxTokens: maxCompletionTokens}
+}
+
+// WriteModels writes GET /v1/models in the native shape. The list is one
+// page: has_more is always sent, and false, so no SDK pager asks again.
+func WriteModels(w http.ResponseWriter, contextLength, maxCompletionTokens int) {
+	list := modelList{Data: make([]modelInfo, 0, len(models))}
+	for _, m := range models {
+		list.Data = append(list.Data, newModelInfo(m.id, m.name, contextLength, maxCompletionTokens))
+	}
+	list.FirstID, list.LastID = list.Data[0].ID, list.Data[len(list.Data)-1].ID
+	_ = writeJSON(w, http.StatusOK, list)
+}
+
+// WriteModel writes GET /v1/models/{id}. Any id resolves (SPEC.md: model ids
+// are intent and never unknown); ids other than the three listed are echoed
+// with their own name.
+func WriteModel(w http.ResponseWriter, id string, contextLength, maxCompletionTokens int) {
+	if id == "" {
+		Codec{}.WriteError(w, &llm.Error{Kind: llm.KindNotFound, Message: "model id is required"})
+		return
+	}
+	name := id
+	for _, m := range models {
+		if m.id == id {
+			name = m.name
+		}
+	}
+	_ = writeJSON(w, http.StatusOK, newModelInfo(id, name, contextLength, maxCompletionTokens))
+}

@@ -1,0 +1,263 @@
+package messages
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/svcgw/svcgw/llm"
+)
+
+// Stream encodes one streamed reply as native SSE frames
+// (protocols/messages.md §5). It is stateful: it opens a content block on
+// the first delta of a new kind, closes it before opening the next, and
+// numbers blocks 0, 1, 2, … so that the SDKs' accumulators, which reject
+// out-of-order indexes, rebuild the same message a non-streamed call returns.
+type Stream struct {
+	id    string
+	model string
+
+	started  bool
+	finished bool
+	next     int    // index of the next block to open
+	open     string // type of the open block: "", "thinking", "text" or "tool_use"
+	openIdx  int
+	tools    map[int]int // llm tool-call index → block index
+	sawText  bool
+}
+
+func newStream(req *llm.Request, id string, _ time.Time) *Stream {
+	s := &Stream{id: id, tools: make(map[int]int)}
+	if req != nil {
+		s.model = req.Model
+	}
+	return s
+}
+
+// frame is the union of the stream's event payloads; each event sets the
+// fields it carries.
+type frame struct {
+	Type         string          `json:"type"`
+	Message      *message        `json:"message,omitempty"`
+	Index        *int            `json:"index,omitempty"`
+	ContentBlock *block          `json:"content_block,omitempty"`
+	Delta        json.RawMessage `json:"delta,omitempty"`
+	Usage        *msgUsage       `json:"usage,omitempty"`
+	Error        *errorBody      `json:"error,omitempty"`
+}
+
+// contentDelta is a content_block_delta payload; each delta type sets its field.
+type contentDelta struct {
+	Type        string  `json:"type"`
+	Text        *string `json:"text,omitempty"`
+	Thinking    *string `json:"thinking,omitempty"`
+	Signature   *string `json:"signature,omitempty"`
+	PartialJSON *string `json:"partial_json,omitempty"`
+}
+
+// messageDelta carries the final stop reason. stop_details is sent as null:
+// the SDK's accumulator overwrites it from every message_delta.
+type messageDelta struct {
+	StopReason   *string `json:"stop_reason"`
+	StopSequence *string `json:"stop_sequence"`
+	StopDetails  *string `json:"stop_details"`
+}
+
+// writeFrame writes one event whose SSE name equals its JSON type: the SDKs
+// dispatch on the name and silently drop frames without one.
+func writeFrame(w io.Writer, f frame) error {
+	data, err := marshal(f)
+	if err != nil {
+		return err
+	}
+	var b bytes.Buffer
+	b.Grow(len(data) + len(f.Type) + 16)
+	b.WriteString("event: ")
+	b.WriteString(f.Type)
+	b.WriteString("\ndata: ")
+	b.Write(bytes.TrimRight(data, "\n"))
+	b.WriteString("\n\n")
+	_, err = w.Write(b.Bytes())
+	return err
+}
+
+// Start writes message_start, with zero usage (the real counts come in
+// message_delta, which the SDKs let overwrite them), and a ping.
+func (s *Stream) Start(w io.Writer) error {
+	if s.started {
+		return nil
+	}
+	s.started = true
+	usage := toUsage(llm.Usage{})
+	err := writeFrame(w, frame{Type: "message_start", Message: &message{
+		ID: s.id, Type: "message", Role: "assistant", Model: s.model,
+		Content: []block{}, Usage: usage,
+	}})
+	if err != nil {
+		return err
+	}
+	return writeFrame(w, frame{Type: "ping"})
+}
+
+// Event writes the frames of one canonical event.
+func (s *Stream) Event(w io.Writer, ev llm.Event) error {
+	if s.finished {
+		return fmt.Errorf("messages stream: event %d after finish", ev.Type)
+	}
+	if !s.started {
+		if err := s.Start(w); err != nil {
+			return err
+		}
+	}
+	switch ev.Type {
+	case llm.EventReasoningDelta:
+		return s.reasoning(w, ev)
+	case llm.EventTextDelta:
+		if ev.Text == "" {
+			return nil
+		}
+		if s.open != "text" {
+			if err := s.openBlock(w, "text", block{Type: "text", Text: ptr("")}); err != nil {
+				return err
+			}
+		}
+		s.sawText = true
+		return s.delta(w, s.openIdx, contentDelta{Type: "text_delta", Text: ptr(ev.Text)})
+	case llm.EventToolCallStart:
+		return s.toolStart(w, ev)
+	case llm.EventToolCallDelta:
+		idx, ok := s.tools[ev.Index]
+		if !ok {
+			return fmt.Errorf("messages stream: arguments for tool call %d before its start", ev.Index)
+		}
+		if ev.Text == "" {
+			return nil
+		}
+		// Normally idx is the open block; a backend that interleaves the
+		// arguments of parallel calls gets its late fragments delivered by
+		// index, which the SDKs' accumulators apply to the right block.
+		return s.delta(w, idx, contentDelta{Type: "input_json_delta", PartialJSON: ptr(ev.Text)})
+	case llm.EventFinish:
+		return s.finish(w, ev)
+	}
+	return nil
+}
+
+// reasoning writes a thinking block's deltas. A signature closes the block.
+// Reasoning that arrives after the answer's text has started is dropped
+// rather than fragmenting the answer into alternating blocks
+// (protocols/translation.md §10).
+func (s *Stream) reasoning(w io.Writer, ev llm.Event) error {
+	if s.sawText || (ev.Text == "" && ev.Signature == "") {
+		return nil
+	}
+	if s.open != "thinking" {
+		if err := s.openBlock(w, "thinking", block{Type: "thinking", Thinking: ptr(""), Signature: ptr("")}); err != nil {
+			return err
+		}
+	}
+	if ev.Text != "" {
+		if err := s.delta(w, s.openIdx, contentDelta{Type: "thinking_delta", Thinking: ptr(ev.Text)}); err != nil {
+			return err
+		}
+	}
+	if ev.Signature != "" {
+		// One signature_delta with the whole signature: the TS SDK replaces
+		// the signature on each delta, the Go SDK appends.
+		if err := s.delta(w, s.openIdx, contentDelta{Type: "signature_delta", Signature: ptr(ev.Signature)}); err != nil {
+			return err
+		}
+		return s.closeBlock(w)
+	}
+	return nil
+}
+
+// toolStart opens a tool_use block with the empty input {} the SDKs
+// accumulate input_json_delta fragments onto.
+func (s *Stream) toolStart(w io.Writer, ev llm.Event) error {
+	if ev.ToolCall == nil {
+		return fmt.Errorf("messages stream: tool call %d start without a call", ev.Index)
+	}
+	if _, dup := s.tools[ev.Index]; dup {
+		return fmt.Errorf("messages stream: tool call %d started twice", ev.Index)
+	}
+	b := block{Type: "tool_use", ID: toolID(ev.ToolCall.ID), Name: ev.ToolCall.Name, Input: json.RawMessage(`{}`)}
+	if err := s.openBlock(w, "tool_use", b); err != nil {
+		return err
+	}
+	s.tools[ev.Index] = s.openIdx
+	if args := bytes.TrimSpace(ev.ToolCall.Arguments); len(args) > 0 {
+		// Arguments that came whole with the start are streamed as one
+		// fragment, never put into the start block (the Go SDK would append
+		// the fragments to them).
+		return s.delta(w, s.openIdx, contentDelta{Type: "input_json_delta", PartialJSON: ptr(string(args))})
+	}
+	return nil
+}
+
+// finish closes the open block and ends the stream with message_delta (stop
+// reason and cumulative usage; output_tokens is mandatory) and message_stop.
+func (s *Stream) finish(w io.Writer, ev llm.Event) error {
+	if err := s.closeBlock(w); err != nil {
+		return err
+	}
+	s.finished = true
+	reason, seq := stopReason(ev.FinishReason, ev.StopSequence)
+	var u llm.Usage
+	if ev.Usage != nil {
+		u = *ev.Usage
+	}
+	usage := toUsage(u)
+	usage.CacheCreation, usage.ServiceTier = nil, ""
+	err := writeFrame(w, frame{Type: "message_delta",
+		Delta: mustRaw(messageDelta{StopReason: reason, StopSequence: seq}),
+		Usage: &usage})
+	if err != nil {
+		return err
+	}
+	return writeFrame(w, frame{Type: "message_stop"})
+}
+
+// Error writes the in-stream error event after a failure mid-stream. The
+// stream ends there: no content_block_stop or message_stop follows.
+func (s *Stream) Error(w io.Writer, err *llm.Error) error {
+	if s.finished {
+		return nil
+	}
+	s.finished = true
+	if err == nil {
+		err = &llm.Error{Kind: llm.KindInternal}
+	}
+	_, typ := errorType(err.Kind)
+	return writeFrame(w, frame{Type: "error", Error: &errorBody{Type: typ, Message: errorMessage(err)}})
+}
+
+func (s *Stream) openBlock(w io.Writer, typ string, b block) error {
+	if err := s.closeBlock(w); err != nil {
+		return err
+	}
+	s.open, s.openIdx = typ, s.next
+	s.next++
+	return writeFrame(w, frame{Type: "content_block_start", Index: &s.openIdx, ContentBlock: &b})
+}
+
+func (s *Stream) closeBlock(w io.Writer) error {
+	if s.open == "" {
+		return nil
+	}
+	s.open = ""
+	idx := s.openIdx
+	return writeFrame(w, frame{Type: "content_block_stop", Index: &idx})
+}
+
+func (s *Stream) delta(w io.Writer, idx int, d contentDelta) error {
+	return writeFrame(w, frame{Type: "content_block_delta", Index: &idx, Delta: mustRaw(d)})
+}
+
+// mustRaw marshals a delta; the delta types always marshal.
+func mustRaw(v any) json.RawMessage {
+	b, _ := marshal(v)
+	return bytes.TrimRight(b, "\n")
+}
