@@ -1,0 +1,95 @@
+// Package gencontent serves the generate-content wire format (the Gemini
+// Developer API, v1beta) so that Google's official Gen AI SDKs work against
+// svcgw unmodified: generateContent, streamGenerateContent (SSE),
+// countTokens, the models list, and the native error envelope.
+//
+// It decodes native requests into llm.Request and encodes llm.Response and
+// llm.Event values back; it holds only wire types and pure converters. The
+// wire details it follows are in protocols/generate-content.md. It imports
+// only llm (and the standard library): never server, upstream or store.
+package gencontent
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/svcgw/svcgw/llm"
+)
+
+// The methods a model path can name (…/models/{model}:{method}).
+const (
+	MethodGenerate       = "generateContent"
+	MethodStreamGenerate = "streamGenerateContent"
+	MethodCountTokens    = "countTokens"
+)
+
+// Codec is the generate-content surface: it satisfies the server's codec
+// contract (server/surface.go) structurally.
+type Codec struct{}
+
+// Surface names the wire format.
+func (Codec) Surface() llm.Surface { return llm.SurfaceGenContent }
+
+// NewID returns a fresh responseId: "gw" and 22 URL-safe characters (128
+// random bits). Gemini's own ids are unprefixed base64url strings of about
+// that length; the prefix marks ours, and the alphabet needs no escaping in
+// the generation lookup's ?id= query.
+func (Codec) NewID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand documents it)
+	return "gw" + base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// NewStream returns the encoder of one streamed reply.
+func (Codec) NewStream(req *llm.Request, id string, created time.Time) *Stream {
+	return newStream(req, id)
+}
+
+// ParseModelMethod splits the part of a path after "/v1beta/models/" into
+// the model id and the method: "gemini-2.5-flash:generateContent" gives
+// ("gemini-2.5-flash", "generateContent"). The SDKs glue the method to the
+// last segment with ":", which a ServeMux wildcard cannot match, so the
+// split is on the last ":". A leading "models/" (a client that sends the
+// resource name twice) is dropped. An unknown or missing method is a
+// not_found error, an empty model an invalid_request one.
+func ParseModelMethod(rest string) (model, method string, err error) {
+	model, method, ok := cutLast(rest, ":")
+	if !ok {
+		return "", "", &llm.Error{Kind: llm.KindNotFound,
+			Message: "no method in the path: call models/{model}:generateContent, :streamGenerateContent or :countTokens"}
+	}
+	switch method {
+	case MethodGenerate, MethodStreamGenerate, MethodCountTokens:
+	default:
+		return "", "", &llm.Error{Kind: llm.KindNotFound,
+			Message: "method " + quote(method) + " is not supported: use generateContent, streamGenerateContent or countTokens"}
+	}
+	model = strings.TrimPrefix(model, "models/")
+	if strings.TrimSpace(model) == "" {
+		return "", "", &llm.Error{Kind: llm.KindInvalidRequest, Param: "model",
+			Message: "the model id in the path is empty: call models/{model}:" + method}
+	}
+	return model, method, nil
+}
+
+func cutLast(s, sep string) (before, after string, found bool) {
+	i := strings.LastIndex(s, sep)
+	if i < 0 {
+		return s, "", false
+	}
+	return s[:i], s[i+len(sep):], true
+}
+
+// quote renders a caller-supplied value for an error message: quoted, and
+// cut short so a huge value cannot blow up the message.
+func quote(s string) string {
+	const max = 64
+	if utf8.RuneCountInString(s) > max {
+		s = string([]rune(s)[:max]) + "…"
+	}
+	return strconv.Quote(s)
+}

@@ -1,0 +1,204 @@
+package gencontent
+
+import (
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/svcgw/svcgw/llm"
+)
+
+// Stream encodes one streamed reply as :streamGenerateContent?alt=sse
+// frames: "data: " and one GenerateContentResponse holding only the new
+// parts, then a blank line. There are no event names, comments, keepalives
+// or terminator: go-genai fails on any line that is not data or an error
+// object, and on a [DONE] (protocols/generate-content.md §5). The stream
+// ends when the connection closes.
+//
+// Every chunk carries responseId and modelVersion. Text and thought parts
+// go out as they come; a function call is held until its arguments are
+// complete, since args is one JSON object. The last chunk carries the
+// finishReason and the full usageMetadata.
+//
+// The latest data parts are always held back until the next ones exist, so
+// that the last chunk carries real content along with its finishReason, as
+// Gemini's own streams do. A final chunk without a data part makes the chat
+// helpers of go-genai and python-genai mark the whole turn invalid and
+// leave it out of the conversation history.
+type Stream struct {
+	id, model string
+	show      bool // thought parts were asked for
+
+	sigs      sigWriter
+	hidden    strings.Builder // text of the open reasoning block, when not shown
+	shownOpen bool            // the open reasoning block's text went out as thought parts
+
+	calls []*pendingCall // tool calls being assembled
+	held  []part         // data parts not yet written
+	done  bool
+}
+
+type pendingCall struct {
+	index int
+	call  llm.ToolCall
+	args  strings.Builder
+}
+
+func newStream(req *llm.Request, id string) *Stream {
+	return &Stream{id: id, model: req.Model, show: showThoughts(req)}
+}
+
+// Start writes nothing: Gemini streams have no opening frame.
+func (s *Stream) Start(w io.Writer) error { return nil }
+
+// Event writes the frames of one event (often none: parts are held back).
+func (s *Stream) Event(w io.Writer, ev llm.Event) error {
+	if s.done {
+		return nil
+	}
+	switch ev.Type {
+	case llm.EventReasoningDelta:
+		if err := s.flushCalls(w); err != nil {
+			return err
+		}
+		if ev.Text != "" {
+			if s.show {
+				s.shownOpen = true
+				if err := s.produce(w, part{Text: ev.Text, Thought: true, ThoughtSignature: s.sigs.take(nil, "")}); err != nil {
+					return err
+				}
+			} else {
+				s.hidden.WriteString(ev.Text)
+			}
+		}
+		if ev.Signature != "" {
+			// The signature closes the block; it rides on the next data
+			// part, with the block's text when that was not shown.
+			b := sigBlock{Signature: ev.Signature, Merge: s.shownOpen}
+			if !s.shownOpen {
+				b.Text = s.hidden.String()
+			}
+			s.sigs.pending = append(s.sigs.pending, b)
+			s.endReasoning()
+		}
+	case llm.EventTextDelta:
+		s.endReasoning()
+		if err := s.flushCalls(w); err != nil {
+			return err
+		}
+		if ev.Text != "" {
+			return s.produce(w, part{Text: ev.Text, ThoughtSignature: s.sigs.take(nil, "")})
+		}
+	case llm.EventToolCallStart:
+		s.endReasoning()
+		pc := s.call(ev.Index)
+		if tc := ev.ToolCall; tc != nil {
+			pc.call.ID, pc.call.Name, pc.call.Signature = tc.ID, tc.Name, tc.Signature
+			pc.args.Write(tc.Arguments)
+		}
+	case llm.EventToolCallDelta:
+		s.call(ev.Index).args.WriteString(ev.Text)
+	case llm.EventFinish:
+		if err := s.flushCalls(w); err != nil {
+			return err
+		}
+		var u llm.Usage
+		if ev.Usage != nil {
+			u = *ev.Usage
+		}
+		parts := s.sigs.finish(s.held)
+		s.held, s.done = nil, true
+		return s.writeChunk(w, parts, finishReason(ev.FinishReason), usage(u))
+	}
+	return nil
+}
+
+// Error writes the in-stream error: the held parts first (they are
+// complete), then the error object as a bare line without "data: ", ended by
+// a single newline, in a write of its own. That is the one form all three
+// SDKs raise (protocols/generate-content.md §5): go-genai and python-genai
+// take an unprefixed {"error":…} line as an API error, and js-genai only
+// when it arrives alone in a network read. Calls still being assembled are
+// incomplete and dropped.
+func (s *Stream) Error(w io.Writer, e *llm.Error) error {
+	if len(s.held) > 0 {
+		parts := s.held
+		s.held = nil
+		if err := s.writeChunk(w, parts, "", nil); err != nil {
+			return err
+		}
+		if rw, ok := w.(http.ResponseWriter); ok {
+			_ = http.NewResponseController(rw).Flush()
+		}
+	}
+	s.done = true
+	_, body := errorEnvelopeFor(e, "")
+	b, err := marshal(body)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+// endReasoning closes the open reasoning block. Hidden text that no
+// signature claimed has nothing to replay and is dropped.
+func (s *Stream) endReasoning() {
+	s.hidden.Reset()
+	s.shownOpen = false
+}
+
+func (s *Stream) call(index int) *pendingCall {
+	for _, pc := range s.calls {
+		if pc.index == index {
+			return pc
+		}
+	}
+	pc := &pendingCall{index: index}
+	s.calls = append(s.calls, pc)
+	return pc
+}
+
+// flushCalls turns the assembled tool calls into functionCall parts, in
+// index order, all in one chunk (Gemini sends parallel calls together).
+func (s *Stream) flushCalls(w io.Writer) error {
+	if len(s.calls) == 0 {
+		return nil
+	}
+	slices.SortFunc(s.calls, func(a, b *pendingCall) int { return a.index - b.index })
+	parts := make([]part, len(s.calls))
+	for i, pc := range s.calls {
+		pc.call.Arguments = []byte(pc.args.String())
+		parts[i] = callPart(&pc.call, s.sigs.take(nil, pc.call.Signature))
+	}
+	s.calls = nil
+	return s.produce(w, parts...)
+}
+
+// produce holds parts back, writing the ones held before.
+func (s *Stream) produce(w io.Writer, parts ...part) error {
+	prev := s.held
+	s.held = parts
+	if len(prev) == 0 {
+		return nil
+	}
+	return s.writeChunk(w, prev, "", nil)
+}
+
+// writeChunk writes one data frame.
+func (s *Stream) writeChunk(w io.Writer, parts []part, finish string, u *usageMetadata) error {
+	b, err := marshal(generateContentResponse{
+		Candidates:    []candidate{{Content: content{Role: "model", Parts: parts}, FinishReason: finish}},
+		UsageMetadata: u,
+		ModelVersion:  s.model,
+		ResponseID:    s.id,
+	})
+	if err != nil {
+		return err
+	}
+	frame := make([]byte, 0, len(b)+8)
+	frame = append(append(append(frame, "data: "...), b...), "\n\n"...)
+	_, err = w.Write(frame)
+	return err
+}
