@@ -1,0 +1,74 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// allowed lists, for each package of the module, the module packages it may
+// import (DESIGN.md's dependency table: top may import bottom, never the
+// reverse).
+var allowed = map[string][]string{
+	"":                    {"cli"},
+	"cli":                 {"server", "store", "config", "billing", "upstream", "surfaces/account", "llm"},
+	"server":              {"surfaces/chat", "surfaces/messages", "surfaces/gencontent", "surfaces/account", "classify", "upstream", "billing", "store", "config", "llm"},
+	"surfaces/chat":       {"llm"},
+	"surfaces/messages":   {"llm"},
+	"surfaces/gencontent": {"llm"},
+	"surfaces/account":    {"store", "billing", "llm"},
+	"classify":            {"llm"},
+	"upstream":            {"llm"},
+	"billing":             {"llm"},
+	"store":               {"llm"},
+	"config":              {"llm", "billing"},
+	"llm":                 {},
+}
+
+// forbiddenStd are standard packages a module package must not import.
+var forbiddenStd = map[string][]string{
+	"store":    {"net/http"},
+	"billing":  {"net/http"},
+	"classify": {"net/http"},
+	"llm":      {"net/http"},
+}
+
+func TestArchitecture_ImportsFollowDesign(t *testing.T) {
+	const module = "github.com/svcgw/svcgw"
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}}:{{join .Imports \" \"}}", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		pkgPath, imports, _ := strings.Cut(line, ":")
+		pkg := strings.TrimPrefix(strings.TrimPrefix(pkgPath, module), "/")
+		ok, known := allowed[pkg]
+		if !known {
+			t.Errorf("package %q is not in DESIGN.md's table (add it to allowed)", pkg)
+			continue
+		}
+		for _, imp := range strings.Fields(imports) {
+			if !strings.HasPrefix(imp, module+"/") {
+				for _, f := range forbiddenStd[pkg] {
+					if imp == f {
+						t.Errorf("%s imports %s", pkgPath, imp)
+					}
+				}
+				continue
+			}
+			dep := strings.TrimPrefix(imp, module+"/")
+			if !contains(ok, dep) {
+				t.Errorf("%s imports %s, which DESIGN.md does not allow", pkgPath, imp)
+			}
+		}
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,91 @@
+package cli
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/cockroachdb/apd/v3"
+
+	"github.com/svcgw/svcgw/billing"
+	"github.com/svcgw/svcgw/server"
+	"github.com/svcgw/svcgw/store"
+	"github.com/svcgw/svcgw/upstream"
+)
+
+type serveCmd struct {
+	Addr             string        `default:"127.0.0.1:8080" help:"Address to listen on."`
+	BootstrapCredits string        `default:"10.00" help:"Starter balance (USD) of the default account created on an empty database."`
+	MaxBodyBytes     int64         `default:"33554432" help:"Request body limit in bytes (413 above it)."`
+	ShutdownGrace    time.Duration `default:"30s" help:"How long open calls may finish after SIGINT/SIGTERM."`
+	LogLevel         string        `default:"info" enum:"debug,info,warn,error" help:"Log level (debug, info, warn, error)."`
+	LogFormat        string        `default:"text" enum:"text,json" help:"Log format (text, json)."`
+	FixtureTTFT      time.Duration `name:"fixture-ttft" default:"0s" help:"Fixture backend: simulated time to first token."`
+	FixtureTPS       float64       `name:"fixture-tps" default:"0" help:"Fixture backend: simulated output tokens per second (0 = instant)."`
+}
+
+func (c *serveCmd) Run(e *env) error {
+	log := newLogger(e, c.LogLevel, c.LogFormat)
+	credits, err := billing.ParseAmount(c.BootstrapCredits)
+	if err != nil {
+		return fmt.Errorf("--bootstrap-credits: %w", err)
+	}
+	st, err := e.openStore()
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	ln, err := net.Listen("tcp", c.Addr)
+	if err != nil {
+		return err
+	}
+	if err := bootstrap(e, st, credits, ln.Addr().String()); err != nil {
+		ln.Close()
+		return err
+	}
+
+	// No configuration: the fixture backend serves every route.
+	fx := upstream.NewFixture(upstream.FixtureOptions{TimeToFirstToken: c.FixtureTTFT, TokensPerSecond: c.FixtureTPS})
+	router := upstream.NewRouter([]upstream.Candidate{{Name: "fixture", Backend: fx, Limits: fx.Limits()}})
+	h := server.New(server.Options{Logger: log, Store: st, Router: router, MaxBodyBytes: c.MaxBodyBytes})
+
+	log.Info("svcgw listening", "addr", ln.Addr().String(), "db", e.global.DB, "version", version())
+	return server.Serve(e.ctx, ln, h, log, c.ShutdownGrace)
+}
+
+// bootstrap makes a fresh database usable at once: on an empty database it
+// creates account "default" with one key and a starter balance, and prints
+// the key (once) on stderr.
+func bootstrap(e *env, st *store.Store, credits apd.Decimal, addr string) error {
+	n, err := st.CountAccounts(e.ctx)
+	if err != nil || n > 0 {
+		return err
+	}
+	acct, _, err := st.EnsureAccount(e.ctx, "default")
+	if err != nil {
+		return err
+	}
+	secret, key, err := st.CreateKey(e.ctx, acct.ID, "default")
+	if err != nil {
+		return err
+	}
+	if credits.Sign() > 0 {
+		if _, err := st.AddCredits(e.ctx, acct.ID, credits, "bootstrap"); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(e.stderr, "\nCreated account \"default\" with %s USD of credits and API key %s:\n\n    %s\n\nIt is shown only this once. Try:\n\n    curl -H \"Authorization: Bearer %s\" http://%s/svc/v1/credits\n\n",
+		billing.Format(credits), key.ID, secret, secret, addr)
+	return nil
+}
+
+func newLogger(e *env, level, format string) *slog.Logger {
+	var lv slog.Level
+	_ = lv.UnmarshalText([]byte(level))
+	opts := &slog.HandlerOptions{Level: lv}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(e.stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(e.stderr, opts))
+}

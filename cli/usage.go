@@ -1,0 +1,112 @@
+package cli
+
+import (
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/svcgw/svcgw/surfaces/account"
+)
+
+type usageCmd struct {
+	Account string `required:"" help:"Account name."`
+	GroupBy string `name:"group-by" default:"day" help:"day, request_type, application or api_key."`
+	Start   string `help:"Lower bound: YYYY-MM-DD or RFC 3339 (inclusive)."`
+	End     string `help:"Upper bound: YYYY-MM-DD (inclusive) or RFC 3339 (exclusive)."`
+	JSON    bool   `name:"json" help:"Print JSON (as GET /svc/v1/usage)."`
+}
+
+// Run reports usage with the same parsing and figures as GET /svc/v1/usage.
+func (c *usageCmd) Run(e *env) error {
+	q, err := account.ParseUsageQuery(c.GroupBy, c.Start, c.End)
+	if err != nil {
+		return err
+	}
+	st, err := e.openStore()
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	acct, err := st.AccountByName(e.ctx, c.Account)
+	if err != nil {
+		return fmt.Errorf("account %q: %w", c.Account, err)
+	}
+	buckets, err := st.Usage(e.ctx, acct.ID, q)
+	if err != nil {
+		return err
+	}
+	report, err := account.NewUsageReport(q, buckets)
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		return writeJSONOut(e, report)
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "%s\tREQUESTS\tINPUT\tOUTPUT\tTOTAL\tCACHED INPUT\tCOST (USD)\t\n", header(report.GroupBy))
+	row := func(name string, t account.UsageTotals) {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t\n", name, t.Requests, t.InputTokens, t.OutputTokens, t.TotalTokens, t.CachedInputTokens, t.Cost)
+	}
+	for _, b := range report.Data {
+		row(b.Bucket, b.UsageTotals)
+	}
+	row("total", report.Total)
+	return tw.Flush()
+}
+
+func header(groupBy string) string {
+	switch groupBy {
+	case "request_type":
+		return "REQUEST TYPE"
+	case "api_key":
+		return "API KEY"
+	}
+	return map[string]string{"day": "DAY", "application": "APPLICATION"}[groupBy]
+}
+
+type generationCmd struct {
+	ID   string `arg:"" help:"The id from a response body (chatcmpl-…, resp_…, msg_…, or a generate-content responseId)."`
+	JSON bool   `name:"json" help:"Print JSON (as GET /svc/v1/generation, without the data wrapper)."`
+}
+
+func (c *generationCmd) Run(e *env) error {
+	st, err := e.openStore()
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	g, err := st.GenerationByID(e.ctx, c.ID)
+	if err != nil {
+		return err
+	}
+	rec := account.NewGenerationRecord(g)
+	if c.JSON {
+		return writeJSONOut(e, rec)
+	}
+	acct, err := st.AccountByID(e.ctx, g.AccountID)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	for _, kv := range [][2]string{
+		{"id", rec.ID},
+		{"account", acct.Name},
+		{"api key", g.KeyID},
+		{"application", rec.Application},
+		{"model (as sent)", rec.Model},
+		{"request type", rec.RequestType},
+		{"created at", rec.CreatedAt},
+		{"streamed", fmt.Sprint(rec.Streamed)},
+		{"finish reason", rec.FinishReason},
+		{"prompt tokens", fmt.Sprint(rec.Usage.PromptTokens)},
+		{"cached prompt tokens", fmt.Sprint(rec.Usage.CachedPromptTokens)},
+		{"completion tokens", fmt.Sprint(rec.Usage.CompletionTokens)},
+		{"reasoning tokens", fmt.Sprint(rec.Usage.ReasoningTokens)},
+		{"total tokens", fmt.Sprint(rec.Usage.TotalTokens)},
+		{"total cost (USD)", rec.TotalCost},
+		{"latency ms", fmt.Sprint(rec.LatencyMS)},
+		{"generation time ms", fmt.Sprint(rec.GenerationTimeMS)},
+	} {
+		fmt.Fprintf(tw, "%s\t%s\n", kv[0], kv[1])
+	}
+	return tw.Flush()
+}

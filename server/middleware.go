@@ -1,0 +1,225 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/store"
+)
+
+type ctxKey int
+
+const (
+	requestIDKey ctxKey = iota
+	logRecordKey
+)
+
+// authedHandler is a handler that runs after authentication.
+type authedHandler func(w http.ResponseWriter, r *http.Request, caller store.Key)
+
+// logRecord collects what the access line reports about one request. The
+// pipeline fills it in as it learns things; withAccessLog writes it at the end.
+type logRecord struct {
+	surface     llm.Surface
+	requestType llm.RequestType
+	keyID       string
+	backend     string // operator logs only
+	usage       llm.Usage
+	cost        string
+	canceled    bool
+}
+
+func recordFrom(ctx context.Context) *logRecord {
+	rec, _ := ctx.Value(logRecordKey).(*logRecord)
+	if rec == nil {
+		return &logRecord{} // detached: writes go nowhere
+	}
+	return rec
+}
+
+// RequestID returns the id withRequestID gave the request, or "".
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey).(string)
+	return id
+}
+
+func newRequestID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "req_" + hex.EncodeToString(b[:])
+}
+
+// withRecover turns a panic in a handler into a 500 (when nothing was written
+// yet) and an error log, instead of a dropped connection.
+func (s *Server) withRecover(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			v := recover()
+			if v == nil || v == http.ErrAbortHandler {
+				if v != nil {
+					panic(v)
+				}
+				return
+			}
+			s.log.Error("panic", "request_id", RequestID(r.Context()), "panic", fmt.Sprint(v))
+			chatSurface.writeError(w, &llm.Error{Kind: llm.KindInternal, Message: "internal error"})
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// withRequestID gives every request an id, returned as X-Request-Id (and
+// request-id, the header Anthropic's SDKs read).
+func (s *Server) withRequestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := newRequestID()
+		w.Header().Set("X-Request-Id", id)
+		w.Header().Set("Request-Id", id)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey, id)))
+	})
+}
+
+// statusWriter records the status of a response. It unwraps, so
+// http.ResponseController still reaches the real writer's Flush.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (sw *statusWriter) WriteHeader(code int) {
+	if sw.status == 0 {
+		sw.status = code
+	}
+	sw.ResponseWriter.WriteHeader(code)
+}
+
+func (sw *statusWriter) Write(b []byte) (int, error) {
+	if sw.status == 0 {
+		sw.status = http.StatusOK
+	}
+	return sw.ResponseWriter.Write(b)
+}
+
+func (sw *statusWriter) Unwrap() http.ResponseWriter { return sw.ResponseWriter }
+
+// withAccessLog writes one line per request when it ends. It names the
+// backend (operators may see it); nothing a caller reads does.
+func (s *Server) withAccessLog(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &logRecord{}
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), logRecordKey, rec)))
+		if r.URL.Path == "/healthz" {
+			return
+		}
+		s.log.LogAttrs(r.Context(), levelFor(sw.status), "request",
+			slog.String("request_id", RequestID(r.Context())),
+			slog.String("route", r.Pattern),
+			slog.String("surface", string(rec.surface)),
+			slog.String("request_type", string(rec.requestType)),
+			slog.String("key_id", rec.keyID),
+			slog.String("backend", rec.backend),
+			slog.Int("status", sw.status),
+			slog.Int("input_tokens", rec.usage.InputTokens),
+			slog.Int("output_tokens", rec.usage.OutputTokens),
+			slog.String("cost", rec.cost),
+			slog.Int("duration_ms", int(time.Since(start).Milliseconds())),
+			slog.Bool("canceled", rec.canceled),
+		)
+	})
+}
+
+// withBodyLimit caps the request body; reading past the cap fails with an
+// *http.MaxBytesError, which readBody turns into a 413.
+func (s *Server) withBodyLimit(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, s.maxBody)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// readBody reads the whole (limited) request body.
+func (s *Server) readBody(r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, &llm.Error{Kind: llm.KindTooLarge,
+				Message: fmt.Sprintf("request body is larger than the limit of %d bytes", s.maxBody)}
+		}
+		return nil, &llm.Error{Kind: llm.KindInvalidRequest, Message: "could not read the request body", Err: err}
+	}
+	return body, nil
+}
+
+// apiKey finds the caller's key in any of the header spellings the three
+// surfaces use: Authorization: Bearer (all), x-api-key (messages),
+// x-goog-api-key (generate-content; x-gen-api-key is SPEC.md's spelling),
+// and the key= query parameter (generate-content).
+func apiKey(r *http.Request) string {
+	if v := r.Header.Get("Authorization"); v != "" {
+		if scheme, tok, ok := strings.Cut(v, " "); ok && strings.EqualFold(scheme, "Bearer") {
+			return strings.TrimSpace(tok)
+		}
+	}
+	for _, h := range []string{"X-Api-Key", "X-Goog-Api-Key", "X-Gen-Api-Key"} {
+		if v := r.Header.Get(h); v != "" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return r.URL.Query().Get("key")
+}
+
+// withAuth resolves the caller's key; missing, unknown and revoked keys get
+// a 401 in sf's envelope.
+func (s *Server) withAuth(sf surface, next authedHandler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key, err := s.authenticate(r)
+		if err != nil {
+			sf.writeError(w, err)
+			return
+		}
+		recordFrom(r.Context()).keyID = key.ID
+		next(w, r, key)
+	})
+}
+
+func (s *Server) authenticate(r *http.Request) (store.Key, error) {
+	secret := apiKey(r)
+	if secret == "" {
+		return store.Key{}, &llm.Error{Kind: llm.KindAuth, Message: "missing API key: send it as Authorization: Bearer <key>, x-api-key, x-goog-api-key or ?key="}
+	}
+	key, err := s.store.Authenticate(r.Context(), secret)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Key{}, &llm.Error{Kind: llm.KindAuth, Message: "invalid API key"}
+	}
+	if err != nil {
+		return store.Key{}, &llm.Error{Kind: llm.KindInternal, Message: "internal error", Err: fmt.Errorf("authenticate: %w", err)}
+	}
+	return key, nil
+}
+
+func notFoundRoute(r *http.Request) error {
+	return &llm.Error{Kind: llm.KindNotFound, Message: fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)}
+}
+
+// levelFor logs caller faults as warnings and our own failures as errors.
+func levelFor(status int) slog.Level {
+	switch {
+	case status >= 500:
+		return slog.LevelError
+	case status >= 400:
+		return slog.LevelWarn
+	}
+	return slog.LevelInfo
+}

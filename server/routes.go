@@ -1,0 +1,63 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/svcgw/svcgw/surfaces/chat"
+	"github.com/svcgw/svcgw/surfaces/gencontent"
+	"github.com/svcgw/svcgw/surfaces/messages"
+)
+
+// The inference surfaces, one per endpoint.
+var (
+	chatSurface       = adapt(chat.Codec{})
+	responsesSurface  = adapt(chat.ResponsesCodec{})
+	messagesSurface   = adapt(messages.Codec{})
+	genContentSurface = adapt(gencontent.Codec{})
+)
+
+// routes lists every route. Each answers under /svc and, for older clients,
+// at the same path without it. The middleware around the mux is, in order:
+// recover → request id → access log (see New); inside each route: body limit
+// (413) → authentication (401) → handler. Authentication failures use the
+// envelope of the surface the path belongs to.
+func (s *Server) routes() {
+	for _, p := range []string{"/svc", ""} {
+		s.handle("POST "+p+"/v1/chat/completions", chatSurface, s.handleInference(chatSurface))
+		s.handle("POST "+p+"/v1/responses", responsesSurface, s.handleInference(responsesSurface))
+		s.handle("POST "+p+"/v1/responses/input_tokens", responsesSurface, s.handleCount(responsesSurface, chat.CountResponsesTokens))
+		s.handle("GET "+p+"/v1/responses/{id}", responsesSurface, s.handleStateless())
+		s.handle("POST "+p+"/v1/messages", messagesSurface, s.handleInference(messagesSurface))
+		s.handle("POST "+p+"/v1/messages/count_tokens", messagesSurface, s.handleCount(messagesSurface, messages.CountTokens))
+		s.handle("POST "+p+"/v1beta/models/{rest...}", genContentSurface, s.handleGenContent())
+		// The genai SDKs configured with APIVersion "v1" call the same
+		// methods under /v1/models/.
+		s.handle("POST "+p+"/v1/models/{rest...}", genContentSurface, s.handleGenContent())
+		s.handle("GET "+p+"/v1beta/models", genContentSurface, s.handleGenContentModels())
+		s.handle("GET "+p+"/v1beta/models/{rest...}", genContentSurface, s.handleGenContentModels())
+
+		// /v1/models is shared by all three SDKs; the caller's headers pick
+		// the shape (see modelsSurface), and so the error envelope.
+		s.mux.Handle("GET "+p+"/v1/models", s.withModelsAuth(s.handleModels()))
+		s.mux.Handle("GET "+p+"/v1/models/{model...}", s.withModelsAuth(s.handleModels()))
+
+		s.handle("GET "+p+"/v1/credits", chatSurface, s.account.Credits)
+		s.handle("GET "+p+"/v1/usage", chatSurface, s.account.Usage)
+		s.handle("GET "+p+"/v1/generation", chatSurface, s.account.Generation)
+		s.handle("POST "+p+"/v1/feedback", chatSurface, s.account.Feedback)
+	}
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
+	})
+	// Anything else: 404 in the chat-completions envelope, the most common
+	// client's, rather than net/http's plain text.
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		chatSurface.writeError(w, notFoundRoute(r))
+	})
+}
+
+// handle registers an authenticated route whose errors use sf's envelope.
+func (s *Server) handle(pattern string, sf surface, h authedHandler) {
+	s.mux.Handle(pattern, s.withBodyLimit(s.withAuth(sf, h)))
+}

@@ -1,0 +1,176 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/matryer/is"
+)
+
+// envelopeKind says which native error envelope a body is in, and its
+// error type/status string.
+func envelopeKind(t *testing.T, body []byte) (surface, typ string) {
+	t.Helper()
+	var v struct {
+		Type  string `json:"type"`
+		Error *struct {
+			Message *string `json:"message"`
+			Type    *string `json:"type"`
+			Param   *string `json:"param"`
+			Code    any     `json:"code"`
+			Status  *string `json:"status"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(body, &v); err != nil || v.Error == nil || v.Error.Message == nil {
+		t.Fatalf("not an error envelope: %s", body)
+	}
+	var raw map[string]map[string]json.RawMessage
+	_ = json.Unmarshal(body, &raw)
+	switch {
+	case v.Type == "error" && v.Error.Type != nil:
+		return "messages", *v.Error.Type
+	case v.Error.Status != nil:
+		return "gencontent", *v.Error.Status
+	default:
+		for _, k := range []string{"message", "type", "param", "code"} {
+			if _, ok := raw["error"][k]; !ok {
+				t.Fatalf("chat envelope lacks %q: %s", k, body)
+			}
+		}
+		return "chat", *v.Error.Type
+	}
+}
+
+const (
+	chatBody     = `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
+	messagesBody = `{"model":"m","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`
+	genBody      = `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`
+)
+
+// surfaceRoutes is one inference route per surface, with a valid body.
+var surfaceRoutes = []struct {
+	surface, path, body string
+}{
+	{"chat", "/svc/v1/chat/completions", chatBody},
+	{"chat", "/svc/v1/responses", `{"model":"m","input":"hi"}`},
+	{"messages", "/svc/v1/messages", messagesBody},
+	{"gencontent", "/svc/v1beta/models/gemini-2.5-flash:generateContent", genBody},
+}
+
+func TestAuth_EachHeaderStyle(t *testing.T) {
+	gw := newTestGateway(t)
+	for _, tc := range []struct {
+		name   string
+		header []string
+		query  string
+	}{
+		{"bearer", []string{"Authorization", "Bearer " + gw.Key}, ""},
+		{"x-api-key", []string{"Authorization", "", "X-Api-Key", gw.Key}, ""},
+		{"x-goog-api-key", []string{"Authorization", "", "X-Goog-Api-Key", gw.Key}, ""},
+		{"x-gen-api-key (spec spelling)", []string{"Authorization", "", "X-Gen-Api-Key", gw.Key}, ""},
+		{"key query parameter", []string{"Authorization", ""}, "?key=" + gw.Key},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			is := is.New(t)
+			resp, body := gw.do(t, http.MethodGet, "/svc/v1/credits"+tc.query, "", tc.header...)
+			is.Equal(resp.StatusCode, http.StatusOK) // authenticated
+			is.True(strings.Contains(string(body), `"balance":"10.000000"`))
+		})
+	}
+}
+
+func TestAuth_401InTheSurfaceEnvelope(t *testing.T) {
+	gw := newTestGateway(t)
+	revoked, revokedID := gw.newKey(t, "other", "1")
+	if _, err := gw.Store.RevokeKey(t.Context(), revokedID); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range surfaceRoutes {
+		for _, key := range []struct{ name, header string }{
+			{"missing", ""},
+			{"unknown", "Bearer llm_live_nope"},
+			{"revoked", "Bearer " + revoked},
+		} {
+			t.Run(r.path+" "+key.name, func(t *testing.T) {
+				is := is.New(t)
+				resp, body := gw.do(t, http.MethodPost, r.path, r.body, "Authorization", key.header)
+				is.Equal(resp.StatusCode, http.StatusUnauthorized) // 401
+				surface, _ := envelopeKind(t, body)
+				is.Equal(surface, r.surface) // the path's own envelope
+			})
+		}
+	}
+	t.Run("account endpoints", func(t *testing.T) {
+		is := is.New(t)
+		resp, body := gw.do(t, http.MethodGet, "/svc/v1/usage", "", "Authorization", "")
+		is.Equal(resp.StatusCode, http.StatusUnauthorized)
+		surface, _ := envelopeKind(t, body)
+		is.Equal(surface, "chat")
+	})
+}
+
+func TestBodyLimit_413InTheSurfaceEnvelope(t *testing.T) {
+	gw := newTestGateway(t, func(o *Options) { o.MaxBodyBytes = 1024 })
+	big := strings.Repeat("x", 4096)
+	for _, r := range surfaceRoutes {
+		t.Run(r.path, func(t *testing.T) {
+			is := is.New(t)
+			body := strings.Replace(r.body, `"hi"`, `"`+big+`"`, 1)
+			resp, out := gw.do(t, http.MethodPost, r.path, body)
+			is.Equal(resp.StatusCode, http.StatusRequestEntityTooLarge) // 413
+			surface, _ := envelopeKind(t, out)
+			is.Equal(surface, r.surface) // native envelope
+		})
+	}
+}
+
+func TestRoutes_WithoutSvcPrefix(t *testing.T) {
+	gw := newTestGateway(t)
+	for _, r := range surfaceRoutes {
+		t.Run(r.path, func(t *testing.T) {
+			is := is.New(t)
+			resp, body := gw.do(t, http.MethodPost, strings.TrimPrefix(r.path, "/svc"), r.body)
+			is.Equal(resp.StatusCode, http.StatusOK) // served without /svc
+			is.True(resp.Header.Get("X-SVC-Request-Type") != "")
+			is.True(len(body) > 0)
+		})
+	}
+	is := is.New(t)
+	resp, _ := gw.do(t, http.MethodGet, "/v1/credits", "")
+	is.Equal(resp.StatusCode, http.StatusOK) // account endpoints too
+}
+
+func TestRoutes_UnknownPathIs404(t *testing.T) {
+	is := is.New(t)
+	gw := newTestGateway(t)
+	resp, body := gw.do(t, http.MethodGet, "/svc/v1/nothing-here", "")
+	is.Equal(resp.StatusCode, http.StatusNotFound)
+	surface, _ := envelopeKind(t, body)
+	is.Equal(surface, "chat")
+}
+
+func TestRequestID_OnEveryResponse(t *testing.T) {
+	is := is.New(t)
+	gw := newTestGateway(t)
+	ok, _ := gw.do(t, http.MethodGet, "/svc/v1/credits", "")
+	bad, _ := gw.do(t, http.MethodGet, "/svc/v1/credits", "", "Authorization", "")
+	is.True(strings.HasPrefix(ok.Header.Get("X-Request-Id"), "req_"))
+	is.True(strings.HasPrefix(bad.Header.Get("X-Request-Id"), "req_"))
+	is.True(ok.Header.Get("X-Request-Id") != bad.Header.Get("X-Request-Id"))
+}
+
+func TestPaymentRequired_WhenBalanceIsSpent(t *testing.T) {
+	gw := newTestGateway(t)
+	broke, _ := gw.newKey(t, "broke", "")
+	for _, r := range surfaceRoutes {
+		t.Run(r.path, func(t *testing.T) {
+			is := is.New(t)
+			resp, body := gw.do(t, http.MethodPost, r.path, r.body, "Authorization", "Bearer "+broke)
+			is.Equal(resp.StatusCode, http.StatusPaymentRequired) // 402
+			surface, _ := envelopeKind(t, body)
+			is.Equal(surface, r.surface)
+		})
+	}
+}

@@ -1,0 +1,277 @@
+// Package chat is the OpenAI wire format: chat-completions
+// (POST /v1/chat/completions), the Responses API served statelessly
+// (POST /v1/responses), and the chat-completions models list. It decodes
+// native requests into llm.Request, encodes llm.Response and llm.Event back
+// into native bodies and SSE frames, and owns the OpenAI error envelope.
+//
+// chat imports only llm (and the standard library); it never imports server,
+// upstream or another surface. Wire details: shared/protocols/chat-completions.md.
+package chat
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/svcgw/svcgw/llm"
+)
+
+// Codec is the chat-completions endpoint.
+type Codec struct{}
+
+// Surface names the wire format.
+func (Codec) Surface() llm.Surface { return llm.SurfaceChat }
+
+// NewID returns a gateway-issued completion id, chatcmpl-<24 base62>.
+func (Codec) NewID() string { return "chatcmpl-" + randomID(24) }
+
+// WriteError writes err in the OpenAI envelope.
+func (Codec) WriteError(w http.ResponseWriter, err error) { WriteError(w, err) }
+
+const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+// randomID returns n base62 characters from crypto/rand.
+func randomID(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	for i := range b {
+		b[i] = base62[int(b[i])%len(base62)]
+	}
+	return string(b)
+}
+
+// finishReason maps a canonical finish reason to chat-completions'.
+func finishReason(f llm.FinishReason) string {
+	switch f {
+	case llm.FinishLength:
+		return "length"
+	case llm.FinishToolCalls:
+		return "tool_calls"
+	case llm.FinishContentFilter:
+		return "content_filter"
+	default: // stop, stop_sequence (OpenAI does not say which stop matched)
+		return "stop"
+	}
+}
+
+type usageJSON struct {
+	PromptTokens        int `json:"prompt_tokens"`
+	CompletionTokens    int `json:"completion_tokens"`
+	TotalTokens         int `json:"total_tokens"`
+	PromptTokensDetails struct {
+		CachedTokens     int `json:"cached_tokens"`
+		CacheWriteTokens int `json:"cache_write_tokens"`
+	} `json:"prompt_tokens_details"`
+	CompletionTokensDetails struct {
+		ReasoningTokens int `json:"reasoning_tokens"`
+	} `json:"completion_tokens_details"`
+}
+
+func usageOf(u llm.Usage) *usageJSON {
+	out := &usageJSON{PromptTokens: u.InputTokens, CompletionTokens: u.OutputTokens, TotalTokens: u.TotalTokens()}
+	out.PromptTokensDetails.CachedTokens = u.CachedInputTokens
+	out.PromptTokensDetails.CacheWriteTokens = u.CacheCreationTokens
+	out.CompletionTokensDetails.ReasoningTokens = u.ReasoningTokens
+	return out
+}
+
+type toolCallJSON struct {
+	Index    *int   `json:"index,omitempty"`
+	ID       string `json:"id,omitempty"`
+	Type     string `json:"type,omitempty"`
+	Function struct {
+		Name      string  `json:"name,omitempty"`
+		Arguments *string `json:"arguments,omitempty"`
+	} `json:"function"`
+}
+
+type completion struct {
+	ID      string             `json:"id"`
+	Object  string             `json:"object"`
+	Created int64              `json:"created"`
+	Model   string             `json:"model"`
+	Choices []completionChoice `json:"choices"`
+	Usage   *usageJSON         `json:"usage"`
+}
+
+type completionChoice struct {
+	Index   int `json:"index"`
+	Message struct {
+		Role        string         `json:"role"`
+		Content     *string        `json:"content"`
+		Reasoning   *string        `json:"reasoning"`
+		Refusal     *string        `json:"refusal"`
+		ToolCalls   []toolCallJSON `json:"tool_calls,omitempty"`
+		Annotations []struct{}     `json:"annotations"`
+	} `json:"message"`
+	Logprobs     *struct{} `json:"logprobs"`
+	FinishReason string    `json:"finish_reason"`
+}
+
+// WriteResponse encodes a complete chat completion. message.reasoning is a
+// string or null; reasoning_content never appears.
+func (Codec) WriteResponse(w http.ResponseWriter, _ *llm.Request, resp *llm.Response) error {
+	ch := completionChoice{FinishReason: finishReason(resp.FinishReason)}
+	ch.Message.Role = "assistant"
+	ch.Message.Annotations = []struct{}{}
+	var text, reasoning string
+	var hasText, hasReasoning bool
+	for _, p := range resp.Content {
+		switch p.Type {
+		case llm.PartText:
+			text += p.Text
+			hasText = true
+		case llm.PartReasoning:
+			reasoning += p.Text
+			hasReasoning = hasReasoning || p.Text != ""
+		case llm.PartToolCall:
+			args := string(p.ToolCall.Arguments)
+			tc := toolCallJSON{ID: p.ToolCall.ID, Type: "function"}
+			tc.Function.Name = p.ToolCall.Name
+			tc.Function.Arguments = &args
+			ch.Message.ToolCalls = append(ch.Message.ToolCalls, tc)
+		}
+	}
+	if hasText || len(ch.Message.ToolCalls) == 0 {
+		ch.Message.Content = &text
+	}
+	if hasReasoning {
+		ch.Message.Reasoning = &reasoning
+	}
+	return writeJSON(w, completion{
+		ID:      resp.ID,
+		Object:  "chat.completion",
+		Created: resp.Created.Unix(),
+		Model:   resp.Model,
+		Choices: []completionChoice{ch},
+		Usage:   usageOf(resp.Usage),
+	})
+}
+
+func writeJSON(w http.ResponseWriter, v any) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	return json.NewEncoder(w).Encode(v)
+}
+
+// Stream encodes one streamed chat completion as `data:` frames.
+type Stream struct {
+	id, model    string
+	created      int64
+	includeUsage bool
+}
+
+// NewStream returns the encoder of one streamed completion.
+func (Codec) NewStream(req *llm.Request, id string, created time.Time) *Stream {
+	return &Stream{id: id, model: req.Model, created: created.Unix(), includeUsage: req.IncludeUsage}
+}
+
+type chunk struct {
+	ID      string        `json:"id"`
+	Object  string        `json:"object"`
+	Created int64         `json:"created"`
+	Model   string        `json:"model"`
+	Choices []chunkChoice `json:"choices"`
+	// Usage is null on every chunk but the last when the caller asked for
+	// usage, and absent otherwise.
+	Usage *usageJSON `json:"usage,omitempty"`
+}
+
+type chunkChoice struct {
+	Index        int        `json:"index"`
+	Delta        chunkDelta `json:"delta"`
+	Logprobs     *struct{}  `json:"logprobs"`
+	FinishReason *string    `json:"finish_reason"`
+}
+
+type chunkDelta struct {
+	Role      string         `json:"role,omitempty"`
+	Content   *string        `json:"content,omitempty"`
+	Reasoning *string        `json:"reasoning,omitempty"`
+	ToolCalls []toolCallJSON `json:"tool_calls,omitempty"`
+}
+
+func (s *Stream) frame(w io.Writer, choices []chunkChoice, usage *usageJSON) error {
+	c := chunk{ID: s.id, Object: "chat.completion.chunk", Created: s.created, Model: s.model, Choices: choices, Usage: usage}
+	b, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	if s.includeUsage && usage == nil {
+		// "usage": null on every chunk before the usage chunk, as OpenAI does.
+		b = append(b[:len(b)-1], `,"usage":null}`...)
+	}
+	buf := make([]byte, 0, len(b)+8)
+	buf = append(buf, "data: "...)
+	buf = append(buf, b...)
+	buf = append(buf, "\n\n"...)
+	_, err = w.Write(buf)
+	return err
+}
+
+func (s *Stream) delta(w io.Writer, d chunkDelta) error {
+	return s.frame(w, []chunkChoice{{Delta: d}}, nil)
+}
+
+// Start writes the first chunk, which carries the assistant role and no
+// content, so reasoning can still come before the first content delta.
+func (s *Stream) Start(w io.Writer) error {
+	return s.delta(w, chunkDelta{Role: "assistant"})
+}
+
+// Event writes one event as a chunk. Tool calls follow the SDK accumulator's
+// rules: the first delta of an index carries id, type, name and empty
+// arguments; later ones only argument fragments.
+func (s *Stream) Event(w io.Writer, ev llm.Event) error {
+	switch ev.Type {
+	case llm.EventReasoningDelta:
+		if ev.Text == "" {
+			return nil // a signature only: chat-completions has no slot for it
+		}
+		return s.delta(w, chunkDelta{Reasoning: &ev.Text})
+	case llm.EventTextDelta:
+		if ev.Text == "" {
+			return nil
+		}
+		return s.delta(w, chunkDelta{Content: &ev.Text})
+	case llm.EventToolCallStart:
+		idx, empty := ev.Index, ""
+		tc := toolCallJSON{Index: &idx, ID: ev.ToolCall.ID, Type: "function"}
+		tc.Function.Name = ev.ToolCall.Name
+		tc.Function.Arguments = &empty
+		return s.delta(w, chunkDelta{ToolCalls: []toolCallJSON{tc}})
+	case llm.EventToolCallDelta:
+		if ev.Text == "" {
+			return nil
+		}
+		idx, args := ev.Index, ev.Text
+		tc := toolCallJSON{Index: &idx}
+		tc.Function.Arguments = &args
+		return s.delta(w, chunkDelta{ToolCalls: []toolCallJSON{tc}})
+	case llm.EventFinish:
+		fr := finishReason(ev.FinishReason)
+		if err := s.frame(w, []chunkChoice{{Delta: chunkDelta{}, FinishReason: &fr}}, nil); err != nil {
+			return err
+		}
+		if s.includeUsage && ev.Usage != nil {
+			if err := s.frame(w, []chunkChoice{}, usageOf(*ev.Usage)); err != nil {
+				return err
+			}
+		}
+		_, err := io.WriteString(w, "data: [DONE]\n\n")
+		return err
+	}
+	return nil
+}
+
+// Error writes the in-stream error frame; no [DONE] follows it.
+func (s *Stream) Error(w io.Writer, e *llm.Error) error {
+	b, err := json.Marshal(errorBody{Error: errorPayload(e)})
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(append([]byte("data: "), b...), "\n\n"...))
+	return err
+}

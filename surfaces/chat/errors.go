@@ -1,0 +1,134 @@
+package chat
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/svcgw/svcgw/llm"
+)
+
+// errorBody is the OpenAI error envelope. All four keys are always present
+// (param and code may be null): openai-go loses the typed fields otherwise.
+type errorBody struct {
+	Error errorObject `json:"error"`
+}
+
+type errorObject struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    *string `json:"code"`
+}
+
+// envelope maps an error kind to the OpenAI error type and code. It is the
+// one place the chat-completions and Responses surfaces (and the account
+// endpoints) decide how a failure looks.
+func envelope(k llm.Kind) (typ, code string) {
+	switch k {
+	case llm.KindInvalidRequest:
+		return "invalid_request_error", ""
+	case llm.KindAuth:
+		return "invalid_request_error", "invalid_api_key"
+	case llm.KindPaymentRequired:
+		return "insufficient_quota", "insufficient_quota"
+	case llm.KindNotFound:
+		return "invalid_request_error", "not_found"
+	case llm.KindConflict:
+		return "invalid_request_error", "conflict"
+	case llm.KindTooLarge:
+		return "invalid_request_error", "request_too_large"
+	case llm.KindRateLimited:
+		return "requests", "rate_limit_exceeded"
+	case llm.KindOverloaded:
+		return "server_error", "server_is_overloaded"
+	case llm.KindTimeout:
+		return "server_error", "timeout"
+	default: // upstream, internal
+		return "server_error", "server_error"
+	}
+}
+
+func errorPayload(e *llm.Error) errorObject {
+	typ, code := envelope(e.Kind)
+	obj := errorObject{Message: e.Message, Type: typ}
+	if e.Param != "" {
+		p := e.Param
+		obj.Param = &p
+	}
+	if code != "" {
+		obj.Code = &code
+	}
+	return obj
+}
+
+// WriteError writes err in the OpenAI envelope with its HTTP status. The
+// SDKs retry 409, 429 and 5xx by default; x-should-retry tells them not to
+// where retrying cannot help, and retry-after(-ms) when to try again.
+func WriteError(w http.ResponseWriter, err error) {
+	e := llm.AsError(err)
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	if e.Kind.Retryable() {
+		h.Set("X-Should-Retry", "true")
+	} else {
+		h.Set("X-Should-Retry", "false")
+	}
+	if e.RetryAfter > 0 {
+		secs := int(e.RetryAfter.Seconds() + 0.999)
+		h.Set("Retry-After", strconv.Itoa(secs))
+		h.Set("Retry-After-Ms", strconv.FormatInt(e.RetryAfter.Milliseconds(), 10))
+	}
+	w.WriteHeader(e.Kind.Status())
+	_ = json.NewEncoder(w).Encode(errorBody{Error: errorPayload(e)})
+}
+
+// decodeError turns a JSON decoding failure into a 400 that names the field.
+func decodeError(err error) *llm.Error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		field := te.Field
+		if field == "" {
+			field = "body"
+		}
+		want := "a value of another type"
+		switch {
+		case te.Type == contentType:
+			want = "a string or an array of content parts"
+		case te.Type != nil:
+			want = jsonKind(te.Type.Kind().String())
+		}
+		return &llm.Error{Kind: llm.KindInvalidRequest, Param: field,
+			Message: "invalid type for '" + field + "': expected " + want + ", got " + te.Value, Err: err}
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return &llm.Error{Kind: llm.KindInvalidRequest,
+			Message: "the request body is not valid JSON (at byte " + strconv.FormatInt(se.Offset, 10) + ")", Err: err}
+	}
+	var pe *llm.Error
+	if errors.As(err, &pe) {
+		return pe
+	}
+	return &llm.Error{Kind: llm.KindInvalidRequest, Message: "the request body is not valid JSON", Err: err}
+}
+
+// jsonKind names a Go kind the way a JSON caller thinks of it.
+func jsonKind(k string) string {
+	switch k {
+	case "string":
+		return "a string"
+	case "bool":
+		return "a boolean"
+	case "slice", "array":
+		return "an array"
+	case "struct", "map":
+		return "an object"
+	case "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64":
+		return "an integer"
+	case "float32", "float64":
+		return "a number"
+	}
+	return k
+}

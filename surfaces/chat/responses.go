@@ -1,0 +1,360 @@
+package chat
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/svcgw/svcgw/llm"
+)
+
+// ResponsesCodec is the Responses API endpoint, served statelessly: the
+// caller replays the conversation in `input` on every call, and nothing is
+// stored (previous_response_id and conversation are refused).
+type ResponsesCodec struct{}
+
+// Surface names the wire format.
+func (ResponsesCodec) Surface() llm.Surface { return llm.SurfaceResponses }
+
+// NewID returns a gateway-issued response id, resp_<24 base62>.
+func (ResponsesCodec) NewID() string { return "resp_" + randomID(24) }
+
+// WriteError writes err in the OpenAI envelope.
+func (ResponsesCodec) WriteError(w http.ResponseWriter, err error) { WriteError(w, err) }
+
+type responsesRequest struct {
+	Model              *string         `json:"model"`
+	Input              json.RawMessage `json:"input"`
+	Instructions       string          `json:"instructions"`
+	Tools              []responsesTool `json:"tools"`
+	ToolChoice         json.RawMessage `json:"tool_choice"`
+	ParallelToolCalls  *bool           `json:"parallel_tool_calls"`
+	MaxOutputTokens    *int            `json:"max_output_tokens"`
+	Temperature        *float64        `json:"temperature"`
+	TopP               *float64        `json:"top_p"`
+	TopLogprobs        *int            `json:"top_logprobs"`
+	User               string          `json:"user"`
+	Stream             bool            `json:"stream"`
+	PreviousResponseID *string         `json:"previous_response_id"`
+	Conversation       json.RawMessage `json:"conversation"`
+	Text               *struct {
+		Format *struct {
+			Type   string          `json:"type"`
+			Name   string          `json:"name"`
+			Schema json.RawMessage `json:"schema"`
+			Strict bool            `json:"strict"`
+		} `json:"format"`
+	} `json:"text"`
+	Reasoning *struct {
+		Effort  string `json:"effort"`
+		Summary string `json:"summary"`
+	} `json:"reasoning"`
+}
+
+type responsesTool struct {
+	Type        string          `json:"type"`
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+	Strict      bool            `json:"strict"`
+}
+
+// inputItem is one element of `input`; which fields matter depends on Type
+// (a message when Type is empty or "message").
+type inputItem struct {
+	Type             string          `json:"type"`
+	Role             string          `json:"role"`
+	Content          json.RawMessage `json:"content"`
+	CallID           string          `json:"call_id"`
+	Name             string          `json:"name"`
+	Arguments        string          `json:"arguments"`
+	Output           json.RawMessage `json:"output"`
+	EncryptedContent string          `json:"encrypted_content"`
+	Summary          []struct {
+		Text string `json:"text"`
+	} `json:"summary"`
+}
+
+// inputPart is one content part of a message item.
+type inputPart struct {
+	Type     string `json:"type"`
+	Text     string `json:"text"`
+	ImageURL string `json:"image_url"`
+	FileData string `json:"file_data"`
+	FileID   string `json:"file_id"`
+	FileURL  string `json:"file_url"`
+	Filename string `json:"filename"`
+}
+
+// DecodeRequest decodes a Responses API request body.
+func (ResponsesCodec) DecodeRequest(_ *http.Request, body []byte) (*llm.Request, error) {
+	return decodeResponses(body)
+}
+
+func decodeResponses(body []byte) (*llm.Request, error) {
+	var rr responsesRequest
+	if err := json.Unmarshal(body, &rr); err != nil {
+		return nil, decodeError(err)
+	}
+	if rr.Model == nil || *rr.Model == "" {
+		return nil, llm.InvalidParam("model", "model is required")
+	}
+	if rr.PreviousResponseID != nil && *rr.PreviousResponseID != "" {
+		return nil, llm.InvalidParam("previous_response_id", "previous_response_id is not supported: responses are not stored; replay the conversation in input")
+	}
+	if c := bytes.TrimSpace(rr.Conversation); len(c) > 0 && !bytes.Equal(c, []byte("null")) {
+		return nil, llm.InvalidParam("conversation", "conversation is not supported: responses are not stored; replay the conversation in input")
+	}
+	req := &llm.Request{
+		Model:             *rr.Model,
+		ParallelToolCalls: rr.ParallelToolCalls,
+		Temperature:       rr.Temperature,
+		TopP:              rr.TopP,
+		TopLogprobs:       rr.TopLogprobs,
+		User:              rr.User,
+		Stream:            rr.Stream,
+		IncludeUsage:      true,
+	}
+	if rr.MaxOutputTokens != nil {
+		if *rr.MaxOutputTokens < 1 {
+			return nil, llm.InvalidParam("max_output_tokens", "max_output_tokens must be positive")
+		}
+		req.MaxTokens = *rr.MaxOutputTokens
+	}
+	if rr.Instructions != "" {
+		req.System = append(req.System, llm.TextPart(rr.Instructions))
+	}
+	if err := decodeInput(rr.Input, req); err != nil {
+		return nil, err
+	}
+	for i, t := range rr.Tools {
+		f := fmt.Sprintf("tools[%d]", i)
+		if t.Type != "function" {
+			return nil, llm.InvalidParam(f+".type", "%s.type %q is not supported: only function tools are", f, t.Type)
+		}
+		if t.Name == "" {
+			return nil, llm.InvalidParam(f+".name", "%s.name is required", f)
+		}
+		if err := schemaObject(f+".parameters", t.Parameters); err != nil {
+			return nil, err
+		}
+		req.Tools = append(req.Tools, llm.Tool{Name: t.Name, Description: t.Description, Parameters: nullToNil(t.Parameters), Strict: t.Strict})
+	}
+	tc, err := decodeToolChoice(rr.ToolChoice, true)
+	if err != nil {
+		return nil, err
+	}
+	req.ToolChoice = tc
+	if rr.Text != nil && rr.Text.Format != nil {
+		switch f := rr.Text.Format; f.Type {
+		case "text", "":
+		case "json_object":
+			req.ResponseFormat = &llm.ResponseFormat{}
+		case "json_schema":
+			if err := schemaObject("text.format.schema", f.Schema); err != nil {
+				return nil, err
+			}
+			req.ResponseFormat = &llm.ResponseFormat{Name: f.Name, Schema: nullToNil(f.Schema), Strict: f.Strict}
+		default:
+			return nil, llm.InvalidParam("text.format.type", "text.format.type must be text, json_object or json_schema")
+		}
+	}
+	if rr.Reasoning != nil && (rr.Reasoning.Effort != "" || rr.Reasoning.Summary != "") {
+		if e := rr.Reasoning.Effort; e != "" && !efforts[e] {
+			return nil, llm.InvalidParam("reasoning.effort", "reasoning.effort must be one of none, minimal, low, medium, high, xhigh")
+		}
+		req.Reasoning, err = decodeReasoning(rr.Reasoning.Effort, nil)
+		if err != nil {
+			return nil, err
+		}
+		if req.Reasoning == nil {
+			req.Reasoning = &llm.Reasoning{Enabled: true}
+		}
+		req.Reasoning.IncludeThoughts = rr.Reasoning.Summary != ""
+	}
+	return req, nil
+}
+
+// decodeInput turns `input` (a string or an array of items) into messages.
+func decodeInput(raw json.RawMessage, req *llm.Request) error {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return llm.InvalidParam("input", "input is required")
+	}
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return decodeError(err)
+		}
+		req.Messages = []llm.Message{{Role: llm.RoleUser, Parts: []llm.Part{llm.TextPart(s)}}}
+		return nil
+	}
+	var items []inputItem
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return llm.InvalidParam("input", "input must be a string or an array of input items")
+	}
+	for i, it := range items {
+		f := fmt.Sprintf("input[%d]", i)
+		switch it.Type {
+		case "", "message":
+			if err := decodeMessageItem(f, it, req); err != nil {
+				return err
+			}
+		case "function_call":
+			if it.CallID == "" || it.Name == "" {
+				return llm.InvalidParam(f, "%s: a function_call item needs call_id and name", f)
+			}
+			args, err := toolArguments(f+".arguments", it.Arguments)
+			if err != nil {
+				return err
+			}
+			addTurn(req, llm.RoleAssistant, llm.Part{Type: llm.PartToolCall, ToolCall: &llm.ToolCall{ID: it.CallID, Name: it.Name, Arguments: args}})
+		case "function_call_output":
+			if it.CallID == "" {
+				return llm.InvalidParam(f+".call_id", "%s.call_id is required", f)
+			}
+			out, err := outputText(f+".output", it.Output)
+			if err != nil {
+				return err
+			}
+			addTurn(req, llm.RoleUser, llm.Part{Type: llm.PartToolResult, ToolResult: &llm.ToolResult{CallID: it.CallID, Content: []llm.Part{llm.TextPart(out)}}})
+		case "reasoning":
+			var text []string
+			for _, s := range it.Summary {
+				text = append(text, s.Text)
+			}
+			addTurn(req, llm.RoleAssistant, llm.Part{Type: llm.PartReasoning, Text: strings.Join(text, "\n"), Signature: it.EncryptedContent})
+		default:
+			return llm.InvalidParam(f+".type", "%s.type %q is not supported", f, it.Type)
+		}
+	}
+	if len(req.Messages) == 0 {
+		return llm.InvalidParam("input", "input must contain at least one message")
+	}
+	return nil
+}
+
+func decodeMessageItem(f string, it inputItem, req *llm.Request) error {
+	parts, err := itemContent(f+".content", it.Content)
+	if err != nil {
+		return err
+	}
+	switch it.Role {
+	case "system", "developer":
+		for _, p := range parts {
+			if p.Type != llm.PartText {
+				return llm.InvalidParam(f+".content", "%s: only text content is allowed in %s messages", f, it.Role)
+			}
+		}
+		req.System = append(req.System, parts...)
+	case "user":
+		if len(parts) == 0 {
+			return llm.InvalidParam(f+".content", "%s.content must not be empty", f)
+		}
+		req.Messages = append(req.Messages, llm.Message{Role: llm.RoleUser, Parts: parts})
+	case "assistant":
+		if len(parts) == 0 {
+			return llm.InvalidParam(f+".content", "%s.content must not be empty", f)
+		}
+		addTurn(req, llm.RoleAssistant, parts...)
+	case "":
+		return llm.InvalidParam(f+".role", "%s.role is required", f)
+	default:
+		return llm.InvalidParam(f+".role", "%s.role %q is not one of user, assistant, system, developer", f, it.Role)
+	}
+	return nil
+}
+
+// addTurn appends parts to the last turn when it has the same role (a
+// function_call after assistant text is one turn), else starts a new turn.
+func addTurn(req *llm.Request, role llm.Role, parts ...llm.Part) {
+	if n := len(req.Messages); n > 0 && req.Messages[n-1].Role == role && (role == llm.RoleAssistant || isToolResults(parts) && isToolResults(req.Messages[n-1].Parts)) {
+		req.Messages[n-1].Parts = append(req.Messages[n-1].Parts, parts...)
+		return
+	}
+	req.Messages = append(req.Messages, llm.Message{Role: role, Parts: parts})
+}
+
+// itemContent decodes a message item's content: a string or input parts.
+func itemContent(f string, raw json.RawMessage) ([]llm.Part, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) > 0 && raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, decodeError(err)
+		}
+		return []llm.Part{llm.TextPart(s)}, nil
+	}
+	var parts []inputPart
+	if err := json.Unmarshal(raw, &parts); err != nil || len(raw) == 0 {
+		return nil, llm.InvalidParam(f, "%s must be a string or an array of content parts", f)
+	}
+	out := make([]llm.Part, 0, len(parts))
+	for i, p := range parts {
+		pf := fmt.Sprintf("%s[%d]", f, i)
+		switch p.Type {
+		case "input_text", "output_text", "text":
+			out = append(out, llm.TextPart(p.Text))
+		case "refusal":
+			// An earlier refusal replayed: keep it as assistant text.
+			out = append(out, llm.TextPart(p.Text))
+		case "input_image":
+			if p.FileID != "" {
+				return nil, llm.InvalidParam(pf+".file_id", "%s.file_id: uploaded file ids are not supported; send image_url", pf)
+			}
+			img, err := imagePart(pf+".image_url", p.ImageURL)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, img)
+		case "input_file":
+			if p.FileURL != "" {
+				return nil, llm.InvalidParam(pf+".file_url", "%s.file_url: remote files are not supported; send file_data", pf)
+			}
+			doc, err := filePart(pf, p.Filename, p.FileData, p.FileID)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, doc)
+		default:
+			return nil, llm.InvalidParam(pf+".type", "%s.type %q is not supported", pf, p.Type)
+		}
+	}
+	return out, nil
+}
+
+// outputText reads a function_call_output's output: a string, or an array
+// of text parts.
+func outputText(f string, raw json.RawMessage) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) > 0 && raw[0] == '"' {
+		var s string
+		err := json.Unmarshal(raw, &s)
+		return s, err
+	}
+	var parts []inputPart
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", llm.InvalidParam(f, "%s must be a string or an array of text parts", f)
+	}
+	var sb strings.Builder
+	for _, p := range parts {
+		sb.WriteString(p.Text)
+	}
+	return sb.String(), nil
+}
+
+// CountResponsesTokens serves POST /v1/responses/input_tokens: an estimate
+// that never reaches a backend.
+func CountResponsesTokens(w http.ResponseWriter, _ *http.Request, body []byte) {
+	req, err := decodeResponses(body)
+	if err != nil {
+		WriteError(w, err)
+		return
+	}
+	_ = writeJSON(w, struct {
+		Object      string `json:"object"`
+		InputTokens int    `json:"input_tokens"`
+	}{"response.input_tokens", req.InputTokens()})
+}

@@ -1,0 +1,480 @@
+package chat
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/svcgw/svcgw/llm"
+)
+
+// responseObject is the Responses API's Response. Fields the SDKs declare as
+// required are always present.
+type responseObject struct {
+	ID                 string          `json:"id"`
+	Object             string          `json:"object"`
+	CreatedAt          int64           `json:"created_at"`
+	Status             string          `json:"status"`
+	CompletedAt        *int64          `json:"completed_at"`
+	Model              string          `json:"model"`
+	Error              *responseError  `json:"error"`
+	IncompleteDetails  *incomplete     `json:"incomplete_details"`
+	Instructions       *string         `json:"instructions"`
+	MaxOutputTokens    *int            `json:"max_output_tokens"`
+	ParallelToolCalls  bool            `json:"parallel_tool_calls"`
+	PreviousResponseID *string         `json:"previous_response_id"`
+	Reasoning          reasoningConfig `json:"reasoning"`
+	Store              bool            `json:"store"`
+	Temperature        *float64        `json:"temperature"`
+	TopP               *float64        `json:"top_p"`
+	Text               textConfig      `json:"text"`
+	ToolChoice         string          `json:"tool_choice"`
+	Tools              []toolOut       `json:"tools"`
+	Truncation         string          `json:"truncation"`
+	Metadata           struct{}        `json:"metadata"`
+	Output             []outputItem    `json:"output"`
+	Usage              *responseUsage  `json:"usage"`
+}
+
+type responseError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+type incomplete struct {
+	Reason string `json:"reason"`
+}
+
+type reasoningConfig struct {
+	Effort  *string `json:"effort"`
+	Summary *string `json:"summary"`
+}
+
+type textConfig struct {
+	Format struct {
+		Type   string          `json:"type"`
+		Name   string          `json:"name,omitempty"`
+		Schema json.RawMessage `json:"schema,omitempty"`
+		Strict *bool           `json:"strict,omitempty"`
+	} `json:"format"`
+}
+
+type toolOut struct {
+	Type        string          `json:"type"`
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters"`
+	Strict      bool            `json:"strict"`
+}
+
+type responseUsage struct {
+	InputTokens        int `json:"input_tokens"`
+	InputTokensDetails struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"input_tokens_details"`
+	OutputTokens        int `json:"output_tokens"`
+	OutputTokensDetails struct {
+		ReasoningTokens int `json:"reasoning_tokens"`
+	} `json:"output_tokens_details"`
+	TotalTokens int `json:"total_tokens"`
+}
+
+// outputItem is a message, function_call or reasoning output item. Which
+// fields it has depends on Type; MarshalJSON writes exactly those, with the
+// arrays the SDKs index into (message content, reasoning summary) always
+// present, even empty: the Node and Python stream helpers append to them.
+type outputItem struct {
+	Type   string
+	ID     string
+	Status string
+	// message
+	Role    string
+	Content []outputPart
+	// function_call
+	CallID    string
+	Name      string
+	Arguments string
+	// reasoning
+	Summary          []summaryPart
+	EncryptedContent string
+}
+
+// MarshalJSON writes the item in the shape of its type.
+func (it outputItem) MarshalJSON() ([]byte, error) {
+	switch it.Type {
+	case "function_call":
+		return json.Marshal(struct {
+			Type      string `json:"type"`
+			ID        string `json:"id"`
+			CallID    string `json:"call_id"`
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+			Status    string `json:"status"`
+		}{it.Type, it.ID, it.CallID, it.Name, it.Arguments, it.Status})
+	case "reasoning":
+		summary := it.Summary
+		if summary == nil {
+			summary = []summaryPart{}
+		}
+		return json.Marshal(struct {
+			Type             string        `json:"type"`
+			ID               string        `json:"id"`
+			Summary          []summaryPart `json:"summary"`
+			EncryptedContent string        `json:"encrypted_content,omitempty"`
+			Status           string        `json:"status,omitempty"`
+		}{it.Type, it.ID, summary, it.EncryptedContent, it.Status})
+	default: // message
+		content := it.Content
+		if content == nil {
+			content = []outputPart{}
+		}
+		return json.Marshal(struct {
+			Type    string       `json:"type"`
+			ID      string       `json:"id"`
+			Status  string       `json:"status"`
+			Role    string       `json:"role"`
+			Content []outputPart `json:"content"`
+		}{it.Type, it.ID, it.Status, it.Role, content})
+	}
+}
+
+type outputPart struct {
+	Type        string     `json:"type"`
+	Text        string     `json:"text"`
+	Annotations []struct{} `json:"annotations"`
+	Logprobs    []struct{} `json:"logprobs"`
+}
+
+type summaryPart struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+func responseUsageOf(u llm.Usage) *responseUsage {
+	out := &responseUsage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, TotalTokens: u.TotalTokens()}
+	out.InputTokensDetails.CachedTokens = u.CachedInputTokens
+	out.OutputTokensDetails.ReasoningTokens = u.ReasoningTokens
+	return out
+}
+
+// newResponseObject fills the parts of a Response that come from the request.
+func newResponseObject(req *llm.Request, id string, created time.Time) *responseObject {
+	ro := &responseObject{
+		ID: id, Object: "response", CreatedAt: created.Unix(), Status: "in_progress", Model: req.Model,
+		ParallelToolCalls: req.ParallelToolCalls == nil || *req.ParallelToolCalls,
+		Temperature:       req.Temperature, TopP: req.TopP, Truncation: "disabled",
+		ToolChoice: "auto", Tools: []toolOut{}, Output: []outputItem{},
+	}
+	if req.MaxTokens > 0 {
+		mt := req.MaxTokens
+		ro.MaxOutputTokens = &mt
+	}
+	if len(req.System) > 0 && req.System[0].Type == llm.PartText {
+		s := req.System[0].Text
+		ro.Instructions = &s
+	}
+	switch req.ToolChoice.Mode {
+	case llm.ToolChoiceNone:
+		ro.ToolChoice = "none"
+	case llm.ToolChoiceRequired:
+		ro.ToolChoice = "required"
+	}
+	for _, t := range req.Tools {
+		params := t.Parameters
+		if params == nil {
+			params = json.RawMessage(`{"type":"object","properties":{}}`)
+		}
+		ro.Tools = append(ro.Tools, toolOut{Type: "function", Name: t.Name, Description: t.Description, Parameters: params, Strict: t.Strict})
+	}
+	ro.Text.Format.Type = "text"
+	if rf := req.ResponseFormat; rf != nil {
+		if rf.Schema == nil {
+			ro.Text.Format.Type = "json_object"
+		} else {
+			strict := rf.Strict
+			ro.Text.Format.Type, ro.Text.Format.Name, ro.Text.Format.Schema, ro.Text.Format.Strict = "json_schema", rf.Name, rf.Schema, &strict
+		}
+	}
+	if r := req.Reasoning; r != nil && r.Effort != "" {
+		e := r.Effort
+		ro.Reasoning.Effort = &e
+	}
+	return ro
+}
+
+// finish sets the terminal status from the finish reason and usage.
+func (ro *responseObject) finish(f llm.FinishReason, u llm.Usage, at time.Time) {
+	ro.Usage = responseUsageOf(u)
+	switch f {
+	case llm.FinishLength:
+		ro.Status, ro.IncompleteDetails = "incomplete", &incomplete{Reason: "max_output_tokens"}
+	case llm.FinishContentFilter:
+		ro.Status, ro.IncompleteDetails = "incomplete", &incomplete{Reason: "content_filter"}
+	default:
+		ro.Status = "completed"
+		t := at.Unix()
+		ro.CompletedAt = &t
+	}
+}
+
+// itemStatus is the status of finished items under a response status.
+func itemStatus(responseStatus string) string {
+	if responseStatus == "incomplete" {
+		return "incomplete"
+	}
+	return "completed"
+}
+
+// outputItems converts reply content into output items. Reasoning
+// signatures travel in encrypted_content, the slot clients replay with
+// store:false.
+func outputItems(id string, content []llm.Part, status string) []outputItem {
+	var items []outputItem
+	var msg *outputItem
+	for i, p := range content {
+		switch p.Type {
+		case llm.PartReasoning:
+			msg = nil
+			it := outputItem{Type: "reasoning", ID: fmt.Sprintf("rs_%s_%d", id, i), Status: status, Summary: []summaryPart{}, EncryptedContent: p.Signature}
+			if p.Text != "" {
+				it.Summary = append(it.Summary, summaryPart{Type: "summary_text", Text: p.Text})
+			}
+			items = append(items, it)
+		case llm.PartText:
+			if msg == nil {
+				items = append(items, outputItem{Type: "message", ID: fmt.Sprintf("msg_%s_%d", id, i), Status: status, Role: "assistant"})
+				msg = &items[len(items)-1]
+			}
+			msg.Content = append(msg.Content, outputPart{Type: "output_text", Text: p.Text, Annotations: []struct{}{}, Logprobs: []struct{}{}})
+		case llm.PartToolCall:
+			msg = nil
+			items = append(items, outputItem{Type: "function_call", ID: fmt.Sprintf("fc_%s_%d", id, i), Status: status,
+				CallID: p.ToolCall.ID, Name: p.ToolCall.Name, Arguments: string(p.ToolCall.Arguments)})
+		}
+	}
+	if items == nil {
+		items = []outputItem{}
+	}
+	return items
+}
+
+// itemSuffix shortens a response id for the ids of its items.
+func itemSuffix(id string) string {
+	if len(id) > 5 && id[:5] == "resp_" {
+		return id[5:]
+	}
+	return id
+}
+
+// WriteResponse encodes a complete Response.
+func (ResponsesCodec) WriteResponse(w http.ResponseWriter, req *llm.Request, resp *llm.Response) error {
+	ro := newResponseObject(req, resp.ID, resp.Created)
+	ro.finish(resp.FinishReason, resp.Usage, resp.Created)
+	ro.Output = outputItems(itemSuffix(resp.ID), resp.Content, itemStatus(ro.Status))
+	return writeJSON(w, ro)
+}
+
+// ResponsesStream encodes one streamed Response: lifecycle events, items
+// opened and closed strictly in order, one sequence_number counter, and
+// exactly one terminal event.
+type ResponsesStream struct {
+	ro     *responseObject
+	suffix string
+	seq    int
+	// content accumulates the reply for the terminal event's output.
+	content []llm.Part
+	// open is the kind of the item being streamed ("" when none); item is
+	// its output_index.
+	open string
+	item int
+	text string // text (or arguments) of the open item so far
+	// now stamps completed_at; tests replace it.
+	now func() time.Time
+}
+
+// NewStream returns the encoder of one streamed Response.
+func (ResponsesCodec) NewStream(req *llm.Request, id string, created time.Time) *ResponsesStream {
+	return &ResponsesStream{ro: newResponseObject(req, id, created), suffix: itemSuffix(id), now: time.Now}
+}
+
+func (s *ResponsesStream) emit(w io.Writer, typ string, fields map[string]any) error {
+	fields["type"] = typ
+	fields["sequence_number"] = s.seq
+	s.seq++
+	b, err := json.Marshal(fields)
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 0, len(b)+len(typ)+16)
+	buf = append(buf, "event: "...)
+	buf = append(buf, typ...)
+	buf = append(buf, "\ndata: "...)
+	buf = append(buf, b...)
+	buf = append(buf, "\n\n"...)
+	_, err = w.Write(buf)
+	return err
+}
+
+// Start writes response.created and response.in_progress.
+func (s *ResponsesStream) Start(w io.Writer) error {
+	if err := s.emit(w, "response.created", map[string]any{"response": s.ro}); err != nil {
+		return err
+	}
+	return s.emit(w, "response.in_progress", map[string]any{"response": s.ro})
+}
+
+// currentItem is the output item being streamed, built from content so far.
+func (s *ResponsesStream) currentItem(status string) outputItem {
+	items := outputItems(s.suffix, s.content, status)
+	return items[len(items)-1]
+}
+
+// openItem closes whatever item is open and opens one of kind, appending
+// part to the accumulated content.
+func (s *ResponsesStream) openItem(w io.Writer, kind string, part llm.Part) error {
+	if err := s.closeItem(w); err != nil {
+		return err
+	}
+	s.content = append(s.content, part)
+	s.open, s.text = kind, ""
+	s.item = len(outputItems(s.suffix, s.content, "completed")) - 1
+	it := s.currentItem("in_progress")
+	if kind == "message" {
+		it.Content = []outputPart{}
+	}
+	if err := s.emit(w, "response.output_item.added", map[string]any{"output_index": s.item, "item": it}); err != nil {
+		return err
+	}
+	switch kind {
+	case "message":
+		return s.emit(w, "response.content_part.added", map[string]any{"item_id": it.ID, "output_index": s.item, "content_index": 0,
+			"part": outputPart{Type: "output_text", Annotations: []struct{}{}, Logprobs: []struct{}{}}})
+	case "reasoning":
+		return s.emit(w, "response.reasoning_summary_part.added", map[string]any{"item_id": it.ID, "output_index": s.item, "summary_index": 0,
+			"part": summaryPart{Type: "summary_text"}})
+	}
+	return nil
+}
+
+// closeItem ends the open item with its .done events.
+func (s *ResponsesStream) closeItem(w io.Writer) error {
+	if s.open == "" {
+		return nil
+	}
+	it := s.currentItem("completed")
+	base := map[string]any{"item_id": it.ID, "output_index": s.item}
+	with := func(kv ...any) map[string]any {
+		m := map[string]any{}
+		for k, v := range base {
+			m[k] = v
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i].(string)] = kv[i+1]
+		}
+		return m
+	}
+	var err error
+	switch s.open {
+	case "message":
+		part := outputPart{Type: "output_text", Text: s.text, Annotations: []struct{}{}, Logprobs: []struct{}{}}
+		if err = s.emit(w, "response.output_text.done", with("content_index", 0, "text", s.text, "logprobs", []struct{}{})); err == nil {
+			err = s.emit(w, "response.content_part.done", with("content_index", 0, "part", part))
+		}
+	case "reasoning":
+		if err = s.emit(w, "response.reasoning_summary_text.done", with("summary_index", 0, "text", s.text)); err == nil {
+			err = s.emit(w, "response.reasoning_summary_part.done", with("summary_index", 0, "part", summaryPart{Type: "summary_text", Text: s.text}))
+		}
+	case "function_call":
+		err = s.emit(w, "response.function_call_arguments.done", with("name", it.Name, "arguments", s.text))
+	}
+	if err != nil {
+		return err
+	}
+	s.open = ""
+	return s.emit(w, "response.output_item.done", map[string]any{"output_index": s.item, "item": it})
+}
+
+// Event writes the frames of one event.
+func (s *ResponsesStream) Event(w io.Writer, ev llm.Event) error {
+	switch ev.Type {
+	case llm.EventReasoningDelta:
+		if s.open != "reasoning" {
+			if err := s.openItem(w, "reasoning", llm.Part{Type: llm.PartReasoning}); err != nil {
+				return err
+			}
+		}
+		last := &s.content[len(s.content)-1]
+		if ev.Signature != "" {
+			last.Signature = ev.Signature
+		}
+		if ev.Text == "" {
+			return nil
+		}
+		last.Text += ev.Text
+		s.text += ev.Text
+		it := s.currentItem("in_progress")
+		return s.emit(w, "response.reasoning_summary_text.delta", map[string]any{"item_id": it.ID, "output_index": s.item, "summary_index": 0, "delta": ev.Text})
+	case llm.EventTextDelta:
+		if ev.Text == "" {
+			return nil
+		}
+		if s.open != "message" {
+			if err := s.openItem(w, "message", llm.Part{Type: llm.PartText}); err != nil {
+				return err
+			}
+		}
+		s.content[len(s.content)-1].Text += ev.Text
+		s.text += ev.Text
+		it := s.currentItem("in_progress")
+		return s.emit(w, "response.output_text.delta", map[string]any{"item_id": it.ID, "output_index": s.item, "content_index": 0, "delta": ev.Text, "logprobs": []struct{}{}})
+	case llm.EventToolCallStart:
+		tc := *ev.ToolCall
+		tc.Arguments = nil
+		return s.openItem(w, "function_call", llm.Part{Type: llm.PartToolCall, ToolCall: &tc})
+	case llm.EventToolCallDelta:
+		if s.open != "function_call" || ev.Text == "" {
+			return nil
+		}
+		last := s.content[len(s.content)-1].ToolCall
+		last.Arguments = append(last.Arguments, ev.Text...)
+		s.text += ev.Text
+		it := s.currentItem("in_progress")
+		return s.emit(w, "response.function_call_arguments.delta", map[string]any{"item_id": it.ID, "output_index": s.item, "delta": ev.Text})
+	case llm.EventFinish:
+		if err := s.closeItem(w); err != nil {
+			return err
+		}
+		var u llm.Usage
+		if ev.Usage != nil {
+			u = *ev.Usage
+		}
+		s.ro.finish(ev.FinishReason, u, s.now())
+		s.ro.Output = outputItems(s.suffix, s.content, itemStatus(s.ro.Status))
+		typ := "response.completed"
+		if s.ro.Status == "incomplete" {
+			typ = "response.incomplete"
+		}
+		return s.emit(w, typ, map[string]any{"response": s.ro})
+	}
+	return nil
+}
+
+// Error writes an error event carrying both the flat (documented) and the
+// nested (what OpenAI sends, what makes every SDK raise) shapes, then
+// response.failed as the terminal event.
+func (s *ResponsesStream) Error(w io.Writer, e *llm.Error) error {
+	p := errorPayload(e)
+	if err := s.emit(w, "error", map[string]any{"code": p.Code, "message": p.Message, "param": p.Param, "error": p}); err != nil {
+		return err
+	}
+	s.ro.Status = "failed"
+	code := "server_error"
+	if p.Code != nil {
+		code = *p.Code
+	}
+	s.ro.Error = &responseError{Code: code, Message: e.Message}
+	s.ro.Output = outputItems(s.suffix, s.content, "incomplete")
+	return s.emit(w, "response.failed", map[string]any{"response": s.ro})
+}
