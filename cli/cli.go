@@ -47,6 +47,7 @@ type root struct {
 	Credits    creditsCmd       `cmd:"" help:"Add and show prepaid credits."`
 	Usage      usageCmd         `cmd:"" help:"Report usage of an account (as GET /svc/v1/usage)."`
 	Generation generationCmd    `cmd:"" help:"Show one generation record (as GET /svc/v1/generation)."`
+	Config     configCmd        `cmd:"" help:"Work with configuration files."`
 }
 
 // env is what a command's Run receives besides its own flags.

@@ -100,7 +100,7 @@ type ToolResult struct {
 	// Name is the called tool's name when the wire format carries it
 	// (generate-content requires it; the others recover it from the call).
 	Name    string
-	Content []Part // text and image parts
+	Content []Part // text, image and document parts
 	IsError bool
 }
 

@@ -1,0 +1,46 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/svcgw/svcgw/config"
+)
+
+type configCmd struct {
+	Check configCheckCmd `cmd:"" help:"Validate a configuration file; errors name their line."`
+}
+
+type configCheckCmd struct {
+	File string `arg:"" type:"existingfile" help:"The YAML configuration file."`
+}
+
+func (c *configCheckCmd) Run(e *env) error {
+	cfg, err := config.LoadFile(c.File)
+	var errs config.Errors
+	if errors.As(err, &errs) {
+		for _, ce := range errs {
+			if ce.Line > 0 {
+				fmt.Fprintf(e.stderr, "%s:%d: %s\n", c.File, ce.Line, ce.Msg)
+			} else {
+				fmt.Fprintf(e.stderr, "%s: %s\n", c.File, ce.Msg)
+			}
+		}
+		return exitError{code: 1}
+	}
+	if err != nil {
+		return err
+	}
+	names := make([]string, 0, len(cfg.Upstreams))
+	for name := range cfg.Upstreams {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	fmt.Fprintf(e.stdout, "%s: ok\n", c.File)
+	for _, name := range names {
+		u := cfg.Upstreams[name]
+		fmt.Fprintf(e.stdout, "  upstream %s: %s, %d model(s)\n", name, u.Protocol, len(u.Models))
+	}
+	return nil
+}

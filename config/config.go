@@ -1,0 +1,614 @@
+// Package config reads svcgw's YAML configuration file: the upstreams and
+// the backend models each serves, the routes from request type × effort tier
+// to ordered candidates, the caller's prices, and limit defaults.
+//
+// Secrets come from the environment through ${VAR} (or ${VAR:-default})
+// expansion inside string values; a referenced variable that is unset and
+// has no default is an error. Errors name the line they come from.
+//
+// config imports llm only (and apd for prices); it never builds backends or
+// touches the network: cli turns a Config into an upstream.Router.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/cockroachdb/apd/v3"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/svcgw/svcgw/llm"
+)
+
+// Protocols an upstream can speak.
+const (
+	ProtocolOpenAI    = "openai"    // any chat-completions-compatible server
+	ProtocolAnthropic = "anthropic" // Anthropic messages
+	ProtocolGemini    = "gemini"    // Gemini generate-content
+	ProtocolFixture   = "fixture"   // the built-in deterministic backend
+)
+
+// Config is a validated configuration file.
+type Config struct {
+	// Upstreams by name.
+	Upstreams map[string]*Upstream
+	// Routes maps each request type and tier to its ordered candidates.
+	// Every pair has at least one candidate after Load.
+	Routes map[llm.RequestType]map[llm.Tier][]Candidate
+	// Prices overrides the default price table per type and tier; a pair
+	// missing here keeps billing's default.
+	Prices map[llm.RequestType]map[llm.Tier]Price
+	Limits Limits
+}
+
+// Upstream is one server svcgw calls.
+type Upstream struct {
+	Name     string
+	Protocol string
+	BaseURL  string
+	APIKey   string
+	Headers  map[string]string
+	Timeouts Timeouts
+	// Models are the backend models this upstream serves, by name.
+	Models map[string]Model
+	// Fixture options (protocol fixture only).
+	FixtureTTFT time.Duration
+	FixtureTPS  float64
+}
+
+// Timeouts bound an upstream call. Zero means the default.
+type Timeouts struct {
+	Connect   time.Duration // dial + TLS
+	FirstByte time.Duration // until response headers / the first event
+	Idle      time.Duration // the longest gap between stream events
+}
+
+// Model is a backend model's limits.
+type Model struct {
+	ContextLength       int
+	MaxCompletionTokens int
+}
+
+// Candidate is one upstream model a route may use.
+type Candidate struct {
+	Upstream string
+	Model    string
+}
+
+func (c Candidate) String() string { return c.Upstream + "/" + c.Model }
+
+// Price is the caller's charge in USD per million tokens. Nil cache prices
+// derive from Input as billing.NewPrice does.
+type Price struct {
+	Input, Output                         apd.Decimal
+	CachedInput, CacheWrite, CacheWrite1h *apd.Decimal
+}
+
+// Limits are request-limit defaults.
+type Limits struct {
+	MaxBodyBytes int64 // 0: the server default
+	RPM, TPM     int   // per key; 0: unlimited
+}
+
+// fileConfig is the YAML document as written.
+type fileConfig struct {
+	Upstreams map[string]fileUpstream `yaml:"upstreams"`
+	Routes    map[string]yaml.Node    `yaml:"routes"`
+	Prices    map[string]yaml.Node    `yaml:"prices"`
+	Limits    struct {
+		MaxBodyBytes int64 `yaml:"max_body_bytes"`
+		RPM          int   `yaml:"rpm"`
+		TPM          int   `yaml:"tpm"`
+	} `yaml:"limits"`
+}
+
+type fileUpstream struct {
+	Protocol string            `yaml:"protocol"`
+	BaseURL  string            `yaml:"base_url"`
+	APIKey   string            `yaml:"api_key"`
+	Headers  map[string]string `yaml:"headers"`
+	Timeouts struct {
+		Connect   string `yaml:"connect"`
+		FirstByte string `yaml:"first_byte"`
+		Idle      string `yaml:"idle"`
+	} `yaml:"timeouts"`
+	Models map[string]struct {
+		ContextLength       int `yaml:"context_length"`
+		MaxCompletionTokens int `yaml:"max_completion_tokens"`
+	} `yaml:"models"`
+	Fixture struct {
+		TTFT string  `yaml:"ttft"`
+		TPS  float64 `yaml:"tps"`
+	} `yaml:"fixture"`
+}
+
+type filePrice struct {
+	Input        string `yaml:"input"`
+	Output       string `yaml:"output"`
+	CachedInput  string `yaml:"cached_input"`
+	CacheWrite   string `yaml:"cache_write"`
+	CacheWrite1h string `yaml:"cache_write_1h"`
+}
+
+// Error is a configuration error at a line of the file.
+type Error struct {
+	Line int
+	Msg  string
+}
+
+func (e *Error) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("line %d: %s", e.Line, e.Msg)
+	}
+	return e.Msg
+}
+
+// Errors are all the errors found in one file, in line order.
+type Errors []*Error
+
+func (es Errors) Error() string {
+	msgs := make([]string, len(es))
+	for i, e := range es {
+		msgs[i] = e.Error()
+	}
+	return strings.Join(msgs, "\n")
+}
+
+// LoadFile reads and validates the configuration file at path.
+func LoadFile(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return Load(b, os.LookupEnv)
+}
+
+// Default is the configuration used without a file: the fixture backend
+// serves every route.
+func Default() *Config {
+	c := &Config{
+		Upstreams: map[string]*Upstream{"fixture": {
+			Name: "fixture", Protocol: ProtocolFixture,
+			Models: map[string]Model{"fixture": {ContextLength: 200000, MaxCompletionTokens: 32000}},
+		}},
+	}
+	c.Routes = fill(nil, []Candidate{{Upstream: "fixture", Model: "fixture"}})
+	return c
+}
+
+// fill gives every type × tier not in routes the candidates def.
+func fill(routes map[llm.RequestType]map[llm.Tier][]Candidate, def []Candidate) map[llm.RequestType]map[llm.Tier][]Candidate {
+	if routes == nil {
+		routes = map[llm.RequestType]map[llm.Tier][]Candidate{}
+	}
+	for _, t := range llm.RequestTypes {
+		if routes[t] == nil {
+			routes[t] = map[llm.Tier][]Candidate{}
+		}
+		for _, tier := range llm.Tiers {
+			if len(routes[t][tier]) == 0 {
+				routes[t][tier] = def
+			}
+		}
+	}
+	return routes
+}
+
+var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`)
+
+// Load parses and validates a configuration document; lookupEnv resolves
+// ${VAR} references.
+func Load(doc []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(doc, &root); err != nil {
+		return nil, yamlError(err)
+	}
+	// Unknown keys and wrong types, reported at their lines in the file as
+	// written. (${VAR} references belong in string values.)
+	if err := decodeStrict(doc, &fileConfig{}); err != nil {
+		return nil, err
+	}
+	var errs Errors
+	// Expand ${VAR} in scalar values, where the node still knows its line.
+	walk(&root, func(n *yaml.Node) {
+		if n.Kind != yaml.ScalarNode || !strings.Contains(n.Value, "${") {
+			return
+		}
+		n.Value = envRef.ReplaceAllStringFunc(n.Value, func(ref string) string {
+			m := envRef.FindStringSubmatch(ref)
+			if v, ok := lookupEnv(m[1]); ok && v != "" {
+				return v
+			}
+			if m[2] != "" {
+				return m[3]
+			}
+			errs = append(errs, &Error{Line: n.Line, Msg: fmt.Sprintf("environment variable %s is not set (write ${%s:-default} for a default)", m[1], m[1])})
+			return ""
+		})
+	})
+	var fc fileConfig
+	if len(root.Content) > 0 {
+		if err := root.Decode(&fc); err != nil {
+			return nil, yamlError(err)
+		}
+	}
+	lines := lineIndex(&root)
+	cfg := &Config{Upstreams: map[string]*Upstream{}, Limits: Limits{MaxBodyBytes: fc.Limits.MaxBodyBytes, RPM: fc.Limits.RPM, TPM: fc.Limits.TPM}}
+	at := func(path string) int {
+		if n, ok := strings.CutPrefix(path, "#line:"); ok {
+			var line int
+			fmt.Sscan(n, &line)
+			return line
+		}
+		return lines[path]
+	}
+	add := func(path, format string, args ...any) {
+		errs = append(errs, &Error{Line: at(path), Msg: fmt.Sprintf(format, args...)})
+	}
+
+	if len(fc.Upstreams) == 0 {
+		add("upstreams", "no upstreams: declare at least one (or run without --config to use the fixture backend)")
+	}
+	for name, fu := range fc.Upstreams {
+		p := "upstreams." + name
+		u := &Upstream{Name: name, Protocol: fu.Protocol, BaseURL: strings.TrimRight(fu.BaseURL, "/"), APIKey: fu.APIKey, Headers: fu.Headers, Models: map[string]Model{}}
+		switch fu.Protocol {
+		case ProtocolOpenAI, ProtocolAnthropic, ProtocolGemini:
+			if u.BaseURL == "" {
+				u.BaseURL = defaultBaseURL[fu.Protocol]
+			}
+			if u.BaseURL == "" {
+				add(p, "upstream %q: base_url is required for protocol openai", name)
+			} else if !strings.HasPrefix(u.BaseURL, "http://") && !strings.HasPrefix(u.BaseURL, "https://") {
+				add(p+".base_url", "upstream %q: base_url must start with http:// or https://", name)
+			}
+		case ProtocolFixture:
+			if fu.Fixture.TTFT != "" {
+				d, err := time.ParseDuration(fu.Fixture.TTFT)
+				if err != nil || d < 0 {
+					add(p+".fixture.ttft", "upstream %q: fixture.ttft must be a duration such as 200ms", name)
+				}
+				u.FixtureTTFT = d
+			}
+			u.FixtureTPS = fu.Fixture.TPS
+		case "":
+			add(p, "upstream %q: protocol is required (openai, anthropic, gemini or fixture)", name)
+		default:
+			add(p+".protocol", "upstream %q: unknown protocol %q (want openai, anthropic, gemini or fixture)", name, fu.Protocol)
+		}
+		for field, src := range map[string]struct {
+			v   string
+			dst *time.Duration
+		}{
+			"connect":    {fu.Timeouts.Connect, &u.Timeouts.Connect},
+			"first_byte": {fu.Timeouts.FirstByte, &u.Timeouts.FirstByte},
+			"idle":       {fu.Timeouts.Idle, &u.Timeouts.Idle},
+		} {
+			if src.v == "" {
+				continue
+			}
+			d, err := time.ParseDuration(src.v)
+			if err != nil || d <= 0 {
+				add(p+".timeouts."+field, "upstream %q: timeouts.%s must be a positive duration such as 30s", name, field)
+				continue
+			}
+			*src.dst = d
+		}
+		if len(fu.Models) == 0 {
+			add(p, "upstream %q: declare the backend models it serves under models:", name)
+		}
+		for mname, m := range fu.Models {
+			mp := p + ".models." + mname
+			if m.ContextLength < 0 || m.MaxCompletionTokens < 0 {
+				add(mp, "model %q: limits must not be negative", mname)
+			}
+			if m.ContextLength > 0 && m.MaxCompletionTokens > m.ContextLength {
+				add(mp, "model %q: max_completion_tokens exceeds context_length", mname)
+			}
+			u.Models[mname] = Model{ContextLength: m.ContextLength, MaxCompletionTokens: m.MaxCompletionTokens}
+		}
+		cfg.Upstreams[name] = u
+	}
+
+	routes, def := map[llm.RequestType]map[llm.Tier][]Candidate{}, []Candidate(nil)
+	for key, node := range fc.Routes {
+		p := "routes." + key
+		if key == "default" {
+			def = candidates(cfg, p, &node, add)
+			continue
+		}
+		t := llm.RequestType(key)
+		if !t.Valid() {
+			add(p, "unknown request type %q in routes (want default or one of %s)", key, typeList())
+			continue
+		}
+		routes[t] = map[llm.Tier][]Candidate{}
+		switch node.Kind {
+		case yaml.SequenceNode, yaml.ScalarNode:
+			cs := candidates(cfg, p, &node, add)
+			for _, tier := range llm.Tiers {
+				routes[t][tier] = cs
+			}
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(node.Content); i += 2 {
+				tier := llm.Tier(node.Content[i].Value)
+				tp := p + "." + node.Content[i].Value
+				if !validTier(tier) {
+					add(tp, "unknown tier %q (want low, medium or high)", tier)
+					continue
+				}
+				routes[t][tier] = candidates(cfg, tp, node.Content[i+1], add)
+			}
+		default:
+			add(p, "route %q must be a list of upstream/model candidates or a map of tiers", key)
+		}
+	}
+	if def == nil {
+		// Without a default, every pair must be routed explicitly.
+		var missing []string
+		for _, t := range llm.RequestTypes {
+			for _, tier := range llm.Tiers {
+				if len(routes[t][tier]) == 0 {
+					missing = append(missing, string(t)+"/"+string(tier))
+				}
+			}
+		}
+		if len(missing) > 0 {
+			add("routes", "no routes.default, and no route for %s", strings.Join(missing, ", "))
+		}
+	}
+	cfg.Routes = fill(routes, def)
+
+	cfg.Prices = map[llm.RequestType]map[llm.Tier]Price{}
+	var defPrices map[llm.Tier]Price
+	for key, node := range fc.Prices {
+		p := "prices." + key
+		typ := llm.RequestType(key)
+		if key != "default" && !typ.Valid() {
+			add(p, "unknown request type %q in prices (want default or one of %s)", key, typeList())
+			continue
+		}
+		perTier := map[llm.Tier]Price{}
+		var fp filePrice
+		if node.Kind == yaml.MappingNode && hasKey(&node, "input") {
+			if err := node.Decode(&fp); err != nil {
+				add(p, "prices.%s: %v", key, err)
+				continue
+			}
+			pr, ok := price(p, fp, add)
+			if !ok {
+				continue
+			}
+			for _, tier := range llm.Tiers {
+				perTier[tier] = pr
+			}
+		} else if node.Kind == yaml.MappingNode {
+			for i := 0; i+1 < len(node.Content); i += 2 {
+				tier := llm.Tier(node.Content[i].Value)
+				tp := p + "." + node.Content[i].Value
+				if !validTier(tier) {
+					add(tp, "unknown tier %q (want low, medium or high)", tier)
+					continue
+				}
+				var fp filePrice
+				if err := node.Content[i+1].Decode(&fp); err != nil {
+					add(tp, "%v", err)
+					continue
+				}
+				if pr, ok := price(tp, fp, add); ok {
+					perTier[tier] = pr
+				}
+			}
+		} else {
+			add(p, "prices.%s must be a price (input, output, …) or a map of tiers to prices", key)
+			continue
+		}
+		if key == "default" {
+			defPrices = perTier
+			continue
+		}
+		cfg.Prices[typ] = perTier
+	}
+	// The default price fills every tier a type does not price itself.
+	for _, t := range llm.RequestTypes {
+		for tier, pr := range defPrices {
+			if cfg.Prices[t] == nil {
+				cfg.Prices[t] = map[llm.Tier]Price{}
+			}
+			if _, ok := cfg.Prices[t][tier]; !ok {
+				cfg.Prices[t][tier] = pr
+			}
+		}
+	}
+	if fc.Limits.MaxBodyBytes < 0 || fc.Limits.RPM < 0 || fc.Limits.TPM < 0 {
+		add("limits", "limits must not be negative")
+	}
+	if len(errs) > 0 {
+		sort.SliceStable(errs, func(i, j int) bool { return errs[i].Line < errs[j].Line })
+		return nil, errs
+	}
+	return cfg, nil
+}
+
+var defaultBaseURL = map[string]string{
+	ProtocolAnthropic: "https://api.anthropic.com",
+	ProtocolGemini:    "https://generativelanguage.googleapis.com",
+}
+
+// candidates reads a list of "upstream/model" strings (or one string).
+func candidates(cfg *Config, path string, n *yaml.Node, add func(string, string, ...any)) []Candidate {
+	var items []*yaml.Node
+	switch n.Kind {
+	case yaml.ScalarNode:
+		items = []*yaml.Node{n}
+	case yaml.SequenceNode:
+		items = n.Content
+	default:
+		add(path, "expected a list of upstream/model candidates")
+		return nil
+	}
+	var out []Candidate
+	for _, it := range items {
+		up, model, ok := strings.Cut(it.Value, "/")
+		if it.Kind != yaml.ScalarNode || !ok || up == "" || model == "" {
+			errsAt(add, it.Line, "candidate %q must be written upstream/model", it.Value)
+			continue
+		}
+		u := cfg.Upstreams[up]
+		switch {
+		case u == nil:
+			errsAt(add, it.Line, "candidate %q: no upstream named %q", it.Value, up)
+			continue
+		case len(u.Models) > 0:
+			if _, ok := u.Models[model]; !ok {
+				errsAt(add, it.Line, "candidate %q: upstream %q declares no model %q", it.Value, up, model)
+				continue
+			}
+		}
+		out = append(out, Candidate{Upstream: up, Model: model})
+	}
+	if len(out) == 0 && len(items) == 0 {
+		add(path, "empty candidate list")
+	}
+	return out
+}
+
+// errsAt reports at an explicit line (candidates know their own node), via
+// the "#line:N" pseudo-path that Load's add resolves.
+func errsAt(add func(string, string, ...any), line int, format string, args ...any) {
+	add(fmt.Sprintf("#line:%d", line), format, args...)
+}
+
+func price(path string, fp filePrice, add func(string, string, ...any)) (Price, bool) {
+	var pr Price
+	ok := true
+	parse := func(field, v string, required bool) *apd.Decimal {
+		if v == "" {
+			if required {
+				add(path, "%s: %s is required", path, field)
+				ok = false
+			}
+			return nil
+		}
+		d, _, err := apd.NewFromString(v)
+		if err != nil || d.Form != apd.Finite || d.Negative {
+			add(path+"."+field, "%s.%s: %q is not a non-negative decimal (USD per million tokens)", path, field, v)
+			ok = false
+			return nil
+		}
+		return d
+	}
+	if d := parse("input", fp.Input, true); d != nil {
+		pr.Input = *d
+	}
+	if d := parse("output", fp.Output, true); d != nil {
+		pr.Output = *d
+	}
+	pr.CachedInput = parse("cached_input", fp.CachedInput, false)
+	pr.CacheWrite = parse("cache_write", fp.CacheWrite, false)
+	pr.CacheWrite1h = parse("cache_write_1h", fp.CacheWrite1h, false)
+	return pr, ok
+}
+
+func hasKey(n *yaml.Node, key string) bool {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return true
+		}
+	}
+	return false
+}
+
+func validTier(t llm.Tier) bool {
+	for _, v := range llm.Tiers {
+		if v == t {
+			return true
+		}
+	}
+	return false
+}
+
+func typeList() string {
+	s := make([]string, len(llm.RequestTypes))
+	for i, t := range llm.RequestTypes {
+		s[i] = string(t)
+	}
+	return strings.Join(s, ", ")
+}
+
+// decodeStrict decodes the document, refusing unknown keys (a misspelt key
+// would otherwise be silently ignored).
+func decodeStrict(doc []byte, v any) error {
+	dec := yaml.NewDecoder(bytes.NewReader(doc))
+	dec.KnownFields(true)
+	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
+		return yamlError(err)
+	}
+	return nil
+}
+
+var yamlLine = regexp.MustCompile(`line (\d+): (.*)`)
+
+// yamlError turns the YAML library's errors into Errors with lines.
+func yamlError(err error) error {
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		var es Errors
+		for _, m := range te.Errors {
+			es = append(es, lineError(m))
+		}
+		return es
+	}
+	return Errors{lineError(err.Error())}
+}
+
+func lineError(msg string) *Error {
+	msg = strings.TrimPrefix(msg, "yaml: ")
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		var line int
+		fmt.Sscan(m[1], &line)
+		return &Error{Line: line, Msg: m[2]}
+	}
+	return &Error{Msg: msg}
+}
+
+// walk visits every node.
+func walk(n *yaml.Node, f func(*yaml.Node)) {
+	f(n)
+	for _, c := range n.Content {
+		walk(c, f)
+	}
+}
+
+// lineIndex maps dotted key paths (upstreams.openai.base_url) to the line of
+// their key.
+func lineIndex(root *yaml.Node) map[string]int {
+	lines := map[string]int{}
+	var visit func(n *yaml.Node, path string)
+	visit = func(n *yaml.Node, path string) {
+		switch n.Kind {
+		case yaml.DocumentNode:
+			for _, c := range n.Content {
+				visit(c, path)
+			}
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				p := n.Content[i].Value
+				if path != "" {
+					p = path + "." + p
+				}
+				lines[p] = n.Content[i].Line
+				visit(n.Content[i+1], p)
+			}
+		}
+	}
+	visit(root, "")
+	return lines
+}

@@ -1,0 +1,113 @@
+package config
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/matryer/is"
+
+	"github.com/svcgw/svcgw/llm"
+)
+
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+var fullEnv = env(map[string]string{"OPENAI_API_KEY": "sk-o", "ANTHROPIC_API_KEY": "sk-a", "GEMINI_API_KEY": "g-k"})
+
+func TestLoad_FullExample(t *testing.T) {
+	is := is.New(t)
+	doc, err := os.ReadFile("testdata/full.yaml")
+	is.NoErr(err)
+	cfg, err := Load(doc, fullEnv)
+	is.NoErr(err) // the README's example is valid
+
+	is.Equal(len(cfg.Upstreams), 3)
+	is.Equal(cfg.Upstreams["openai"].APIKey, "sk-o")                                       // ${ENV} expanded
+	is.Equal(cfg.Upstreams["anthropic"].BaseURL, "https://api.anthropic.com")              // vendor default
+	is.Equal(cfg.Upstreams["gemini"].BaseURL, "https://generativelanguage.googleapis.com") // vendor default
+	is.Equal(cfg.Upstreams["openai"].Timeouts.FirstByte.String(), "1m0s")
+	is.Equal(cfg.Upstreams["gemini"].Models["gemini-2.5-pro"].ContextLength, 1048576)
+
+	is.Equal(cfg.Routes[llm.TypeFlash][llm.TierLow][0], Candidate{"gemini", "gemini-2.5-flash"}) // explicit type route, all tiers
+	is.Equal(len(cfg.Routes[llm.TypeFlash][llm.TierHigh]), 2)
+	is.Equal(cfg.Routes[llm.TypeReason][llm.TierLow][0].Model, "gpt-4.1-mini") // per-tier route
+	is.Equal(len(cfg.Routes[llm.TypeReason][llm.TierHigh]), 2)
+	is.Equal(cfg.Routes[llm.TypeCode][llm.TierMedium][0].String(), "openai/gpt-4.1") // default fills the rest
+	for _, typ := range llm.RequestTypes {
+		for _, tier := range llm.Tiers {
+			is.True(len(cfg.Routes[typ][tier]) > 0) // every pair routed
+		}
+	}
+
+	flashLow := cfg.Prices[llm.TypeFlash][llm.TierLow]
+	is.Equal(flashLow.Input.String(), "0.10")
+	proMed := cfg.Prices[llm.TypePro][llm.TierMedium]
+	is.Equal(proMed.Output.String(), "10") // default price
+	is.Equal(cfg.Prices[llm.TypeReason][llm.TierHigh].CacheWrite1h.String(), "6")
+	reasonLow := cfg.Prices[llm.TypeReason][llm.TierLow]
+	is.Equal(reasonLow.Input.String(), "1.25") // default for unpriced tiers
+	is.Equal(cfg.Limits.RPM, 600)
+}
+
+func TestLoad_ErrorsNameTheirLine(t *testing.T) {
+	for _, tc := range []struct {
+		name, doc string
+		env       map[string]string
+		line      int
+		want      string
+	}{
+		{"unknown key", "upstreams:\n  a:\n    protocol: openai\n    base_ur: http://x\n", nil, 4, "base_ur"},
+		{"unknown protocol", "upstreams:\n  a:\n    protocol: grpc\n    models: {m: {}}\nroutes:\n  default: [a/m]\n", nil, 3, "unknown protocol"},
+		{"missing env", "upstreams:\n  a:\n    protocol: openai\n    base_url: http://x\n    api_key: ${NOPE}\n    models: {m: {}}\nroutes:\n  default: [a/m]\n", nil, 5, "NOPE"},
+		{"unknown upstream in route", "upstreams:\n  a:\n    protocol: fixture\n    models: {m: {}}\nroutes:\n  default: [a/m]\n  flash:\n    - b/m\n", nil, 8, `no upstream named "b"`},
+		{"undeclared model", "upstreams:\n  a:\n    protocol: fixture\n    models: {m: {}}\nroutes:\n  default: [a/other]\n", nil, 6, "declares no model"},
+		{"bad candidate", "upstreams:\n  a:\n    protocol: fixture\n    models: {m: {}}\nroutes:\n  default: [am]\n", nil, 6, "upstream/model"},
+		{"unknown type", "upstreams:\n  a:\n    protocol: fixture\n    models: {m: {}}\nroutes:\n  default: [a/m]\n  fast: [a/m]\n", nil, 7, "unknown request type"},
+		{"unknown tier", "upstreams:\n  a:\n    protocol: fixture\n    models: {m: {}}\nroutes:\n  default: [a/m]\n  pro:\n    extreme: [a/m]\n", nil, 8, "unknown tier"},
+		{"bad price", "upstreams:\n  a:\n    protocol: fixture\n    models: {m: {}}\nroutes:\n  default: [a/m]\nprices:\n  flash:\n    input: \"-1\"\n    output: \"1\"\n", nil, 9, "non-negative"},
+		{"bad timeout", "upstreams:\n  a:\n    protocol: openai\n    base_url: http://x\n    timeouts:\n      idle: soon\n    models: {m: {}}\nroutes:\n  default: [a/m]\n", nil, 6, "duration"},
+		{"no default and gaps", "upstreams:\n  a:\n    protocol: fixture\n    models: {m: {}}\nroutes:\n  flash: [a/m]\n", nil, 5, "reason/high, pro/low"},
+		{"wrong type", "limits:\n  rpm: lots\n", nil, 2, "cannot unmarshal"},
+		{"syntax", "upstreams: [\n", nil, 1, "did not find"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			is := is.New(t)
+			_, err := Load([]byte(tc.doc), env(tc.env))
+			is.True(err != nil) // rejected
+			var errs Errors
+			ok := false
+			if e, isErrs := err.(Errors); isErrs {
+				errs, ok = e, true
+			}
+			is.True(ok) // Errors
+			found := false
+			for _, e := range errs {
+				if e.Line == tc.line && strings.Contains(e.Msg, tc.want) {
+					found = true
+				}
+			}
+			if !found {
+				t.Fatalf("want an error at line %d containing %q, got:\n%v", tc.line, tc.want, err)
+			}
+		})
+	}
+}
+
+func TestLoad_EnvDefault(t *testing.T) {
+	is := is.New(t)
+	cfg, err := Load([]byte("upstreams:\n  local:\n    protocol: openai\n    base_url: ${LOCAL_URL:-http://127.0.0.1:11434/v1}\n    models: {llama3: {context_length: 8192}}\nroutes:\n  default: [local/llama3]\n"), env(nil))
+	is.NoErr(err)
+	is.Equal(cfg.Upstreams["local"].BaseURL, "http://127.0.0.1:11434/v1")
+}
+
+func TestDefault_FixtureServesEveryRoute(t *testing.T) {
+	is := is.New(t)
+	cfg := Default()
+	for _, typ := range llm.RequestTypes {
+		for _, tier := range llm.Tiers {
+			is.Equal(cfg.Routes[typ][tier][0].Upstream, "fixture")
+		}
+	}
+}
