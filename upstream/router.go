@@ -3,7 +3,12 @@ package upstream
 import (
 	"context"
 	"errors"
+	"hash/fnv"
+	"log/slog"
+	"math/rand/v2"
+	"sort"
 	"sync"
+	"time"
 
 	"github.com/svcgw/svcgw/llm"
 )
@@ -16,6 +21,10 @@ type Candidate struct {
 	// Limits are the backend model's limits. When zero and the backend
 	// reports its own (as the fixture does), NewRouter and Set fill them in.
 	Limits Limits
+	// Group makes adjacent candidates equals: among a run of candidates
+	// with the same non-empty Group, each call picks one by its cacheable
+	// prefix (cache affinity), and the others follow as fallbacks.
+	Group string
 }
 
 // route is a key of the routing table.
@@ -27,14 +36,29 @@ type route struct {
 // Router maps a request type and effort tier to an ordered list of
 // candidates and sends each call to them.
 //
-// Fallback, for now: candidates are tried in order, and the next one only
-// when the current one fails before producing anything: Complete returned an
-// error, or Stream returned one or its stream failed before its first event.
+// Each call walks the route's candidates in order. A candidate that fails
+// before producing anything (Complete returned an error, or Stream returned
+// one or its stream failed before its first event) with a transient error —
+// a connection error, 429, 5xx, overloaded, a timeout — is retried after a
+// jittered exponential backoff (honouring the upstream's Retry-After when it
+// is short), up to the retry budget, and then the next candidate is tried.
 // Once a stream has produced an event the call is committed to that backend,
 // and a later failure reaches the caller through Stream.Err. A failure that
 // is the caller's fault (invalid_request, too_large) is returned at once,
-// since every backend would refuse the same request. Retries of the same
-// candidate, timeouts and cache affinity come later.
+// since every backend would refuse the same request.
+//
+// Circuit breaker: a candidate that fails BreakerThreshold calls in a row is
+// skipped for BreakerCooldown; then one call at a time probes it (half
+// open), and a success closes the breaker. When every candidate of a route
+// is open, the route still tries them in order rather than failing without
+// a try.
+//
+// Cache affinity: among equal candidates (adjacent, same Group), a call goes
+// to the one chosen by rendezvous hashing of its cacheable prefix (tools,
+// system prompt and messages up to the last cache breakpoint, or the system
+// prompt and first message without one), so calls that share a prefix land
+// on the same backend and its prompt cache, without session pinning; the
+// choice only moves when that candidate is open.
 //
 // Errors: *llm.Error values from backends pass through unchanged (backends
 // write caller-safe messages); a cancelled or expired caller context comes
@@ -48,13 +72,76 @@ type Router struct {
 	mu     sync.RWMutex
 	def    []Candidate
 	routes map[route][]Candidate
+	opts   RouterOptions
+	health sync.Map // candidate Name → *health
+}
+
+// RouterOptions tune retries and the circuit breaker. Zero fields take the
+// defaults in parentheses.
+type RouterOptions struct {
+	MaxRetries       int           // retries of one candidate before the next (2); negative: none
+	BaseBackoff      time.Duration // first backoff, doubled per retry, ±50% jitter (100ms)
+	MaxBackoff       time.Duration // backoff cap; a longer Retry-After moves on instead (2s)
+	BreakerThreshold int           // consecutive failures that open a candidate's breaker (5)
+	BreakerCooldown  time.Duration // how long an open breaker skips its candidate (30s)
+	Logger           *slog.Logger  // operator log of retries and breaker changes (discard)
+	// Now and Sleep are the clock, for tests (time.Now; a timer honouring ctx).
+	Now   func() time.Time
+	Sleep func(ctx context.Context, d time.Duration) error
+}
+
+func (o RouterOptions) withDefaults() RouterOptions {
+	if o.MaxRetries == 0 {
+		o.MaxRetries = 2
+	}
+	if o.MaxRetries < 0 {
+		o.MaxRetries = 0
+	}
+	if o.BaseBackoff <= 0 {
+		o.BaseBackoff = 100 * time.Millisecond
+	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = 2 * time.Second
+	}
+	if o.BreakerThreshold <= 0 {
+		o.BreakerThreshold = 5
+	}
+	if o.BreakerCooldown <= 0 {
+		o.BreakerCooldown = 30 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Sleep == nil {
+		o.Sleep = sleepCtx
+	}
+	return o
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // NewRouter returns a router whose every route is served by def until Set
-// gives it candidates of its own. Here and in Set, candidates without a
-// Backend are left out.
+// gives it candidates of its own, with default RouterOptions. Here and in
+// Set, candidates without a Backend are left out.
 func NewRouter(def []Candidate) *Router {
-	return &Router{def: withLimits(def), routes: make(map[route][]Candidate)}
+	return NewRouterWithOptions(RouterOptions{}, def)
+}
+
+// NewRouterWithOptions is NewRouter with retry and breaker options.
+func NewRouterWithOptions(opts RouterOptions, def []Candidate) *Router {
+	return &Router{def: withLimits(def), routes: make(map[route][]Candidate), opts: opts.withDefaults()}
 }
 
 // Set sets the candidates of one route, in the order they are tried. An
@@ -117,54 +204,271 @@ func minKnown(a, b int) int {
 	return min(a, b)
 }
 
-// Complete sends req to the route's candidates in order until one answers.
+// Complete sends req to the route's candidates (see Router) until one
+// answers.
 func (r *Router) Complete(ctx context.Context, t llm.RequestType, tier llm.Tier, req *llm.Request) (*llm.Response, error) {
-	cands := r.candidates(t, tier)
-	if len(cands) == 0 {
-		return nil, errNoCandidates()
-	}
-	var err error
-	for _, c := range cands {
-		var resp *llm.Response
+	var resp *llm.Response
+	err := r.try(ctx, t, tier, req, func(c Candidate) error {
+		var err error
 		resp, err = c.Backend.Complete(ctx, req)
-		if err == nil {
-			return resp, nil
-		}
-		if !fallBack(ctx, err) {
-			break
-		}
-	}
-	return nil, backendError(ctx, err)
+		return err
+	})
+	return resp, err
 }
 
-// Stream sends req to the route's candidates in order until one starts a
-// stream. It returns once that stream has produced its first event (or
-// ended), so that a failure before any output can still fall back and the
-// caller can still choose an HTTP status.
+// Stream sends req to the route's candidates (see Router) until one starts
+// a stream. It returns once that stream has produced its first event (or
+// ended), so that a failure before any output can still be retried or fall
+// back and the caller can still choose an HTTP status.
 func (r *Router) Stream(ctx context.Context, t llm.RequestType, tier llm.Tier, req *llm.Request) (Stream, error) {
-	cands := r.candidates(t, tier)
+	var out Stream
+	err := r.try(ctx, t, tier, req, func(c Candidate) error {
+		s, err := c.Backend.Stream(ctx, req)
+		if err != nil {
+			return err
+		}
+		if s.Next() {
+			out = &routedStream{ctx: ctx, s: s, cur: s.Event(), pending: true}
+			return nil
+		}
+		if err := s.Err(); err != nil {
+			s.Close()
+			return err
+		}
+		// Ended cleanly without an event: nothing to retry.
+		out = &routedStream{ctx: ctx, s: s}
+		return nil
+	})
+	return out, err
+}
+
+// try runs attempt against the route's candidates with retries, backoff,
+// fallback and the circuit breaker; it returns nil after the first success.
+func (r *Router) try(ctx context.Context, t llm.RequestType, tier llm.Tier, req *llm.Request, attempt func(Candidate) error) error {
+	cands := r.order(r.candidates(t, tier), req)
 	if len(cands) == 0 {
-		return nil, errNoCandidates()
+		return errNoCandidates()
 	}
+	o := r.opts
 	var err error
 	for _, c := range cands {
-		var s Stream
-		s, err = c.Backend.Stream(ctx, req)
-		if err == nil {
-			if s.Next() {
-				return &routedStream{ctx: ctx, s: s, cur: s.Event(), pending: true}, nil
+		h := r.healthOf(c.Name)
+		for retry := 0; ; retry++ {
+			err = attempt(c)
+			if err == nil {
+				h.success(o, c.Name)
+				return nil
 			}
-			if err = s.Err(); err == nil {
-				// Ended cleanly without an event: nothing to fall back from.
-				return &routedStream{ctx: ctx, s: s}, nil
+			if ctx.Err() != nil || !fallBack(ctx, err) {
+				return backendError(ctx, err)
 			}
-			s.Close()
+			h.failure(o, c.Name)
+			if retry >= o.MaxRetries || h.open(o.Now()) {
+				break
+			}
+			wait := backoff(o, retry)
+			var e *llm.Error
+			if errors.As(err, &e) && e.RetryAfter > 0 {
+				if e.RetryAfter > o.MaxBackoff {
+					break // too long to hold the caller: try the next candidate
+				}
+				wait = e.RetryAfter
+			}
+			o.Logger.Warn("upstream retry", "candidate", c.Name, "retry", retry+1, "wait", wait.String(), "err", err)
+			if serr := o.Sleep(ctx, wait); serr != nil {
+				return backendError(ctx, serr)
+			}
 		}
-		if !fallBack(ctx, err) {
-			break
+		o.Logger.Warn("upstream fallback", "candidate", c.Name, "err", err)
+	}
+	return backendError(ctx, err)
+}
+
+// backoff is the jittered exponential wait before retry n (0-based):
+// BaseBackoff·2ⁿ, capped at MaxBackoff, scaled by a random 50–150%.
+func backoff(o RouterOptions, n int) time.Duration {
+	d := o.BaseBackoff << min(n, 16)
+	if d > o.MaxBackoff || d <= 0 {
+		d = o.MaxBackoff
+	}
+	return time.Duration(float64(d) * (0.5 + rand.Float64()))
+}
+
+// order returns the candidates in the order this call tries them: closed
+// breakers first (open ones keep their relative order at the end, so a
+// route whose every candidate is open still tries them), and within each
+// group of equals, the one that owns the call's cacheable prefix first.
+func (r *Router) order(cands []Candidate, req *llm.Request) []Candidate {
+	if len(cands) <= 1 {
+		return cands
+	}
+	out := make([]Candidate, 0, len(cands))
+	var key uint64
+	keyed := false
+	for i := 0; i < len(cands); {
+		j := i + 1
+		for cands[i].Group != "" && j < len(cands) && cands[j].Group == cands[i].Group {
+			j++
+		}
+		group := cands[i:j]
+		if len(group) > 1 {
+			if !keyed {
+				key, keyed = affinityKey(req), true
+			}
+			group = byAffinity(group, key)
+		}
+		out = append(out, group...)
+		i = j
+	}
+	now := r.opts.Now()
+	closed := out[:0:0]
+	var open []Candidate
+	for _, c := range out {
+		if r.healthOf(c.Name).skip(now) {
+			open = append(open, c)
+		} else {
+			closed = append(closed, c)
 		}
 	}
-	return nil, backendError(ctx, err)
+	return append(closed, open...)
+}
+
+// byAffinity orders a group by rendezvous hashing of key: every call with
+// the same key prefers the same member, and removing one member moves only
+// the keys it owned.
+func byAffinity(group []Candidate, key uint64) []Candidate {
+	type scored struct {
+		c     Candidate
+		score uint64
+	}
+	ss := make([]scored, len(group))
+	for i, c := range group {
+		h := fnv.New64a()
+		h.Write([]byte(c.Name))
+		ss[i] = scored{c, mix(h.Sum64() ^ key)}
+	}
+	sort.SliceStable(ss, func(i, j int) bool { return ss[i].score > ss[j].score })
+	out := make([]Candidate, len(ss))
+	for i, s := range ss {
+		out[i] = s.c
+	}
+	return out
+}
+
+// mix is a 64-bit finalizer (splitmix64), so nearby inputs score apart.
+func mix(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+// affinityKey hashes a call's cacheable prefix: tools, system prompt and
+// messages up to and including the last cache breakpoint; without one, the
+// tools, system prompt and first message — the part every turn of a
+// conversation shares.
+func affinityKey(req *llm.Request) uint64 {
+	h := fnv.New64a()
+	var parts []llm.Part
+	for _, t := range req.Tools {
+		h.Write([]byte(t.Name))
+		h.Write(t.Parameters)
+	}
+	parts = append(parts, req.System...)
+	last := -1
+	msgEnd := make([]int, 0, len(req.Messages))
+	for _, m := range req.Messages {
+		parts = append(parts, m.Parts...)
+		msgEnd = append(msgEnd, len(parts))
+	}
+	for i, p := range parts {
+		if p.CacheControl != nil {
+			last = i
+		}
+	}
+	end := last + 1
+	if last < 0 {
+		end = len(req.System)
+		if len(msgEnd) > 0 {
+			end = msgEnd[0]
+		}
+	}
+	for _, p := range parts[:end] {
+		h.Write([]byte(p.Type))
+		h.Write([]byte(p.Text))
+		h.Write(p.Data)
+		h.Write([]byte(p.URL))
+		if p.ToolCall != nil {
+			h.Write([]byte(p.ToolCall.Name))
+			h.Write(p.ToolCall.Arguments)
+		}
+	}
+	return h.Sum64()
+}
+
+// health is one candidate's circuit breaker.
+type health struct {
+	mu        sync.Mutex
+	failures  int       // consecutive
+	openUntil time.Time // zero: closed
+}
+
+// probeWindow is how long a half-open breaker gives one call to probe its
+// candidate before letting another call try.
+const probeWindow = 5 * time.Second
+
+func (r *Router) healthOf(name string) *health {
+	if h, ok := r.health.Load(name); ok {
+		return h.(*health)
+	}
+	h, _ := r.health.LoadOrStore(name, &health{})
+	return h.(*health)
+}
+
+// skip reports whether the breaker keeps calls away now. Past the cooldown
+// it lets one call through (half open) and keeps the others away for
+// probeWindow, long enough for that call to succeed (closing the breaker)
+// or fail (opening it again).
+func (h *health) skip(now time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.openUntil.IsZero() {
+		return false
+	}
+	if now.Before(h.openUntil) {
+		return true
+	}
+	h.openUntil = now.Add(probeWindow)
+	return false
+}
+
+// open reports whether the breaker is open (retrying is pointless).
+func (h *health) open(now time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return !h.openUntil.IsZero() && now.Before(h.openUntil)
+}
+
+func (h *health) success(o RouterOptions, name string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.openUntil.IsZero() {
+		o.Logger.Info("upstream breaker closed", "candidate", name)
+	}
+	h.failures, h.openUntil = 0, time.Time{}
+}
+
+func (h *health) failure(o RouterOptions, name string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.failures++
+	if h.failures >= o.BreakerThreshold {
+		if h.openUntil.IsZero() || !o.Now().Before(h.openUntil) {
+			o.Logger.Warn("upstream breaker open", "candidate", name, "failures", h.failures, "cooldown", o.BreakerCooldown.String())
+		}
+		h.openUntil = o.Now().Add(o.BreakerCooldown)
+	}
 }
 
 // errNoCandidates answers a route with no backend: a configuration bug.
