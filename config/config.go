@@ -80,6 +80,9 @@ type Model struct {
 type Candidate struct {
 	Upstream string
 	Model    string
+	// Group is non-empty for candidates written together as a nested list:
+	// equals, among which calls are spread by cache affinity.
+	Group string
 }
 
 func (c Candidate) String() string { return c.Upstream + "/" + c.Model }
@@ -455,7 +458,17 @@ func candidates(cfg *Config, path string, n *yaml.Node, add func(string, string,
 		return nil
 	}
 	var out []Candidate
-	for _, it := range items {
+	for i := 0; i < len(items); i++ {
+		it := items[i]
+		if it.Kind == yaml.SequenceNode {
+			// A nested list is a group of equals.
+			group := fmt.Sprintf("%s[%d]", path, i)
+			for _, c := range candidates(cfg, path, it, add) {
+				c.Group = group
+				out = append(out, c)
+			}
+			continue
+		}
 		up, model, ok := strings.Cut(it.Value, "/")
 		if it.Kind != yaml.ScalarNode || !ok || up == "" || model == "" {
 			errsAt(add, it.Line, "candidate %q must be written upstream/model", it.Value)

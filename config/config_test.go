@@ -30,11 +30,15 @@ func TestLoad_FullExample(t *testing.T) {
 	is.Equal(cfg.Upstreams["openai"].Timeouts.FirstByte.String(), "1m0s")
 	is.Equal(cfg.Upstreams["gemini"].Models["gemini-2.5-pro"].ContextLength, 1048576)
 
-	is.Equal(cfg.Routes[llm.TypeFlash][llm.TierLow][0], Candidate{"gemini", "gemini-2.5-flash"}) // explicit type route, all tiers
+	is.Equal(cfg.Routes[llm.TypeFlash][llm.TierLow][0], Candidate{Upstream: "gemini", Model: "gemini-2.5-flash"}) // explicit type route, all tiers
 	is.Equal(len(cfg.Routes[llm.TypeFlash][llm.TierHigh]), 2)
 	is.Equal(cfg.Routes[llm.TypeReason][llm.TierLow][0].Model, "gpt-4.1-mini") // per-tier route
 	is.Equal(len(cfg.Routes[llm.TypeReason][llm.TierHigh]), 2)
-	is.Equal(cfg.Routes[llm.TypeCode][llm.TierMedium][0].String(), "openai/gpt-4.1") // default fills the rest
+	code := cfg.Routes[llm.TypeCode][llm.TierMedium] // default fills the rest
+	is.Equal(len(code), 3)
+	is.Equal(code[0].String(), "openai/gpt-4.1")
+	is.True(code[0].Group != "" && code[0].Group == code[1].Group) // equals
+	is.Equal(code[2].Group, "")                                    // plain fallback
 	for _, typ := range llm.RequestTypes {
 		for _, tier := range llm.Tiers {
 			is.True(len(cfg.Routes[typ][tier]) > 0) // every pair routed
