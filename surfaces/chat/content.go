@@ -33,6 +33,7 @@ func (c *cacheControl) canonical() *llm.CacheControl {
 type contentPart struct {
 	Type     string `json:"type"`
 	Text     string `json:"text"`
+	Refusal  string `json:"refusal"`
 	ImageURL *struct {
 		URL    string `json:"url"`
 		Detail string `json:"detail"`
@@ -106,6 +107,10 @@ func canonicalParts(field string, parts []contentPart, textOnly bool) ([]llm.Par
 		switch p.Type {
 		case "text", "input_text", "output_text":
 			part = llm.TextPart(p.Text)
+		case "refusal":
+			// An assistant turn replayed with its refusal part (openai-go's
+			// assistant content union has one): the refusal was its text.
+			part = llm.TextPart(p.Refusal)
 		case "image_url":
 			if textOnly {
 				return nil, llm.InvalidParam(pf, "%s: only text content is allowed here", pf)

@@ -139,6 +139,18 @@ var chatDecodeCases = []struct {
 		}},
 	},
 	{
+		name: "assistant content parts with a refusal replayed",
+		body: `{"model":"m","messages":[
+			{"role":"user","content":"x"},
+			{"role":"assistant","content":[{"type":"text","text":"No."},{"type":"refusal","refusal":"I can't help with that."}]},
+			{"role":"user","content":"ok"}]}`,
+		want: &llm.Request{Model: "m", Messages: []llm.Message{
+			user(llm.TextPart("x")),
+			assistant(llm.TextPart("No."), llm.TextPart("I can't help with that.")),
+			user(llm.TextPart("ok")),
+		}},
+	},
+	{
 		name: "legacy function role matched by name",
 		body: `{"model":"m","messages":[{"role":"user","content":"x"},{"role":"function","name":"lookup","content":"42"}]}`,
 		want: &llm.Request{Model: "m", Messages: []llm.Message{
@@ -466,6 +478,7 @@ var chatErrorCases = []struct {
 	{"role not a string", `{"model":"m","messages":[{"role":5,"content":"hi"}]}`, "messages.role"},
 	{"content a number", `{"model":"m","messages":[{"role":"user","content":5}]}`, "messages.content"},
 	{"content an object", `{"model":"m","messages":[{"role":"user","content":{"text":"hi"}}]}`, "messages.content"},
+	{"image_url a string", `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":"https://x/y.png"}]}]}`, "messages.content.image_url"},
 	{"user content null", `{"model":"m","messages":[{"role":"user","content":null}]}`, "messages[0].content"},
 	{"user content missing", `{"model":"m","messages":[{"role":"user"}]}`, "messages[0].content"},
 	{"user content empty array", `{"model":"m","messages":[{"role":"user","content":[]}]}`, "messages[0].content"},

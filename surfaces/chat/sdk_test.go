@@ -172,3 +172,24 @@ func TestResponsesStream_SDKError(t *testing.T) {
 	var se *ssestream.StreamError
 	is.True(errors.As(st.Err(), &se)) // the SDK raises on the error event
 }
+
+func TestCountResponsesTokens(t *testing.T) {
+	is := is.New(t)
+	rec := httptest.NewRecorder()
+	body := []byte(`{"model":"svc-fusion","instructions":"be brief","input":"Say hello."}`)
+	CountResponsesTokens(rec, httptest.NewRequest(http.MethodPost, "/v1/responses/input_tokens", nil), body)
+	is.Equal(rec.Code, http.StatusOK)
+	var got struct {
+		Object      string `json:"object"`
+		InputTokens int    `json:"input_tokens"`
+	}
+	is.NoErr(json.Unmarshal(rec.Body.Bytes(), &got))
+	is.Equal(got.Object, "response.input_tokens")
+	req, err := decodeResponses(body)
+	is.NoErr(err)
+	is.Equal(got.InputTokens, req.InputTokens()) // the same estimate the pipeline uses
+
+	rec = httptest.NewRecorder()
+	CountResponsesTokens(rec, httptest.NewRequest(http.MethodPost, "/v1/responses/input_tokens", nil), []byte(`{"model":"m"}`))
+	is.Equal(rec.Code, http.StatusBadRequest) // a body the decoder refuses is a 400
+}
