@@ -1,6 +1,16 @@
 // Package billing owns what a call costs the caller: the price table (USD per
 // million tokens for each request type and effort tier), the cost arithmetic,
-// and the parsing and rendering of USD amounts.
+// the parsing and rendering of USD amounts, and admission: whether a call
+// may run against its account's prepaid balance and spend caps.
+//
+// Admission reserves a call's cost ceiling before it runs (Prices.Ceiling:
+// the estimated input, uncached or at the dearest cache-write rate the
+// request asks for, and min(max_tokens or the model's limit,
+// ReserveOutputTokens = 4096) output tokens) and releases it when the call
+// is settled, after its actual cost has been recorded. Inside it works in
+// int64 micro-dollars, which is what the ledger stores; apd decimals are the
+// boundary. See Admission for the admission rule, the refresh of budgets
+// changed by other processes, and the overdraft bound.
 //
 // Money is apd.Decimal from end to end, never float64. Arithmetic runs in a
 // 34-digit context, so sums of token counts times prices are exact, and a cost

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"text/tabwriter"
+	"time"
 
 	"github.com/cockroachdb/apd/v3"
 
@@ -12,7 +13,8 @@ import (
 
 type creditsCmd struct {
 	Add  creditsAddCmd  `cmd:"" help:"Add prepaid credits (USD) to an account."`
-	Show creditsShowCmd `cmd:"" help:"Show an account's balance and spend."`
+	Show creditsShowCmd `cmd:"" help:"Show an account's balance, spend and caps."`
+	Cap  creditsCapCmd  `cmd:"" help:"Set or clear an account's daily and monthly spend caps."`
 }
 
 type creditsAddCmd struct {
@@ -39,12 +41,12 @@ func (c *creditsAddCmd) Run(e *env) error {
 		return err
 	}
 	fmt.Fprintf(e.stderr, "added %s USD to %q\n", billing.Format(amount), acct.Name)
-	return printAccount(e, acct, false)
+	return printAccount(e, st, acct, false)
 }
 
 type creditsShowCmd struct {
 	Account string `required:"" help:"Account name."`
-	JSON    bool   `name:"json" help:"Print JSON (as GET /svc/v1/credits)."`
+	JSON    bool   `name:"json" help:"Print JSON: GET /svc/v1/credits's fields, plus caps and spend in the current UTC day and month."`
 }
 
 func (c *creditsShowCmd) Run(e *env) error {
@@ -57,26 +59,78 @@ func (c *creditsShowCmd) Run(e *env) error {
 	if err != nil {
 		return fmt.Errorf("account %q: %w", c.Account, err)
 	}
-	return printAccount(e, acct, c.JSON)
+	return printAccount(e, st, acct, c.JSON)
 }
 
-func printAccount(e *env, acct store.Account, asJSON bool) error {
+// printAccount shows the account with its spend in the current UTC day and
+// month, as committed (a running server may hold a few milliseconds more).
+func printAccount(e *env, st *store.Store, acct store.Account, asJSON bool) error {
+	sp, err := st.PeriodSpend(e.ctx, acct.ID, "", time.Now())
+	if err != nil {
+		return err
+	}
+	today, month := billing.Format(billing.FromMicros(sp.AccountDay)), billing.Format(billing.FromMicros(sp.AccountMonth))
 	if asJSON {
-		return writeJSONOut(e, map[string]string{
-			"balance":    billing.Format(acct.Balance),
-			"total_used": billing.Format(acct.TotalUsed),
-		})
+		return writeJSONOut(e, struct {
+			Balance        string  `json:"balance"`
+			TotalUsed      string  `json:"total_used"`
+			DailyCap       *string `json:"daily_cap"`
+			MonthlyCap     *string `json:"monthly_cap"`
+			SpentToday     string  `json:"spent_today"`
+			SpentThisMonth string  `json:"spent_this_month"`
+		}{billing.Format(acct.Balance), billing.Format(acct.TotalUsed), capJSON(acct.DailyCap), capJSON(acct.MonthlyCap), today, month})
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ACCOUNT\tBALANCE\tTOTAL USED\tDAILY CAP\tMONTHLY CAP")
-	fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", acct.Name, billing.Format(acct.Balance), billing.Format(acct.TotalUsed), capText(acct.DailyCap), capText(acct.MonthlyCap))
+	fmt.Fprintln(tw, "ACCOUNT\tBALANCE\tTOTAL USED\tTODAY (UTC)\tDAILY CAP\tTHIS MONTH\tMONTHLY CAP")
+	fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", acct.Name, billing.Format(acct.Balance), billing.Format(acct.TotalUsed),
+		today, capText(acct.DailyCap), month, capText(acct.MonthlyCap))
 	return tw.Flush()
 }
 
-// capText renders an optional spend cap.
-func capText(c *apd.Decimal) string {
-	if c == nil {
-		return "none"
+type creditsCapCmd struct {
+	Account string `required:"" help:"Account name."`
+	Daily   string `placeholder:"USD|none" help:"Cap on the account's spend per UTC day (0 allows none), or none."`
+	Monthly string `placeholder:"USD|none" help:"Cap on the account's spend per UTC month (0 allows none), or none."`
+}
+
+// Run changes only the caps given. A running server sees a raised cap at
+// the next call it would otherwise refuse, and any change within a second.
+func (c *creditsCapCmd) Run(e *env) error {
+	if c.Daily == "" && c.Monthly == "" {
+		return fmt.Errorf("nothing to change: give --daily, --monthly or both (an amount in USD, or none)")
 	}
-	return billing.Format(*c)
+	var daily, monthly *apd.Decimal
+	var err error
+	if c.Daily != "" {
+		if daily, err = parseCap("daily", c.Daily); err != nil {
+			return err
+		}
+	}
+	if c.Monthly != "" {
+		if monthly, err = parseCap("monthly", c.Monthly); err != nil {
+			return err
+		}
+	}
+	st, err := e.openStore()
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	acct, err := st.AccountByName(e.ctx, c.Account)
+	if err != nil {
+		return fmt.Errorf("account %q: %w", c.Account, err)
+	}
+	acct, err = st.UpdateAccountCaps(e.ctx, acct.ID, func(caps *store.Caps) {
+		if c.Daily != "" {
+			caps.Daily = daily
+		}
+		if c.Monthly != "" {
+			caps.Monthly = monthly
+		}
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stderr, "account %q: daily cap %s, monthly cap %s\n", acct.Name, capText(acct.DailyCap), capText(acct.MonthlyCap))
+	return printAccount(e, st, acct, false)
 }

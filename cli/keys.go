@@ -5,22 +5,38 @@ import (
 	"fmt"
 	"text/tabwriter"
 	"time"
+
+	"github.com/svcgw/svcgw/store"
 )
 
 type keysCmd struct {
 	Create keysCreateCmd `cmd:"" help:"Create a key (and its account if new); prints only the key on stdout."`
-	List   keysListCmd   `cmd:"" help:"List keys (never their secrets)."`
+	List   keysListCmd   `cmd:"" help:"List keys (never their secrets) with their limits."`
+	Limit  keysLimitCmd  `cmd:"" help:"Change a key's spend caps and rate limits."`
 	Revoke keysRevokeCmd `cmd:"" help:"Revoke a key by its public id."`
 }
 
 type keysCreateCmd struct {
-	Account string `required:"" help:"Account name; created if missing."`
-	Name    string `default:"default" help:"A label for the key; the application name when callers send no X-Title or Referer."`
+	Account      string `required:"" help:"Account name; created if missing."`
+	Name         string `default:"default" help:"A label for the key; the application name when callers send no X-Title or Referer."`
+	DailyLimit   string `name:"daily-limit" placeholder:"USD" help:"Cap on this key's spend per UTC day (none if unset)."`
+	MonthlyLimit string `name:"monthly-limit" placeholder:"USD" help:"Cap on this key's spend per UTC month (none if unset)."`
+	RPM          string `name:"rpm" placeholder:"N" help:"Requests per minute (0 = unlimited); the server's --rpm if unset."`
+	TPM          string `name:"tpm" placeholder:"N" help:"Tokens per minute (0 = unlimited); the server's --tpm if unset."`
+}
+
+// limits parses the limit flags that are set.
+func (c *keysCreateCmd) limits() (store.KeyLimits, bool, error) {
+	return parseKeyLimits(c.DailyLimit, c.MonthlyLimit, c.RPM, c.TPM, "daily-limit", "monthly-limit")
 }
 
 // Run prints only the secret on stdout, so KEY=$(svcgw keys create …) works;
 // everything else goes to stderr.
 func (c *keysCreateCmd) Run(e *env) error {
+	limits, set, err := c.limits()
+	if err != nil {
+		return err
+	}
 	st, err := e.openStore()
 	if err != nil {
 		return err
@@ -36,6 +52,12 @@ func (c *keysCreateCmd) Run(e *env) error {
 	secret, key, err := st.CreateKey(e.ctx, acct.ID, c.Name)
 	if err != nil {
 		return err
+	}
+	if set {
+		// Nobody holds the secret yet, so no call can slip in between.
+		if _, err := st.UpdateKeyLimits(e.ctx, key.ID, func(l *store.KeyLimits) { *l = limits }); err != nil {
+			return fmt.Errorf("key %s created, but setting its limits failed: %w", key.ID, err)
+		}
 	}
 	fmt.Fprintf(e.stderr, "created key %s (%s) for account %q; the secret below is shown only once\n", key.ID, key.Name, acct.Name)
 	fmt.Fprintln(e.stdout, secret)
@@ -67,15 +89,20 @@ func (c *keysListCmd) Run(e *env) error {
 	}
 	if c.JSON {
 		type keyJSON struct {
-			ID        string  `json:"id"`
-			Account   string  `json:"account"`
-			Name      string  `json:"name"`
-			CreatedAt string  `json:"created_at"`
-			RevokedAt *string `json:"revoked_at"`
+			ID         string  `json:"id"`
+			Account    string  `json:"account"`
+			Name       string  `json:"name"`
+			CreatedAt  string  `json:"created_at"`
+			RevokedAt  *string `json:"revoked_at"`
+			DailyCap   *string `json:"daily_cap"`   // USD; null: none
+			MonthlyCap *string `json:"monthly_cap"` // USD; null: none
+			RPM        *int64  `json:"rpm"`         // null: the server default; 0: unlimited
+			TPM        *int64  `json:"tpm"`
 		}
 		out := make([]keyJSON, 0, len(keys))
 		for _, k := range keys {
-			kj := keyJSON{ID: k.ID, Account: k.AccountName, Name: k.Name, CreatedAt: k.CreatedAt.Format(time.RFC3339)}
+			kj := keyJSON{ID: k.ID, Account: k.AccountName, Name: k.Name, CreatedAt: k.CreatedAt.Format(time.RFC3339),
+				DailyCap: capJSON(k.Limits.DailyCap), MonthlyCap: capJSON(k.Limits.MonthlyCap), RPM: k.Limits.RPM, TPM: k.Limits.TPM}
 			if !k.RevokedAt.IsZero() {
 				r := k.RevokedAt.Format(time.RFC3339)
 				kj.RevokedAt = &r
@@ -85,15 +112,87 @@ func (c *keysListCmd) Run(e *env) error {
 		return writeJSONOut(e, out)
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tACCOUNT\tNAME\tCREATED\tSTATUS")
+	fmt.Fprintln(tw, "ID\tACCOUNT\tNAME\tCREATED\tSTATUS\tDAILY CAP\tMONTHLY CAP\tRPM\tTPM")
 	for _, k := range keys {
 		status := "active"
 		if !k.RevokedAt.IsZero() {
 			status = "revoked " + k.RevokedAt.Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", k.ID, k.AccountName, k.Name, k.CreatedAt.Format(time.RFC3339), status)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.AccountName, k.Name, k.CreatedAt.Format(time.RFC3339), status,
+			capText(k.Limits.DailyCap), capText(k.Limits.MonthlyCap), rateText(k.Limits.RPM), rateText(k.Limits.TPM))
 	}
 	return tw.Flush()
+}
+
+type keysLimitCmd struct {
+	KeyID   string `arg:"" name:"key-id" help:"The key's public id (key_…), as keys list shows it."`
+	Daily   string `placeholder:"USD|none" help:"Cap on this key's spend per UTC day, or none."`
+	Monthly string `placeholder:"USD|none" help:"Cap on this key's spend per UTC month, or none."`
+	RPM     string `name:"rpm" placeholder:"N|default" help:"Requests per minute (0 = unlimited), or default (the server's --rpm)."`
+	TPM     string `name:"tpm" placeholder:"N|default" help:"Tokens per minute (0 = unlimited), or default (the server's --tpm)."`
+}
+
+// Run changes only the limits given; a running server applies them to the
+// key's next call.
+func (c *keysLimitCmd) Run(e *env) error {
+	if c.Daily == "" && c.Monthly == "" && c.RPM == "" && c.TPM == "" {
+		return fmt.Errorf("nothing to change: give --daily, --monthly, --rpm or --tpm")
+	}
+	l, _, err := parseKeyLimits(c.Daily, c.Monthly, c.RPM, c.TPM, "daily", "monthly")
+	if err != nil {
+		return err
+	}
+	st, err := e.openStore()
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	k, err := st.UpdateKeyLimits(e.ctx, c.KeyID, func(cur *store.KeyLimits) {
+		if c.Daily != "" {
+			cur.DailyCap = l.DailyCap
+		}
+		if c.Monthly != "" {
+			cur.MonthlyCap = l.MonthlyCap
+		}
+		if c.RPM != "" {
+			cur.RPM = l.RPM
+		}
+		if c.TPM != "" {
+			cur.TPM = l.TPM
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("limit %s: %w", c.KeyID, err)
+	}
+	fmt.Fprintf(e.stderr, "key %s of account %q: daily cap %s, monthly cap %s, rpm %s, tpm %s\n", k.ID, k.AccountName,
+		capText(k.Limits.DailyCap), capText(k.Limits.MonthlyCap), rateText(k.Limits.RPM), rateText(k.Limits.TPM))
+	return nil
+}
+
+// parseKeyLimits parses keys create's limit flags; set reports whether any
+// was given.
+func parseKeyLimits(daily, monthly, rpm, tpm, dailyFlag, monthlyFlag string) (l store.KeyLimits, set bool, err error) {
+	if daily != "" {
+		if l.DailyCap, err = parseCap(dailyFlag, daily); err != nil {
+			return l, false, err
+		}
+	}
+	if monthly != "" {
+		if l.MonthlyCap, err = parseCap(monthlyFlag, monthly); err != nil {
+			return l, false, err
+		}
+	}
+	if rpm != "" {
+		if l.RPM, err = parseRate("rpm", rpm); err != nil {
+			return l, false, err
+		}
+	}
+	if tpm != "" {
+		if l.TPM, err = parseRate("tpm", tpm); err != nil {
+			return l, false, err
+		}
+	}
+	return l, daily != "" || monthly != "" || rpm != "" || tpm != "", nil
 }
 
 type keysRevokeCmd struct {

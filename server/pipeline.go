@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
 	"net/url"
@@ -32,17 +31,28 @@ type call struct {
 	app     string
 	start   time.Time // request received
 	created time.Time
+	tpm     int64                // the key's tokens per minute; 0: unlimited
+	res     *billing.Reservation // released by meter, or by handleInference
 }
 
-// handleInference serves one inference endpoint of a surface: decode →
-// classify → admit → route → encode → meter.
+// handleInference serves one inference endpoint of a surface: rate limit →
+// decode → bounds → classify → admit → route → encode → meter → settle.
 func (s *Server) handleInference(sf surface) authedHandler {
 	return func(w http.ResponseWriter, r *http.Request, caller store.Key) {
+		// Requests per minute come first: a caller over its rate costs
+		// nothing more than this check, not even reading its body.
+		if err := s.limiter.request(caller.ID, limitOr(caller.Limits.RPM, s.rpm), s.now()); err != nil {
+			sf.writeError(w, err)
+			return
+		}
 		c, err := s.prepare(w, r, sf, caller)
 		if err != nil {
 			sf.writeError(w, err)
 			return
 		}
+		// A call that fails before meter gives its reservation back;
+		// Release is idempotent.
+		defer c.res.Release()
 		if c.req.Stream {
 			s.serveStream(w, r, c)
 			return
@@ -65,6 +75,9 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, sf surface, cal
 	if err != nil {
 		return nil, err
 	}
+	if err := s.bounds.check(sf.name, req); err != nil {
+		return nil, err
+	}
 	effort, err := classify.ParseEffort(r.Header.Get("X-SVC-Effort"))
 	if err != nil {
 		return nil, err
@@ -72,10 +85,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, sf surface, cal
 	class := classify.Classify(classify.Input{Request: req, Surface: sf.name, Effort: effort})
 	rec.requestType = class.Type
 	w.Header().Set("X-SVC-Request-Type", string(class.Type))
-	if err := s.admit(r.Context(), caller); err != nil {
-		return nil, err
-	}
-	return &call{
+	c := &call{
 		sf:      sf,
 		caller:  caller,
 		req:     req,
@@ -84,20 +94,65 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, sf surface, cal
 		app:     application(r, caller),
 		start:   start,
 		created: start,
-	}, nil
+		tpm:     limitOr(caller.Limits.TPM, s.tpm),
+	}
+	if err := s.admit(r.Context(), c); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
-// admit refuses a call when the caller's account has nothing left to spend.
-func (s *Server) admit(ctx context.Context, caller store.Key) error {
-	acct, err := s.store.AccountByID(ctx, caller.AccountID)
+// admit takes the call's estimated input from the key's tokens per minute
+// and reserves its cost ceiling against the account's balance and the
+// account's and key's spend caps.
+func (s *Server) admit(ctx context.Context, c *call) error {
+	input := c.req.InputTokens()
+	if err := s.limiter.admitTokens(c.caller.ID, c.tpm, input, c.start); err != nil {
+		return err
+	}
+	output := billing.ReservedOutputTokens(c.req.MaxTokens, s.router.Limits().MaxCompletionTokens, s.reserveOut)
+	claim := billing.Claim{
+		AccountID:     c.caller.AccountID,
+		KeyID:         c.caller.ID,
+		KeyDailyCap:   capMicros(c.caller.Limits.DailyCap),
+		KeyMonthlyCap: capMicros(c.caller.Limits.MonthlyCap),
+		Amount:        s.prices.Ceiling(c.class.Type, c.class.Tier, c.req, input, output),
+		Now:           c.start,
+	}
+	res, err := s.admission.Admit(ctx, claim)
 	if err != nil {
-		return fmt.Errorf("load account: %w", err)
+		// A refused call used no tokens.
+		s.limiter.spendTokens(c.caller.ID, c.tpm, -input, c.start)
+		var le *llm.Error
+		if errors.As(err, &le) {
+			return le // a refusal
+		}
+		s.log.Error("admission", "request_id", RequestID(ctx), "err", err)
+		return &llm.Error{Kind: llm.KindInternal, Message: "internal error", Err: err}
 	}
-	if acct.Balance.Sign() <= 0 {
-		return &llm.Error{Kind: llm.KindPaymentRequired,
-			Message: "insufficient credits: the account balance is " + billing.Format(acct.Balance) + " USD; add credits to continue"}
-	}
+	c.res = res
 	return nil
+}
+
+// limitOr is a key's own rate limit, or the server's default when it has
+// none.
+func limitOr(own *int64, def int64) int64 {
+	if own != nil {
+		return *own
+	}
+	return def
+}
+
+// capMicros is a key's spend cap in micro-dollars, or billing.NoCap.
+func capMicros(c *apd.Decimal) int64 {
+	if c == nil {
+		return billing.NoCap
+	}
+	n, err := billing.Micros(*c)
+	if err != nil {
+		return billing.NoCap // cannot happen: the store holds micro-dollars
+	}
+	return n
 }
 
 func (s *Server) serveComplete(w http.ResponseWriter, r *http.Request, c *call) {
@@ -111,9 +166,8 @@ func (s *Server) serveComplete(w http.ResponseWriter, r *http.Request, c *call) 
 	resp.ID = c.id
 	resp.Model = c.req.Model
 	resp.Created = c.created
-	if err := c.sf.writeResponse(w, c.req, resp); err != nil {
-		s.log.Debug("write response", "request_id", RequestID(r.Context()), "err", err)
-	}
+	// Record before answering: a caller that reads the reply and asks
+	// /generation at once must find the record (reads Sync the ledger).
 	s.meter(r.Context(), c, meterInput{
 		usage:        resp.Usage,
 		finish:       string(resp.FinishReason),
@@ -122,6 +176,9 @@ func (s *Server) serveComplete(w http.ResponseWriter, r *http.Request, c *call) 
 		upstreamFrom: upStart,
 		end:          end,
 	})
+	if err := c.sf.writeResponse(w, c.req, resp); err != nil {
+		s.log.Debug("write response", "request_id", RequestID(r.Context()), "err", err)
+	}
 }
 
 // serveStream runs the one streaming loop every surface shares: headers,
@@ -166,10 +223,17 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call) {
 				m.usage = *ev.Usage
 			}
 			m.finish = string(ev.FinishReason)
+			m.end = s.now()
+			// Record before the final frames: a caller that reads the end
+			// of the stream and asks /generation at once must find it.
+			s.meter(ctx, c, m)
 		}
 		if writeErr = enc.Event(w, ev); writeErr == nil {
 			writeErr = rc.Flush()
 		}
+	}
+	if m.finish != "" {
+		return // metered at the finish event, even if the caller left during the last frames
 	}
 	m.end = s.now()
 	if m.firstByte.IsZero() {
@@ -177,8 +241,6 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call) {
 	}
 	streamErr := st.Err()
 	switch {
-	case m.finish != "":
-		// Complete, even if the caller left during the last frames.
 	case writeErr != nil || ctx.Err() != nil:
 		recordFrom(ctx).canceled = true
 		m.finish = FinishCanceled
@@ -237,6 +299,11 @@ func (s *Server) meter(ctx context.Context, c *call, m meterInput) {
 	rec := recordFrom(ctx)
 	rec.usage = m.usage
 	rec.cost = billing.Format(cost)
+	// Settle in this order: the recorded generation makes the ledger count
+	// the actual cost, and only then is the reservation released, so the
+	// cost is never counted neither as spent nor as reserved.
+	defer c.res.Release()
+	s.limiter.spendTokens(c.caller.ID, c.tpm, m.usage.OutputTokens, s.now())
 	s.store.RecordGeneration(store.Generation{
 		ID:                  c.id,
 		AccountID:           c.caller.AccountID,

@@ -1,7 +1,20 @@
 // Package server is svcgw's HTTP front: it routes every path under /svc and
 // the same path without it, runs the middleware (recover, request id, access
 // log, body limit, authentication), and owns the inference pipeline shared by
-// all surfaces: decode → classify → admit → route → encode → meter.
+// all surfaces: rate limit → decode → bounds → classify → admit → route →
+// encode → meter → settle.
+//
+// Limits, in the order an inference call meets them (see README "Balances,
+// caps and limits"): the key's requests per minute (429, before the body is
+// read); the body size (413); the request bounds (400, Bounds); the key's
+// tokens per minute, taking the input estimate (429); then billing's
+// admission, which reserves the call's cost ceiling against the balance and
+// the account's and key's daily and monthly spend caps (402). When the call
+// ends its generation is recorded (the ledger counts its actual cost from
+// then on), its output tokens are taken from the tokens-per-minute bucket,
+// and then its reservation is released. A call that fails releases without
+// being charged. Count-tokens, models, account and feedback endpoints are
+// neither rate limited nor admitted: they never reach a model.
 //
 // server is the only package that ties the others together. Nothing imports
 // it except cli (and its own tests).
@@ -13,6 +26,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/svcgw/svcgw/billing"
@@ -34,6 +48,20 @@ type Options struct {
 	// MaxBodyBytes limits request bodies (413 above it); 0 means
 	// DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// Bounds limit decoded requests (400 beyond them); zero fields take
+	// their defaults.
+	Bounds Bounds
+	// RPM and TPM are each key's requests and tokens per minute unless the
+	// key sets its own; 0 means unlimited.
+	RPM, TPM int64
+	// ReserveOutputTokens caps the output tokens a call's reservation
+	// covers; 0 means billing.ReserveOutputTokens (4096).
+	ReserveOutputTokens int
+	// BudgetRefresh is how long account credits and caps read from the
+	// database are trusted before being read again; 0 means
+	// billing.DefaultRefresh (1s). A call that would be refused always
+	// reads them again first.
+	BudgetRefresh time.Duration
 }
 
 // Server is svcgw's http.Handler.
@@ -47,6 +75,17 @@ type Server struct {
 	account *account.Handler
 	mux     *http.ServeMux
 	handler http.Handler
+
+	bounds     Bounds
+	rpm, tpm   int64
+	reserveOut int
+	admission  *billing.Admission
+	limiter    *rateLimiter
+
+	// inflight counts the requests being served, for Wait.
+	inflightMu   sync.Mutex
+	inflightZero *sync.Cond
+	inflight     int
 }
 
 // New returns the gateway's handler with every route registered.
@@ -59,7 +98,18 @@ func New(opts Options) *Server {
 		now:     opts.Now,
 		maxBody: opts.MaxBodyBytes,
 		mux:     http.NewServeMux(),
+
+		bounds:     opts.Bounds.withDefaults(),
+		rpm:        opts.RPM,
+		tpm:        opts.TPM,
+		reserveOut: opts.ReserveOutputTokens,
+		limiter:    newRateLimiter(),
 	}
+	s.inflightZero = sync.NewCond(&s.inflightMu)
+	if s.reserveOut <= 0 {
+		s.reserveOut = billing.ReserveOutputTokens
+	}
+	s.admission = billing.NewAdmission(storeLedger{s.store}, billing.AdmissionOptions{Refresh: opts.BudgetRefresh})
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -83,7 +133,42 @@ func New(opts Options) *Server {
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.inflightMu.Lock()
+	s.inflight++
+	s.inflightMu.Unlock()
+	defer func() {
+		s.inflightMu.Lock()
+		if s.inflight--; s.inflight == 0 {
+			s.inflightZero.Broadcast()
+		}
+		s.inflightMu.Unlock()
+	}()
 	s.handler.ServeHTTP(w, r)
+}
+
+// Wait blocks until no request is being served. Call it after Serve returns
+// and before closing the store: a handler still running then (one whose
+// call outlived the shutdown grace and was cancelled) has yet to record its
+// generation.
+func (s *Server) Wait() {
+	s.inflightMu.Lock()
+	defer s.inflightMu.Unlock()
+	for s.inflight > 0 {
+		s.inflightZero.Wait()
+	}
+}
+
+// storeLedger is the store as billing's Ledger.
+type storeLedger struct{ st *store.Store }
+
+func (l storeLedger) Budget(ctx context.Context, accountID int64) (billing.Budget, error) {
+	b, err := l.st.Budget(ctx, accountID)
+	return billing.Budget(b), err
+}
+
+func (l storeLedger) Spend(ctx context.Context, accountID int64, keyID string, now time.Time) (billing.Spend, error) {
+	sp, err := l.st.Spend(ctx, accountID, keyID, now)
+	return billing.Spend(sp), err
 }
 
 // Serve serves h on ln until ctx is done, then shuts down gracefully: it

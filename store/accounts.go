@@ -20,8 +20,8 @@ type Account struct {
 	Balance apd.Decimal
 	// TotalUsed is the sum of all generation costs.
 	TotalUsed apd.Decimal
-	// DailyCap and MonthlyCap are spend caps; nil means no cap. They are
-	// stored only: enforcing them is billing's job, in a later issue.
+	// DailyCap and MonthlyCap cap the account's spend per UTC calendar day
+	// and month; nil means no cap. billing enforces them.
 	DailyCap, MonthlyCap *apd.Decimal
 	CreatedAt            time.Time
 }
@@ -162,6 +162,109 @@ func (s *Store) AddCredits(ctx context.Context, accountID int64, amount apd.Deci
 	}
 	if err := tx.Commit(); err != nil {
 		return Account{}, fmt.Errorf("add credits: commit: %w", err)
+	}
+	return a, nil
+}
+
+// Budget is what admission needs to know of an account, in micro-dollars.
+type Budget struct {
+	// Credits is every credit ever added: balance + total_used, a sum that
+	// charges leave unchanged and only AddCredits raises.
+	Credits int64
+	// DailyCap and MonthlyCap are the spend caps, or NoCap.
+	DailyCap, MonthlyCap int64
+}
+
+// NoCap marks an absent cap or limit in Budget and KeyLimits micro-dollar
+// fields.
+const NoCap = -1
+
+// Budget reads the account's credits and caps. It is one indexed read; the
+// server caches it briefly (see billing.Admission). An unknown account is
+// ErrNotFound.
+func (s *Store) Budget(ctx context.Context, accountID int64) (Budget, error) {
+	var (
+		b              Budget
+		daily, monthly sql.NullInt64
+	)
+	err := s.r.QueryRowContext(ctx,
+		`SELECT balance_micros + total_used_micros, daily_cap_micros, monthly_cap_micros FROM accounts WHERE id = ?`,
+		accountID).Scan(&b.Credits, &daily, &monthly)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Budget{}, fmt.Errorf("budget: account %d: %w", accountID, ErrNotFound)
+	}
+	if err != nil {
+		return Budget{}, fmt.Errorf("budget: %w", err)
+	}
+	b.DailyCap, b.MonthlyCap = capMicros(daily), capMicros(monthly)
+	return b, nil
+}
+
+func capMicros(v sql.NullInt64) int64 {
+	if !v.Valid {
+		return NoCap
+	}
+	return v.Int64
+}
+
+// Caps are spend caps per UTC calendar day and month; nil means no cap. A
+// cap of zero allows no spend at all.
+type Caps struct {
+	Daily, Monthly *apd.Decimal
+}
+
+// capColumn converts an optional cap to its stored form (NULL for none). A
+// negative cap, or one with more than six decimal places, is ErrInvalid.
+func capColumn(what string, c *apd.Decimal) (sql.NullInt64, error) {
+	if c == nil {
+		return sql.NullInt64{}, nil
+	}
+	v, err := toMicros(*c)
+	if err != nil {
+		return sql.NullInt64{}, fmt.Errorf("%s: %w", what, err)
+	}
+	if v < 0 {
+		return sql.NullInt64{}, fmt.Errorf("%s %s: %w: must not be negative", what, c.String(), ErrInvalid)
+	}
+	return sql.NullInt64{Int64: v, Valid: true}, nil
+}
+
+// UpdateAccountCaps changes the account's spend caps in one transaction:
+// update gets the current caps and changes what it wants. It returns the
+// updated account. An unknown account is ErrNotFound; a negative cap or one
+// with more than six decimal places is ErrInvalid. A running server sees
+// the change within its budget refresh interval (billing.Admission).
+func (s *Store) UpdateAccountCaps(ctx context.Context, accountID int64, update func(*Caps)) (Account, error) {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return Account{}, fmt.Errorf("update caps: begin: %w", err)
+	}
+	defer tx.Rollback()
+	a, err := scanAccount(tx.QueryRowContext(ctx, `SELECT `+accountColumns+` FROM accounts WHERE id = ?`, accountID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Account{}, fmt.Errorf("update caps: account %d: %w", accountID, ErrNotFound)
+	}
+	if err != nil {
+		return Account{}, fmt.Errorf("update caps: select: %w", err)
+	}
+	c := Caps{Daily: a.DailyCap, Monthly: a.MonthlyCap}
+	update(&c)
+	daily, err := capColumn("daily cap", c.Daily)
+	if err != nil {
+		return Account{}, fmt.Errorf("update caps: %w", err)
+	}
+	monthly, err := capColumn("monthly cap", c.Monthly)
+	if err != nil {
+		return Account{}, fmt.Errorf("update caps: %w", err)
+	}
+	a, err = scanAccount(tx.QueryRowContext(ctx,
+		`UPDATE accounts SET daily_cap_micros = ?, monthly_cap_micros = ? WHERE id = ? RETURNING `+accountColumns,
+		daily, monthly, accountID))
+	if err != nil {
+		return Account{}, fmt.Errorf("update caps: update: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return Account{}, fmt.Errorf("update caps: commit: %w", err)
 	}
 	return a, nil
 }

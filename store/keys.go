@@ -10,6 +10,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/cockroachdb/apd/v3"
 )
 
 // Key is an API key's public record. The secret itself is shown once, by
@@ -25,6 +27,18 @@ type Key struct {
 	CreatedAt time.Time
 	// RevokedAt is zero while the key is active.
 	RevokedAt time.Time
+	// Limits are the key's own spend caps and rate limits.
+	Limits KeyLimits
+}
+
+// KeyLimits are the limits of one key, on top of its account's.
+type KeyLimits struct {
+	// DailyCap and MonthlyCap cap the key's own spend per UTC calendar day
+	// and month; nil means no cap.
+	DailyCap, MonthlyCap *apd.Decimal
+	// RPM and TPM limit requests and tokens per minute; nil means the
+	// server's default, 0 means unlimited.
+	RPM, TPM *int64
 }
 
 // SecretPrefix starts every API key secret.
@@ -37,22 +51,54 @@ const (
 
 // keyColumns are the columns scanKey reads, from api_keys k joined with
 // accounts a.
-const keyColumns = `k.id, k.account_id, a.name, k.name, k.created_at, k.revoked_at`
+const keyColumns = `k.id, k.account_id, a.name, k.name, k.created_at, k.revoked_at,
+	k.daily_cap_micros, k.monthly_cap_micros, k.rpm_limit, k.tpm_limit`
 
 func scanKey(sc scanner) (Key, error) {
 	var (
-		k       Key
-		created int64
-		revoked sql.NullInt64
+		k                       Key
+		created                 int64
+		revoked, daily, monthly sql.NullInt64
+		rpm, tpm                sql.NullInt64
 	)
-	if err := sc.Scan(&k.ID, &k.AccountID, &k.AccountName, &k.Name, &created, &revoked); err != nil {
+	if err := sc.Scan(&k.ID, &k.AccountID, &k.AccountName, &k.Name, &created, &revoked,
+		&daily, &monthly, &rpm, &tpm); err != nil {
 		return Key{}, err
 	}
 	k.CreatedAt = fromMS(created)
 	if revoked.Valid {
 		k.RevokedAt = fromMS(revoked.Int64)
 	}
+	k.Limits.DailyCap = optMoney(daily)
+	k.Limits.MonthlyCap = optMoney(monthly)
+	k.Limits.RPM = optInt(rpm)
+	k.Limits.TPM = optInt(tpm)
 	return k, nil
+}
+
+func optMoney(v sql.NullInt64) *apd.Decimal {
+	if !v.Valid {
+		return nil
+	}
+	d := fromMicros(v.Int64)
+	return &d
+}
+
+func optInt(v sql.NullInt64) *int64 {
+	if !v.Valid {
+		return nil
+	}
+	return &v.Int64
+}
+
+func intColumn(what string, v *int64) (sql.NullInt64, error) {
+	if v == nil {
+		return sql.NullInt64{}, nil
+	}
+	if *v < 0 {
+		return sql.NullInt64{}, fmt.Errorf("%s %d: %w: must not be negative", what, *v, ErrInvalid)
+	}
+	return sql.NullInt64{Int64: *v, Valid: true}, nil
 }
 
 // hashSecret is the stored form of a secret: SHA-256, lowercase hex. A fast
@@ -213,6 +259,58 @@ func (s *Store) Authenticate(ctx context.Context, secret string) (Key, error) {
 	}
 	if err != nil {
 		return Key{}, fmt.Errorf("authenticate: %w", err)
+	}
+	return k, nil
+}
+
+// UpdateKeyLimits changes the limits of the key with the public id keyID in
+// one transaction: update gets the current limits and changes what it
+// wants. It returns the updated key. An unknown id is ErrNotFound; a
+// negative value, or a cap with more than six decimal places, ErrInvalid.
+// Keys are read on every request, so a running server applies the change
+// to the next call.
+func (s *Store) UpdateKeyLimits(ctx context.Context, keyID string, update func(*KeyLimits)) (Key, error) {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return Key{}, fmt.Errorf("update key limits: begin: %w", err)
+	}
+	defer tx.Rollback()
+	const sel = `SELECT ` + keyColumns + ` FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.id = ?`
+	k, err := scanKey(tx.QueryRowContext(ctx, sel, keyID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Key{}, fmt.Errorf("update key limits %q: %w", keyID, ErrNotFound)
+	}
+	if err != nil {
+		return Key{}, fmt.Errorf("update key limits: select: %w", err)
+	}
+	l := k.Limits
+	update(&l)
+	daily, err := capColumn("daily cap", l.DailyCap)
+	if err != nil {
+		return Key{}, fmt.Errorf("update key limits: %w", err)
+	}
+	monthly, err := capColumn("monthly cap", l.MonthlyCap)
+	if err != nil {
+		return Key{}, fmt.Errorf("update key limits: %w", err)
+	}
+	rpm, err := intColumn("requests per minute", l.RPM)
+	if err != nil {
+		return Key{}, fmt.Errorf("update key limits: %w", err)
+	}
+	tpm, err := intColumn("tokens per minute", l.TPM)
+	if err != nil {
+		return Key{}, fmt.Errorf("update key limits: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx,
+		`UPDATE api_keys SET daily_cap_micros = ?, monthly_cap_micros = ?, rpm_limit = ?, tpm_limit = ? WHERE id = ?`,
+		daily, monthly, rpm, tpm, keyID); err != nil {
+		return Key{}, fmt.Errorf("update key limits: update: %w", err)
+	}
+	if k, err = scanKey(tx.QueryRowContext(ctx, sel, keyID)); err != nil {
+		return Key{}, fmt.Errorf("update key limits: reread: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return Key{}, fmt.Errorf("update key limits: commit: %w", err)
 	}
 	return k, nil
 }

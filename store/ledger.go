@@ -56,10 +56,12 @@ type ledgerItem struct {
 	done chan struct{}
 }
 
-// RecordGeneration hands g to the ledger writer, which inserts the row and
-// debits the account (balance -= cost, total_used += cost) in the same
+// RecordGeneration hands g to the ledger writer, which inserts the row,
+// debits the account (balance -= cost, total_used += cost) and adds the cost
+// to the day's spend_daily row of the account and key, all in the same
 // transaction, batched with other generations. It returns before the commit:
 // callers never wait for an fsync. It blocks only while the queue is full.
+// The charge counts in Spend at once.
 //
 // A generation that cannot be stored (an empty or duplicate id, a negative
 // cost or one with more than six decimals, an unknown account or key id),
@@ -77,6 +79,9 @@ func (s *Store) RecordGeneration(g Generation) {
 		s.logDrop(g, ErrClosed)
 		return
 	}
+	// Counted before it is queued, so that Spend never misses a charge
+	// the ledger has not committed yet; a drop takes it back.
+	s.spend.record(s, g.AccountID, g.KeyID, row.costMicros, row.g.CreatedAt)
 	s.pending.Add(1)
 	s.queue <- ledgerItem{row: row}
 }
@@ -147,7 +152,7 @@ func (s *Store) runLedger() {
 	ctx := context.Background()
 	batch := make([]genRow, 0, min(s.batchSize, 1024)) // grows if BatchSize is larger
 	var waiters []chan struct{}
-	debits := make(map[int64]int64)
+	agg := &batchSums{debits: make(map[int64]int64), spend: make(map[spendDay]spendSum)}
 	timer := time.NewTimer(s.batchInterval)
 	timer.Stop()
 
@@ -183,7 +188,7 @@ func (s *Store) runLedger() {
 			}
 			timer.Stop()
 		}
-		s.flush(ctx, batch, debits)
+		s.flush(ctx, batch, agg)
 		for _, w := range waiters {
 			close(w)
 		}
@@ -195,17 +200,17 @@ func (s *Store) runLedger() {
 
 // flush commits batch in one transaction. If that fails, it retries each
 // generation in a transaction of its own, so one bad row costs only itself.
-func (s *Store) flush(ctx context.Context, batch []genRow, debits map[int64]int64) {
+func (s *Store) flush(ctx context.Context, batch []genRow, agg *batchSums) {
 	if len(batch) == 0 {
 		return
 	}
 	defer s.pending.Add(-int64(len(batch)))
-	err := s.commitBatch(ctx, batch, debits)
+	err := s.commitBatch(ctx, batch, agg)
 	if err == nil {
 		return
 	}
 	if len(batch) == 1 {
-		s.logDrop(batch[0].g, err)
+		s.drop(batch[0], err)
 		return
 	}
 	if !isConstraint(err) {
@@ -214,8 +219,8 @@ func (s *Store) flush(ctx context.Context, batch []genRow, debits map[int64]int6
 		s.log.Error("ledger batch failed, retrying row by row", "rows", len(batch), "error", err)
 	}
 	for i := range batch {
-		if err := s.commitBatch(ctx, batch[i:i+1], debits); err != nil {
-			s.logDrop(batch[i].g, err)
+		if err := s.commitBatch(ctx, batch[i:i+1], agg); err != nil {
+			s.drop(batch[i], err)
 		}
 	}
 }
@@ -227,10 +232,36 @@ const insertGenerationSQL = `INSERT INTO generations (
 	cost_micros, latency_ms, generation_time_ms, created_at
 ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
-// commitBatch inserts the rows and applies one debit per account, all in
-// one transaction. debits is scratch space, reused between batches.
-func (s *Store) commitBatch(ctx context.Context, rows []genRow, debits map[int64]int64) error {
-	clear(debits)
+// batchSums is the scratch space of commitBatch, reused between batches:
+// the debit of each account and the spend of each (account, key, day).
+type batchSums struct {
+	debits map[int64]int64
+	spend  map[spendDay]spendSum
+}
+
+type spendDay struct {
+	account int64
+	key     string
+	day     int32
+}
+
+type spendSum struct {
+	requests int64
+	cost     int64
+}
+
+// drop logs a generation the ledger could not commit and takes its charge
+// back from the spend tracker.
+func (s *Store) drop(r genRow, err error) {
+	s.spend.unrecord(r.g.AccountID, r.g.KeyID, r.costMicros, r.g.CreatedAt)
+	s.logDrop(r.g, err)
+}
+
+// commitBatch inserts the rows, applies one debit per account and one
+// spend_daily upsert per (account, key, day), all in one transaction.
+func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) error {
+	clear(agg.debits)
+	clear(agg.spend)
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("ledger: begin: %w", err)
@@ -256,9 +287,14 @@ func (s *Store) commitBatch(ctx context.Context, rows []genRow, debits map[int64
 		); err != nil {
 			return fmt.Errorf("ledger: insert generation %q: %w", g.ID, err)
 		}
-		debits[g.AccountID] += r.costMicros
+		agg.debits[g.AccountID] += r.costMicros
+		k := spendDay{account: g.AccountID, key: g.KeyID, day: dayNumber(g.CreatedAt)}
+		sum := agg.spend[k]
+		sum.requests++
+		sum.cost += r.costMicros
+		agg.spend[k] = sum
 	}
-	for acct, cost := range debits {
+	for acct, cost := range agg.debits {
 		if cost == 0 {
 			continue
 		}
@@ -266,6 +302,15 @@ func (s *Store) commitBatch(ctx context.Context, rows []genRow, debits map[int64
 			`UPDATE accounts SET balance_micros = balance_micros - ?, total_used_micros = total_used_micros + ? WHERE id = ?`,
 			cost, cost, acct); err != nil {
 			return fmt.Errorf("ledger: debit account %d: %w", acct, err)
+		}
+	}
+	for k, sum := range agg.spend {
+		if _, err := tx.ExecContext(ctx,
+			`INSERT INTO spend_daily (account_id, key_id, day, requests, cost_micros) VALUES (?, ?, ?, ?, ?)
+			 ON CONFLICT (account_id, key_id, day) DO UPDATE SET
+			   requests = requests + excluded.requests, cost_micros = cost_micros + excluded.cost_micros`,
+			k.account, k.key, k.day, sum.requests, sum.cost); err != nil {
+			return fmt.Errorf("ledger: spend of account %d: %w", k.account, err)
 		}
 	}
 	if err := tx.Commit(); err != nil {

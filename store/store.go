@@ -15,6 +15,23 @@
 //
 // API key secrets are never stored: only their SHA-256 and a public key id.
 //
+// The ledger writer commits each batch of generations in one transaction
+// that inserts their rows, debits their accounts (balance and total_used)
+// and adds their costs to spend_daily, the per (account, key, UTC day)
+// aggregate that spend caps read. So at every commit, for every account,
+// balance = Σ credits − Σ generation costs and total_used = Σ generation
+// costs, and a crash (kill -9, power loss aside) can lose only generations
+// not yet committed: those queued in the last BatchInterval plus the batch
+// being committed, never more than QueueSize + BatchSize. WAL mode with
+// synchronous=NORMAL survives a killed process without corruption; a power
+// loss may also lose the last commits, never consistency.
+//
+// Spend reports, from memory, what each account and key has been charged,
+// queued generations included: RecordGeneration counts a charge before it
+// queues it, and the ledger takes back any it drops. This is exact only
+// while one Store (one svcgw serve) records generations for a database;
+// other processes (the CLI) may add credits, set caps and create keys.
+//
 // store may import llm and nothing else of svcgw's: never net/http, server,
 // cli, billing or a surface. It returns errors instead of logging, except in
 // the ledger writer, which has no caller to return them to.
@@ -79,6 +96,7 @@ type Options struct {
 
 // Store is svcgw's database. It is safe for concurrent use.
 type Store struct {
+	path string
 	w    *sql.DB // the one writer connection
 	r    *sql.DB // read-only pool
 	now  func() time.Time
@@ -96,6 +114,8 @@ type Store struct {
 	queue   chan ledgerItem
 	pending atomic.Int64  // generations enqueued and not yet committed
 	done    chan struct{} // closed when the ledger writer has exited
+
+	spend spendTracker // charges per account and key, queued ones included
 
 	closeOnce sync.Once
 	closeErr  error
@@ -115,6 +135,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open store %q: %w: want a plain file path", path, ErrInvalid)
 	}
 	s := &Store{
+		path:          path,
 		now:           opts.Now,
 		rand:          opts.Rand,
 		log:           opts.Logger,
@@ -162,6 +183,10 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		s.w.Close()
 		return nil, err
 	}
+	if err := checkPrerelease(ctx, s.w); err != nil {
+		s.w.Close()
+		return nil, err
+	}
 
 	// Readers are opened after the writer has put the file in WAL mode
 	// (which persists), and query_only makes an accidental write an error.
@@ -182,6 +207,23 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	s.done = make(chan struct{})
 	go s.runLedger()
 	return s, nil
+}
+
+// Path is the database file the Store was opened on.
+func (s *Store) Path() string { return s.path }
+
+// checkPrerelease refuses a database made by a development build from
+// before 0001_init gained spend_daily (it was edited in place before any
+// release): its ledger could not commit. Such a file must be recreated.
+func checkPrerelease(ctx context.Context, db *sql.DB) error {
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_schema WHERE type = 'table' AND name = 'spend_daily'`).Scan(&n); err != nil {
+		return fmt.Errorf("check schema: %w", err)
+	}
+	if n == 0 {
+		return errors.New("database was created by a pre-release build of svcgw (no spend_daily table): recreate it")
+	}
+	return nil
 }
 
 // checkWAL verifies that the connection really is in WAL mode: SQLite

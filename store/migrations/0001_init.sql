@@ -1,4 +1,5 @@
--- 0001_init: accounts, API keys, credits, the generation ledger and feedback.
+-- 0001_init: accounts, API keys, credits, the generation ledger, daily spend
+-- aggregates and feedback.
 --
 -- Money columns are INTEGER micro-dollars (1 USD = 1 000 000), so SUM is
 -- exact. Times are INTEGER Unix milliseconds, UTC. Tables are STRICT: a value
@@ -10,8 +11,9 @@ CREATE TABLE accounts (
     name               TEXT    NOT NULL UNIQUE,
     balance_micros     INTEGER NOT NULL DEFAULT 0,
     total_used_micros  INTEGER NOT NULL DEFAULT 0,
-    daily_cap_micros   INTEGER,  -- NULL: no cap
-    monthly_cap_micros INTEGER,  -- NULL: no cap
+    -- Spend caps per UTC calendar day and month; NULL: no cap.
+    daily_cap_micros   INTEGER CHECK (daily_cap_micros >= 0),
+    monthly_cap_micros INTEGER CHECK (monthly_cap_micros >= 0),
     created_at         INTEGER NOT NULL
 ) STRICT;
 
@@ -21,9 +23,12 @@ CREATE TABLE api_keys (
     account_id         INTEGER NOT NULL REFERENCES accounts (id),
     name               TEXT    NOT NULL,
     secret_sha256      TEXT    NOT NULL UNIQUE,
-    spend_limit_micros INTEGER,  -- NULL: no per-key limit
-    rpm_limit          INTEGER,  -- NULL: the configured default
-    tpm_limit          INTEGER,  -- NULL: the configured default
+    -- Spend caps of this key alone, per UTC calendar day and month; NULL: none.
+    daily_cap_micros   INTEGER CHECK (daily_cap_micros >= 0),
+    monthly_cap_micros INTEGER CHECK (monthly_cap_micros >= 0),
+    -- Requests and tokens per minute; NULL: the server's default, 0: unlimited.
+    rpm_limit          INTEGER CHECK (rpm_limit >= 0),
+    tpm_limit          INTEGER CHECK (tpm_limit >= 0),
     created_at         INTEGER NOT NULL,
     revoked_at         INTEGER   -- NULL: active
 ) STRICT;
@@ -65,6 +70,21 @@ CREATE TABLE generations (
 ) STRICT;
 
 CREATE INDEX generations_account_created ON generations (account_id, created_at);
+
+-- Spend per account, key and UTC day, kept by the ledger writer in the same
+-- transaction as the generations it sums, so spend caps read at most a
+-- month of days instead of scanning generations. key_id is '' for
+-- generations made without a key. day is the UTC day number: Unix days.
+CREATE TABLE spend_daily (
+    account_id  INTEGER NOT NULL REFERENCES accounts (id),
+    key_id      TEXT    NOT NULL DEFAULT '',
+    day         INTEGER NOT NULL,
+    requests    INTEGER NOT NULL DEFAULT 0,
+    cost_micros INTEGER NOT NULL DEFAULT 0 CHECK (cost_micros >= 0),
+    PRIMARY KEY (account_id, key_id, day)
+) STRICT, WITHOUT ROWID;
+
+CREATE INDEX spend_daily_account_day ON spend_daily (account_id, day);
 
 -- One rating per (account, generation, end user); resubmitting updates it.
 CREATE TABLE feedback (
