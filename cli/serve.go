@@ -9,6 +9,7 @@ import (
 	"github.com/cockroachdb/apd/v3"
 
 	"github.com/svcgw/svcgw/billing"
+	"github.com/svcgw/svcgw/config"
 	"github.com/svcgw/svcgw/server"
 	"github.com/svcgw/svcgw/store"
 	"github.com/svcgw/svcgw/upstream"
@@ -16,16 +17,22 @@ import (
 
 type serveCmd struct {
 	Addr             string        `default:"127.0.0.1:8080" help:"Address to listen on."`
+	Config           string        `type:"existingfile" help:"YAML configuration (upstreams, routes, prices, limits); without one the fixture backend serves every route."`
 	BootstrapCredits string        `default:"10.00" help:"Starter balance (USD) of the default account created on an empty database."`
-	MaxBodyBytes     int64         `default:"33554432" help:"Request body limit in bytes (413 above it)."`
+	MaxBodyBytes     int64         `default:"0" help:"Request body limit in bytes (413 above it); 0 takes limits.max_body_bytes from --config, else 32 MiB."`
 	ShutdownGrace    time.Duration `default:"30s" help:"How long open calls may finish after SIGINT/SIGTERM."`
 	LogLevel         string        `default:"info" enum:"debug,info,warn,error" help:"Log level (debug, info, warn, error)."`
 	LogFormat        string        `default:"text" enum:"text,json" help:"Log format (text, json)."`
+	RPM              int64         `name:"rpm" default:"0" help:"Default requests per minute of each API key (0 = limits.rpm from --config, else unlimited); keys limit overrides it per key."`
+	TPM              int64         `name:"tpm" default:"0" help:"Default tokens per minute of each API key (0 = limits.tpm from --config, else unlimited); keys limit overrides it per key."`
 	FixtureTTFT      time.Duration `name:"fixture-ttft" default:"0s" help:"Fixture backend: simulated time to first token."`
 	FixtureTPS       float64       `name:"fixture-tps" default:"0" help:"Fixture backend: simulated output tokens per second (0 = instant)."`
 }
 
 func (c *serveCmd) Run(e *env) error {
+	if c.RPM < 0 || c.TPM < 0 {
+		return fmt.Errorf("--rpm and --tpm must not be negative (0 is unlimited)")
+	}
 	log := newLogger(e, c.LogLevel, c.LogFormat)
 	credits, err := billing.ParseAmount(c.BootstrapCredits)
 	if err != nil {
@@ -46,13 +53,60 @@ func (c *serveCmd) Run(e *env) error {
 	}
 
 	// No configuration: the fixture backend serves every route.
-	fx := upstream.NewFixture(upstream.FixtureOptions{TimeToFirstToken: c.FixtureTTFT, TokensPerSecond: c.FixtureTPS})
-	router := upstream.NewRouter([]upstream.Candidate{{Name: "fixture", Backend: fx, Limits: fx.Limits()}})
-	h := server.New(server.Options{Logger: log, Store: st, Router: router, MaxBodyBytes: c.MaxBodyBytes})
+	cfg := config.Default()
+	if c.Config != "" {
+		if cfg, err = config.LoadFile(c.Config); err != nil {
+			ln.Close()
+			return fmt.Errorf("%s: %w", c.Config, err)
+		}
+	}
+	router, err := buildRouter(cfg, log, upstream.FixtureOptions{TimeToFirstToken: c.FixtureTTFT, TokensPerSecond: c.FixtureTPS})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	lim := cfg.Limits
+	opts := server.Options{
+		Logger: log, Store: st, Router: router, Prices: buildPrices(cfg),
+		MaxBodyBytes: firstNonZero(c.MaxBodyBytes, lim.MaxBodyBytes),
+		RPM:          firstNonZero(c.RPM, int64(lim.RPM)),
+		TPM:          firstNonZero(c.TPM, int64(lim.TPM)),
+		Bounds: server.Bounds{
+			MaxMessages: lim.MaxMessages, MaxParts: lim.MaxParts,
+			MaxTools: lim.MaxTools, MaxSchemaBytes: lim.MaxSchemaBytes,
+		},
+		ReserveOutputTokens: lim.ReserveOutputTokens,
+		BudgetRefresh:       lim.BudgetRefresh,
+	}
+	h := server.New(opts)
 
 	log.Info("svcgw listening", "addr", ln.Addr().String(), "db", e.global.DB, "version", version())
-	return server.Serve(e.ctx, ln, h, log, c.ShutdownGrace)
+	err = server.Serve(e.ctx, ln, h, log, c.ShutdownGrace)
+	// Handlers cancelled at the end of the grace period still record what
+	// their calls generated; the deferred st.Close then commits everything
+	// queued. Only a handler stuck past drainTimeout is given up on (its
+	// generation is then logged as dropped).
+	drained := make(chan struct{})
+	go func() { h.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(drainTimeout):
+		log.Error("shutdown: handlers still running; closing the ledger without them", "waited", drainTimeout.String())
+	}
+	return err
 }
+
+// firstNonZero is a flag's value when given, else the configuration's.
+func firstNonZero(flag, cfg int64) int64 {
+	if flag != 0 {
+		return flag
+	}
+	return cfg
+}
+
+// drainTimeout bounds how long serve waits, after the shutdown grace, for
+// cancelled handlers to record their generations.
+const drainTimeout = 10 * time.Second
 
 // bootstrap makes a fresh database usable at once: on an empty database it
 // creates account "default" with one key and a starter balance, and prints

@@ -94,10 +94,17 @@ type Price struct {
 	CachedInput, CacheWrite, CacheWrite1h *apd.Decimal
 }
 
-// Limits are request-limit defaults.
+// Limits are request-limit defaults. Zero fields keep the server's
+// defaults.
 type Limits struct {
-	MaxBodyBytes int64 // 0: the server default
-	RPM, TPM     int   // per key; 0: unlimited
+	MaxBodyBytes        int64 // request body bytes (413 above)
+	RPM, TPM            int   // per key, unless the key sets its own; 0: unlimited
+	MaxMessages         int   // turns per request
+	MaxParts            int   // parts per message, system prompt or tool result
+	MaxTools            int   // tool definitions per request
+	MaxSchemaBytes      int   // bytes per JSON Schema
+	ReserveOutputTokens int   // output tokens a call's reservation covers
+	BudgetRefresh       time.Duration
 }
 
 // fileConfig is the YAML document as written.
@@ -106,9 +113,15 @@ type fileConfig struct {
 	Routes    map[string]yaml.Node    `yaml:"routes"`
 	Prices    map[string]yaml.Node    `yaml:"prices"`
 	Limits    struct {
-		MaxBodyBytes int64 `yaml:"max_body_bytes"`
-		RPM          int   `yaml:"rpm"`
-		TPM          int   `yaml:"tpm"`
+		MaxBodyBytes        int64  `yaml:"max_body_bytes"`
+		RPM                 int    `yaml:"rpm"`
+		TPM                 int    `yaml:"tpm"`
+		MaxMessages         int    `yaml:"max_messages"`
+		MaxParts            int    `yaml:"max_parts"`
+		MaxTools            int    `yaml:"max_tools"`
+		MaxSchemaBytes      int    `yaml:"max_schema_bytes"`
+		ReserveOutputTokens int    `yaml:"reserve_output_tokens"`
+		BudgetRefresh       string `yaml:"budget_refresh"`
 	} `yaml:"limits"`
 }
 
@@ -243,7 +256,12 @@ func Load(doc []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
 		}
 	}
 	lines := lineIndex(&root)
-	cfg := &Config{Upstreams: map[string]*Upstream{}, Limits: Limits{MaxBodyBytes: fc.Limits.MaxBodyBytes, RPM: fc.Limits.RPM, TPM: fc.Limits.TPM}}
+	fl := fc.Limits
+	cfg := &Config{Upstreams: map[string]*Upstream{}, Limits: Limits{
+		MaxBodyBytes: fl.MaxBodyBytes, RPM: fl.RPM, TPM: fl.TPM,
+		MaxMessages: fl.MaxMessages, MaxParts: fl.MaxParts, MaxTools: fl.MaxTools, MaxSchemaBytes: fl.MaxSchemaBytes,
+		ReserveOutputTokens: fl.ReserveOutputTokens,
+	}}
 	at := func(path string) int {
 		if n, ok := strings.CutPrefix(path, "#line:"); ok {
 			var line int
@@ -430,8 +448,16 @@ func Load(doc []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
 			}
 		}
 	}
-	if fc.Limits.MaxBodyBytes < 0 || fc.Limits.RPM < 0 || fc.Limits.TPM < 0 {
-		add("limits", "limits must not be negative")
+	if fl.MaxBodyBytes < 0 || fl.RPM < 0 || fl.TPM < 0 || fl.MaxMessages < 0 || fl.MaxParts < 0 ||
+		fl.MaxTools < 0 || fl.MaxSchemaBytes < 0 || fl.ReserveOutputTokens < 0 {
+		add("limits", "limits must not be negative (0 keeps the default)")
+	}
+	if fl.BudgetRefresh != "" {
+		d, err := time.ParseDuration(fl.BudgetRefresh)
+		if err != nil || d <= 0 {
+			add("limits.budget_refresh", "limits.budget_refresh must be a positive duration such as 1s")
+		}
+		cfg.Limits.BudgetRefresh = d
 	}
 	if len(errs) > 0 {
 		sort.SliceStable(errs, func(i, j int) bool { return errs[i].Line < errs[j].Line })
