@@ -239,6 +239,7 @@ func (s *Store) RevokeKey(ctx context.Context, keyID string) (Key, error) {
 	if err := tx.Commit(); err != nil {
 		return Key{}, fmt.Errorf("revoke key: commit: %w", err)
 	}
+	s.auth.clear()
 	return k, nil
 }
 
@@ -249,17 +250,23 @@ func (s *Store) Authenticate(ctx context.Context, secret string) (Key, error) {
 	if !strings.HasPrefix(secret, SecretPrefix) {
 		return Key{}, fmt.Errorf("authenticate: %w", ErrNotFound)
 	}
+	hash := hashSecret(secret)
+	now := s.now()
+	if k, ok := s.auth.get(hash, now); ok {
+		return k, nil
+	}
 	k, err := scanKey(s.r.QueryRowContext(ctx,
 		`SELECT `+keyColumns+`
 		 FROM api_keys k JOIN accounts a ON a.id = k.account_id
 		 WHERE k.secret_sha256 = ? AND k.revoked_at IS NULL`,
-		hashSecret(secret)))
+		hash))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Key{}, fmt.Errorf("authenticate: %w", ErrNotFound)
 	}
 	if err != nil {
 		return Key{}, fmt.Errorf("authenticate: %w", err)
 	}
+	s.auth.put(hash, k, now)
 	return k, nil
 }
 
@@ -312,5 +319,6 @@ func (s *Store) UpdateKeyLimits(ctx context.Context, keyID string, update func(*
 	if err := tx.Commit(); err != nil {
 		return Key{}, fmt.Errorf("update key limits: commit: %w", err)
 	}
+	s.auth.clear()
 	return k, nil
 }

@@ -148,3 +148,36 @@ func TestNewSecret_Uniform(t *testing.T) {
 		}
 	}
 }
+
+func TestAuthenticate_CacheSeesOtherProcessesWithinTTL(t *testing.T) {
+	is := is.New(t)
+	st, clock := newTestStore(t)
+	ctx := context.Background()
+	acct, _, err := st.EnsureAccount(ctx, "acme")
+	is.NoErr(err)
+	secret, k, err := st.CreateKey(ctx, acct.ID, "k")
+	is.NoErr(err)
+	_, err = st.Authenticate(ctx, secret)
+	is.NoErr(err) // cached now
+
+	// Another process (a second Store on the same file, as the CLI is)
+	// revokes the key: this store trusts its cache until the TTL passes.
+	other := openTestStore(t, st.Path(), Options{Now: clock.Now})
+	_, err = other.RevokeKey(ctx, k.ID)
+	is.NoErr(err)
+	_, err = st.Authenticate(ctx, secret)
+	is.NoErr(err) // still within the TTL
+	clock.Advance(DefaultAuthCacheTTL)
+	_, err = st.Authenticate(ctx, secret)
+	is.True(errors.Is(err, ErrNotFound)) // revocation seen after the TTL
+
+	// A revocation in this process takes effect at once.
+	secret2, k2, err := st.CreateKey(ctx, acct.ID, "k2")
+	is.NoErr(err)
+	_, err = st.Authenticate(ctx, secret2)
+	is.NoErr(err)
+	_, err = st.RevokeKey(ctx, k2.ID)
+	is.NoErr(err)
+	_, err = st.Authenticate(ctx, secret2)
+	is.True(errors.Is(err, ErrNotFound)) // no stale cache
+}

@@ -92,6 +92,11 @@ type Options struct {
 	Rand io.Reader
 	// Logger receives ledger-writer failures; default discards.
 	Logger *slog.Logger
+	// AuthCacheTTL is how long Authenticate trusts a key it has read
+	// without reading it again: a key revoked or re-limited by another
+	// process (the CLI) takes effect within it. 0 means
+	// DefaultAuthCacheTTL; negative disables the cache.
+	AuthCacheTTL time.Duration
 }
 
 // Store is svcgw's database. It is safe for concurrent use.
@@ -116,6 +121,7 @@ type Store struct {
 	done    chan struct{} // closed when the ledger writer has exited
 
 	spend spendTracker // charges per account and key, queued ones included
+	auth  authCache    // recent authentications
 
 	closeOnce sync.Once
 	closeErr  error
@@ -153,6 +159,10 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	if s.batchSize <= 0 {
 		s.batchSize = 256
+	}
+	s.auth.ttl = opts.AuthCacheTTL
+	if s.auth.ttl == 0 {
+		s.auth.ttl = DefaultAuthCacheTTL
 	}
 	if s.batchInterval <= 0 {
 		s.batchInterval = 2 * time.Millisecond
