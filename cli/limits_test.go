@@ -6,8 +6,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/matryer/is"
+
+	"github.com/svcgw/svcgw/store"
 )
 
 func TestCLI_CreditsCap(t *testing.T) {
@@ -107,7 +110,8 @@ func TestCLI_KeysLimits(t *testing.T) {
 		is.True(stderr != "") // with a message
 	}
 
-	// A running server applies a key's new limits to its next call.
+	// A running server applies a key's new limits once its authentication
+	// cache (store.DefaultAuthCacheTTL) lets go of the key.
 	addr, _ := serve(t, db)
 	call := func() int {
 		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/svc/v1/chat/completions",
@@ -124,6 +128,7 @@ func TestCLI_KeysLimits(t *testing.T) {
 	is.Equal(call(), http.StatusOK) // allowed
 	code, _, _ = run(t, db, "keys", "limit", k.ID, "--rpm", "1")
 	is.Equal(code, 0)
+	time.Sleep(store.DefaultAuthCacheTTL)        // the documented propagation delay
 	is.Equal(call(), http.StatusOK)              // the first of the minute
 	is.Equal(call(), http.StatusTooManyRequests) // the second is over 1 per minute
 }
