@@ -58,6 +58,10 @@ type Upstream struct {
 	Timeouts Timeouts
 	// Models are the backend models this upstream serves, by name.
 	Models map[string]Model
+	// LegacyMaxTokens (openai protocol) sends the output cap as max_tokens
+	// for older OpenAI-compatible servers (Ollama) that ignore
+	// max_completion_tokens.
+	LegacyMaxTokens bool
 	// Fixture options (protocol fixture only).
 	FixtureTTFT time.Duration
 	FixtureTPS  float64
@@ -130,7 +134,9 @@ type fileUpstream struct {
 	BaseURL  string            `yaml:"base_url"`
 	APIKey   string            `yaml:"api_key"`
 	Headers  map[string]string `yaml:"headers"`
-	Timeouts struct {
+	// LegacyMaxTokens: see Upstream.LegacyMaxTokens.
+	LegacyMaxTokens bool `yaml:"legacy_max_tokens"`
+	Timeouts        struct {
 		Connect   string `yaml:"connect"`
 		FirstByte string `yaml:"first_byte"`
 		Idle      string `yaml:"idle"`
@@ -279,7 +285,8 @@ func Load(doc []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
 	}
 	for name, fu := range fc.Upstreams {
 		p := "upstreams." + name
-		u := &Upstream{Name: name, Protocol: fu.Protocol, BaseURL: strings.TrimRight(fu.BaseURL, "/"), APIKey: fu.APIKey, Headers: fu.Headers, Models: map[string]Model{}}
+		u := &Upstream{Name: name, Protocol: fu.Protocol, BaseURL: strings.TrimRight(fu.BaseURL, "/"), APIKey: fu.APIKey,
+			Headers: fu.Headers, LegacyMaxTokens: fu.LegacyMaxTokens, Models: map[string]Model{}}
 		switch fu.Protocol {
 		case ProtocolOpenAI, ProtocolAnthropic, ProtocolGemini:
 			if u.BaseURL == "" {

@@ -263,7 +263,10 @@ func (r *Router) try(ctx context.Context, t llm.RequestType, tier llm.Tier, req 
 				return backendError(ctx, err)
 			}
 			h.failure(o, c.Name)
-			if retry >= o.MaxRetries || h.open(o.Now()) {
+			// Retry the same candidate only when waiting may help (not for
+			// rejected credentials, exhausted quota or a 4xx); fall back
+			// to the next candidate either way.
+			if !Retryable(err) || retry >= o.MaxRetries || h.open(o.Now()) {
 				break
 			}
 			wait := backoff(o, retry)

@@ -2,7 +2,9 @@ package upstream_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -82,7 +84,7 @@ func TestRouter_RetriesTransientFailuresWithBackoff(t *testing.T) {
 		name string
 		err  error
 	}{
-		{"connection error", fmt.Errorf("dial tcp: connection refused")},
+		{"connection error", &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}},
 		{"429", &llm.Error{Kind: llm.KindRateLimited, Message: "slow down"}},
 		{"5xx", &llm.Error{Kind: llm.KindUpstream, Message: "upstream failed"}},
 		{"overloaded", &llm.Error{Kind: llm.KindOverloaded, Message: "overloaded"}},
@@ -124,6 +126,18 @@ func TestRouter_LongRetryAfterFallsBackAtOnce(t *testing.T) {
 	is.Equal(resp.Text(), "from b")
 	is.Equal(limited.calls.Load(), int32(1)) // not retried
 	is.Equal(len(clock.waits), 0)            // nobody waited a minute
+}
+
+func TestRouter_NoRetryForRejectedCredentialsButFallBack(t *testing.T) {
+	is := is.New(t)
+	clock := &testClock{now: time.Unix(0, 0)}
+	creds := failing(&llm.Error{Kind: llm.KindUpstream, Message: "the gateway's upstream credentials were rejected",
+		Err: &upstream.StatusError{StatusCode: 401}})
+	r := newRetryRouter(clock, cand("a", creds), cand("b", answering("from b")))
+	resp, err := r.Complete(context.Background(), llm.TypePro, llm.TierMedium, hello)
+	is.NoErr(err)
+	is.Equal(resp.Text(), "from b")
+	is.Equal(creds.calls.Load(), int32(1)) // not retried: waiting cannot fix a bad key
 }
 
 func TestRouter_NoRetryForCallerFaults(t *testing.T) {

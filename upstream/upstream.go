@@ -1,7 +1,9 @@
 // Package upstream owns everything behind the canonical model: the Backend
 // interface, the Router that maps a request type and effort tier to an
-// ordered list of backends, and the backends themselves (the deterministic
-// fixture backend; real vendor protocols come later).
+// ordered list of backends (with retries, fallback, circuit breakers and
+// cache affinity), and the backends themselves: clients of the three vendor
+// protocols (OpenAI chat-completions and compatible servers, Anthropic
+// messages, Gemini generate-content) and the deterministic fixture backend.
 //
 // upstream imports only llm. Nothing above it learns which backend served a
 // call: responses and events come back in canonical form, and ids, model names

@@ -1,0 +1,458 @@
+package upstream
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/svcgw/svcgw/llm"
+)
+
+// Gemini is a backend for the generate-content protocol
+// (protocols/generate-content.md). It posts to
+// {BaseURL}/v1beta/models/{Model}:generateContent, or
+// :streamGenerateContent?alt=sse.
+//
+// Translation notes (translation.md):
+//   - Images and PDFs must be inline: a remote image URL is an
+//     invalid_request error rather than a fetch (§2).
+//   - A functionResponse needs the function's name: the result's, else the
+//     name of the call with the same id in the history (§4). Results are
+//     the JSON object a tool returned, or wrapped as {"result": …} (or
+//     {"error": …} for a failed call). Results come first in their turn;
+//     images they held follow as inline parts.
+//   - Tools become functionDeclarations with parametersJsonSchema; strict
+//     and cache breakpoints are dropped. tool_choice maps to
+//     functionCallingConfig; a subset of allowed tools is
+//     allowedFunctionNames when a call is required and filters the
+//     declarations otherwise (§5).
+//   - Thought signatures (§7): a thought part's signature travels with its
+//     reasoning part and a functionCall's with its ToolCall, and both go
+//     back on the same parts. A signature on a text part closes the
+//     thoughts before it (then goes back on the last thought part), or,
+//     with no thoughts shown, travels as a reasoning part of its own and
+//     goes back on that text. A model turn whose first function call has
+//     no signature of ours (the call came from another backend) gets the
+//     placeholder Google documents for foreign histories, which Gemini 3
+//     otherwise rejects.
+//   - Reasoning: a budget or effort becomes thinkingConfig.thinkingBudget
+//     (efforts as in translation.go), includeThoughts as asked; reasoning
+//     switched off is thinkingBudget 0.
+//   - Finish: STOP after a function call anywhere in the reply is
+//     tool_calls (§8); newer models send the call and the finishReason in
+//     different chunks. A blocked prompt is content_filter.
+//   - Usage: promptTokenCount includes cached tokens; thoughts are not in
+//     candidatesTokenCount, and are added to the canonical output (§9).
+//     In a stream each chunk's usage is a snapshot: the last one wins.
+type Gemini struct {
+	h              httpClient
+	url, streamURL string
+}
+
+var _ Backend = (*Gemini)(nil)
+
+// NewGemini returns a generate-content backend.
+func NewGemini(o HTTPOptions) *Gemini {
+	b := &Gemini{h: newHTTPClient(o, "https://generativelanguage.googleapis.com", geminiErrorHint)}
+	base := b.h.opts.BaseURL + "/v1beta/models/" + url.PathEscape(strings.TrimPrefix(b.h.opts.Model, "models/"))
+	b.url, b.streamURL = base+":generateContent", base+":streamGenerateContent?alt=sse"
+	return b
+}
+
+// Limits returns the backend model's limits.
+func (b *Gemini) Limits() Limits { return b.h.opts.Limits }
+
+// geminiSkipSignature is the thoughtSignature Google documents for function
+// calls that did not come from Gemini (translation.md §7, unverified).
+const geminiSkipSignature = "skip_thought_signature_validator"
+
+// Complete sends req upstream and returns the whole reply.
+func (b *Gemini) Complete(ctx context.Context, req *llm.Request) (*llm.Response, error) {
+	body, err := b.body(req)
+	if err != nil {
+		return nil, err
+	}
+	c, resp, err := b.h.post(ctx, b.url, b.header(false), body)
+	if err != nil {
+		return nil, err
+	}
+	defer c.release()
+	defer resp.Body.Close()
+	raw, err := c.readBody(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	r, err := decodeGeminiResponse(raw)
+	if err != nil {
+		return nil, err
+	}
+	out := &llm.Response{}
+	reason, calls := "", false
+	if len(r.Candidates) > 0 {
+		cand := r.Candidates[0]
+		if cand.Content != nil {
+			out.Content = geminiParts(cand.Content.Parts)
+		}
+		reason = cand.FinishReason
+	} else if r.PromptFeedback != nil && r.PromptFeedback.BlockReason != "" {
+		reason = geminiBlocked
+	} else {
+		return nil, &llm.Error{Kind: llm.KindUpstream, Message: msgNoReply, Err: errors.New("no candidates")}
+	}
+	for _, p := range out.Content {
+		calls = calls || p.Type == llm.PartToolCall
+	}
+	out.FinishReason = geminiFinish(reason, calls)
+	if r.UsageMetadata != nil {
+		out.Usage = r.UsageMetadata.canonical()
+	}
+	return out, nil
+}
+
+// Stream sends req upstream and returns its reply as events.
+func (b *Gemini) Stream(ctx context.Context, req *llm.Request) (Stream, error) {
+	body, err := b.body(req)
+	if err != nil {
+		return nil, err
+	}
+	c, resp, err := b.h.post(ctx, b.streamURL, b.header(true), body)
+	if err != nil {
+		return nil, err
+	}
+	return startStream(c, resp.Body, &geminiStream{})
+}
+
+func (b *Gemini) header(stream bool) http.Header {
+	h := http.Header{}
+	if b.h.opts.APIKey != "" {
+		h.Set("X-Goog-Api-Key", b.h.opts.APIKey)
+	}
+	if stream {
+		h.Set("Accept", "text/event-stream")
+	} else {
+		h.Set("Accept", "application/json")
+	}
+	return h
+}
+
+// Request wire types.
+
+type gmRequest struct {
+	Contents          []gmContent         `json:"contents"`
+	SystemInstruction *gmContent          `json:"systemInstruction,omitempty"`
+	Tools             []gmTool            `json:"tools,omitempty"`
+	ToolConfig        *gmToolConfig       `json:"toolConfig,omitempty"`
+	GenerationConfig  *gmGenerationConfig `json:"generationConfig,omitempty"`
+}
+
+type gmContent struct {
+	Role  string   `json:"role,omitempty"`
+	Parts []gmPart `json:"parts"`
+}
+
+type gmPart struct {
+	Text             string              `json:"text,omitempty"`
+	Thought          bool                `json:"thought,omitempty"`
+	ThoughtSignature string              `json:"thoughtSignature,omitempty"`
+	InlineData       *gmBlob             `json:"inlineData,omitempty"`
+	FunctionCall     *gmFunctionCall     `json:"functionCall,omitempty"`
+	FunctionResponse *gmFunctionResponse `json:"functionResponse,omitempty"`
+}
+
+type gmBlob struct {
+	MIMEType string `json:"mimeType"`
+	Data     string `json:"data"`
+}
+
+type gmFunctionCall struct {
+	ID   string          `json:"id,omitempty"`
+	Name string          `json:"name"`
+	Args json.RawMessage `json:"args,omitempty"`
+}
+
+type gmFunctionResponse struct {
+	ID       string          `json:"id,omitempty"`
+	Name     string          `json:"name"`
+	Response json.RawMessage `json:"response"`
+}
+
+type gmTool struct {
+	FunctionDeclarations []gmFunctionDeclaration `json:"functionDeclarations"`
+}
+
+type gmFunctionDeclaration struct {
+	Name                 string          `json:"name"`
+	Description          string          `json:"description,omitempty"`
+	ParametersJSONSchema json.RawMessage `json:"parametersJsonSchema,omitempty"`
+}
+
+type gmToolConfig struct {
+	FunctionCallingConfig gmFunctionCallingConfig `json:"functionCallingConfig"`
+}
+
+type gmFunctionCallingConfig struct {
+	Mode                 string   `json:"mode"`
+	AllowedFunctionNames []string `json:"allowedFunctionNames,omitempty"`
+}
+
+type gmGenerationConfig struct {
+	Temperature        *float64          `json:"temperature,omitempty"`
+	TopP               *float64          `json:"topP,omitempty"`
+	TopK               *int              `json:"topK,omitempty"`
+	MaxOutputTokens    int               `json:"maxOutputTokens,omitempty"`
+	StopSequences      []string          `json:"stopSequences,omitempty"`
+	Seed               *int64            `json:"seed,omitempty"`
+	PresencePenalty    *float64          `json:"presencePenalty,omitempty"`
+	FrequencyPenalty   *float64          `json:"frequencyPenalty,omitempty"`
+	ResponseMIMEType   string            `json:"responseMimeType,omitempty"`
+	ResponseJSONSchema json.RawMessage   `json:"responseJsonSchema,omitempty"`
+	ThinkingConfig     *gmThinkingConfig `json:"thinkingConfig,omitempty"`
+}
+
+type gmThinkingConfig struct {
+	IncludeThoughts bool `json:"includeThoughts,omitempty"`
+	ThinkingBudget  *int `json:"thinkingBudget,omitempty"`
+}
+
+// body translates req into a generate-content request body.
+func (b *Gemini) body(req *llm.Request) ([]byte, error) {
+	var r gmRequest
+	sys, err := systemText(req)
+	if err != nil {
+		return nil, err
+	}
+	if len(sys) > 0 {
+		si := &gmContent{}
+		for _, p := range sys {
+			if p.Text != "" {
+				si.Parts = append(si.Parts, gmPart{Text: p.Text})
+			}
+		}
+		if len(si.Parts) > 0 {
+			r.SystemInstruction = si
+		}
+	}
+	for i, m := range req.Messages {
+		param := "messages." + strconv.Itoa(i)
+		var c gmContent
+		if m.Role == llm.RoleAssistant {
+			c = gmContent{Role: "model", Parts: geminiModelParts(m.Parts)}
+		} else {
+			parts, err := geminiUserParts(req, param, m.Parts)
+			if err != nil {
+				return nil, err
+			}
+			c = gmContent{Role: "user", Parts: parts}
+		}
+		if len(c.Parts) == 0 {
+			continue
+		}
+		if n := len(r.Contents); n > 0 && r.Contents[n-1].Role == c.Role {
+			r.Contents[n-1].Parts = append(r.Contents[n-1].Parts, c.Parts...)
+			if c.Role == "user" {
+				responsesFirst(r.Contents[n-1].Parts)
+			}
+		} else {
+			r.Contents = append(r.Contents, c)
+		}
+	}
+
+	tools := req.Tools
+	tc := req.ToolChoice
+	if tc.Mode != llm.ToolChoiceRequired && tc.Mode != llm.ToolChoiceTool {
+		tools = allowedTools(req)
+	}
+	if len(tools) > 0 {
+		var decls []gmFunctionDeclaration
+		for _, t := range tools {
+			schema := t.Parameters
+			if string(schema) == "null" {
+				schema = nil
+			}
+			decls = append(decls, gmFunctionDeclaration{Name: t.Name, Description: t.Description, ParametersJSONSchema: schema})
+		}
+		r.Tools = []gmTool{{FunctionDeclarations: decls}}
+		switch tc.Mode {
+		case llm.ToolChoiceAuto:
+			r.ToolConfig = &gmToolConfig{FunctionCallingConfig: gmFunctionCallingConfig{Mode: "AUTO"}}
+		case llm.ToolChoiceNone:
+			r.ToolConfig = &gmToolConfig{FunctionCallingConfig: gmFunctionCallingConfig{Mode: "NONE"}}
+		case llm.ToolChoiceRequired:
+			r.ToolConfig = &gmToolConfig{FunctionCallingConfig: gmFunctionCallingConfig{Mode: "ANY", AllowedFunctionNames: tc.Allowed}}
+		case llm.ToolChoiceTool:
+			r.ToolConfig = &gmToolConfig{FunctionCallingConfig: gmFunctionCallingConfig{Mode: "ANY", AllowedFunctionNames: []string{tc.Name}}}
+		}
+	}
+
+	g := gmGenerationConfig{
+		Temperature:      req.Temperature,
+		TopP:             req.TopP,
+		TopK:             req.TopK,
+		MaxOutputTokens:  b.h.maxTokens(req, 0),
+		StopSequences:    req.Stop,
+		Seed:             req.Seed,
+		PresencePenalty:  req.PresencePenalty,
+		FrequencyPenalty: req.FrequencyPenalty,
+	}
+	if rf := req.ResponseFormat; rf != nil {
+		g.ResponseMIMEType, g.ResponseJSONSchema = "application/json", rf.Schema
+	}
+	if rs := req.Reasoning; rs != nil {
+		if !rs.Enabled {
+			zero := 0
+			g.ThinkingConfig = &gmThinkingConfig{ThinkingBudget: &zero}
+		} else {
+			g.ThinkingConfig = &gmThinkingConfig{IncludeThoughts: rs.IncludeThoughts}
+			budget := rs.BudgetTokens
+			if budget <= 0 {
+				budget = effortBudget(effortLevel(rs.Effort))
+			}
+			if budget > 0 {
+				g.ThinkingConfig.ThinkingBudget = &budget
+			}
+		}
+	}
+	if !g.empty() {
+		r.GenerationConfig = &g
+	}
+	return encodeJSON(r)
+}
+
+func (g *gmGenerationConfig) empty() bool {
+	return g.Temperature == nil && g.TopP == nil && g.TopK == nil && g.MaxOutputTokens == 0 &&
+		len(g.StopSequences) == 0 && g.Seed == nil && g.PresencePenalty == nil && g.FrequencyPenalty == nil &&
+		g.ResponseMIMEType == "" && g.ThinkingConfig == nil
+}
+
+// geminiModelParts translates a model turn, putting each signature back on
+// the part it came with.
+func geminiModelParts(ps []llm.Part) []gmPart {
+	var out []gmPart
+	pending := "" // a signature that rides on the next data part
+	firstCall := true
+	for _, p := range ps {
+		switch p.Type {
+		case llm.PartReasoning:
+			sig, ok := untagSig(sigThought, p.Signature)
+			if !ok {
+				continue // unsigned, or another backend's: not replayable
+			}
+			if p.Text != "" {
+				out = append(out, gmPart{Text: p.Text, Thought: true, ThoughtSignature: sig})
+			} else {
+				pending = sig
+			}
+		case llm.PartText:
+			if p.Text == "" {
+				continue
+			}
+			out = append(out, gmPart{Text: p.Text, ThoughtSignature: pending})
+			pending = ""
+		case llm.PartToolCall:
+			if p.ToolCall == nil {
+				continue
+			}
+			tc := p.ToolCall
+			sig, ok := untagSig(sigThought, tc.Signature)
+			if !ok {
+				sig, pending = pending, ""
+			}
+			if sig == "" && firstCall {
+				sig = geminiSkipSignature
+			}
+			firstCall = false
+			out = append(out, gmPart{FunctionCall: &gmFunctionCall{ID: tc.ID, Name: tc.Name, Args: argsObject(tc.Arguments)}, ThoughtSignature: sig})
+		}
+	}
+	if n := len(out); pending != "" && n > 0 && out[n-1].ThoughtSignature == "" {
+		out[n-1].ThoughtSignature = pending
+	}
+	return out
+}
+
+// geminiUserParts translates a user turn: function responses first, then
+// text and inline media.
+func geminiUserParts(req *llm.Request, param string, ps []llm.Part) ([]gmPart, error) {
+	var results, rest []gmPart
+	for _, p := range ps {
+		switch p.Type {
+		case llm.PartText:
+			if p.Text != "" {
+				rest = append(rest, gmPart{Text: p.Text})
+			}
+		case llm.PartImage, llm.PartDocument:
+			part, err := geminiMedia(param, p)
+			if err != nil {
+				return nil, err
+			}
+			rest = append(rest, part)
+		case llm.PartToolResult:
+			if p.ToolResult == nil {
+				continue
+			}
+			res := p.ToolResult
+			name := res.Name
+			if name == "" {
+				name = toolName(req, res.CallID)
+			}
+			if name == "" {
+				return nil, llm.InvalidParam(param, "the tool result %q answers no tool call in the conversation", res.CallID)
+			}
+			results = append(results, gmPart{FunctionResponse: &gmFunctionResponse{ID: res.CallID, Name: name, Response: geminiResult(res)}})
+			for _, c := range res.Content {
+				if c.Type == llm.PartImage || c.Type == llm.PartDocument {
+					part, err := geminiMedia(param, c)
+					if err != nil {
+						return nil, err
+					}
+					rest = append(rest, part)
+				}
+			}
+		}
+	}
+	return append(results, rest...), nil
+}
+
+// responsesFirst moves functionResponse parts to the front, keeping the
+// order within each kind.
+func responsesFirst(ps []gmPart) {
+	var res, rest []gmPart
+	for _, p := range ps {
+		if p.FunctionResponse != nil {
+			res = append(res, p)
+		} else {
+			rest = append(rest, p)
+		}
+	}
+	if len(res) > 0 && len(rest) > 0 {
+		copy(ps, append(res, rest...))
+	}
+}
+
+// geminiResult is a functionResponse's response object: the result's text
+// when it is a JSON object, wrapped otherwise (translation.md §4, policy).
+func geminiResult(res *llm.ToolResult) json.RawMessage {
+	text := textOf(res.Content)
+	if isJSONObject(text) {
+		return compactJSON([]byte(text))
+	}
+	key := "result"
+	if res.IsError {
+		key = "error"
+	}
+	b, _ := encodeJSON(map[string]string{key: text})
+	return b
+}
+
+// geminiMedia translates an inline image or PDF; remote URLs cannot go.
+func geminiMedia(param string, p llm.Part) (gmPart, error) {
+	if p.URL != "" && len(p.Data) == 0 {
+		return gmPart{}, llm.InvalidParam(param, msgRemoteImages)
+	}
+	return gmPart{InlineData: &gmBlob{MIMEType: p.MediaType, Data: base64.StdEncoding.EncodeToString(p.Data)}}, nil
+}

@@ -1,0 +1,487 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/svcgw/svcgw/llm"
+)
+
+// HTTPOptions configures a backend that speaks a vendor protocol over HTTP
+// (NewOpenAI, NewAnthropic, NewGemini).
+//
+// Timeouts (zero means none):
+//
+//   - ConnectTimeout bounds getting a connection: dial and TLS handshake.
+//   - FirstByteTimeout bounds the wait from sending the request to the
+//     response headers and, for a stream, to its first event. A
+//     non-streaming upstream sends its headers only once it has generated
+//     the whole reply, so for Complete this is the longest reply accepted.
+//   - IdleTimeout bounds every later gap: between two stream events (the
+//     timer restarts on each event; SSE comments do not count), or between
+//     two reads of a non-streaming body.
+//
+// A timeout fails the call with an llm.KindTimeout error. There is no
+// overall deadline: the caller's context is one.
+type HTTPOptions struct {
+	// BaseURL is the vendor's base URL: for openai it includes /v1
+	// (https://api.openai.com/v1, http://localhost:8000/v1); for anthropic
+	// and gemini it does not (https://api.anthropic.com,
+	// https://generativelanguage.googleapis.com). Empty means the vendor's
+	// public API.
+	BaseURL string
+	// APIKey authenticates the gateway upstream; empty sends none (local
+	// servers).
+	APIKey string
+	// Model is the backend model name sent upstream. It never reaches a
+	// caller.
+	Model string
+	// Limits are the model's context length and max completion tokens.
+	Limits Limits
+
+	ConnectTimeout   time.Duration
+	FirstByteTimeout time.Duration
+	IdleTimeout      time.Duration
+
+	// Client sends the requests; nil means a transport shared by every
+	// backend that has none, tuned for many concurrent streams: HTTP/2
+	// where the server offers it, up to 256 idle connections per host, and
+	// no overall timeout (the timeouts above time each phase).
+	Client *http.Client
+	// Headers are extra request headers (for example OpenRouter's
+	// HTTP-Referer and X-Title).
+	Headers map[string]string
+
+	// LegacyMaxTokens (openai protocol only) sends the output cap as
+	// max_tokens instead of max_completion_tokens, for older
+	// OpenAI-compatible servers that know only the former. OpenAI's own
+	// reasoning models reject max_tokens.
+	LegacyMaxTokens bool
+}
+
+// Sizes that bound what an upstream can make us hold in memory.
+const (
+	// maxEventSize caps one upstream SSE event. Gemini sends a function
+	// call's arguments whole in one event, so this is generous.
+	maxEventSize = 16 << 20
+	// maxBodySize caps a non-streaming reply.
+	maxBodySize = 64 << 20
+	// maxErrorBody is how much of an error body is read, and errorLogBytes
+	// how much of it is kept for operator logs.
+	maxErrorBody  = 64 << 10
+	errorLogBytes = 1 << 10
+)
+
+// sharedTransport is the transport of backends without an
+// HTTPOptions.Client, created on first use.
+var sharedTransport = sync.OnceValue(newTransport)
+
+func newTransport() *http.Transport {
+	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	return &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           d.DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   256,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+}
+
+// httpClient is what the three backends share: options, the client, and
+// the call machinery.
+type httpClient struct {
+	opts   HTTPOptions
+	client *http.Client
+	// vendorError refines the mapping of an error reply (see statusError).
+	vendorError func(status int, body []byte) errorHint
+}
+
+func newHTTPClient(o HTTPOptions, defaultBase string, vendorError func(int, []byte) errorHint) httpClient {
+	o.BaseURL = strings.TrimRight(o.BaseURL, "/")
+	if o.BaseURL == "" {
+		o.BaseURL = defaultBase
+	}
+	c := o.Client
+	if c == nil {
+		c = &http.Client{Transport: sharedTransport()}
+	}
+	return httpClient{opts: o, client: c, vendorError: vendorError}
+}
+
+// maxTokens is the output cap to send: the caller's, never above the
+// model's limit; def when the caller gave none.
+func (h *httpClient) maxTokens(req *llm.Request, def int) int {
+	n := req.MaxTokens
+	if n <= 0 {
+		n = def
+	}
+	if lim := h.opts.Limits.MaxCompletionTokens; lim > 0 && n > lim {
+		n = lim
+	}
+	return n
+}
+
+// timeoutError is the cause a call's context is cancelled with when one of
+// its timers fires.
+type timeoutError struct {
+	phase string
+	after time.Duration
+}
+
+func (e *timeoutError) Error() string {
+	return fmt.Sprintf("upstream %s timeout after %v", e.phase, e.after)
+}
+
+// call is one HTTP exchange with an upstream: its own context, cancelled
+// with a *timeoutError cause by the connect, first-byte and idle timers, or
+// by Close.
+type call struct {
+	parent context.Context
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	idle   time.Duration
+
+	timer *time.Timer
+	// cause is what the timer cancels with: first-byte, then idle.
+	cause atomic.Pointer[timeoutError]
+
+	connMu    sync.Mutex
+	connTimer *time.Timer
+}
+
+// post sends body to url. It returns once the response headers have come
+// with a 2xx status; any other status is read and mapped to an *llm.Error.
+// The caller must call c.release when done with the response.
+func (h *httpClient) post(ctx context.Context, url string, header http.Header, body []byte) (*call, *http.Response, error) {
+	c := &call{parent: ctx, idle: h.opts.IdleTimeout}
+	c.ctx, c.cancel = context.WithCancelCause(ctx)
+	if d := h.opts.FirstByteTimeout; d > 0 {
+		c.cause.Store(&timeoutError{phase: "first byte", after: d})
+		c.timer = time.AfterFunc(d, c.fire)
+	}
+	rctx := c.ctx
+	if d := h.opts.ConnectTimeout; d > 0 {
+		rctx = httptrace.WithClientTrace(rctx, &httptrace.ClientTrace{
+			GetConn: func(string) {
+				c.connMu.Lock()
+				defer c.connMu.Unlock()
+				if c.connTimer != nil {
+					c.connTimer.Stop()
+				}
+				c.connTimer = time.AfterFunc(d, func() { c.cancel(&timeoutError{phase: "connect", after: d}) })
+			},
+			GotConn: func(httptrace.GotConnInfo) {
+				c.connMu.Lock()
+				defer c.connMu.Unlock()
+				if c.connTimer != nil {
+					c.connTimer.Stop()
+				}
+			},
+		})
+	}
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		c.release()
+		return nil, nil, &llm.Error{Kind: llm.KindInternal, Message: "internal error", Err: fmt.Errorf("build upstream request: %w", err)}
+	}
+	req.Header = header
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "svcgw")
+	for k, v := range h.opts.Headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		err = c.fail(err, msgUnreachable)
+		c.release()
+		return nil, nil, err
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		resp.Body.Close()
+		c.release()
+		var hint errorHint
+		if h.vendorError != nil {
+			hint = h.vendorError(resp.StatusCode, b)
+		}
+		return nil, nil, statusError(resp.StatusCode, resp.Header, b, hint)
+	}
+	return c, resp, nil
+}
+
+// fire cancels the call with the current timer's cause.
+func (c *call) fire() { c.cancel(c.cause.Load()) }
+
+// started switches the timer from the first-byte timeout to the idle one,
+// restarting it; call it on every event.
+func (c *call) started() {
+	if c.idle <= 0 {
+		if c.timer != nil {
+			c.timer.Stop()
+		}
+		return
+	}
+	if c.timer == nil {
+		c.cause.Store(&timeoutError{phase: "idle", after: c.idle})
+		c.timer = time.AfterFunc(c.idle, c.fire)
+		return
+	}
+	if c.cause.Load().phase != "idle" {
+		c.cause.Store(&timeoutError{phase: "idle", after: c.idle})
+	}
+	c.timer.Reset(c.idle)
+}
+
+// release stops the timers and cancels the call's context.
+func (c *call) release() {
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	c.connMu.Lock()
+	if c.connTimer != nil {
+		c.connTimer.Stop()
+	}
+	c.connMu.Unlock()
+	c.cancel(errCallDone)
+}
+
+var errCallDone = errors.New("upstream call finished")
+
+// fail maps a transport or read error: one of the call's timeouts, the
+// caller's own context (returned as is, so the server can tell a caller
+// that left), or an upstream failure with the given caller-safe message.
+func (c *call) fail(err error, msg string) error {
+	var te *timeoutError
+	if errors.As(context.Cause(c.ctx), &te) {
+		m := msgTimeout
+		if te.phase == "idle" {
+			m = msgStalled
+		}
+		return &llm.Error{Kind: llm.KindTimeout, Message: m, Err: te}
+	}
+	if err := c.parent.Err(); err != nil {
+		return err
+	}
+	if errors.Is(err, errEventTooLarge) {
+		msg = msgMalformed
+	}
+	return &llm.Error{Kind: llm.KindUpstream, Message: msg, Err: err}
+}
+
+// readBody reads a whole non-streaming reply, restarting the idle timer on
+// every read.
+func (c *call) readBody(r io.Reader) ([]byte, error) {
+	c.started()
+	b, err := io.ReadAll(io.LimitReader(&idleReader{r: r, c: c}, maxBodySize+1))
+	if err != nil {
+		return nil, c.fail(err, msgConnection)
+	}
+	if len(b) > maxBodySize {
+		return nil, &llm.Error{Kind: llm.KindUpstream, Message: msgMalformed, Err: errors.New("upstream reply too large")}
+	}
+	return b, nil
+}
+
+type idleReader struct {
+	r io.Reader
+	c *call
+}
+
+func (r *idleReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if n > 0 {
+		r.c.started()
+	}
+	return n, err
+}
+
+// Caller-safe messages. None names a backend, a model or a vendor.
+const (
+	msgRejected     = "the upstream model rejected the request"
+	msgContext      = "the request does not fit the model's context window"
+	msgTooLarge     = "the request is too large for the upstream model"
+	msgCredentials  = "the gateway's upstream credentials were rejected"
+	msgQuota        = "the gateway's upstream quota is exhausted"
+	msgNotFound     = "the upstream model is not available"
+	msgRateLimited  = "the upstream model is rate limited; retry later"
+	msgOverloaded   = "the upstream model is overloaded; retry later"
+	msgTimeout      = "the upstream model did not respond in time"
+	msgStalled      = "the upstream model stopped responding"
+	msgFailed       = "the upstream model failed"
+	msgUnreachable  = "the upstream model could not be reached"
+	msgConnection   = "the connection to the upstream model failed"
+	msgMalformed    = "the upstream model sent a malformed reply"
+	msgCut          = "the upstream reply ended unexpectedly"
+	msgNoReply      = "the upstream model returned no reply"
+	msgRemoteImages = "remote image URLs are not supported by this route"
+)
+
+// errorHint is what a vendor's error body says beyond its status.
+type errorHint struct {
+	credentials   bool          // the key is bad (Gemini answers 400)
+	quota         bool          // the account is out of credit (OpenAI 429)
+	contextLength bool          // the prompt does not fit the context
+	retryAfter    time.Duration // from the body (Gemini RetryInfo)
+}
+
+// StatusError is the cause, for operator logs, of an *llm.Error made from
+// an upstream HTTP error reply or in-stream error event. Body is the start
+// of the vendor's error body; it never reaches a caller.
+type StatusError struct {
+	StatusCode int
+	Body       string
+	retry      bool
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("upstream status %d: %s", e.StatusCode, e.Body)
+}
+
+// statusError maps an upstream error reply to a caller-safe *llm.Error.
+func statusError(status int, h http.Header, body []byte, hint errorHint) *llm.Error {
+	if len(body) > errorLogBytes {
+		body = body[:errorLogBytes]
+	}
+	cause := &StatusError{StatusCode: status, Body: string(body)}
+	e := &llm.Error{Err: cause}
+	switch {
+	case hint.credentials || status == http.StatusUnauthorized || status == http.StatusForbidden:
+		e.Kind, e.Message = llm.KindUpstream, msgCredentials
+	case hint.quota || status == http.StatusPaymentRequired:
+		e.Kind, e.Message = llm.KindUpstream, msgQuota
+	case status == http.StatusTooManyRequests:
+		e.Kind, e.Message, cause.retry = llm.KindRateLimited, msgRateLimited, true
+	case status == http.StatusServiceUnavailable || status == 529:
+		e.Kind, e.Message, cause.retry = llm.KindOverloaded, msgOverloaded, true
+	case status == http.StatusRequestTimeout || status == http.StatusGatewayTimeout:
+		e.Kind, e.Message, cause.retry = llm.KindTimeout, msgTimeout, true
+	case status >= 500:
+		e.Kind, e.Message, cause.retry = llm.KindUpstream, msgFailed, true
+	case status == http.StatusRequestEntityTooLarge:
+		e.Kind, e.Message = llm.KindTooLarge, msgTooLarge
+	case hint.contextLength:
+		e.Kind, e.Message = llm.KindInvalidRequest, msgContext
+	case status == http.StatusNotFound:
+		e.Kind, e.Message = llm.KindUpstream, msgNotFound
+	case status == http.StatusBadRequest || status == http.StatusUnprocessableEntity:
+		e.Kind, e.Message = llm.KindInvalidRequest, msgRejected
+	default:
+		e.Kind, e.Message = llm.KindUpstream, msgFailed
+	}
+	if cause.retry {
+		e.RetryAfter = retryAfter(h, time.Now())
+		if e.RetryAfter == 0 {
+			e.RetryAfter = hint.retryAfter
+		}
+	}
+	return e
+}
+
+// retryAfter reads retry-after-ms (milliseconds) or Retry-After (seconds
+// or an HTTP date); zero when absent or unreadable.
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	if h == nil {
+		return 0
+	}
+	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 && ms < 1e9 {
+			return time.Duration(ms * float64(time.Millisecond))
+		}
+	}
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.ParseFloat(v, 64); err == nil {
+		if s > 0 && s < 1e6 {
+			return time.Duration(s * float64(time.Second))
+		}
+		return 0
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// streamError maps an in-stream error event, described by an HTTP-like
+// status (the vendors' error types map onto one), to an *llm.Error.
+func streamError(status int, body []byte, hint errorHint) *llm.Error {
+	return statusError(status, nil, body, hint)
+}
+
+// committedError marks an error that a stream reported after it had
+// produced events: the call can no longer be retried or moved.
+type committedError struct{ err error }
+
+func (e *committedError) Error() string {
+	if e.err == nil {
+		return "after the first event"
+	}
+	return "after the first event: " + e.err.Error()
+}
+func (e *committedError) Unwrap() error { return e.err }
+
+// Retryable reports whether a failed call may be tried again, on the same
+// candidate after a backoff or on the next one: connection failures,
+// timeouts, 408, 429 and 5xx replies (529 and overload included) and
+// in-stream errors of those kinds, but only while nothing has been
+// streamed. It is false for the caller's own cancellation or deadline, for
+// errors a Stream reports through Err (its first event has been
+// produced), for requests the upstream rejected (4xx), and for bad
+// credentials or exhausted quota.
+func Retryable(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var ce *committedError
+	if errors.As(err, &ce) {
+		return false
+	}
+	var se *StatusError
+	if errors.As(err, &se) {
+		return se.retry
+	}
+	var le *llm.Error
+	if errors.As(err, &le) {
+		switch le.Kind {
+		case llm.KindRateLimited, llm.KindOverloaded, llm.KindTimeout, llm.KindUpstream:
+			return true
+		}
+		return false
+	}
+	var ne net.Error
+	return errors.As(err, &ne)
+}
+
+// encodeJSON marshals v without HTML escaping, so prompts go upstream as
+// written.
+func encodeJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, &llm.Error{Kind: llm.KindInternal, Message: "internal error", Err: fmt.Errorf("encode upstream request: %w", err)}
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// malformed is the error for an upstream reply we cannot read.
+func malformed(err error) error {
+	return &llm.Error{Kind: llm.KindUpstream, Message: msgMalformed, Err: err}
+}

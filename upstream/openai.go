@@ -1,0 +1,470 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/svcgw/svcgw/llm"
+)
+
+// OpenAI is a backend for any server that speaks chat-completions
+// (protocols/chat-completions.md): OpenAI itself, OpenRouter, vLLM,
+// llama.cpp, Ollama. It posts to {BaseURL}/chat/completions.
+//
+// Translation notes (translation.md):
+//   - System parts become one system message; tool results become tool
+//     messages, followed by a user message with any images they held and
+//     the rest of the user turn (§4, policy).
+//   - Reasoning parts are not sent: the protocol has no slot for them.
+//     Cache breakpoints are stripped (§2). top_k does not exist here.
+//   - Streams always ask for usage (stream_options.include_usage), whatever
+//     the caller asked: the usage-only chunk after the finish_reason chunk
+//     is what the call is billed by, so the stream ends only at [DONE] or
+//     EOF. An upstream that reports no usage at all gets an estimate (the
+//     llm package's), never zero.
+//   - Reasoning arrives as the non-standard reasoning_content (DeepSeek,
+//     vLLM) or reasoning (OpenRouter, newer vLLM) delta.
+type OpenAI struct {
+	h   httpClient
+	url string
+}
+
+var _ Backend = (*OpenAI)(nil)
+
+// NewOpenAI returns a chat-completions backend.
+func NewOpenAI(o HTTPOptions) *OpenAI {
+	b := &OpenAI{h: newHTTPClient(o, "https://api.openai.com/v1", openAIErrorHint)}
+	b.url = b.h.opts.BaseURL + "/chat/completions"
+	return b
+}
+
+// Limits returns the backend model's limits.
+func (b *OpenAI) Limits() Limits { return b.h.opts.Limits }
+
+// Complete sends req upstream and returns the whole reply.
+func (b *OpenAI) Complete(ctx context.Context, req *llm.Request) (*llm.Response, error) {
+	body, err := b.body(req, false)
+	if err != nil {
+		return nil, err
+	}
+	c, resp, err := b.h.post(ctx, b.url, b.header(false), body)
+	if err != nil {
+		return nil, err
+	}
+	defer c.release()
+	defer resp.Body.Close()
+	raw, err := c.readBody(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	var r oaResponse
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return nil, malformed(err)
+	}
+	if r.Error != nil {
+		return nil, r.Error.llmError(raw)
+	}
+	if len(r.Choices) == 0 {
+		return nil, &llm.Error{Kind: llm.KindUpstream, Message: msgNoReply, Err: errors.New("no choices")}
+	}
+	ch := r.Choices[0]
+	out := &llm.Response{}
+	if s := ch.Message.reasoning(); s != "" {
+		out.Content = append(out.Content, llm.Part{Type: llm.PartReasoning, Text: s})
+	}
+	refusal := ch.Message.Refusal != nil && *ch.Message.Refusal != ""
+	text := string(ch.Message.Content)
+	if refusal {
+		text += *ch.Message.Refusal
+	}
+	if text != "" {
+		out.Content = append(out.Content, llm.TextPart(text))
+	}
+	for _, tc := range ch.Message.ToolCalls {
+		out.Content = append(out.Content, llm.Part{Type: llm.PartToolCall, ToolCall: &llm.ToolCall{
+			ID: newCallID(), Name: tc.Function.Name, Arguments: json.RawMessage(tc.arguments()),
+		}})
+	}
+	out.FinishReason = openAIFinish(ch.FinishReason, len(ch.Message.ToolCalls) > 0, refusal)
+	if r.Usage != nil {
+		out.Usage = r.Usage.canonical()
+	} else {
+		n := 0
+		for _, p := range out.Content {
+			n += llm.PartTokens(p)
+		}
+		out.Usage = estimateUsage(req, n)
+	}
+	return out, nil
+}
+
+// Stream sends req upstream and returns its reply as events.
+func (b *OpenAI) Stream(ctx context.Context, req *llm.Request) (Stream, error) {
+	body, err := b.body(req, true)
+	if err != nil {
+		return nil, err
+	}
+	c, resp, err := b.h.post(ctx, b.url, b.header(true), body)
+	if err != nil {
+		return nil, err
+	}
+	return startStream(c, resp.Body, &openAIStream{req: req})
+}
+
+func (b *OpenAI) header(stream bool) http.Header {
+	h := http.Header{}
+	if b.h.opts.APIKey != "" {
+		h.Set("Authorization", "Bearer "+b.h.opts.APIKey)
+	}
+	if stream {
+		h.Set("Accept", "text/event-stream")
+	} else {
+		h.Set("Accept", "application/json")
+	}
+	return h
+}
+
+// Request wire types.
+
+type oaRequest struct {
+	Model               string             `json:"model"`
+	Messages            []oaMessage        `json:"messages"`
+	Tools               []oaTool           `json:"tools,omitempty"`
+	ToolChoice          json.RawMessage    `json:"tool_choice,omitempty"`
+	ParallelToolCalls   *bool              `json:"parallel_tool_calls,omitempty"`
+	ResponseFormat      *oaResponseFormat  `json:"response_format,omitempty"`
+	ReasoningEffort     string             `json:"reasoning_effort,omitempty"`
+	MaxCompletionTokens int                `json:"max_completion_tokens,omitempty"`
+	MaxTokens           int                `json:"max_tokens,omitempty"`
+	Temperature         *float64           `json:"temperature,omitempty"`
+	TopP                *float64           `json:"top_p,omitempty"`
+	Stop                []string           `json:"stop,omitempty"`
+	Seed                *int64             `json:"seed,omitempty"`
+	PresencePenalty     *float64           `json:"presence_penalty,omitempty"`
+	FrequencyPenalty    *float64           `json:"frequency_penalty,omitempty"`
+	LogitBias           map[string]float64 `json:"logit_bias,omitempty"`
+	User                string             `json:"user,omitempty"`
+	Stream              bool               `json:"stream,omitempty"`
+	StreamOptions       *oaStreamOptions   `json:"stream_options,omitempty"`
+}
+
+type oaStreamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+type oaMessage struct {
+	Role string `json:"role"`
+	// Content is a JSON string or an array of parts.
+	Content    json.RawMessage `json:"content,omitempty"`
+	ToolCalls  []oaToolCall    `json:"tool_calls,omitempty"`
+	ToolCallID string          `json:"tool_call_id,omitempty"`
+}
+
+type oaPart struct {
+	Type     string      `json:"type"`
+	Text     string      `json:"text,omitempty"`
+	ImageURL *oaImageURL `json:"image_url,omitempty"`
+	File     *oaFile     `json:"file,omitempty"`
+}
+
+type oaImageURL struct {
+	URL string `json:"url"`
+}
+
+type oaFile struct {
+	Filename string `json:"filename,omitempty"`
+	FileData string `json:"file_data"`
+}
+
+type oaToolCall struct {
+	ID       string         `json:"id"`
+	Type     string         `json:"type"`
+	Function oaFunctionCall `json:"function"`
+}
+
+type oaFunctionCall struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+type oaTool struct {
+	Type     string     `json:"type"`
+	Function oaFunction `json:"function"`
+}
+
+type oaFunction struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"`
+	Strict      bool            `json:"strict,omitempty"`
+}
+
+type oaResponseFormat struct {
+	Type       string        `json:"type"`
+	JSONSchema *oaJSONSchema `json:"json_schema,omitempty"`
+}
+
+type oaJSONSchema struct {
+	Name   string          `json:"name"`
+	Schema json.RawMessage `json:"schema"`
+	Strict bool            `json:"strict,omitempty"`
+}
+
+// body translates req into a chat-completions request body.
+func (b *OpenAI) body(req *llm.Request, stream bool) ([]byte, error) {
+	r := oaRequest{
+		Model:            b.h.opts.Model,
+		Temperature:      req.Temperature,
+		TopP:             req.TopP,
+		Stop:             req.Stop,
+		Seed:             req.Seed,
+		PresencePenalty:  req.PresencePenalty,
+		FrequencyPenalty: req.FrequencyPenalty,
+		LogitBias:        req.LogitBias,
+		User:             req.User,
+		ReasoningEffort:  openAIEffort(req.Reasoning),
+	}
+	if n := b.h.maxTokens(req, 0); n > 0 {
+		if b.h.opts.LegacyMaxTokens {
+			r.MaxTokens = n
+		} else {
+			r.MaxCompletionTokens = n
+		}
+	}
+	if stream {
+		r.Stream = true
+		r.StreamOptions = &oaStreamOptions{IncludeUsage: true} // always: trap 1
+	}
+	sys, err := systemText(req)
+	if err != nil {
+		return nil, err
+	}
+	if len(sys) > 0 {
+		r.Messages = append(r.Messages, oaMessage{Role: "system", Content: oaContent(textParts(sys))})
+	}
+	for i, m := range req.Messages {
+		msgs, err := openAIMessages(i, m)
+		if err != nil {
+			return nil, err
+		}
+		r.Messages = append(r.Messages, msgs...)
+	}
+	for _, t := range req.Tools {
+		r.Tools = append(r.Tools, oaTool{Type: "function", Function: oaFunction{
+			Name: t.Name, Description: t.Description, Parameters: t.Parameters, Strict: t.Strict,
+		}})
+	}
+	if len(r.Tools) > 0 {
+		r.ToolChoice = openAIToolChoice(req.ToolChoice)
+		// OpenAI rejects parallel_tool_calls without tools.
+		r.ParallelToolCalls = req.ParallelToolCalls
+	}
+	if rf := req.ResponseFormat; rf != nil {
+		if len(rf.Schema) == 0 {
+			r.ResponseFormat = &oaResponseFormat{Type: "json_object"}
+		} else {
+			r.ResponseFormat = &oaResponseFormat{Type: "json_schema", JSONSchema: &oaJSONSchema{
+				Name: schemaName(rf.Name), Schema: rf.Schema, Strict: rf.Strict,
+			}}
+		}
+	}
+	return encodeJSON(r)
+}
+
+// textParts returns the texts of ps as chat-completions parts.
+func textParts(ps []llm.Part) []oaPart {
+	out := make([]oaPart, 0, len(ps))
+	for _, p := range ps {
+		if p.Text != "" {
+			out = append(out, oaPart{Type: "text", Text: p.Text})
+		}
+	}
+	return out
+}
+
+// oaContent is a message's content: a plain string when it is one text
+// part (what every compatible server accepts), an array otherwise.
+func oaContent(ps []oaPart) json.RawMessage {
+	var b []byte
+	if len(ps) == 1 && ps[0].Type == "text" {
+		b, _ = encodeJSON(ps[0].Text)
+	} else {
+		b, _ = encodeJSON(ps)
+	}
+	return b
+}
+
+// openAIMessages translates one canonical message into chat-completions
+// messages.
+func openAIMessages(i int, m llm.Message) ([]oaMessage, error) {
+	param := "messages." + strconv.Itoa(i)
+	if m.Role == llm.RoleAssistant {
+		msg := oaMessage{Role: "assistant"}
+		var text strings.Builder
+		for _, p := range m.Parts {
+			switch p.Type {
+			case llm.PartText:
+				text.WriteString(p.Text)
+			case llm.PartToolCall:
+				if p.ToolCall == nil {
+					continue
+				}
+				args := string(bytes.TrimSpace(p.ToolCall.Arguments))
+				if args == "" {
+					args = "{}"
+				}
+				msg.ToolCalls = append(msg.ToolCalls, oaToolCall{ID: p.ToolCall.ID, Type: "function",
+					Function: oaFunctionCall{Name: p.ToolCall.Name, Arguments: args}})
+			case llm.PartReasoning:
+				// No slot for it in chat-completions.
+			default:
+				return nil, llm.InvalidParam(param, "assistant turns may only hold text, reasoning and tool calls on this route")
+			}
+		}
+		if text.Len() > 0 {
+			msg.Content, _ = encodeJSON(text.String())
+		}
+		if msg.Content == nil && msg.ToolCalls == nil {
+			return nil, nil
+		}
+		return []oaMessage{msg}, nil
+	}
+	var out []oaMessage
+	var parts, media []oaPart
+	for _, p := range m.Parts {
+		switch p.Type {
+		case llm.PartToolResult:
+			if p.ToolResult == nil {
+				continue
+			}
+			res := p.ToolResult
+			content, _ := encodeJSON(textOf(res.Content))
+			out = append(out, oaMessage{Role: "tool", ToolCallID: res.CallID, Content: content})
+			// A tool message holds text only: its images follow in a
+			// user message (translation.md §4, policy).
+			for _, c := range res.Content {
+				if c.Type != llm.PartText {
+					op, err := openAIPart(param, c)
+					if err != nil {
+						return nil, err
+					}
+					media = append(media, op)
+				}
+			}
+		case llm.PartText:
+			if p.Text != "" {
+				parts = append(parts, oaPart{Type: "text", Text: p.Text})
+			}
+		default:
+			op, err := openAIPart(param, p)
+			if err != nil {
+				return nil, err
+			}
+			parts = append(parts, op)
+		}
+	}
+	if parts = append(media, parts...); len(parts) > 0 {
+		out = append(out, oaMessage{Role: "user", Content: oaContent(parts)})
+	}
+	return out, nil
+}
+
+// openAIPart translates an image or a PDF.
+func openAIPart(param string, p llm.Part) (oaPart, error) {
+	switch p.Type {
+	case llm.PartText:
+		return oaPart{Type: "text", Text: p.Text}, nil
+	case llm.PartImage:
+		u := p.URL
+		if u == "" {
+			u = dataURL(p.MediaType, p.Data)
+		}
+		return oaPart{Type: "image_url", ImageURL: &oaImageURL{URL: u}}, nil
+	case llm.PartDocument:
+		name := p.Title
+		if name == "" {
+			name = "document.pdf"
+		}
+		return oaPart{Type: "file", File: &oaFile{Filename: name, FileData: dataURL(p.MediaType, p.Data)}}, nil
+	}
+	return oaPart{}, llm.InvalidParam(param, "user turns may only hold text, images, documents and tool results")
+}
+
+// openAIToolChoice translates tool_choice (translation.md §5).
+func openAIToolChoice(tc llm.ToolChoice) json.RawMessage {
+	allowed := func(mode string) json.RawMessage {
+		type fn struct {
+			Name string `json:"name"`
+		}
+		type tool struct {
+			Type     string `json:"type"`
+			Function fn     `json:"function"`
+		}
+		v := struct {
+			Type         string `json:"type"`
+			AllowedTools struct {
+				Mode  string `json:"mode"`
+				Tools []tool `json:"tools"`
+			} `json:"allowed_tools"`
+		}{Type: "allowed_tools"}
+		v.AllowedTools.Mode = mode
+		for _, n := range tc.Allowed {
+			v.AllowedTools.Tools = append(v.AllowedTools.Tools, tool{Type: "function", Function: fn{Name: n}})
+		}
+		b, _ := encodeJSON(v)
+		return b
+	}
+	switch tc.Mode {
+	case llm.ToolChoiceNone:
+		return json.RawMessage(`"none"`)
+	case llm.ToolChoiceRequired:
+		if len(tc.Allowed) > 0 {
+			return allowed("required")
+		}
+		return json.RawMessage(`"required"`)
+	case llm.ToolChoiceTool:
+		b, _ := encodeJSON(map[string]any{"type": "function", "function": map[string]string{"name": tc.Name}})
+		return b
+	case llm.ToolChoiceAuto:
+		if len(tc.Allowed) > 0 {
+			return allowed("auto")
+		}
+		return json.RawMessage(`"auto"`)
+	}
+	if len(tc.Allowed) > 0 {
+		return allowed("auto")
+	}
+	return nil
+}
+
+// openAIEffort maps the caller's reasoning request to reasoning_effort.
+// A caller that switched reasoning off by name (none, minimal) gets that
+// name; one that did so otherwise (a zero budget, thinking disabled) gets
+// the model's default, since not every model accepts "none".
+func openAIEffort(r *llm.Reasoning) string {
+	if r == nil {
+		return ""
+	}
+	lvl := effortLevel(r.Effort)
+	if !r.Enabled {
+		if lvl == "none" || lvl == "minimal" {
+			return lvl
+		}
+		return ""
+	}
+	switch lvl {
+	case "max":
+		return "xhigh"
+	case "", "none":
+		if r.BudgetTokens > 0 {
+			return budgetEffort(r.BudgetTokens)
+		}
+		return ""
+	}
+	return lvl
+}

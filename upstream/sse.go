@@ -1,0 +1,300 @@
+package upstream
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"time"
+
+	"github.com/svcgw/svcgw/llm"
+)
+
+// Reading upstream SSE.
+//
+// STYLE.md says to read upstream SSE with go-sse's sse.Read and an explicit
+// MaxEventSize. This small reader replaces it here, for three reasons:
+//
+//   - sse.Read drops every line that is not an SSE field, as the SSE spec
+//     says, but Gemini may report a mid-stream error as a bare JSON object
+//     without a data: prefix (generate-content.md §5), and an
+//     OpenAI-compatible server may answer a stream request with a plain
+//     JSON error body and status 200. Dropped, those would look like a
+//     stream cut short, losing the error's kind (429 vs 503) and its
+//     retry guidance.
+//   - sse.Read is a push iterator, while Stream is pulled like sql.Rows;
+//     bridging them needs iter.Pull, a coroutine per stream.
+//   - It hands out each event's data in a reused buffer, so decoding a
+//     frame allocates only what the JSON decoder does.
+//
+// It keeps go-sse's limits: an explicit maximum event size, and an event
+// still pending at EOF is dispatched. Lines end with LF or CRLF (a lone CR
+// is not a line end; no vendor sends one). A UTF-8 BOM at the start is
+// skipped.
+
+// errEventTooLarge is returned for an event over the reader's maximum.
+var errEventTooLarge = errors.New("upstream SSE event too large")
+
+// sseEvent is one event. Data and Bare are valid until the next call to
+// next.
+type sseEvent struct {
+	Type string // the event field; "" when absent
+	Data []byte // the data lines joined by "\n"
+	// Bare holds lines that are not SSE fields: a JSON object or array
+	// written without data: (it starts at a line beginning with { or [,
+	// which also ends an event in progress, and runs to the next blank
+	// line).
+	Bare []byte
+}
+
+type sseReader struct {
+	r          *bufio.Reader
+	max        int
+	data, bare []byte
+	carry      []byte // a bare line that ended the previous event
+	long       []byte // a line longer than the bufio buffer
+	begun      bool
+}
+
+func newSSEReader(r io.Reader, maxEvent int) *sseReader {
+	return &sseReader{r: bufio.NewReaderSize(r, 16<<10), max: maxEvent}
+}
+
+// next returns the next event; io.EOF when the input ends cleanly.
+func (s *sseReader) next() (sseEvent, error) {
+	s.data, s.bare = s.data[:0], s.bare[:0]
+	var ev sseEvent
+	hasData, inBare := false, false
+	if len(s.carry) > 0 {
+		s.bare, s.carry, inBare = append(s.bare, s.carry...), s.carry[:0], true
+	}
+	for {
+		line, err := s.readLine()
+		if err != nil {
+			if err == io.EOF && (hasData || len(s.bare) > 0) {
+				return s.event(ev, hasData), nil
+			}
+			return sseEvent{}, err
+		}
+		if !s.begun {
+			s.begun = true
+			line = bytes.TrimPrefix(line, []byte("\xEF\xBB\xBF"))
+		}
+		if len(line) == 0 {
+			if hasData || len(s.bare) > 0 {
+				return s.event(ev, hasData), nil
+			}
+			ev.Type, inBare = "", false
+			continue
+		}
+		if !inBare && (line[0] == '{' || line[0] == '[') && hasData {
+			// JSON right after an event's data, without the blank line:
+			// the event ends here and the JSON starts the next one.
+			s.carry = append(append(s.carry[:0], line...), '\n')
+			return s.event(ev, hasData), nil
+		}
+		if inBare || line[0] == '{' || line[0] == '[' {
+			inBare = true
+			s.bare = append(append(s.bare, line...), '\n')
+		} else if line[0] != ':' { // a comment otherwise
+			name, value, _ := bytes.Cut(line, []byte(":"))
+			value = bytes.TrimPrefix(value, []byte(" "))
+			switch string(name) {
+			case "data":
+				s.data = append(append(s.data, value...), '\n')
+				hasData = true
+			case "event":
+				ev.Type = eventType(value)
+			}
+			// id, retry and unknown fields are ignored.
+		}
+		if len(s.data)+len(s.bare) > s.max {
+			return sseEvent{}, errEventTooLarge
+		}
+	}
+}
+
+func (s *sseReader) event(ev sseEvent, hasData bool) sseEvent {
+	if hasData {
+		ev.Data = s.data[:len(s.data)-1] // the last "\n"
+	}
+	ev.Bare = s.bare
+	return ev
+}
+
+// readLine returns the next line without its line end; a last line without
+// one is returned before io.EOF.
+func (s *sseReader) readLine() ([]byte, error) {
+	line, err := s.r.ReadSlice('\n')
+	if err == bufio.ErrBufferFull {
+		s.long = append(s.long[:0], line...)
+		for err == bufio.ErrBufferFull {
+			if len(s.long) > s.max {
+				return nil, errEventTooLarge
+			}
+			line, err = s.r.ReadSlice('\n')
+			s.long = append(s.long, line...)
+		}
+		line = s.long
+	}
+	if err != nil && (err != io.EOF || len(line) == 0) {
+		return nil, err
+	}
+	line = bytes.TrimSuffix(line, []byte("\n"))
+	return bytes.TrimSuffix(line, []byte("\r")), nil
+}
+
+// eventType returns the event name, without allocating for the names the
+// vendors send.
+func eventType(b []byte) string {
+	switch string(b) {
+	case "message_start":
+		return "message_start"
+	case "content_block_start":
+		return "content_block_start"
+	case "content_block_delta":
+		return "content_block_delta"
+	case "content_block_stop":
+		return "content_block_stop"
+	case "message_delta":
+		return "message_delta"
+	case "message_stop":
+		return "message_stop"
+	case "ping":
+		return "ping"
+	case "error":
+		return "error"
+	}
+	return string(b)
+}
+
+// streamDecoder turns one vendor's SSE events into canonical events.
+type streamDecoder interface {
+	// decode appends the canonical events of one SSE event to out. done
+	// reports that the upstream has said the reply is complete.
+	decode(ev sseEvent, out []llm.Event) (_ []llm.Event, done bool, err error)
+	// finish is called once, when decode reported done (eof false) or the
+	// body ended (eof true). It appends the closing llm.EventFinish, or
+	// fails for a reply cut short.
+	finish(out []llm.Event, eof bool) ([]llm.Event, error)
+}
+
+// httpStream is a Stream read from an upstream SSE body.
+type httpStream struct {
+	c      *call
+	body   io.ReadCloser
+	rd     *sseReader
+	dec    streamDecoder
+	queue  []llm.Event
+	pos    int
+	cur    llm.Event
+	err    error
+	ended  bool // nothing more to read upstream
+	closed bool
+}
+
+var _ Stream = (*httpStream)(nil)
+
+// startStream reads up to the first canonical event, so that a failure
+// before it is returned here (Backend.Stream's contract), and returns the
+// stream holding it.
+func startStream(c *call, body io.ReadCloser, dec streamDecoder) (Stream, error) {
+	s := &httpStream{c: c, body: body, rd: newSSEReader(body, maxEventSize), dec: dec}
+	for len(s.queue) == 0 && s.err == nil && !s.ended {
+		s.fill()
+	}
+	if len(s.queue) == 0 && s.err != nil {
+		err := s.err
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// fill reads one SSE event and queues what it decodes to.
+func (s *httpStream) fill() {
+	s.queue, s.pos = s.queue[:0], 0
+	ev, err := s.rd.next()
+	if err == io.EOF {
+		s.end(true)
+		return
+	}
+	if err != nil {
+		s.err, s.ended = s.c.fail(err, msgConnection), true
+		s.c.release()
+		return
+	}
+	s.c.started()
+	var done bool
+	s.queue, done, err = s.dec.decode(ev, s.queue)
+	switch {
+	case err != nil:
+		s.err, s.ended = err, true
+		s.c.release()
+	case done:
+		s.end(false)
+	}
+}
+
+func (s *httpStream) end(eof bool) {
+	var err error
+	s.queue, err = s.dec.finish(s.queue, eof)
+	s.err, s.ended = err, true
+	s.c.release()
+}
+
+func (s *httpStream) Next() bool {
+	for s.pos >= len(s.queue) {
+		if s.ended || s.closed {
+			return false
+		}
+		s.fill()
+	}
+	s.cur = s.queue[s.pos]
+	s.pos++
+	return true
+}
+
+func (s *httpStream) Event() llm.Event { return s.cur }
+
+// Err reports why the stream ended early. Such an error comes after the
+// stream's first event, so Retryable reports false for it.
+func (s *httpStream) Err() error {
+	if s.err == nil {
+		return nil
+	}
+	le, ok := s.err.(*llm.Error)
+	if !ok {
+		return s.err // the caller's own cancellation
+	}
+	e := *le
+	e.Err = &committedError{err: le.Err}
+	return &e
+}
+
+// Close releases the stream. After a clean end it first reads what is left
+// of the body (the chunked terminator, usually a few bytes), so that an
+// HTTP/1.1 upstream — a local vLLM or llama.cpp server — gets its
+// connection back into the pool instead of a new one per stream; the read
+// is bounded in size and in time (drainTimeout), so a server that keeps the
+// body open costs at most that.
+func (s *httpStream) Close() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	s.c.release()
+	if s.ended && s.err == nil {
+		t := time.AfterFunc(drainTimeout, func() { s.body.Close() })
+		_, _ = io.CopyN(io.Discard, s.body, drainLimit)
+		t.Stop()
+	}
+	return s.body.Close()
+}
+
+// drainLimit and drainTimeout bound how much of a finished stream's body
+// Close reads to reuse its connection.
+const (
+	drainLimit   = 4 << 10
+	drainTimeout = 50 * time.Millisecond
+)

@@ -1,0 +1,218 @@
+package upstream
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+
+	"github.com/svcgw/svcgw/llm"
+)
+
+// What the three protocol backends share when translating (translation.md).
+
+// newCallID returns a gateway-issued tool-call id. Every tool call a
+// protocol backend returns gets one in place of the vendor's (toolu_…,
+// call_…, or none at all from Gemini), so that no id tells a caller which
+// backend answered. The caller sends it back with the result, and the next
+// request carries it on both the call and the result, which is all the
+// vendors check.
+func newCallID() string {
+	const alphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	var b [24]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return "call_" + string(b[:])
+}
+
+// Reasoning signatures.
+//
+// A signature (Anthropic's thinking signature or redacted_thinking data,
+// Gemini's thoughtSignature) is valid only at the vendor that issued it
+// (translation.md §0.3), and sending one to another vendor fails the call.
+// Since calls of one conversation are classified one by one, consecutive
+// turns often go to different backends. So every signature a backend
+// returns carries a short tag saying which protocol issued it, and a
+// backend sends upstream only the signatures with its own tag, dropping the
+// others with their reasoning. The tags are neutral: they do not name a
+// vendor.
+//
+// The redacted tag also says that an Anthropic reasoning part is a
+// redacted_thinking block: a stream has no other way to say so
+// (llm.Event has no Redacted field), and the caller replays it as a
+// thinking block with that signature.
+const (
+	sigThinking = "sg1." // Anthropic thinking block signature
+	sigRedacted = "sg2." // Anthropic redacted_thinking data
+	sigThought  = "sg3." // Gemini thoughtSignature
+)
+
+// tagSig tags a vendor signature; "" stays "".
+func tagSig(tag, sig string) string {
+	if sig == "" {
+		return ""
+	}
+	return tag + sig
+}
+
+// untagSig returns the vendor signature in s if s carries tag.
+func untagSig(tag, s string) (string, bool) {
+	sig, ok := strings.CutPrefix(s, tag)
+	return sig, ok && sig != ""
+}
+
+// argsObject returns a tool call's arguments as the JSON object Anthropic
+// and Gemini require: compacted when they are one, {} when empty, and
+// otherwise (malformed model output the caller sent back) wrapped as
+// {"_raw": "<text>"} (translation.md §4, policy).
+func argsObject(raw json.RawMessage) json.RawMessage {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return json.RawMessage(`{}`)
+	}
+	if raw[0] == '{' && json.Valid(raw) {
+		return compactJSON(raw)
+	}
+	b, _ := json.Marshal(map[string]string{"_raw": string(raw)})
+	return b
+}
+
+// compactJSON compacts valid JSON; anything else is returned as is.
+func compactJSON(raw []byte) json.RawMessage {
+	var buf bytes.Buffer
+	if json.Compact(&buf, raw) != nil {
+		return json.RawMessage(raw)
+	}
+	return buf.Bytes()
+}
+
+// isJSONObject reports whether s is a JSON object.
+func isJSONObject(s string) bool {
+	s = strings.TrimSpace(s)
+	return strings.HasPrefix(s, "{") && json.Valid([]byte(s))
+}
+
+// textOf joins the text parts of ps.
+func textOf(ps []llm.Part) string {
+	var b strings.Builder
+	for _, p := range ps {
+		if p.Type == llm.PartText {
+			b.WriteString(p.Text)
+		}
+	}
+	return b.String()
+}
+
+// systemText returns the system prompt's parts, which must all be text.
+func systemText(req *llm.Request) ([]llm.Part, error) {
+	for _, p := range req.System {
+		if p.Type != llm.PartText {
+			return nil, llm.InvalidParam("system", "system prompts may only hold text")
+		}
+	}
+	return req.System, nil
+}
+
+// dataURL returns a base64 data URL.
+func dataURL(mediaType string, data []byte) string {
+	return "data:" + mediaType + ";base64," + base64.StdEncoding.EncodeToString(data)
+}
+
+// schemaName returns a name matching [a-zA-Z0-9_-]{1,64}, as
+// chat-completions requires of a JSON schema: the caller's with other
+// characters replaced, or "response" when it gave none.
+func schemaName(name string) string {
+	if name == "" {
+		return "response"
+	}
+	b := []byte(name)
+	if len(b) > 64 {
+		b = b[:64]
+	}
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
+// toolName returns the name of the tool a call with id invoked, from the
+// calls in the request's history; "" when there is none.
+func toolName(req *llm.Request, id string) string {
+	for i := len(req.Messages) - 1; i >= 0; i-- {
+		for _, p := range req.Messages[i].Parts {
+			if p.Type == llm.PartToolCall && p.ToolCall != nil && p.ToolCall.ID == id {
+				return p.ToolCall.Name
+			}
+		}
+	}
+	return ""
+}
+
+// allowedTools returns the tools the request lets the model call: all of
+// them, or those in ToolChoice.Allowed.
+func allowedTools(req *llm.Request) []llm.Tool {
+	if len(req.ToolChoice.Allowed) == 0 {
+		return req.Tools
+	}
+	var out []llm.Tool
+	for _, t := range req.Tools {
+		for _, name := range req.ToolChoice.Allowed {
+			if t.Name == name {
+				out = append(out, t)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// Effort levels and thinking budgets (translation.md §7, policy): low ≈ 1k
+// tokens, medium ≈ 8k, high ≈ 24k.
+const (
+	budgetLow    = 1024
+	budgetMedium = 8192
+	budgetHigh   = 24576
+	budgetMax    = 32768
+)
+
+// effortLevel normalizes a caller's effort string (any surface's
+// vocabulary) to none, minimal, low, medium, high, xhigh or max; "" when
+// it is empty or unknown.
+func effortLevel(e string) string {
+	switch e = strings.ToLower(strings.TrimSpace(e)); e {
+	case "none", "minimal", "low", "medium", "high", "xhigh", "max":
+		return e
+	}
+	return ""
+}
+
+// effortBudget is the thinking budget of an effort level; 0 for none.
+func effortBudget(level string) int {
+	switch level {
+	case "minimal", "low":
+		return budgetLow
+	case "medium":
+		return budgetMedium
+	case "high":
+		return budgetHigh
+	case "xhigh", "max":
+		return budgetMax
+	}
+	return 0
+}
+
+// budgetEffort is the effort level nearest a thinking budget.
+func budgetEffort(budget int) string {
+	switch {
+	case budget <= 2*budgetLow:
+		return "low"
+	case budget <= (budgetMedium+budgetHigh)/2:
+		return "medium"
+	}
+	return "high"
+}
