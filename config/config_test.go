@@ -115,3 +115,19 @@ func TestDefault_FixtureServesEveryRoute(t *testing.T) {
 		}
 	}
 }
+
+// TestLoad_READMEExamples keeps the README's configuration examples valid.
+func TestLoad_READMEExamples(t *testing.T) {
+	is := is.New(t)
+	readme, err := os.ReadFile("../README.md")
+	is.NoErr(err)
+	blocks := strings.Split(string(readme), "```yaml\n")[1:]
+	is.True(len(blocks) >= 2) // the upstreams example and the local one
+	for i, b := range blocks {
+		doc, _, _ := strings.Cut(b, "```")
+		_, err := Load([]byte(doc), fullEnv)
+		if err != nil {
+			t.Errorf("README yaml block %d: %v", i+1, err)
+		}
+	}
+}
