@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/cockroachdb/apd/v3"
@@ -225,18 +226,36 @@ func (s *Store) flush(ctx context.Context, batch []genRow, agg *batchSums) {
 	}
 }
 
-const insertGenerationSQL = `INSERT INTO generations (
+// insertChunk is the most rows one INSERT carries (19 parameters each, far
+// under SQLite's limit of 32,766).
+const insertChunk = 64
+
+// insertSQL holds the INSERT statement text for each chunk size.
+var insertSQL = buildInsertSQL()
+
+func buildInsertSQL() (stmts [insertChunk + 1]string) {
+	const head = `INSERT INTO generations (
 	id, account_id, key_id, application, surface, model, request_type, tier,
 	streamed, finish_reason, prompt_tokens, completion_tokens,
 	cached_prompt_tokens, cache_creation_tokens, reasoning_tokens,
 	cost_micros, latency_ms, generation_time_ms, created_at
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+) VALUES `
+	const tuple = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+	for n := 1; n <= insertChunk; n++ {
+		stmts[n] = head + strings.TrimSuffix(strings.Repeat(tuple+", ", n), ", ")
+	}
+	return stmts
+}
+
+// insertGenerationsSQL is the INSERT of n generation rows.
+func insertGenerationsSQL(n int) string { return insertSQL[n] }
 
 // batchSums is the scratch space of commitBatch, reused between batches:
 // the debit of each account and the spend of each (account, key, day).
 type batchSums struct {
 	debits map[int64]int64
 	spend  map[spendDay]spendSum
+	args   []any // INSERT parameters, reused between batches
 }
 
 type spendDay struct {
@@ -267,33 +286,40 @@ func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) 
 		return fmt.Errorf("ledger: begin: %w", err)
 	}
 	defer tx.Rollback()
-	stmt, err := tx.PrepareContext(ctx, insertGenerationSQL)
-	if err != nil {
-		return fmt.Errorf("ledger: prepare: %w", err)
-	}
-	defer stmt.Close()
-	for i := range rows {
-		r := &rows[i]
-		g := &r.g
-		var keyID sql.NullString
-		if g.KeyID != "" {
-			keyID = sql.NullString{String: g.KeyID, Valid: true}
+	// Rows go in multi-row INSERTs of up to insertChunk rows: one statement
+	// step per chunk instead of per row, which is most of the ledger's CPU.
+	args := agg.args[:0]
+	for start := 0; start < len(rows); start += insertChunk {
+		chunk := rows[start:min(start+insertChunk, len(rows))]
+		args = args[:0]
+		for i := range chunk {
+			r := &chunk[i]
+			g := &r.g
+			var keyID sql.NullString
+			if g.KeyID != "" {
+				keyID = sql.NullString{String: g.KeyID, Valid: true}
+			}
+			args = append(args,
+				g.ID, g.AccountID, keyID, g.Application, g.Surface, g.Model, g.RequestType, g.Tier,
+				g.Streamed, g.FinishReason, g.PromptTokens, g.CompletionTokens,
+				g.CachedPromptTokens, g.CacheCreationTokens, g.ReasoningTokens,
+				r.costMicros, g.LatencyMS, g.GenerationTimeMS, r.createdMS)
+			agg.debits[g.AccountID] += r.costMicros
+			k := spendDay{account: g.AccountID, key: g.KeyID, day: dayNumber(g.CreatedAt)}
+			sum := agg.spend[k]
+			sum.requests++
+			sum.cost += r.costMicros
+			agg.spend[k] = sum
 		}
-		if _, err := stmt.ExecContext(ctx,
-			g.ID, g.AccountID, keyID, g.Application, g.Surface, g.Model, g.RequestType, g.Tier,
-			g.Streamed, g.FinishReason, g.PromptTokens, g.CompletionTokens,
-			g.CachedPromptTokens, g.CacheCreationTokens, g.ReasoningTokens,
-			r.costMicros, g.LatencyMS, g.GenerationTimeMS, r.createdMS,
-		); err != nil {
-			return fmt.Errorf("ledger: insert generation %q: %w", g.ID, err)
+		if _, err := tx.ExecContext(ctx, insertGenerationsSQL(len(chunk)), args...); err != nil {
+			if len(chunk) == 1 {
+				return fmt.Errorf("ledger: insert generation %q: %w", chunk[0].g.ID, err)
+			}
+			return fmt.Errorf("ledger: insert %d generations: %w", len(chunk), err)
 		}
-		agg.debits[g.AccountID] += r.costMicros
-		k := spendDay{account: g.AccountID, key: g.KeyID, day: dayNumber(g.CreatedAt)}
-		sum := agg.spend[k]
-		sum.requests++
-		sum.cost += r.costMicros
-		agg.spend[k] = sum
 	}
+	clear(args) // drop references for the GC
+	agg.args = args
 	for acct, cost := range agg.debits {
 		if cost == 0 {
 			continue

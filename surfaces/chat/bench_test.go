@@ -1,0 +1,57 @@
+package chat
+
+import (
+	"io"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/svcgw/svcgw/llm"
+)
+
+// benchBody is a typical small chat-completions request.
+var benchBody = []byte(`{"model":"svc-fusion","messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Write a haiku about the sea, please."}],"max_tokens":256,"temperature":0.7,"stream":false}`)
+
+func BenchmarkDecodeChat(b *testing.B) {
+	b.ReportAllocs()
+	b.SetBytes(int64(len(benchBody)))
+	for b.Loop() {
+		if _, err := decodeChat(benchBody); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func benchResponse() (*llm.Request, *llm.Response) {
+	req := &llm.Request{Model: "svc-fusion"}
+	resp := &llm.Response{
+		ID: "chatcmpl-0123456789abcdefghijklmn", Model: "svc-fusion", Created: time.Unix(1767225600, 0),
+		Content:      []llm.Part{llm.TextPart("Waves fold into foam, / the tide keeps its patient time, / salt on every breath.")},
+		FinishReason: llm.FinishStop,
+		Usage:        llm.Usage{InputTokens: 31, OutputTokens: 22},
+	}
+	return req, resp
+}
+
+func BenchmarkWriteResponse(b *testing.B) {
+	req, resp := benchResponse()
+	b.ReportAllocs()
+	for b.Loop() {
+		w := httptest.NewRecorder()
+		if err := (Codec{}).WriteResponse(w, req, resp); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkStreamFrame(b *testing.B) {
+	req, _ := benchResponse()
+	s := Codec{}.NewStream(req, "chatcmpl-0123456789abcdefghijklmn", time.Unix(1767225600, 0))
+	ev := llm.Event{Type: llm.EventTextDelta, Text: " patient"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := s.Event(io.Discard, ev); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
