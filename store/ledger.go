@@ -247,8 +247,21 @@ func buildInsertSQL() (stmts [insertChunk + 1]string) {
 	return stmts
 }
 
-// insertGenerationsSQL is the INSERT of n generation rows.
-func insertGenerationsSQL(n int) string { return insertSQL[n] }
+// insertStmt returns the prepared INSERT of n generation rows, preparing it
+// on the writer connection the first time (which must not be inside a
+// transaction: the writer has one connection). Only the ledger goroutine
+// calls it, so the cache needs no lock; Close closes the statements.
+func (s *Store) insertStmt(ctx context.Context, n int) (*sql.Stmt, error) {
+	if st := s.inserts[n]; st != nil {
+		return st, nil
+	}
+	st, err := s.w.PrepareContext(ctx, insertSQL[n])
+	if err != nil {
+		return nil, err
+	}
+	s.inserts[n] = st
+	return st, nil
+}
 
 // batchSums is the scratch space of commitBatch, reused between batches:
 // the debit of each account and the spend of each (account, key, day).
@@ -281,6 +294,15 @@ func (s *Store) drop(r genRow, err error) {
 func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) error {
 	clear(agg.debits)
 	clear(agg.spend)
+	// Prepare the INSERTs this batch needs before the transaction takes the
+	// writer's only connection.
+	for _, n := range []int{min(len(rows), insertChunk), len(rows) % insertChunk} {
+		if n > 0 {
+			if _, err := s.insertStmt(ctx, n); err != nil {
+				return fmt.Errorf("ledger: prepare insert: %w", err)
+			}
+		}
+	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("ledger: begin: %w", err)
@@ -311,7 +333,11 @@ func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) 
 			sum.cost += r.costMicros
 			agg.spend[k] = sum
 		}
-		if _, err := tx.ExecContext(ctx, insertGenerationsSQL(len(chunk)), args...); err != nil {
+		stmt, err := s.insertStmt(ctx, len(chunk))
+		if err != nil {
+			return fmt.Errorf("ledger: prepare insert: %w", err)
+		}
+		if _, err := tx.StmtContext(ctx, stmt).ExecContext(ctx, args...); err != nil {
 			if len(chunk) == 1 {
 				return fmt.Errorf("ledger: insert generation %q: %w", chunk[0].g.ID, err)
 			}

@@ -123,6 +123,10 @@ type Store struct {
 	spend spendTracker // charges per account and key, queued ones included
 	auth  authCache    // recent authentications
 
+	// inserts are the ledger's prepared multi-row INSERTs, by row count;
+	// owned by the ledger goroutine.
+	inserts [insertChunk + 1]*sql.Stmt
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -177,7 +181,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 
 	var err error
 	s.w, err = sql.Open("sqlite", path+"?"+dsnPragmas+
-		"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate")
+		"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=temp_store(MEMORY)&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("open writer: %w", err)
 	}
@@ -259,7 +263,13 @@ func (s *Store) Close() error {
 		close(s.queue)
 		s.mu.Unlock()
 		<-s.done
-		s.closeErr = errors.Join(s.r.Close(), s.w.Close())
+		var errs []error
+		for _, st := range s.inserts {
+			if st != nil {
+				errs = append(errs, st.Close())
+			}
+		}
+		s.closeErr = errors.Join(append(errs, s.r.Close(), s.w.Close())...)
 	})
 	return s.closeErr
 }
