@@ -195,3 +195,70 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+func TestCLI_UsageAndGenerationMatchTheHTTPEndpoints(t *testing.T) {
+	is := is.New(t)
+	db := filepath.Join(t.TempDir(), "svcgw.db")
+	_, key, _ := run(t, db, "keys", "create", "--account", "acme", "--name", "ci")
+	key = strings.TrimSpace(key)
+	run(t, db, "credits", "add", "--account", "acme", "5")
+	addr, _ := serve(t, db)
+
+	post := func(body string) map[string]any {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/svc/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("X-Title", "cli-test")
+		resp, err := http.DefaultClient.Do(req)
+		is.NoErr(err)
+		defer resp.Body.Close()
+		is.Equal(resp.StatusCode, http.StatusOK)
+		var out map[string]any
+		is.NoErr(json.NewDecoder(resp.Body).Decode(&out))
+		return out
+	}
+	first := post(`{"model":"m","messages":[{"role":"user","content":"hello"}]}`)
+	post(`{"model":"m","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}]}`)
+	get := func(path string) []byte {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+path, nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		is.NoErr(err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return b
+	}
+
+	for _, groupBy := range []string{"day", "request_type", "application", "api_key"} {
+		httpBody := get("/svc/v1/usage?group_by=" + groupBy)
+		code, out, stderr := run(t, db, "usage", "--account", "acme", "--group-by", groupBy, "--json")
+		is.Equal(code, 0) // usage --json
+		var fromHTTP, fromCLI any
+		is.NoErr(json.Unmarshal(httpBody, &fromHTTP))
+		is.NoErr(json.Unmarshal([]byte(out), &fromCLI))
+		is.Equal(fromCLI, fromHTTP) // the same report
+		_ = stderr
+	}
+	code, table, _ := run(t, db, "usage", "--account", "acme", "--group-by", "request_type")
+	is.Equal(code, 0)
+	is.True(strings.Contains(table, "REQUEST TYPE")) // a human table
+	is.True(strings.Contains(table, "code"))
+	is.True(strings.Contains(table, "total"))
+
+	id := first["id"].(string)
+	var fromHTTP struct {
+		Data map[string]any `json:"data"`
+	}
+	is.NoErr(json.Unmarshal(get("/svc/v1/generation?id="+id), &fromHTTP))
+	code, out, _ := run(t, db, "generation", id, "--json")
+	is.Equal(code, 0) // generation --json
+	var fromCLI map[string]any
+	is.NoErr(json.Unmarshal([]byte(out), &fromCLI))
+	is.Equal(fromCLI, fromHTTP.Data) // the same record
+	is.Equal(fromCLI["application"], "cli-test")
+
+	code, _, stderr := run(t, db, "usage", "--account", "acme", "--group-by", "model")
+	is.True(code != 0)                            // unknown grouping
+	is.True(strings.Contains(stderr, "group_by")) // says which
+	code, _, _ = run(t, db, "generation", "chatcmpl-nope")
+	is.True(code != 0) // unknown id
+}
