@@ -206,10 +206,12 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call) {
 
 	m := meterInput{streamed: true, upstreamFrom: upStart}
 	var estimate int // output tokens seen so far, for calls that never finish
+	// Frames are flushed when the stream has nothing more ready: a burst of
+	// events (an upstream read holding several) goes out in one write, and
+	// an event followed by a wait goes out at once. The router returns the
+	// stream once its first event is in, so Start's frames leave with it.
+	ready, _ := st.(interface{ Ready() bool })
 	writeErr := enc.Start(w)
-	if writeErr == nil {
-		writeErr = rc.Flush()
-	}
 	for writeErr == nil && st.Next() {
 		ev := st.Event()
 		if m.firstByte.IsZero() {
@@ -228,9 +230,12 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call) {
 			// of the stream and asks /generation at once must find it.
 			s.meter(ctx, c, m)
 		}
-		if writeErr = enc.Event(w, ev); writeErr == nil {
+		if writeErr = enc.Event(w, ev); writeErr == nil && (ready == nil || !ready.Ready()) {
 			writeErr = rc.Flush()
 		}
+	}
+	if writeErr == nil {
+		writeErr = rc.Flush() // whatever the last Ready held back
 	}
 	if m.finish != "" {
 		return // metered at the finish event, even if the caller left during the last frames

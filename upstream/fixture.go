@@ -601,6 +601,11 @@ func (s *fixtureStream) Next() bool {
 
 func (s *fixtureStream) Event() llm.Event { return s.cur }
 
+// Ready reports whether Next returns without a simulated wait.
+func (s *fixtureStream) Ready() bool {
+	return s.closed || s.err != nil || s.next >= len(s.events) || s.delays[s.next] <= 0
+}
+
 func (s *fixtureStream) Err() error { return s.err }
 
 func (s *fixtureStream) Close() error {

@@ -535,6 +535,15 @@ func (s *routedStream) Next() bool {
 
 func (s *routedStream) Event() llm.Event { return s.cur }
 
+// Ready reports whether Next can return without waiting (see Stream).
+func (s *routedStream) Ready() bool {
+	if s.pending {
+		return true
+	}
+	r, ok := s.s.(interface{ Ready() bool })
+	return ok && r.Ready()
+}
+
 func (s *routedStream) Err() error { return backendError(s.ctx, s.s.Err()) }
 
 func (s *routedStream) Close() error { return s.s.Close() }

@@ -32,6 +32,12 @@ type Backend interface {
 //
 // Callers always Close it. The last event of a successful stream is
 // llm.EventFinish, carrying the finish reason and the usage.
+//
+// A Stream may also implement Ready() bool, reporting whether Next can
+// return without waiting (the next event is already buffered, or the
+// stream has ended). The server flushes frames to the caller only when the
+// stream is not Ready, so a burst of events goes out in one write while a
+// lone event is never held back.
 type Stream interface {
 	Next() bool
 	Event() llm.Event
