@@ -14,6 +14,7 @@ import (
 
 	"github.com/svcgw/svcgw/llm"
 	"github.com/svcgw/svcgw/store"
+	"github.com/svcgw/svcgw/upstream"
 )
 
 type ctxKey int
@@ -29,10 +30,11 @@ type authedHandler func(w http.ResponseWriter, r *http.Request, caller store.Key
 // logRecord collects what the access line reports about one request. The
 // pipeline fills it in as it learns things; withAccessLog writes it at the end.
 type logRecord struct {
+	route       string
 	surface     llm.Surface
 	requestType llm.RequestType
 	keyID       string
-	backend     string // operator logs only
+	backend     upstream.Report // operator logs only
 	usage       llm.Usage
 	cost        string
 	canceled    bool
@@ -124,11 +126,12 @@ func (s *Server) withAccessLog(next http.Handler) http.Handler {
 		}
 		s.log.LogAttrs(r.Context(), levelFor(sw.status), "request",
 			slog.String("request_id", RequestID(r.Context())),
-			slog.String("route", r.Pattern),
+			slog.String("route", rec.route),
 			slog.String("surface", string(rec.surface)),
 			slog.String("request_type", string(rec.requestType)),
 			slog.String("key_id", rec.keyID),
-			slog.String("backend", rec.backend),
+			slog.String("backend", rec.backend.Candidate),
+			slog.Int("attempts", rec.backend.Attempts),
 			slog.Int("status", sw.status),
 			slog.Int("input_tokens", rec.usage.InputTokens),
 			slog.Int("output_tokens", rec.usage.OutputTokens),
@@ -189,7 +192,8 @@ func (s *Server) withAuth(sf surface, next authedHandler) http.Handler {
 			sf.writeError(w, err)
 			return
 		}
-		recordFrom(r.Context()).keyID = key.ID
+		rec := recordFrom(r.Context())
+		rec.keyID, rec.route = key.ID, r.Pattern
 		next(w, r, key)
 	})
 }

@@ -1,9 +1,12 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/matryer/is"
@@ -173,4 +176,37 @@ func TestPaymentRequired_WhenBalanceIsSpent(t *testing.T) {
 			is.Equal(surface, r.surface)
 		})
 	}
+}
+
+func TestAccessLog_NamesRouteAndBackendForTheOperatorOnly(t *testing.T) {
+	is := is.New(t)
+	var logs syncBuffer
+	gw := newTestGateway(t, func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+	resp, body := gw.do(t, http.MethodPost, "/svc/v1/chat/completions", chatBody)
+	is.Equal(resp.StatusCode, http.StatusOK)
+	is.True(!strings.Contains(string(body), "fixture")) // the caller never sees the backend
+	line := logs.String()
+	is.True(strings.Contains(line, `route="POST /svc/v1/chat/completions"`)) // the route pattern
+	is.True(strings.Contains(line, "backend=fixture"))                       // the operator does
+	is.True(strings.Contains(line, "attempts=1"))
+	is.True(strings.Contains(line, "request_type=pro"))
+	is.True(!strings.Contains(line, "hi\"")) // never the prompt
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

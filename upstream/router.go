@@ -250,13 +250,19 @@ func (r *Router) try(ctx context.Context, t llm.RequestType, tier llm.Tier, req 
 		return errNoCandidates()
 	}
 	o := r.opts
+	rep, _ := ctx.Value(reportKey{}).(*Report)
+	if rep == nil {
+		rep = &Report{}
+	}
 	var err error
 	for _, c := range cands {
 		h := r.healthOf(c.Name)
 		for retry := 0; ; retry++ {
+			rep.Attempts++
 			err = attempt(c)
 			if err == nil {
 				h.success(o, c.Name)
+				rep.Candidate = c.Name
 				return nil
 			}
 			if ctx.Err() != nil || !fallBack(ctx, err) {
@@ -472,6 +478,20 @@ func (h *health) failure(o RouterOptions, name string) {
 		}
 		h.openUntil = o.Now().Add(o.BreakerCooldown)
 	}
+}
+
+// Report is what the router tells the operator about one call: which
+// candidate served it and after how many attempts. Callers never see it.
+type Report struct {
+	Candidate string // Candidate.Name; "" when none succeeded
+	Attempts  int    // calls made, retries and fallbacks included
+}
+
+type reportKey struct{}
+
+// WithReport returns a context under which Complete and Stream fill in rep.
+func WithReport(ctx context.Context, rep *Report) context.Context {
+	return context.WithValue(ctx, reportKey{}, rep)
 }
 
 // errNoCandidates answers a route with no backend: a configuration bug.
