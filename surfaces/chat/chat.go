@@ -9,7 +9,6 @@
 package chat
 
 import (
-	"crypto/rand"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -24,23 +23,12 @@ type Codec struct{}
 // Surface names the wire format.
 func (Codec) Surface() llm.Surface { return llm.SurfaceChat }
 
-// NewID returns a gateway-issued completion id, chatcmpl-<24 base62>.
-func (Codec) NewID() string { return "chatcmpl-" + randomID(24) }
+// NewID returns a gateway-issued completion id, chatcmpl-<24 base62> (see
+// llm.NewID).
+func (Codec) NewID() string { return llm.NewID("chatcmpl-", 24) }
 
 // WriteError writes err in the OpenAI envelope.
 func (Codec) WriteError(w http.ResponseWriter, err error) { WriteError(w, err) }
-
-const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-
-// randomID returns n base62 characters from crypto/rand.
-func randomID(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	for i := range b {
-		b[i] = base62[int(b[i])%len(base62)]
-	}
-	return string(b)
-}
 
 // finishReason maps a canonical finish reason to chat-completions'.
 func finishReason(f llm.FinishReason) string {

@@ -19,7 +19,7 @@ type ResponsesCodec struct{}
 func (ResponsesCodec) Surface() llm.Surface { return llm.SurfaceResponses }
 
 // NewID returns a gateway-issued response id, resp_<24 base62>.
-func (ResponsesCodec) NewID() string { return "resp_" + randomID(24) }
+func (ResponsesCodec) NewID() string { return llm.NewID("resp_", 24) }
 
 // WriteError writes err in the OpenAI envelope.
 func (ResponsesCodec) WriteError(w http.ResponseWriter, err error) { WriteError(w, err) }

@@ -10,8 +10,6 @@
 package gencontent
 
 import (
-	"crypto/rand"
-	"encoding/base64"
 	"strconv"
 	"strings"
 	"time"
@@ -38,11 +36,7 @@ func (Codec) Surface() llm.Surface { return llm.SurfaceGenContent }
 // random bits). Gemini's own ids are unprefixed base64url strings of about
 // that length; the prefix marks ours, and the alphabet needs no escaping in
 // the generation lookup's ?id= query.
-func (Codec) NewID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // never fails (crypto/rand documents it)
-	return "gw" + base64.RawURLEncoding.EncodeToString(b[:])
-}
+func (Codec) NewID() string { return llm.NewID("gw", 22) }
 
 // NewStream returns the encoder of one streamed reply.
 func (Codec) NewStream(req *llm.Request, id string, created time.Time) *Stream {

@@ -130,7 +130,7 @@ func toBlocks(parts []llm.Part) []block {
 
 func toolID(id string) string {
 	if id == "" {
-		return "toolu_" + randomBase62(24)
+		return llm.NewID("toolu_", 24)
 	}
 	return id
 }

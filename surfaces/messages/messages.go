@@ -9,7 +9,6 @@
 package messages
 
 import (
-	"crypto/rand"
 	"net/http"
 	"time"
 
@@ -23,28 +22,9 @@ type Codec struct{}
 // Surface names the wire format.
 func (Codec) Surface() llm.Surface { return llm.SurfaceMessages }
 
-// idAlphabet is base62: message ids look like the vendor's msg_01… ids.
-const idAlphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-
-// NewID returns a fresh message id: "msg_" and 24 base62 characters from
-// crypto/rand.
-func (Codec) NewID() string { return "msg_" + randomBase62(24) }
-
-// randomBase62 returns n uniformly random base62 characters. Bytes ≥ 248
-// are rejected so that every character is equally likely (248 = 4·62).
-func randomBase62(n int) string {
-	out := make([]byte, 0, n)
-	var buf [32]byte
-	for len(out) < n {
-		_, _ = rand.Read(buf[:]) // never fails (crypto/rand panics instead)
-		for _, b := range buf {
-			if b < 248 && len(out) < n {
-				out = append(out, idAlphabet[b%62])
-			}
-		}
-	}
-	return string(out)
-}
+// NewID returns a fresh message id: "msg_" and 24 base62 characters (see
+// llm.NewID), like the vendor's msg_01… ids.
+func (Codec) NewID() string { return llm.NewID("msg_", 24) }
 
 // DecodeRequest decodes a POST /v1/messages body. Failures are *llm.Error of
 // kind invalid_request naming the offending field in Param.

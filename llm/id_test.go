@@ -1,0 +1,38 @@
+package llm
+
+import (
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestNewID_SortsByCreationAndIsUnique(t *testing.T) {
+	base := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	var ids []string
+	seen := map[string]bool{}
+	for i := 0; i < 1000; i++ {
+		id := newIDAt("chatcmpl-", 24, base.Add(time.Duration(i)*time.Millisecond))
+		if !strings.HasPrefix(id, "chatcmpl-") || len(id) != len("chatcmpl-")+24 {
+			t.Fatalf("bad id %q", id)
+		}
+		for _, c := range id[len("chatcmpl-"):] {
+			if !strings.ContainsRune(idAlphabet, c) {
+				t.Fatalf("id %q has %q outside base62", id, c)
+			}
+		}
+		if seen[id] {
+			t.Fatalf("duplicate id %q", id)
+		}
+		seen[id] = true
+		ids = append(ids, id)
+	}
+	if !sort.StringsAreSorted(ids) {
+		t.Fatal("ids created later do not sort later")
+	}
+	// Ids of the same millisecond differ in their random part.
+	a, b := newIDAt("msg_", 24, base), newIDAt("msg_", 24, base)
+	if a == b || a[:4+idTimeChars] != b[:4+idTimeChars] {
+		t.Fatalf("same-millisecond ids %q and %q", a, b)
+	}
+}
