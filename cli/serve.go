@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"time"
@@ -33,7 +34,9 @@ func (c *serveCmd) Run(e *env) error {
 	if c.RPM < 0 || c.TPM < 0 {
 		return fmt.Errorf("--rpm and --tpm must not be negative (0 is unlimited)")
 	}
-	log := newLogger(e, c.LogLevel, c.LogFormat)
+	logOut := newLogWriter(e.stderr)
+	defer logOut.Close()
+	log := newLogger(logOut, c.LogLevel, c.LogFormat)
 	credits, err := billing.ParseAmount(c.BootstrapCredits)
 	if err != nil {
 		return fmt.Errorf("--bootstrap-credits: %w", err)
@@ -134,12 +137,12 @@ func bootstrap(e *env, st *store.Store, credits apd.Decimal, addr string) error 
 	return nil
 }
 
-func newLogger(e *env, level, format string) *slog.Logger {
+func newLogger(w io.Writer, level, format string) *slog.Logger {
 	var lv slog.Level
 	_ = lv.UnmarshalText([]byte(level))
 	opts := &slog.HandlerOptions{Level: lv}
 	if format == "json" {
-		return slog.New(slog.NewJSONHandler(e.stderr, opts))
+		return slog.New(slog.NewJSONHandler(w, opts))
 	}
-	return slog.New(slog.NewTextHandler(e.stderr, opts))
+	return slog.New(slog.NewTextHandler(w, opts))
 }
