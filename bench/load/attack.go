@@ -1,0 +1,310 @@
+//go:build bench
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+)
+
+// runAttack runs a non-streaming scenario with vegeta: max, messages and
+// gencontent keep -connections calls in flight (closed loop, as fast as the
+// target answers); rate sends -rate calls per second whatever the target
+// does (open loop).
+func runAttack(c config) (*Result, error) {
+	r := &Result{Target: c.target, Scenario: c.scenario}
+	var ep endpoint
+	switch c.scenario {
+	case "messages", "gencontent":
+		if c.target != "svcgw" {
+			return nil, fmt.Errorf("the %s surface is svcgw's only", c.scenario)
+		}
+		ep = c.surfaceEndpoint(c.scenario, false)
+		// One plain and one streamed call first, checked for the surface's
+		// own shape: throughput of wrong answers would mean nothing.
+		n, err := checkSurface(c, c.scenario)
+		r.OKTotal += n
+		if err != nil {
+			return nil, err
+		}
+	default:
+		ep = c.chatEndpoint(false)
+	}
+	tgt := vegeta.Target{Method: http.MethodPost, URL: ep.url, Body: []byte(ep.body), Header: ep.header}
+
+	attacker := func() *vegeta.Attacker {
+		opts := []func(*vegeta.Attacker){vegeta.Timeout(c.timeout), vegeta.KeepAlive(true), vegeta.Redirects(vegeta.NoFollow)}
+		if c.scenario == "rate" {
+			// Open loop: vegeta adds workers whenever all are busy, and
+			// each may hold a connection.
+			opts = append(opts, vegeta.Connections(10000))
+		} else {
+			n := uint64(c.connections)
+			opts = append(opts, vegeta.Workers(n), vegeta.MaxWorkers(n), vegeta.Connections(c.connections), vegeta.MaxConnections(c.connections))
+		}
+		return vegeta.NewAttacker(opts...)
+	}
+	pacer := vegeta.Rate{Freq: 0, Per: time.Second} // as fast as the workers go
+	r.Detail = fmt.Sprintf("closed loop, %d connections, %s", c.connections, c.duration)
+	if c.scenario == "rate" {
+		pacer = vegeta.Rate{Freq: c.rate, Per: time.Second}
+		r.Detail = fmt.Sprintf("%d req/s for %s", c.rate, c.duration)
+	}
+
+	// Warm-up: connections open, pools filled, caches hot. It runs on its
+	// own attacker and is not measured, but its calls count towards the
+	// generation records.
+	if c.warmup > 0 {
+		var wm vegeta.Metrics
+		for res := range attacker().Attack(vegeta.NewStaticTargeter(tgt), pacer, c.warmup, "warmup") {
+			wm.Add(res)
+			if ok(res) {
+				r.OKTotal++
+			}
+		}
+		wm.Close()
+	}
+
+	w, err := startWatch(c.pid)
+	if err != nil {
+		return nil, err
+	}
+	prof := startProfile(c)
+	var m vegeta.Metrics
+	for res := range attacker().Attack(vegeta.NewStaticTargeter(tgt), pacer, c.duration, c.scenario) {
+		m.Add(res)
+		if ok(res) {
+			r.OKTotal++
+		}
+	}
+	m.Close()
+	if err := w.stop(r, int64(m.Requests)); err != nil {
+		return nil, err
+	}
+	r.CPUProfile = prof.wait()
+
+	r.DurationSec = m.Duration.Seconds()
+	r.Requests = int64(m.Requests)
+	r.OK = int64(math.Round(m.Success * float64(m.Requests)))
+	r.SuccessPct = 100 * m.Success
+	r.Rate = m.Rate
+	r.Throughput = m.Throughput
+	r.Latency = Quantiles{
+		P50: ms(m.Latencies.P50), P90: ms(m.Latencies.P90), P99: ms(m.Latencies.P99),
+		Max: ms(m.Latencies.Max), Mean: ms(m.Latencies.Mean),
+	}
+	r.StatusCodes = m.StatusCodes
+	r.Errors = firstErrors(m.Errors, 5)
+	return r, nil
+}
+
+// ok reports whether vegeta's result is a successful call; vegeta itself
+// counts 3xx as success too, and none is expected here.
+func ok(res *vegeta.Result) bool { return res.Code >= 200 && res.Code < 300 }
+
+func firstErrors(errs []string, n int) []string {
+	sort.Strings(errs)
+	if len(errs) > n {
+		errs = append(errs[:n:n], fmt.Sprintf("… and %d more", len(errs)-n))
+	}
+	return errs
+}
+
+// checkSurface makes one plain and one streamed call on a svcgw surface
+// and checks each answer carries text in the surface's own shape. It
+// returns how many calls succeeded.
+func checkSurface(c config, surface string) (int64, error) {
+	client := &http.Client{Timeout: c.timeout}
+	var n int64
+	for _, stream := range []bool{false, true} {
+		ep := c.surfaceEndpoint(surface, stream)
+		req, err := http.NewRequest(http.MethodPost, ep.url, strings.NewReader(ep.body))
+		if err != nil {
+			return n, err
+		}
+		req.Header = ep.header.Clone()
+		resp, err := client.Do(req)
+		if err != nil {
+			return n, err
+		}
+		raw, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return n, err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return n, fmt.Errorf("%s check (stream %v): status %d: %.300s", surface, stream, resp.StatusCode, raw)
+		}
+		n++
+		var text string
+		if stream {
+			text, err = surfaceStreamText(surface, raw)
+		} else {
+			text, err = surfaceText(surface, raw)
+		}
+		if err != nil {
+			return n, fmt.Errorf("%s check (stream %v): %w: %.300s", surface, stream, err, raw)
+		}
+		if text == "" {
+			return n, fmt.Errorf("%s check (stream %v): no text in the answer: %.300s", surface, stream, raw)
+		}
+	}
+	return n, nil
+}
+
+// anthropicMessage and geminiResponse are the parts of those answers the
+// check reads.
+type anthropicMessage struct {
+	Type    string `json:"type"`
+	Content []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	} `json:"content"`
+}
+
+type geminiResponse struct {
+	Candidates []struct {
+		Content struct {
+			Parts []struct {
+				Text string `json:"text"`
+			} `json:"parts"`
+		} `json:"content"`
+	} `json:"candidates"`
+}
+
+func surfaceText(surface string, raw []byte) (string, error) {
+	if surface == "messages" {
+		var m anthropicMessage
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return "", err
+		}
+		if m.Type != "message" {
+			return "", fmt.Errorf("type %q, want message", m.Type)
+		}
+		var sb strings.Builder
+		for _, p := range m.Content {
+			sb.WriteString(p.Text)
+		}
+		return sb.String(), nil
+	}
+	var g geminiResponse
+	if err := json.Unmarshal(raw, &g); err != nil {
+		return "", err
+	}
+	return geminiText(g), nil
+}
+
+func geminiText(g geminiResponse) string {
+	var sb strings.Builder
+	for _, c := range g.Candidates {
+		for _, p := range c.Content.Parts {
+			sb.WriteString(p.Text)
+		}
+	}
+	return sb.String()
+}
+
+// surfaceStreamText reads a streamed answer event by event: messages must
+// end with message_stop, generate-content frames each carry a response.
+func surfaceStreamText(surface string, raw []byte) (string, error) {
+	var (
+		sb      strings.Builder
+		stopped bool
+	)
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		data, found := strings.CutPrefix(sc.Text(), "data:")
+		if !found {
+			continue
+		}
+		data = strings.TrimSpace(data)
+		if surface == "messages" {
+			var ev struct {
+				Type  string `json:"type"`
+				Delta struct {
+					Type string `json:"type"`
+					Text string `json:"text"`
+				} `json:"delta"`
+			}
+			if err := json.Unmarshal([]byte(data), &ev); err != nil {
+				return "", err
+			}
+			if ev.Type == "content_block_delta" {
+				sb.WriteString(ev.Delta.Text)
+			}
+			if ev.Type == "message_stop" {
+				stopped = true
+			}
+			continue
+		}
+		var g geminiResponse
+		if err := json.Unmarshal([]byte(data), &g); err != nil {
+			return "", err
+		}
+		sb.WriteString(geminiText(g))
+		stopped = true
+	}
+	if err := sc.Err(); err != nil {
+		return "", err
+	}
+	if !stopped {
+		return "", fmt.Errorf("stream did not finish")
+	}
+	return sb.String(), nil
+}
+
+// profile is a CPU profile being fetched from the target's pprof listener
+// over the measured phase.
+type profile struct {
+	done chan string
+}
+
+func startProfile(c config) *profile {
+	p := &profile{done: make(chan string, 1)}
+	if c.profileURL == "" || c.profileOut == "" {
+		p.done <- ""
+		return p
+	}
+	go func() {
+		secs := int(math.Max(1, math.Floor(c.duration.Seconds())))
+		ctx, cancel := context.WithTimeout(context.Background(), c.duration+30*time.Second)
+		defer cancel()
+		u := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", strings.TrimSuffix(c.profileURL, "/"), secs)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "load: cpu profile:", err)
+			p.done <- ""
+			return
+		}
+		defer resp.Body.Close()
+		raw, err := io.ReadAll(resp.Body)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			fmt.Fprintln(os.Stderr, "load: cpu profile:", resp.Status, err)
+			p.done <- ""
+			return
+		}
+		if err := os.WriteFile(c.profileOut, raw, 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "load: cpu profile:", err)
+			p.done <- ""
+			return
+		}
+		p.done <- c.profileOut
+	}()
+	return p
+}
+
+func (p *profile) wait() string { return <-p.done }

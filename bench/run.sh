@@ -1,0 +1,322 @@
+#!/usr/bin/env bash
+# bench/run.sh — svcgw's benchmark in one command (bench/README.md).
+#
+# Builds svcgw and the bench programs into a temporary directory, starts an
+# OpenAI-compatible mock upstream, a bare reverse proxy to it and svcgw routed
+# to it, runs every scenario against direct-to-mock, the proxy and svcgw, and
+# prints the figures side by side. Loopback only; everything it starts is
+# stopped on exit. It exits non-zero when the harness itself fails (a build,
+# a process that does not start or dies, a scenario that cannot be measured);
+# a target missing the issue's figures is reported, not an error, unless
+# BENCH_STRICT=1.
+#
+# Settings (environment):
+#   BENCH_DURATION=10s          measured phase of scenarios a, b, c
+#   BENCH_WARMUP=1s             unmeasured warm-up before each of them
+#   BENCH_CONNECTIONS=50        closed-loop connections (a, c, e)
+#   BENCH_RATE=2000             constant rate, req/s (b)
+#   BENCH_STREAM_CHUNKS=16      content chunks per streamed reply (c)
+#   BENCH_STREAM_CHUNK_DELAY=0s delay between them (c)
+#   BENCH_STREAM_RATE=500       streams per second for time to first token (c)
+#   BENCH_STREAMS=1000          streams held open at once (d)
+#   BENCH_HOLD_CHUNKS=20        … each with this many chunks
+#   BENCH_HOLD_CHUNK_DELAY=500ms … this far apart (so each lasts ~10 s)
+#   BENCH_SURFACE_DURATION=5s   measured phase of each surface in (e)
+#   BENCH_TIMEOUT=10s           per-call timeout (bounds a run against a target that hangs)
+#   BENCH_SCENARIOS="max rate stream hold surfaces"
+#   BENCH_TARGETS="direct proxy svcgw"
+#   BENCH_TARGET_CPU=1          core the target under test is pinned to
+#   BENCH_DRIVER_CPU=0          core of the load driver and the upstream mock
+#   BENCH_LOG_LEVEL=info        svcgw's --log-level (info: one access line per call)
+#   BENCH_SVCGW_ENV=            extra environment for svcgw alone, e.g. "GOMEMLIMIT=48MiB GOGC=50"
+#   BENCH_PROFILE=0             1: serve svcgw with pprof (bench/svcgwprof) and
+#                               save a CPU profile of each of its measured phases
+#   BENCH_SVCGW_BIN=            measure this svcgw binary instead of building the tree's
+#   BENCH_KEEP=0                1: keep the binaries, svcgw's database and its full log
+#   BENCH_OUT=                  keep the results here (default: results/ in the work dir,
+#                               which is kept)
+#   BENCH_STRICT=0              1: exit 3 when svcgw misses an issue 8 target
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/.." && pwd)
+
+duration=${BENCH_DURATION:-10s}
+warmup=${BENCH_WARMUP:-1s}
+connections=${BENCH_CONNECTIONS:-50}
+rate=${BENCH_RATE:-2000}
+stream_chunks=${BENCH_STREAM_CHUNKS:-16}
+stream_delay=${BENCH_STREAM_CHUNK_DELAY:-0s}
+stream_rate=${BENCH_STREAM_RATE:-500}
+streams=${BENCH_STREAMS:-1000}
+hold_chunks=${BENCH_HOLD_CHUNKS:-20}
+hold_delay=${BENCH_HOLD_CHUNK_DELAY:-500ms}
+surface_duration=${BENCH_SURFACE_DURATION:-5s}
+call_timeout=${BENCH_TIMEOUT:-10s}
+scenarios=${BENCH_SCENARIOS:-max rate stream hold surfaces}
+targets=${BENCH_TARGETS:-direct proxy svcgw}
+target_cpu=${BENCH_TARGET_CPU:-1}
+driver_cpu=${BENCH_DRIVER_CPU:-0}
+log_level=${BENCH_LOG_LEVEL:-info}
+read -r -a svcgw_env <<<"${BENCH_SVCGW_ENV:-}"
+profile=${BENCH_PROFILE:-0}
+strict=${BENCH_STRICT:-0}
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/svcgw-bench.XXXXXX")
+out=${BENCH_OUT:-$work/results}
+mkdir -p "$out" "$work/bin"
+bin=$work/bin
+
+log() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "FAILED: $*"; exit 1; }
+
+# Processes we started, by pid; the trap stops exactly those.
+pids=()
+cleanup() {
+	local code=$?
+	for pid in "${pids[@]}"; do
+		kill -TERM "$pid" 2>/dev/null || true
+	done
+	for pid in "${pids[@]}"; do
+		for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+		kill -KILL "$pid" 2>/dev/null || true
+	done
+	wait 2>/dev/null || true
+	# The binaries, the database and svcgw's full access log are large;
+	# the results keep what matters.
+	if [ "${BENCH_KEEP:-0}" != 1 ]; then
+		rm -rf "$work/bin" "$work"/svcgw.db*
+		if [ -s "$out/svcgw.log" ]; then rm -f "$work/svcgw.log"; fi
+	fi
+	exit "$code"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+if command -v taskset >/dev/null && [ "$(nproc)" -gt 1 ]; then
+	pin_target=(taskset -c "$target_cpu")
+	pin_driver=(taskset -c "$driver_cpu")
+else
+	log "taskset or a second core missing: nothing is pinned"
+	pin_target=()
+	pin_driver=()
+fi
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+
+# --- build -----------------------------------------------------------------
+log "building into $bin"
+(
+	cd "$repo"
+	if [ -n "${BENCH_SVCGW_BIN:-}" ]; then
+		cp "$BENCH_SVCGW_BIN" "$bin/svcgw"
+	else
+		go build -o "$bin/svcgw" .
+	fi
+	go build -tags bench -o "$bin/" ./bench/mock ./bench/proxy ./bench/load
+	if [ "$profile" = 1 ]; then go build -tags bench -o "$bin/" ./bench/svcgwprof; fi
+) || die "build"
+
+# waitfile FILE PID: wait for a process to write its address file.
+waitfile() {
+	for _ in $(seq 100); do
+		[ -s "$1" ] && return 0
+		kill -0 "$2" 2>/dev/null || return 1
+		sleep 0.05
+	done
+	return 1
+}
+
+# alive NAME PID: fail the harness if a process we need has died.
+alive() { kill -0 "$2" 2>/dev/null || die "$1 (pid $2) is not running; see $work/$1.log"; }
+
+# --- start: the upstream mock, the direct-target mock, the proxy -------------
+mock_flags=(-chunks "$stream_chunks" -chunk-delay "$stream_delay")
+# The upstream mock serves the proxy and svcgw; it shares the driver's core so
+# that the target under test has its core to itself.
+"${pin_driver[@]}" "$bin/mock" -addr-file "$work/upstream.addr" "${mock_flags[@]}" >"$work/upstream.log" 2>&1 &
+upstream_pid=$!
+pids+=("$upstream_pid")
+waitfile "$work/upstream.addr" "$upstream_pid" || die "upstream mock did not start; see $work/upstream.log"
+upstream_addr=$(cat "$work/upstream.addr")
+
+# The direct target is a second mock, pinned like every target.
+"${pin_target[@]}" "$bin/mock" -addr-file "$work/direct.addr" "${mock_flags[@]}" >"$work/direct.log" 2>&1 &
+direct_pid=$!
+pids+=("$direct_pid")
+waitfile "$work/direct.addr" "$direct_pid" || die "direct mock did not start; see $work/direct.log"
+direct_addr=$(cat "$work/direct.addr")
+
+"${pin_target[@]}" "$bin/proxy" -addr-file "$work/proxy.addr" -upstream "http://$upstream_addr" >"$work/proxy.log" 2>&1 &
+proxy_pid=$!
+pids+=("$proxy_pid")
+waitfile "$work/proxy.addr" "$proxy_pid" || die "proxy did not start; see $work/proxy.log"
+proxy_addr=$(cat "$work/proxy.addr")
+
+# --- start svcgw ---------------------------------------------------------------
+db=$work/svcgw.db
+"$bin/svcgw" --db "$db" keys create --account bench >"$work/key" 2>"$work/keys.log" || die "keys create; see $work/keys.log"
+key=$(cat "$work/key")
+"$bin/svcgw" --db "$db" credits add --account bench 1000000 >/dev/null 2>>"$work/keys.log" || die "credits add; see $work/keys.log"
+
+backend="the OpenAI-protocol mock"
+serve_args=(serve --db "$db" --addr 127.0.0.1:0 --log-level "$log_level" --shutdown-grace 5s)
+# (Not a pipe into grep -q: under pipefail, svcgw's EPIPE when grep exits
+# early would read as "no --config".)
+serve_help=$("$bin/svcgw" serve --help 2>&1 || true)
+if [[ $serve_help == *--config* ]]; then
+	cat >"$work/svcgw.yaml" <<EOF
+upstreams:
+  mock:
+    protocol: openai
+    base_url: http://$upstream_addr/v1
+    api_key: bench
+    models:
+      mock-model: {context_length: 128000, max_completion_tokens: 16384}
+routes:
+  default: [mock/mock-model]
+EOF
+	serve_args+=(--config "$work/svcgw.yaml")
+else
+	backend="svcgw's built-in fixture backend (this svcgw has no --config)"
+	log "svcgw serve has no --config: svcgw is measured on its fixture backend"
+fi
+svcgw_bin=$bin/svcgw
+pprof_args=()
+if [ "$profile" = 1 ]; then
+	svcgw_bin=$bin/svcgwprof
+	export BENCH_PPROF_ADDR_FILE=$work/pprof.addr
+fi
+env "${svcgw_env[@]}" "${pin_target[@]}" "$svcgw_bin" "${serve_args[@]}" >"$work/svcgw.out" 2>"$work/svcgw.log" &
+svcgw_pid=$!
+pids+=("$svcgw_pid")
+for _ in $(seq 200); do
+	grep -q 'svcgw listening' "$work/svcgw.log" 2>/dev/null && break
+	kill -0 "$svcgw_pid" 2>/dev/null || break
+	sleep 0.05
+done
+svcgw_addr=$(grep -o 'msg="svcgw listening" addr=[0-9.:]*' "$work/svcgw.log" | head -1 | sed 's/.*addr=//') || true
+[ -n "$svcgw_addr" ] || die "svcgw did not start; see $work/svcgw.log"
+if [ "$profile" = 1 ]; then
+	waitfile "$work/pprof.addr" "$svcgw_pid" || die "svcgwprof wrote no pprof address"
+	pprof_args=(-cpuprofile-url "http://$(cat "$work/pprof.addr")")
+fi
+
+log "upstream mock $upstream_addr (cpu $driver_cpu) · direct mock $direct_addr · proxy $proxy_addr · svcgw $svcgw_addr (targets on cpu $target_cpu)"
+log "svcgw backend: $backend; results in $out"
+
+declare -A addr_of=([direct]=$direct_addr [proxy]=$proxy_addr [svcgw]=$svcgw_addr)
+declare -A pid_of=([direct]=$direct_pid [proxy]=$proxy_pid [svcgw]=$svcgw_pid)
+failed=()
+
+# drive SCENARIO TARGET [flags…]: one driver run; a failure is recorded and the
+# run goes on, so the report shows everything that could be measured.
+drive() {
+	local scenario=$1 target=$2
+	shift 2
+	local extra=()
+	if [ "$target" = svcgw ]; then
+		extra+=(-key "$key")
+		if [ "$profile" = 1 ] && [ "${#pprof_args[@]}" -gt 0 ]; then
+			extra+=("${pprof_args[@]}" -cpuprofile-out "$out/cpu-$scenario.pprof")
+		fi
+	fi
+	if ! "${pin_driver[@]}" "$bin/load" run -scenario "$scenario" -target "$target" \
+		-base "http://${addr_of[$target]}" -pid "${pid_of[$target]}" \
+		-timeout "$call_timeout" -out "$out/$scenario-$target.json" "${extra[@]}" "$@" 2>>"$work/load.log"; then
+		failed+=("$scenario/$target")
+		log "scenario $scenario against $target failed; see $work/load.log"
+	fi
+	tail -n 1 "$work/load.log" >&2
+	alive "$target" "${pid_of[$target]}"
+}
+
+# shape ADDR QUERY: change a mock's stream shape while it runs.
+shape() { curl -fsS -X POST "http://$1/_mock/shape?$2" >/dev/null || die "mock shape $1 $2"; }
+
+has() { case " $scenarios " in *" $1 "*) return 0 ;; esac; return 1; }
+
+start=$SECONDS
+# Scenarios run target after target within each scenario, so that drift in
+# the machine's other load spreads over all targets alike.
+if has max; then
+	log "(a) max throughput @ $connections connections, $duration"
+	for t in $targets; do drive max "$t" -connections "$connections" -duration "$duration" -warmup "$warmup"; done
+fi
+if has rate; then
+	log "(b) constant $rate req/s, $duration"
+	for t in $targets; do drive rate "$t" -rate "$rate" -duration "$duration" -warmup "$warmup"; done
+fi
+if has stream; then
+	log "(c) streaming @ $connections streams in flight, $stream_chunks chunks $stream_delay apart, $duration"
+	for t in $targets; do drive stream "$t" -connections "$connections" -duration "$duration" -warmup "$warmup"; done
+	log "(c) streaming @ $stream_rate streams/s (time to first token), $duration"
+	for t in $targets; do drive streamrate "$t" -rate "$stream_rate" -duration "$duration" -warmup "$warmup"; done
+fi
+if has surfaces && case " $targets " in *" svcgw "*) true ;; *) false ;; esac; then
+	log "(e) messages and generate-content surfaces through svcgw, $surface_duration each"
+	for s in messages gencontent; do drive "$s" svcgw -connections "$connections" -duration "$surface_duration" -warmup "$warmup"; done
+fi
+# Last: 1,000 streams leave memory behind that Go returns to the OS only
+# slowly, which would inflate the peak RSS of any scenario after this one.
+if has hold; then
+	log "(d) $streams streams open at once, $hold_chunks chunks $hold_delay apart"
+	for a in "$upstream_addr" "$direct_addr"; do shape "$a" "chunks=$hold_chunks&chunk_delay=$hold_delay"; done
+	for t in $targets; do drive hold "$t" -streams "$streams"; done
+	for a in "$upstream_addr" "$direct_addr"; do shape "$a" "chunks=$stream_chunks&chunk_delay=$stream_delay"; done
+fi
+log "scenarios took $((SECONDS - start))s"
+
+# --- stop svcgw, then count its generation records -------------------------------
+# serve drains within --shutdown-grace (5 s) plus its own drain timeout (10 s)
+# and then closes the ledger; 30 s is past anything it should need.
+stop_failed=
+kill -TERM "$svcgw_pid"
+for _ in $(seq 300); do kill -0 "$svcgw_pid" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$svcgw_pid" 2>/dev/null; then
+	stop_failed=1
+	log "svcgw did not stop within 30 s of SIGTERM: goroutine dump (SIGQUIT) in $out/svcgw.log"
+	kill -QUIT "$svcgw_pid" 2>/dev/null || true
+	sleep 1
+	kill -KILL "$svcgw_pid" 2>/dev/null || true
+fi
+wait "$svcgw_pid" 2>/dev/null || log "svcgw exited with status $?"
+"$bin/svcgw" --db "$db" usage --account bench --json >"$out/usage.json" 2>>"$work/keys.log" || die "svcgw usage; see $work/keys.log"
+locked=$(grep -c 'database is locked' "$work/svcgw.log" || true)
+errors=$(grep -c 'level=ERROR' "$work/svcgw.log" || true)
+# Keep everything but the access lines (one per call), and a few of those.
+{
+	grep -v 'msg=request ' "$work/svcgw.log" || true
+	echo "… $(grep -c 'msg=request ' "$work/svcgw.log" || true) access lines; the last 3:"
+	grep 'msg=request ' "$work/svcgw.log" | tail -n 3 || true
+} >"$out/svcgw.log"
+
+# --- report --------------------------------------------------------------------
+{
+	echo "## svcgw benchmark, $(date -u +%Y-%m-%dT%H:%MZ)"
+	echo
+	echo "- machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(free -g | awk '/Mem:/{print $2}') GiB, $(uname -sr), $(go version | cut -d' ' -f3)"
+	echo "- load average at the end: $(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine shifts every figure)"
+	echo "- targets pinned to cpu $target_cpu; driver and upstream mock on cpu $driver_cpu; svcgw routed to $backend, log level $log_level${BENCH_SVCGW_ENV:+, environment $BENCH_SVCGW_ENV}"
+	if [ -n "${BENCH_SVCGW_BIN:-}" ]; then echo "- svcgw binary: $BENCH_SVCGW_BIN (prebuilt, not the tree's)"; fi
+	echo "- svcgw log: $errors ERROR lines, $locked \"database is locked\""
+	if [ "$profile" = 1 ]; then echo "- svcgw ran with pprof (bench/svcgwprof); CPU profiles in $out"; fi
+	"$bin/load" report -usage-json "$out/usage.json" -db-locked "$locked" "$out"/*-*.json
+} | tee "$out/report.md"
+
+if [ "$profile" = 1 ]; then
+	for p in "$out"/cpu-*.pprof; do
+		[ -s "$p" ] || continue
+		go tool pprof -top -nodecount=40 "$bin/svcgwprof" "$p" >"${p%.pprof}.top.txt" 2>/dev/null || true
+		log "profile: $p (top: ${p%.pprof}.top.txt)"
+	done
+fi
+
+log "results: $out"
+[ -z "$stop_failed" ] || die "svcgw did not stop on SIGTERM"
+if [ "${#failed[@]}" -gt 0 ]; then
+	die "scenarios that could not be measured: ${failed[*]}"
+fi
+if [ "$strict" = 1 ] && grep -q '| FAIL |' "$out/report.md"; then
+	log "svcgw misses an issue 8 target (BENCH_STRICT=1)"
+	exit 3
+fi
