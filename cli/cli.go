@@ -115,3 +115,12 @@ func (e *env) openStore() (*store.Store, error) {
 	}
 	return st, nil
 }
+
+// account looks an account up by name, naming it in the error.
+func (e *env) account(st *store.Store, name string) (store.Account, error) {
+	acct, err := st.AccountByName(e.ctx, name)
+	if err != nil {
+		return store.Account{}, fmt.Errorf("account %q: %w", name, err)
+	}
+	return acct, nil
+}

@@ -32,9 +32,9 @@ func (c *creditsAddCmd) Run(e *env) error {
 		return err
 	}
 	defer st.Close()
-	acct, err := st.AccountByName(e.ctx, c.Account)
+	acct, err := e.account(st, c.Account)
 	if err != nil {
-		return fmt.Errorf("account %q: %w", c.Account, err)
+		return err
 	}
 	acct, err = st.AddCredits(e.ctx, acct.ID, amount, "cli")
 	if err != nil {
@@ -55,9 +55,9 @@ func (c *creditsShowCmd) Run(e *env) error {
 		return err
 	}
 	defer st.Close()
-	acct, err := st.AccountByName(e.ctx, c.Account)
+	acct, err := e.account(st, c.Account)
 	if err != nil {
-		return fmt.Errorf("account %q: %w", c.Account, err)
+		return err
 	}
 	return printAccount(e, st, acct, c.JSON)
 }
@@ -116,9 +116,9 @@ func (c *creditsCapCmd) Run(e *env) error {
 		return err
 	}
 	defer st.Close()
-	acct, err := st.AccountByName(e.ctx, c.Account)
+	acct, err := e.account(st, c.Account)
 	if err != nil {
-		return fmt.Errorf("account %q: %w", c.Account, err)
+		return err
 	}
 	acct, err = st.UpdateAccountCaps(e.ctx, acct.ID, func(caps *store.Caps) {
 		if c.Daily != "" {

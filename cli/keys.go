@@ -77,9 +77,9 @@ func (c *keysListCmd) Run(e *env) error {
 	defer st.Close()
 	var accountID int64
 	if c.Account != "" {
-		acct, err := st.AccountByName(e.ctx, c.Account)
+		acct, err := e.account(st, c.Account)
 		if err != nil {
-			return fmt.Errorf("account %q: %w", c.Account, err)
+			return err
 		}
 		accountID = acct.ID
 	}

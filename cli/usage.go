@@ -26,9 +26,9 @@ func (c *usageCmd) Run(e *env) error {
 		return err
 	}
 	defer st.Close()
-	acct, err := st.AccountByName(e.ctx, c.Account)
+	acct, err := e.account(st, c.Account)
 	if err != nil {
-		return fmt.Errorf("account %q: %w", c.Account, err)
+		return err
 	}
 	buckets, err := st.Usage(e.ctx, acct.ID, q)
 	if err != nil {

@@ -66,11 +66,11 @@ func (s *Server) withRecover(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
 			v := recover()
-			if v == nil || v == http.ErrAbortHandler {
-				if v != nil {
-					panic(v)
-				}
+			if v == nil {
 				return
+			}
+			if v == http.ErrAbortHandler {
+				panic(v) // net/http's own way to abort a response: let it through
 			}
 			s.log.Error("panic", "request_id", RequestID(r.Context()), "panic", fmt.Sprint(v))
 			chatSurface.writeError(w, &llm.Error{Kind: llm.KindInternal, Message: "internal error"})
