@@ -187,6 +187,8 @@ type anthropicStream struct {
 	calls   int
 	reason  string
 	stopSeq string
+	json    frameDecoder
+	event   anEvent // the frame being decoded, reused
 }
 
 type anBlockState struct {
@@ -203,8 +205,9 @@ func (s *anthropicStream) decode(ev sseEvent, out []llm.Event) ([]llm.Event, boo
 	if len(data) == 0 {
 		return out, false, nil
 	}
-	var e anEvent
-	if err := json.Unmarshal(data, &e); err != nil {
+	s.event = anEvent{}
+	e := &s.event
+	if err := s.json.decode(data, e); err != nil {
 		return out, false, malformed(err)
 	}
 	typ := e.Type

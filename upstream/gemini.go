@@ -87,8 +87,8 @@ func (b *Gemini) Complete(ctx context.Context, req *llm.Request) (*llm.Response,
 	if err != nil {
 		return nil, err
 	}
-	r, err := decodeGeminiResponse(raw)
-	if err != nil {
+	var r gmResponse
+	if err := decodeGeminiResponse(new(frameDecoder), raw, &r); err != nil {
 		return nil, err
 	}
 	out := &llm.Response{}

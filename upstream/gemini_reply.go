@@ -44,27 +44,26 @@ func (u *gmUsage) canonical() llm.Usage {
 	}
 }
 
-// decodeGeminiResponse reads a reply or stream chunk; an error object
-// (bare, or wrapped in an array as some error replies are) becomes an
-// *llm.Error.
-func decodeGeminiResponse(raw []byte) (*gmResponse, error) {
+// decodeGeminiResponse reads a reply or stream chunk into r, through d; an
+// error object (bare, or wrapped in an array as some error replies are)
+// becomes an *llm.Error.
+func decodeGeminiResponse(d *frameDecoder, raw []byte, r *gmResponse) error {
 	raw = bytes.TrimSpace(raw)
-	var r gmResponse
 	if len(raw) > 0 && raw[0] == '[' {
 		var rs []gmResponse
 		if err := json.Unmarshal(raw, &rs); err != nil {
-			return nil, malformed(err)
+			return malformed(err)
 		}
 		if len(rs) > 0 {
-			r = rs[0]
+			*r = rs[0]
 		}
-	} else if err := json.Unmarshal(raw, &r); err != nil {
-		return nil, malformed(err)
+	} else if err := d.decode(raw, r); err != nil {
+		return malformed(err)
 	}
 	if r.Error != nil {
-		return nil, r.Error.llmError(raw)
+		return r.Error.llmError(raw)
 	}
-	return &r, nil
+	return nil
 }
 
 // geminiParts converts a reply's parts: consecutive thoughts make one
@@ -211,6 +210,8 @@ type geminiStream struct {
 	usage  *gmUsage
 	reason string
 	calls  int
+	json   frameDecoder
+	chunk  gmResponse // the frame being decoded, reused
 }
 
 func (s *geminiStream) decode(ev sseEvent, out []llm.Event) ([]llm.Event, bool, error) {
@@ -221,8 +222,9 @@ func (s *geminiStream) decode(ev sseEvent, out []llm.Event) ([]llm.Event, bool, 
 	if len(bytes.TrimSpace(data)) == 0 {
 		return out, false, nil
 	}
-	r, err := decodeGeminiResponse(data)
-	if err != nil {
+	s.chunk = gmResponse{}
+	r := &s.chunk
+	if err := decodeGeminiResponse(&s.json, data, r); err != nil {
 		return out, false, err
 	}
 	if r.UsageMetadata != nil {

@@ -248,6 +248,9 @@ type openAIStream struct {
 	refusal bool
 	// runes counts what was streamed, for the usage estimate.
 	runes int
+
+	json  frameDecoder
+	chunk oaChunk // the frame being decoded, reused
 }
 
 type oaCallState struct {
@@ -269,8 +272,12 @@ func (s *openAIStream) decode(ev sseEvent, out []llm.Event) ([]llm.Event, bool, 
 	if len(data) == 0 {
 		return out, false, nil
 	}
-	var c oaChunk
-	if err := json.Unmarshal(data, &c); err != nil {
+	// The decoder fills reused slice elements without zeroing them first.
+	choices := s.chunk.Choices[:cap(s.chunk.Choices)]
+	clear(choices)
+	s.chunk = oaChunk{Choices: choices[:0]}
+	c := &s.chunk
+	if err := s.json.decode(data, c); err != nil {
 		return out, false, malformed(err)
 	}
 	if c.Error != nil {

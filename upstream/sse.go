@@ -57,10 +57,11 @@ type sseReader struct {
 }
 
 // sseBufferSize is the read buffer of one upstream stream. Events are
-// usually a few hundred bytes; longer lines are gathered in sseReader.long,
-// so a small buffer only costs an extra copy for big events, while 1,000
-// open streams hold 4 MiB instead of 16.
-const sseBufferSize = 4 << 10
+// usually a few hundred bytes (a chat-completions chunk is ~250); longer
+// lines are gathered in sseReader.long, so a small buffer only costs an
+// extra copy for big events, while 1,000 open streams hold 1 MiB instead of
+// 4 (the connection under it has its own 4 KiB read buffer).
+const sseBufferSize = 1 << 10
 
 func newSSEReader(r io.Reader, maxEvent int) *sseReader {
 	return &sseReader{r: bufio.NewReaderSize(r, sseBufferSize), max: maxEvent}
