@@ -9,6 +9,7 @@
 package chat
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -144,16 +145,27 @@ func writeJSON(w http.ResponseWriter, v any) error {
 	return json.NewEncoder(w).Encode(v)
 }
 
-// Stream encodes one streamed chat completion as `data:` frames.
+// Stream encodes one streamed chat completion as `data:` frames. It
+// reuses one chunk value and one buffer for all of them, so a text delta
+// costs no allocation once the first frames have sized the buffer.
 type Stream struct {
 	id, model    string
 	created      int64
 	includeUsage bool
+
+	buf    bytes.Buffer
+	enc    *json.Encoder // writes to buf
+	chunk  chunk
+	choice [1]chunkChoice
+	text   string // what a delta's Content or Reasoning points at
+	finish string
 }
 
 // NewStream returns the encoder of one streamed completion.
 func (Codec) NewStream(req *llm.Request, id string, created time.Time) *Stream {
-	return &Stream{id: id, model: req.Model, created: created.Unix(), includeUsage: req.IncludeUsage}
+	s := &Stream{id: id, model: req.Model, created: created.Unix(), includeUsage: req.IncludeUsage}
+	s.enc = json.NewEncoder(&s.buf)
+	return s
 }
 
 type chunk struct {
@@ -182,25 +194,25 @@ type chunkDelta struct {
 }
 
 func (s *Stream) frame(w io.Writer, choices []chunkChoice, usage *usageJSON) error {
-	c := chunk{ID: s.id, Object: "chat.completion.chunk", Created: s.created, Model: s.model, Choices: choices, Usage: usage}
-	b, err := json.Marshal(c)
-	if err != nil {
+	s.chunk = chunk{ID: s.id, Object: "chat.completion.chunk", Created: s.created, Model: s.model, Choices: choices, Usage: usage}
+	s.buf.Reset()
+	s.buf.WriteString("data: ")
+	if err := s.enc.Encode(&s.chunk); err != nil { // the JSON and "\n"
 		return err
 	}
 	if s.includeUsage && usage == nil {
 		// "usage": null on every chunk before the usage chunk, as OpenAI does.
-		b = append(b[:len(b)-1], `,"usage":null}`...)
+		s.buf.Truncate(s.buf.Len() - len("}\n"))
+		s.buf.WriteString(`,"usage":null}` + "\n")
 	}
-	buf := make([]byte, 0, len(b)+8)
-	buf = append(buf, "data: "...)
-	buf = append(buf, b...)
-	buf = append(buf, "\n\n"...)
-	_, err = w.Write(buf)
+	s.buf.WriteByte('\n')
+	_, err := w.Write(s.buf.Bytes())
 	return err
 }
 
 func (s *Stream) delta(w io.Writer, d chunkDelta) error {
-	return s.frame(w, []chunkChoice{{Delta: d}}, nil)
+	s.choice[0] = chunkChoice{Delta: d}
+	return s.frame(w, s.choice[:], nil)
 }
 
 // Start writes the first chunk, which carries the assistant role and no
@@ -218,12 +230,14 @@ func (s *Stream) Event(w io.Writer, ev llm.Event) error {
 		if ev.Text == "" {
 			return nil // a signature only: chat-completions has no slot for it
 		}
-		return s.delta(w, chunkDelta{Reasoning: &ev.Text})
+		s.text = ev.Text
+		return s.delta(w, chunkDelta{Reasoning: &s.text})
 	case llm.EventTextDelta:
 		if ev.Text == "" {
 			return nil
 		}
-		return s.delta(w, chunkDelta{Content: &ev.Text})
+		s.text = ev.Text
+		return s.delta(w, chunkDelta{Content: &s.text})
 	case llm.EventToolCallStart:
 		idx, empty := ev.Index, ""
 		tc := toolCallJSON{Index: &idx, ID: ev.ToolCall.ID, Type: "function"}
@@ -239,8 +253,9 @@ func (s *Stream) Event(w io.Writer, ev llm.Event) error {
 		tc.Function.Arguments = &args
 		return s.delta(w, chunkDelta{ToolCalls: []toolCallJSON{tc}})
 	case llm.EventFinish:
-		fr := finishReason(ev.FinishReason)
-		if err := s.frame(w, []chunkChoice{{Delta: chunkDelta{}, FinishReason: &fr}}, nil); err != nil {
+		s.finish = finishReason(ev.FinishReason)
+		s.choice[0] = chunkChoice{FinishReason: &s.finish}
+		if err := s.frame(w, s.choice[:], nil); err != nil {
 			return err
 		}
 		if s.includeUsage && ev.Usage != nil {

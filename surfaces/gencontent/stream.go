@@ -1,6 +1,8 @@
 package gencontent
 
 import (
+	"bytes"
+	"encoding/json"
 	"io"
 	"net/http"
 	"slices"
@@ -37,6 +39,13 @@ type Stream struct {
 	calls []*pendingCall // tool calls being assembled
 	held  []part         // data parts not yet written
 	done  bool
+
+	// One response value and buffer serve every chunk, so a text part
+	// costs no allocation once the first chunks have sized them.
+	buf  bytes.Buffer
+	enc  *json.Encoder // writes to buf
+	resp generateContentResponse
+	cand [1]candidate
 }
 
 type pendingCall struct {
@@ -46,7 +55,10 @@ type pendingCall struct {
 }
 
 func newStream(req *llm.Request, id string) *Stream {
-	return &Stream{id: id, model: req.Model, show: showThoughts(req)}
+	s := &Stream{id: id, model: req.Model, show: showThoughts(req)}
+	s.enc = json.NewEncoder(&s.buf)
+	s.enc.SetEscapeHTML(false)
+	return s
 }
 
 // Start writes nothing: Gemini streams have no opening frame.
@@ -178,27 +190,29 @@ func (s *Stream) flushCalls(w io.Writer) error {
 
 // produce holds parts back, writing the ones held before.
 func (s *Stream) produce(w io.Writer, parts ...part) error {
-	prev := s.held
-	s.held = parts
-	if len(prev) == 0 {
-		return nil
+	var err error
+	if len(s.held) > 0 {
+		err = s.writeChunk(w, s.held, "", nil)
 	}
-	return s.writeChunk(w, prev, "", nil)
+	s.held = append(s.held[:0], parts...)
+	return err
 }
 
 // writeChunk writes one data frame.
 func (s *Stream) writeChunk(w io.Writer, parts []part, finish string, u *usageMetadata) error {
-	b, err := marshal(generateContentResponse{
-		Candidates:    []candidate{{Content: content{Role: "model", Parts: parts}, FinishReason: finish}},
+	s.cand[0] = candidate{Content: content{Role: "model", Parts: parts}, FinishReason: finish}
+	s.resp = generateContentResponse{
+		Candidates:    s.cand[:],
 		UsageMetadata: u,
 		ModelVersion:  s.model,
 		ResponseID:    s.id,
-	})
-	if err != nil {
+	}
+	s.buf.Reset()
+	s.buf.WriteString("data: ")
+	if err := s.enc.Encode(&s.resp); err != nil { // the JSON and "\n"
 		return err
 	}
-	frame := make([]byte, 0, len(b)+8)
-	frame = append(append(append(frame, "data: "...), b...), "\n\n"...)
-	_, err = w.Write(frame)
+	s.buf.WriteByte('\n')
+	_, err := w.Write(s.buf.Bytes())
 	return err
 }

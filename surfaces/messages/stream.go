@@ -26,10 +26,21 @@ type Stream struct {
 	openIdx  int
 	tools    map[int]int // llm tool-call index → block index
 	sawText  bool
+
+	// One frame, delta and buffer serve every event, so a text delta
+	// costs no allocation once the first frames have sized the buffer.
+	buf  bytes.Buffer
+	enc  *json.Encoder // writes to buf
+	f    frame
+	cd   contentDelta
+	idx  int
+	text string // what cd points at
 }
 
 func newStream(req *llm.Request, id string, _ time.Time) *Stream {
 	s := &Stream{id: id, tools: make(map[int]int)}
+	s.enc = json.NewEncoder(&s.buf)
+	s.enc.SetEscapeHTML(false)
 	if req != nil {
 		s.model = req.Model
 	}
@@ -39,13 +50,13 @@ func newStream(req *llm.Request, id string, _ time.Time) *Stream {
 // frame is the union of the stream's event payloads; each event sets the
 // fields it carries.
 type frame struct {
-	Type         string          `json:"type"`
-	Message      *message        `json:"message,omitempty"`
-	Index        *int            `json:"index,omitempty"`
-	ContentBlock *block          `json:"content_block,omitempty"`
-	Delta        json.RawMessage `json:"delta,omitempty"`
-	Usage        *msgUsage       `json:"usage,omitempty"`
-	Error        *errorBody      `json:"error,omitempty"`
+	Type         string     `json:"type"`
+	Message      *message   `json:"message,omitempty"`
+	Index        *int       `json:"index,omitempty"`
+	ContentBlock *block     `json:"content_block,omitempty"`
+	Delta        any        `json:"delta,omitempty"` // *contentDelta or *messageDelta
+	Usage        *msgUsage  `json:"usage,omitempty"`
+	Error        *errorBody `json:"error,omitempty"`
 }
 
 // contentDelta is a content_block_delta payload; each delta type sets its field.
@@ -65,21 +76,19 @@ type messageDelta struct {
 	StopDetails  *string `json:"stop_details"`
 }
 
-// writeFrame writes one event whose SSE name equals its JSON type: the SDKs
+// write writes one event whose SSE name equals its JSON type: the SDKs
 // dispatch on the name and silently drop frames without one.
-func writeFrame(w io.Writer, f frame) error {
-	data, err := marshal(f)
-	if err != nil {
+func (s *Stream) write(w io.Writer, f frame) error {
+	s.f = f
+	s.buf.Reset()
+	s.buf.WriteString("event: ")
+	s.buf.WriteString(f.Type)
+	s.buf.WriteString("\ndata: ")
+	if err := s.enc.Encode(&s.f); err != nil { // the JSON and "\n"
 		return err
 	}
-	var b bytes.Buffer
-	b.Grow(len(data) + len(f.Type) + 16)
-	b.WriteString("event: ")
-	b.WriteString(f.Type)
-	b.WriteString("\ndata: ")
-	b.Write(bytes.TrimRight(data, "\n"))
-	b.WriteString("\n\n")
-	_, err = w.Write(b.Bytes())
+	s.buf.WriteByte('\n')
+	_, err := w.Write(s.buf.Bytes())
 	return err
 }
 
@@ -91,14 +100,14 @@ func (s *Stream) Start(w io.Writer) error {
 	}
 	s.started = true
 	usage := toUsage(llm.Usage{})
-	err := writeFrame(w, frame{Type: "message_start", Message: &message{
+	err := s.write(w, frame{Type: "message_start", Message: &message{
 		ID: s.id, Type: "message", Role: "assistant", Model: s.model,
 		Content: []block{}, Usage: usage,
 	}})
 	if err != nil {
 		return err
 	}
-	return writeFrame(w, frame{Type: "ping"})
+	return s.write(w, frame{Type: "ping"})
 }
 
 // Event writes the frames of one canonical event.
@@ -124,7 +133,7 @@ func (s *Stream) Event(w io.Writer, ev llm.Event) error {
 			}
 		}
 		s.sawText = true
-		return s.delta(w, s.openIdx, contentDelta{Type: "text_delta", Text: ptr(ev.Text)})
+		return s.delta(w, s.openIdx, contentDelta{Type: "text_delta", Text: s.textOf(ev.Text)})
 	case llm.EventToolCallStart:
 		return s.toolStart(w, ev)
 	case llm.EventToolCallDelta:
@@ -138,7 +147,7 @@ func (s *Stream) Event(w io.Writer, ev llm.Event) error {
 		// Normally idx is the open block; a backend that interleaves the
 		// arguments of parallel calls gets its late fragments delivered by
 		// index, which the SDKs' accumulators apply to the right block.
-		return s.delta(w, idx, contentDelta{Type: "input_json_delta", PartialJSON: ptr(ev.Text)})
+		return s.delta(w, idx, contentDelta{Type: "input_json_delta", PartialJSON: s.textOf(ev.Text)})
 	case llm.EventFinish:
 		return s.finish(w, ev)
 	}
@@ -159,7 +168,7 @@ func (s *Stream) reasoning(w io.Writer, ev llm.Event) error {
 		}
 	}
 	if ev.Text != "" {
-		if err := s.delta(w, s.openIdx, contentDelta{Type: "thinking_delta", Thinking: ptr(ev.Text)}); err != nil {
+		if err := s.delta(w, s.openIdx, contentDelta{Type: "thinking_delta", Thinking: s.textOf(ev.Text)}); err != nil {
 			return err
 		}
 	}
@@ -211,13 +220,13 @@ func (s *Stream) finish(w io.Writer, ev llm.Event) error {
 	}
 	usage := toUsage(u)
 	usage.CacheCreation, usage.ServiceTier = nil, ""
-	err := writeFrame(w, frame{Type: "message_delta",
-		Delta: mustRaw(messageDelta{StopReason: reason, StopSequence: seq}),
+	err := s.write(w, frame{Type: "message_delta",
+		Delta: &messageDelta{StopReason: reason, StopSequence: seq},
 		Usage: &usage})
 	if err != nil {
 		return err
 	}
-	return writeFrame(w, frame{Type: "message_stop"})
+	return s.write(w, frame{Type: "message_stop"})
 }
 
 // Error writes the in-stream error event after a failure mid-stream. The
@@ -231,7 +240,7 @@ func (s *Stream) Error(w io.Writer, err *llm.Error) error {
 		err = &llm.Error{Kind: llm.KindInternal}
 	}
 	_, typ := errorType(err.Kind)
-	return writeFrame(w, frame{Type: "error", Error: &errorBody{Type: typ, Message: errorMessage(err)}})
+	return s.write(w, frame{Type: "error", Error: &errorBody{Type: typ, Message: errorMessage(err)}})
 }
 
 func (s *Stream) openBlock(w io.Writer, typ string, b block) error {
@@ -240,7 +249,7 @@ func (s *Stream) openBlock(w io.Writer, typ string, b block) error {
 	}
 	s.open, s.openIdx = typ, s.next
 	s.next++
-	return writeFrame(w, frame{Type: "content_block_start", Index: &s.openIdx, ContentBlock: &b})
+	return s.write(w, frame{Type: "content_block_start", Index: &s.openIdx, ContentBlock: &b})
 }
 
 func (s *Stream) closeBlock(w io.Writer) error {
@@ -249,15 +258,16 @@ func (s *Stream) closeBlock(w io.Writer) error {
 	}
 	s.open = ""
 	idx := s.openIdx
-	return writeFrame(w, frame{Type: "content_block_stop", Index: &idx})
+	return s.write(w, frame{Type: "content_block_stop", Index: &idx})
 }
 
 func (s *Stream) delta(w io.Writer, idx int, d contentDelta) error {
-	return writeFrame(w, frame{Type: "content_block_delta", Index: &idx, Delta: mustRaw(d)})
+	s.cd, s.idx = d, idx
+	return s.write(w, frame{Type: "content_block_delta", Index: &s.idx, Delta: &s.cd})
 }
 
-// mustRaw marshals a delta; the delta types always marshal.
-func mustRaw(v any) json.RawMessage {
-	b, _ := marshal(v)
-	return bytes.TrimRight(b, "\n")
+// textOf points at a delta's text through the stream, not a fresh copy.
+func (s *Stream) textOf(t string) *string {
+	s.text = t
+	return &s.text
 }
