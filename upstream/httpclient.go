@@ -99,6 +99,14 @@ func newTransport() *http.Transport {
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
+		// An HTTP/1.1 connection holds both buffers as long as it lives,
+		// through a whole stream: with 1,000 streams open the defaults
+		// (4 KiB each) are 8 MiB. Smaller ones cost little here: a
+		// request goes out as its headers and one write of its body, a
+		// stream's reader asks for at most 1 KiB at a time (sse.go), and
+		// a read of a whole reply larger than the buffer bypasses it.
+		WriteBufferSize: 1 << 10,
+		ReadBufferSize:  2 << 10,
 	}
 }
 
