@@ -202,11 +202,15 @@ func (h *httpClient) post(ctx context.Context, url string, header http.Header, b
 			},
 		})
 	}
-	req, err := http.NewRequestWithContext(rctx, http.MethodPost, url, bytes.NewReader(body))
+	rb := &requestBody{b: body}
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, url, rb.reader())
 	if err != nil {
 		c.release()
 		return nil, nil, &llm.Error{Kind: llm.KindInternal, Message: "internal error", Err: fmt.Errorf("build upstream request: %w", err)}
 	}
+	req.ContentLength = int64(len(body))
+	req.GetBody = rb.get
+	defer rb.release()
 	req.Header = header
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "svcgw")
@@ -230,6 +234,70 @@ func (h *httpClient) post(ctx context.Context, url string, header http.Header, b
 		return nil, nil, statusError(resp.StatusCode, resp.Header, b, hint)
 	}
 	return c, resp, nil
+}
+
+// requestBody is an upstream request's body, which lets go of its bytes
+// once they are sent. The transport holds the request until the response
+// ends, a whole stream's length, but the body, often the whole
+// conversation and the largest thing a call holds, is needed only until
+// the response begins: the transport rewinds it (GetBody) only to resend
+// the request on a new connection before that.
+type requestBody struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+// get is the request's GetBody.
+func (rb *requestBody) get() (io.ReadCloser, error) {
+	r := rb.reader()
+	if r == nil {
+		return nil, errors.New("upstream request body already released")
+	}
+	return r, nil
+}
+
+func (rb *requestBody) reader() *sendingBody {
+	rb.mu.Lock()
+	defer rb.mu.Unlock()
+	if rb.b == nil {
+		return nil
+	}
+	return &sendingBody{r: bytes.NewReader(rb.b)}
+}
+
+// release drops the bytes once the response has begun (or the call failed).
+func (rb *requestBody) release() {
+	rb.mu.Lock()
+	defer rb.mu.Unlock()
+	rb.b = nil
+}
+
+// sendingBody reads a request body once, dropping it at its end or on
+// Close. The transport may Close it from another goroutine than the one
+// reading it.
+type sendingBody struct {
+	mu sync.Mutex
+	r  *bytes.Reader
+}
+
+func (s *sendingBody) Read(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.r == nil {
+		return 0, io.EOF
+	}
+	n, err := s.r.Read(p)
+	if err == io.EOF {
+		s.r = nil
+	}
+	return n, err
+}
+
+func (s *sendingBody) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.r = nil
+	return nil
 }
 
 // fire cancels the call with the current timer's cause.
