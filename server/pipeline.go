@@ -24,9 +24,14 @@ const FinishCanceled = "canceled"
 
 // call is one inference call on its way through the pipeline.
 type call struct {
-	sf      surface
-	caller  store.Key
+	sf     surface
+	caller store.Key
+	// req is the decoded request. A stream drops it once the upstream
+	// reply has begun (the conversation is not needed after that); what
+	// metering needs is kept in model and input.
 	req     *llm.Request
+	model   string
+	input   int // estimated prompt tokens
 	class   classify.Result
 	id      string
 	app     string
@@ -90,6 +95,8 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, sf surface, cal
 		sf:      sf,
 		caller:  caller,
 		req:     req,
+		model:   req.Model,
+		input:   req.InputTokens(),
 		class:   class,
 		id:      sf.newID(),
 		app:     application(r, caller),
@@ -107,7 +114,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, sf surface, cal
 // and reserves its cost ceiling against the account's balance and the
 // account's and key's spend caps.
 func (s *Server) admit(ctx context.Context, c *call) error {
-	input := c.req.InputTokens()
+	input := c.input
 	if err := s.limiter.admitTokens(c.caller.ID, c.tpm, input, c.start); err != nil {
 		return err
 	}
@@ -166,7 +173,7 @@ func (s *Server) serveComplete(w http.ResponseWriter, r *http.Request, c *call) 
 	}
 	end := s.now()
 	resp.ID = c.id
-	resp.Model = c.req.Model
+	resp.Model = c.model
 	resp.Created = c.created
 	// Record before answering: a caller that reads the reply and asks
 	// /generation at once must find the record (reads Sync the ledger).
@@ -205,6 +212,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call) {
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	enc := c.sf.newStream(c.req, c.id, c.created)
+	c.req = nil // the conversation: often most of what a call holds, for as long as it streams
 
 	m := meterInput{streamed: true, upstreamFrom: upStart}
 	var estimate int // output tokens seen so far, for calls that never finish
@@ -251,7 +259,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call) {
 	case writeErr != nil || ctx.Err() != nil:
 		recordFrom(ctx).canceled = true
 		m.finish = FinishCanceled
-		m.usage = llm.Usage{InputTokens: c.req.InputTokens(), OutputTokens: estimate}
+		m.usage = llm.Usage{InputTokens: c.input, OutputTokens: estimate}
 	case streamErr != nil:
 		// Failed mid-stream: tell the caller in-band. Nothing is billed
 		// for a call that failed, but it is still recorded at zero cost.
@@ -317,7 +325,7 @@ func (s *Server) meter(ctx context.Context, c *call, m meterInput) {
 		KeyID:               c.caller.ID,
 		Application:         c.app,
 		Surface:             string(c.sf.name),
-		Model:               c.req.Model,
+		Model:               c.model,
 		RequestType:         string(c.class.Type),
 		Tier:                string(c.class.Tier),
 		Streamed:            m.streamed,

@@ -53,7 +53,7 @@ func TestStreamFramesDoNotLeak(t *testing.T) {
 		dec  streamDecoder
 		sse  string
 	}{
-		{"openai", &openAIStream{req: &llm.Request{}},
+		{"openai", &openAIStream{},
 			"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\",\"refusal\":\"no\"}}]}\n\n" +
 				"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"b\"}}]}\n\n" +
 				"data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"},

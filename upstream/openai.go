@@ -113,7 +113,9 @@ func (b *OpenAI) Stream(ctx context.Context, req *llm.Request) (Stream, error) {
 	if err != nil {
 		return nil, err
 	}
-	return startStream(c, resp.Body, &openAIStream{req: req})
+	// The stream keeps the prompt's estimate, not the request: the
+	// conversation is let go while the reply streams.
+	return startStream(c, resp.Body, &openAIStream{input: req.InputTokens()})
 }
 
 func (b *OpenAI) header(stream bool) http.Header {

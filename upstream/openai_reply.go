@@ -239,7 +239,7 @@ type oaDelta struct {
 
 // openAIStream decodes chat-completions chunks.
 type openAIStream struct {
-	req    *llm.Request
+	input  int    // the prompt's estimated tokens, for a reply without usage
 	reason string // finish_reason
 	usage  *oaUsage
 	// calls are the tool calls so far, by position; up is the upstream
@@ -357,7 +357,8 @@ func (s *openAIStream) finish(out []llm.Event, _ bool) ([]llm.Event, error) {
 	if s.usage != nil {
 		u = s.usage.canonical()
 	} else {
-		u = estimateUsage(s.req, (s.runes+3)/4) // llm.TextTokens' rule
+		// Estimated, as estimateUsage does: llm.TextTokens' rule.
+		u = llm.Usage{InputTokens: s.input, OutputTokens: (s.runes + 3) / 4}
 	}
 	return append(out, llm.Event{
 		Type:         llm.EventFinish,

@@ -134,7 +134,7 @@ func testCall() *call {
 func decoderFor(v byte) streamDecoder {
 	switch v % 3 {
 	case 0:
-		return &openAIStream{req: &llm.Request{}}
+		return &openAIStream{}
 	case 1:
 		return &anthropicStream{blocks: map[int]*anBlockState{}}
 	}
@@ -265,7 +265,7 @@ func benchChunk(b *testing.B, dec streamDecoder, prime, frame string) {
 
 func BenchmarkStreamChunk(b *testing.B) {
 	b.Run("openai", func(b *testing.B) {
-		benchChunk(b, &openAIStream{req: &llm.Request{}}, "",
+		benchChunk(b, &openAIStream{}, "",
 			`data: {"id":"chatcmpl-gw1","object":"chat.completion.chunk","created":1767225600,"model":"gpt-4.1-mini","system_fingerprint":"fp_gw01","choices":[{"index":0,"delta":{"content":"Checking the "},"logprobs":null,"finish_reason":null}],"usage":null}`+"\n\n")
 	})
 	b.Run("anthropic", func(b *testing.B) {

@@ -82,7 +82,7 @@ func TestTranslate_AnthropicThinkingBudget(t *testing.T) {
 
 func TestTranslate_OpenAIQuirks(t *testing.T) {
 	is := is.New(t)
-	s := &openAIStream{req: &llm.Request{}}
+	s := &openAIStream{}
 	out, _, err := s.decode(sseEvent{Data: []byte(`{"choices":[{"index":0,"delta":{"content":[{"type":"text","text":"a"},{"type":"thinking","text":"x"},{"type":"text","text":"b"}]}}]}`)}, nil)
 	is.NoErr(err) // array content
 	is.Equal(len(out), 1)
