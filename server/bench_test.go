@@ -17,9 +17,9 @@ import (
 )
 
 // benchGateway is the real handler over a temp SQLite file and the instant
-// fixture, with a key funded for any number of calls: what one call costs
-// the gateway, without the network.
-func benchGateway(b *testing.B) (http.Handler, string, *store.Store) {
+// fixture (or the given router), with a key funded for any number of calls:
+// what one call costs the gateway, without the network.
+func benchGateway(b *testing.B, router ...*upstream.Router) (http.Handler, string, *store.Store) {
 	b.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, filepath.Join(b.TempDir(), "bench.db"), store.Options{})
@@ -40,10 +40,14 @@ func benchGateway(b *testing.B) (http.Handler, string, *store.Store) {
 		b.Fatal(err)
 	}
 	fx := upstream.NewFixture(upstream.FixtureOptions{})
+	r := upstream.NewRouter([]upstream.Candidate{{Name: "fixture", Backend: fx}})
+	if len(router) > 0 {
+		r = router[0]
+	}
 	srv := New(Options{
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Store:  st,
-		Router: upstream.NewRouter([]upstream.Candidate{{Name: "fixture", Backend: fx}}),
+		Router: r,
 	})
 	return srv, secret, st
 }

@@ -1,0 +1,124 @@
+package server
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/svcgw/svcgw/upstream"
+)
+
+// BenchmarkOpenStreamMemory is what one open stream holds in the gateway:
+// a chat-completions stream relayed from an OpenAI-protocol upstream that
+// has sent its first chunks and is thinking about the next. It opens
+// openStreams streams, forces a GC, and reports the heap and goroutine
+// stacks they hold. The same streams opened straight to the upstream are
+// measured too and subtracted, so the figures are the gateway's alone:
+// both sides of its two connections, its goroutines, and the call.
+//
+// The callers are raw TCP connections, which cost no goroutine of their
+// own. The prompt sizes show that what an open stream holds does not grow
+// with its conversation.
+func BenchmarkOpenStreamMemory(b *testing.B) {
+	for _, prompt := range []int{40, 48 << 10} {
+		b.Run(fmt.Sprintf("prompt=%dB", prompt), func(b *testing.B) {
+			benchOpenStreams(b, prompt)
+		})
+	}
+}
+
+const openStreams = 200
+
+func benchOpenStreams(b *testing.B, prompt int) {
+	release := make(chan struct{})
+	defer close(release)
+	const chunk = `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1767225600,"model":"m","choices":[{"index":0,"delta":{"content":"tok"},"finish_reason":null}]}` + "\n\n"
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, chunk+chunk)
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer up.Close()
+
+	be := upstream.NewOpenAI(upstream.HTTPOptions{BaseURL: up.URL + "/v1", Model: "m",
+		Limits: upstream.Limits{ContextLength: 1 << 20, MaxCompletionTokens: 16384}})
+	h, key, _ := benchGateway(b, upstream.NewRouter([]upstream.Candidate{{Name: "up", Backend: be, Limits: be.Limits()}}))
+	gw := httptest.NewServer(h)
+	defer gw.Close()
+
+	body := `{"model":"svc-fusion","stream":true,"max_tokens":256,"messages":[{"role":"user","content":"` +
+		strings.Repeat("x", prompt) + `"}]}`
+	call := func(base, path string) string {
+		return fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+			path, strings.TrimPrefix(base, "http://"), key, len(body), body)
+	}
+	// open starts n streams and returns once each has delivered content.
+	open := func(base, path string, n int) []net.Conn {
+		req := call(base, path)
+		conns := make([]net.Conn, 0, n)
+		for range n {
+			c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := io.WriteString(c, req); err != nil {
+				b.Fatal(err)
+			}
+			br := bufio.NewReader(c)
+			for {
+				line, err := br.ReadString('\n')
+				if err != nil {
+					b.Fatalf("%s: %v", base, err)
+				}
+				if strings.Contains(line, `"content":"tok"`) {
+					break
+				}
+			}
+			conns = append(conns, c)
+		}
+		return conns
+	}
+	held := func(base, path string) (heap, stack, goroutines float64) {
+		for _, c := range open(base, path, 10) { // warm pools and caches
+			c.Close()
+		}
+		h0, s0, g0 := memNow()
+		conns := open(base, path, openStreams)
+		h1, s1, g1 := memNow()
+		for _, c := range conns {
+			c.Close()
+		}
+		return (h1 - h0) / openStreams, (s1 - s0) / openStreams, (g1 - g0) / openStreams
+	}
+
+	var heap, stack, goroutines float64
+	for b.Loop() {
+		dh, ds, dg := held(up.URL, "/v1/chat/completions")
+		gh, gs, gg := held(gw.URL, "/svc/v1/chat/completions")
+		heap, stack, goroutines = gh-dh, gs-ds, gg-dg
+	}
+	b.ReportMetric(heap, "heap-B/stream")
+	b.ReportMetric(stack, "stack-B/stream")
+	b.ReportMetric(goroutines, "goroutines/stream")
+	b.ReportMetric(0, "ns/op")
+}
+
+// memNow is the live heap and the goroutine stacks in use, after a GC.
+func memNow() (heap, stack, goroutines float64) {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return float64(m.HeapAlloc), float64(m.StackInuse), float64(runtime.NumGoroutine())
+}
