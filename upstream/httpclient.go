@@ -182,33 +182,31 @@ func (h *httpClient) post(ctx context.Context, url string, header http.Header, b
 		c.cause.Store(&timeoutError{phase: "first byte", after: d})
 		c.timer = time.AfterFunc(d, c.fire)
 	}
-	rctx := c.ctx
-	if d := h.opts.ConnectTimeout; d > 0 {
-		rctx = httptrace.WithClientTrace(rctx, &httptrace.ClientTrace{
-			GetConn: func(string) {
-				c.connMu.Lock()
-				defer c.connMu.Unlock()
-				if c.connTimer != nil {
-					c.connTimer.Stop()
-				}
-				c.connTimer = time.AfterFunc(d, func() { c.cancel(&timeoutError{phase: "connect", after: d}) })
-			},
-			GotConn: func(httptrace.GotConnInfo) {
-				c.connMu.Lock()
-				defer c.connMu.Unlock()
-				if c.connTimer != nil {
-					c.connTimer.Stop()
-				}
-			},
-		})
-	}
 	rb := &requestBody{b: body}
+	trace := &httptrace.ClientTrace{WroteRequest: rb.wroteRequest}
+	if d := h.opts.ConnectTimeout; d > 0 {
+		trace.GetConn = func(string) {
+			c.connMu.Lock()
+			defer c.connMu.Unlock()
+			if c.connTimer != nil {
+				c.connTimer.Stop()
+			}
+			c.connTimer = time.AfterFunc(d, func() { c.cancel(&timeoutError{phase: "connect", after: d}) })
+		}
+		trace.GotConn = func(httptrace.GotConnInfo) {
+			c.connMu.Lock()
+			defer c.connMu.Unlock()
+			if c.connTimer != nil {
+				c.connTimer.Stop()
+			}
+		}
+	}
+	rctx := httptrace.WithClientTrace(c.ctx, trace)
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, url, rb.reader())
 	if err != nil {
 		c.release()
 		return nil, nil, &llm.Error{Kind: llm.KindInternal, Message: "internal error", Err: fmt.Errorf("build upstream request: %w", err)}
 	}
-	req.ContentLength = int64(len(body))
 	req.GetBody = rb.get
 	defer rb.release()
 	req.Header = header
@@ -242,9 +240,28 @@ func (h *httpClient) post(ctx context.Context, url string, header http.Header, b
 // conversation and the largest thing a call holds, is needed only until
 // the response begins: the transport rewinds it (GetBody) only to resend
 // the request on a new connection before that.
+//
+// The transport reads the body as a *bytes.Reader: for its in-memory body
+// types it sends the headers and the body in one write, for any other
+// reader in two.
 type requestBody struct {
-	mu sync.Mutex
-	b  []byte
+	mu      sync.Mutex
+	b       []byte
+	readers []*bytes.Reader // every reader handed to the transport
+	// wrote is set by the transport's writer once it has written the
+	// request whole, after its last read of the body.
+	wrote atomic.Bool
+}
+
+func (rb *requestBody) reader() *bytes.Reader {
+	rb.mu.Lock()
+	defer rb.mu.Unlock()
+	if rb.b == nil {
+		return nil
+	}
+	r := bytes.NewReader(rb.b)
+	rb.readers = append(rb.readers, r)
+	return r
 }
 
 // get is the request's GetBody.
@@ -253,51 +270,31 @@ func (rb *requestBody) get() (io.ReadCloser, error) {
 	if r == nil {
 		return nil, errors.New("upstream request body already released")
 	}
-	return r, nil
+	return io.NopCloser(r), nil
 }
 
-func (rb *requestBody) reader() *sendingBody {
-	rb.mu.Lock()
-	defer rb.mu.Unlock()
-	if rb.b == nil {
-		return nil
+// wroteRequest is the request's httptrace WroteRequest hook.
+func (rb *requestBody) wroteRequest(info httptrace.WroteRequestInfo) {
+	if info.Err == nil {
+		rb.wrote.Store(true)
 	}
-	return &sendingBody{r: bytes.NewReader(rb.b)}
 }
 
-// release drops the bytes once the response has begun (or the call failed).
+// release drops the bytes once the response has begun (or the call
+// failed): GetBody can no longer rewind, and once the transport has
+// written the request whole its readers are emptied. A request answered
+// before it was written whole keeps them, as its writer may still be
+// reading.
 func (rb *requestBody) release() {
 	rb.mu.Lock()
 	defer rb.mu.Unlock()
 	rb.b = nil
-}
-
-// sendingBody reads a request body once, dropping it at its end or on
-// Close. The transport may Close it from another goroutine than the one
-// reading it.
-type sendingBody struct {
-	mu sync.Mutex
-	r  *bytes.Reader
-}
-
-func (s *sendingBody) Read(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.r == nil {
-		return 0, io.EOF
+	if rb.wrote.Load() {
+		for _, r := range rb.readers {
+			r.Reset(nil)
+		}
 	}
-	n, err := s.r.Read(p)
-	if err == io.EOF {
-		s.r = nil
-	}
-	return n, err
-}
-
-func (s *sendingBody) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.r = nil
-	return nil
+	rb.readers = nil
 }
 
 // fire cancels the call with the current timer's cause.
