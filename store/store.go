@@ -125,9 +125,9 @@ type Store struct {
 	spend spendTracker // charges per account and key, queued ones included
 	auth  authCache    // recent authentications
 
-	// inserts are the ledger's prepared multi-row INSERTs, by row count;
-	// owned by the ledger goroutine.
-	inserts [insertChunk + 1]*sql.Stmt
+	// stmts are the ledger's prepared statements, by text; owned by the
+	// ledger goroutine.
+	stmts map[string]*sql.Stmt
 
 	closeOnce sync.Once
 	closeErr  error
@@ -266,10 +266,8 @@ func (s *Store) Close() error {
 		s.mu.Unlock()
 		<-s.done
 		var errs []error
-		for _, st := range s.inserts {
-			if st != nil {
-				errs = append(errs, st.Close())
-			}
+		for _, st := range s.stmts {
+			errs = append(errs, st.Close())
 		}
 		s.closeErr = errors.Join(append(errs, s.r.Close(), s.w.Close())...)
 	})
