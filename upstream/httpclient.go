@@ -245,18 +245,20 @@ func (h *httpClient) post(ctx context.Context, url string, header http.Header, b
 // types it sends the headers and the body in one write, for any other
 // reader in two.
 type requestBody struct {
-	mu      sync.Mutex
-	b       []byte
-	readers []*bytes.Reader // every reader handed to the transport
+	mu       sync.Mutex
+	b        []byte
+	released bool
+	readers  []*bytes.Reader // every reader handed to the transport
 	// wrote is set by the transport's writer once it has written the
 	// request whole, after its last read of the body.
 	wrote atomic.Bool
 }
 
+// reader returns a new reader of the body; nil once it is released.
 func (rb *requestBody) reader() *bytes.Reader {
 	rb.mu.Lock()
 	defer rb.mu.Unlock()
-	if rb.b == nil {
+	if rb.released {
 		return nil
 	}
 	r := bytes.NewReader(rb.b)
@@ -288,7 +290,7 @@ func (rb *requestBody) wroteRequest(info httptrace.WroteRequestInfo) {
 func (rb *requestBody) release() {
 	rb.mu.Lock()
 	defer rb.mu.Unlock()
-	rb.b = nil
+	rb.b, rb.released = nil, true
 	if rb.wrote.Load() {
 		for _, r := range rb.readers {
 			r.Reset(nil)
