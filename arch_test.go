@@ -23,6 +23,7 @@ var allowed = map[string][]string{
 	"store":               {"llm"},
 	"config":              {"llm", "billing"},
 	"llm":                 {},
+	"internal/golden":     {}, // golden-file helpers, imported by the surfaces' tests only
 }
 
 // forbiddenStd are standard packages a module package must not import.

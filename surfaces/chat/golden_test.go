@@ -4,11 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"flag"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,10 +14,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/svcgw/svcgw/internal/golden"
 	"github.com/svcgw/svcgw/llm"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 // The server's codec contract (server/surface.go), restated so this
 // package's tests check it structurally without importing server.
@@ -46,61 +43,33 @@ var (
 // goldenCreated is the fixed creation time of every golden reply.
 var goldenCreated = time.Unix(1767225600, 0) // 2026-01-01T00:00:00Z
 
-// goldenJSON compares got with testdata/<name> as JSON values (decoded and
-// re-marshalled, so formatting never matters), or rewrites the file under
-// -update.
+// goldenJSON compares got with testdata/<name> as JSON values, or
+// rewrites it under -update.
 func goldenJSON(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		writeGolden(t, path, indentJSON(t, got))
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read golden %s: %v (run go test -update)", path, err)
-	}
-	if d := cmp.Diff(canonicalJSON(t, want), canonicalJSON(t, got)); d != "" {
-		t.Errorf("%s mismatch (-golden +got):\n%s", path, d)
-	}
+	golden.JSON(t, name, got)
 }
 
 // goldenSSE compares a stream with testdata/<name> event by event: the
 // event names in order, and each data payload as a JSON value.
 func goldenSSE(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		writeGolden(t, path, got)
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read golden %s: %v (run go test -update)", path, err)
-	}
-	wantEvents, gotEvents := parseSSE(t, want), parseSSE(t, got)
-	for i := range max(len(wantEvents), len(gotEvents)) {
-		var w, g sseFrame
-		if i < len(wantEvents) {
-			w = wantEvents[i]
+	golden.File(t, name, got, func(want, got []byte) {
+		t.Helper()
+		wantEvents, gotEvents := parseSSE(t, want), parseSSE(t, got)
+		for i := range max(len(wantEvents), len(gotEvents)) {
+			var w, g sseFrame
+			if i < len(wantEvents) {
+				w = wantEvents[i]
+			}
+			if i < len(gotEvents) {
+				g = gotEvents[i]
+			}
+			if d := cmp.Diff(w, g); d != "" {
+				t.Errorf("testdata/%s: event %d mismatch (-golden +got):\n%s", name, i, d)
+			}
 		}
-		if i < len(gotEvents) {
-			g = gotEvents[i]
-		}
-		if d := cmp.Diff(w, g); d != "" {
-			t.Errorf("%s: event %d mismatch (-golden +got):\n%s", path, i, d)
-		}
-	}
-}
-
-func writeGolden(t *testing.T, path string, b []byte) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	})
 }
 
 // canonicalJSON decodes b and marshals it again: key order and spacing
@@ -116,16 +85,6 @@ func canonicalJSON(t *testing.T, b []byte) string {
 		t.Fatal(err)
 	}
 	return string(out)
-}
-
-func indentJSON(t *testing.T, b []byte) []byte {
-	t.Helper()
-	var out bytes.Buffer
-	if err := json.Indent(&out, bytes.TrimSpace(b), "", "  "); err != nil {
-		t.Fatalf("indent %q: %v", b, err)
-	}
-	out.WriteByte('\n')
-	return out.Bytes()
 }
 
 // sseFrame is one parsed SSE frame: the event name ("" when the frame has

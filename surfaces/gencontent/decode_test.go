@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/matryer/is"
 
+	"github.com/svcgw/svcgw/internal/golden"
 	"github.com/svcgw/svcgw/llm"
 )
 
@@ -229,7 +230,7 @@ func TestCountTokens(t *testing.T) {
 			is.Equal(rec.Code, tt.status)
 			is.True(strings.HasPrefix(rec.Header().Get("Content-Type"), "application/json"))
 			if tt.want != "" {
-				if d := cmp.Diff(decodeJSON(t, []byte(tt.want)), decodeJSON(t, rec.Body.Bytes())); d != "" {
+				if d := cmp.Diff(golden.Decode(t, []byte(tt.want)), golden.Decode(t, rec.Body.Bytes())); d != "" {
 					t.Errorf("count (-want +got):\n%s", d)
 				}
 			}

@@ -1,23 +1,18 @@
 package gencontent
 
 import (
-	"bytes"
 	"encoding/json"
-	"flag"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/svcgw/svcgw/internal/golden"
 	"github.com/svcgw/svcgw/llm"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 // The server's codec contract (server/surface.go), restated so this package's
 // tests check it structurally without importing server.
@@ -38,72 +33,23 @@ type streamContract interface {
 
 var _ codecContract[*Stream] = Codec{}
 
-// goldenJSON compares got with testdata/<name> as JSON values (decoded and
-// re-marshalled, so formatting never matters), or rewrites it under -update.
+// goldenJSON compares got with testdata/<name> as JSON values, or
+// rewrites it under -update.
 func goldenJSON(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		writeGolden(t, path, indentJSON(t, got))
-		return
-	}
-	want := readGolden(t, path)
-	if d := cmp.Diff(decodeJSON(t, want), decodeJSON(t, got)); d != "" {
-		t.Errorf("%s mismatch (-golden +got):\n%s", path, d)
-	}
+	golden.JSON(t, name, got)
 }
 
 // goldenSSE compares a stream with testdata/<name> frame by frame: each data
 // payload, and each bare error line, as a JSON value.
 func goldenSSE(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		writeGolden(t, path, got)
-		return
-	}
-	want := readGolden(t, path)
-	if d := cmp.Diff(parseStream(t, want), parseStream(t, got)); d != "" {
-		t.Errorf("%s mismatch (-golden +got):\n%s", path, d)
-	}
-}
-
-func readGolden(t *testing.T, path string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read golden %s: %v (run go test -update)", path, err)
-	}
-	return b
-}
-
-func writeGolden(t *testing.T, path string, b []byte) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func decodeJSON(t *testing.T, b []byte) any {
-	t.Helper()
-	var v any
-	if err := json.Unmarshal(b, &v); err != nil {
-		t.Fatalf("invalid JSON: %v\n%s", err, b)
-	}
-	return v
-}
-
-func indentJSON(t *testing.T, b []byte) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	if err := json.Indent(&buf, b, "", "  "); err != nil {
-		t.Fatalf("invalid JSON: %v\n%s", err, b)
-	}
-	buf.WriteByte('\n')
-	return buf.Bytes()
+	golden.File(t, name, got, func(want, got []byte) {
+		t.Helper()
+		if d := cmp.Diff(parseStream(t, want), parseStream(t, got)); d != "" {
+			t.Errorf("testdata/%s mismatch (-golden +got):\n%s", name, d)
+		}
+	})
 }
 
 // frame is one element of a generate-content stream.
@@ -128,13 +74,13 @@ func parseStream(t *testing.T, b []byte) []frame {
 			t.Fatalf("stream token spans lines: %q", tok)
 		}
 		if data, ok := strings.CutPrefix(tok, "data: "); ok {
-			frames = append(frames, frame{JSON: decodeJSON(t, []byte(data))})
+			frames = append(frames, frame{JSON: golden.Decode(t, []byte(data))})
 			continue
 		}
 		if !strings.HasPrefix(tok, `{"error":`) {
 			t.Fatalf("stream token is neither data nor an error: %q", tok)
 		}
-		frames = append(frames, frame{Error: true, JSON: decodeJSON(t, []byte(tok))})
+		frames = append(frames, frame{Error: true, JSON: golden.Decode(t, []byte(tok))})
 	}
 	return frames
 }

@@ -3,22 +3,17 @@ package messages
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
-	"flag"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/svcgw/svcgw/internal/golden"
 	"github.com/svcgw/svcgw/llm"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 // The server's codec contract (server/surface.go), restated so this package's
 // tests check it structurally without importing server.
@@ -39,69 +34,23 @@ type streamContract interface {
 
 var _ codecContract[*Stream] = Codec{}
 
-// goldenJSON compares got with testdata/<name> as JSON values (decode and
-// re-marshal, so formatting never matters), or rewrites it under -update.
+// goldenJSON compares got with testdata/<name> as JSON values, or
+// rewrites it under -update.
 func goldenJSON(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		writeGolden(t, path, indentJSON(t, got))
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read golden %s: %v (run go test -update)", path, err)
-	}
-	if d := cmp.Diff(decodeJSON(t, want), decodeJSON(t, got)); d != "" {
-		t.Errorf("%s mismatch (-golden +got):\n%s", path, d)
-	}
+	golden.JSON(t, name, got)
 }
 
 // goldenSSE compares a stream with testdata/<name> event by event: the
 // event names in order, and each data payload as a JSON value.
 func goldenSSE(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		writeGolden(t, path, got)
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read golden %s: %v (run go test -update)", path, err)
-	}
-	if d := cmp.Diff(parseSSE(t, want), parseSSE(t, got)); d != "" {
-		t.Errorf("%s mismatch (-golden +got):\n%s", path, d)
-	}
-}
-
-func writeGolden(t *testing.T, path string, b []byte) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func decodeJSON(t *testing.T, b []byte) any {
-	t.Helper()
-	var v any
-	if err := json.Unmarshal(b, &v); err != nil {
-		t.Fatalf("invalid JSON %q: %v", b, err)
-	}
-	return v
-}
-
-func indentJSON(t *testing.T, b []byte) []byte {
-	t.Helper()
-	var out bytes.Buffer
-	if err := json.Indent(&out, bytes.TrimSpace(b), "", "  "); err != nil {
-		t.Fatalf("indent %q: %v", b, err)
-	}
-	out.WriteByte('\n')
-	return out.Bytes()
+	golden.File(t, name, got, func(want, got []byte) {
+		t.Helper()
+		if d := cmp.Diff(parseSSE(t, want), parseSSE(t, got)); d != "" {
+			t.Errorf("testdata/%s mismatch (-golden +got):\n%s", name, d)
+		}
+	})
 }
 
 // sseEvent is one parsed SSE frame.
@@ -141,7 +90,7 @@ func parseSSE(t *testing.T, b []byte) []sseEvent {
 			if haveData {
 				t.Fatalf("frame %q has two data lines", cur.Event)
 			}
-			cur.Data, haveData = decodeJSON(t, []byte(strings.TrimPrefix(line, "data: "))), true
+			cur.Data, haveData = golden.Decode(t, []byte(strings.TrimPrefix(line, "data: "))), true
 		default:
 			t.Fatalf("unexpected SSE line %q", line)
 		}

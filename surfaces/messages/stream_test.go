@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/matryer/is"
 
+	"github.com/svcgw/svcgw/internal/golden"
 	"github.com/svcgw/svcgw/llm"
 )
 
@@ -169,7 +170,7 @@ func blocksJSON(t *testing.T, blocks []anthropic.ContentBlockUnion) []any {
 	t.Helper()
 	out := make([]any, len(blocks))
 	for i, b := range blocks {
-		out[i] = decodeJSON(t, []byte(b.RawJSON()))
+		out[i] = golden.Decode(t, []byte(b.RawJSON()))
 	}
 	return out
 }
