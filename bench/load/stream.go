@@ -214,25 +214,7 @@ func runStream(c config) (*Result, error) {
 		wg.Wait()
 		return time.Since(start)
 	}
-	if c.warmup > 0 {
-		wst := newStreamStats()
-		loop(c.warmup, wst)
-		r.OKTotal += wst.ok
-	}
-	w, err := startWatch(c.pid)
-	if err != nil {
-		return nil, err
-	}
-	prof := startProfile(c)
-	st := newStreamStats()
-	elapsed := loop(c.duration, st)
-	if err := w.stop(r, st.requests); err != nil {
-		return nil, err
-	}
-	r.CPUProfile = prof.wait()
-	r.OKTotal += st.ok
-	st.fill(r, elapsed)
-	return r, nil
+	return measureStreams(c, r, loop)
 }
 
 // runStreamRate starts -rate streamed calls per second (open loop, paced by
@@ -273,6 +255,12 @@ func runStreamRate(c config) (*Result, error) {
 		wg.Wait()
 		return time.Since(start)
 	}
+	return measureStreams(c, r, loop)
+}
+
+// measureStreams runs loop for the warm-up (unmeasured) and then for the
+// measured phase, watching the target's CPU and RSS, and fills r.
+func measureStreams(c config, r *Result, loop func(time.Duration, *streamStats) time.Duration) (*Result, error) {
 	if c.warmup > 0 {
 		wst := newStreamStats()
 		loop(c.warmup, wst)
