@@ -196,7 +196,7 @@ var (
 		{Type: llm.EventToolCallDelta, Index: 0, Text: `{"city":`},
 		{Type: llm.EventToolCallDelta, Index: 0, Text: `"Paris"}`},
 		{Type: llm.EventFinish, FinishReason: llm.FinishToolCalls, Usage: &llm.Usage{
-			InputTokens: 81, OutputTokens: 18, CachedInputTokens: 64, ReasoningTokens: 5}},
+			InputTokens: 81, OutputTokens: 18, CachedInputTokens: 64, CacheCreationTokens: 4, ReasoningTokens: 5}},
 	}
 	textEvents = []llm.Event{
 		{Type: llm.EventTextDelta, Text: "Hello"},

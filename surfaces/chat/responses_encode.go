@@ -72,7 +72,8 @@ type toolOut struct {
 type responseUsage struct {
 	InputTokens        int `json:"input_tokens"`
 	InputTokensDetails struct {
-		CachedTokens int `json:"cached_tokens"`
+		CachedTokens     int `json:"cached_tokens"`
+		CacheWriteTokens int `json:"cache_write_tokens"`
 	} `json:"input_tokens_details"`
 	OutputTokens        int `json:"output_tokens"`
 	OutputTokensDetails struct {
@@ -155,6 +156,7 @@ type summaryPart struct {
 func responseUsageOf(u llm.Usage) *responseUsage {
 	out := &responseUsage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, TotalTokens: u.TotalTokens()}
 	out.InputTokensDetails.CachedTokens = u.CachedInputTokens
+	out.InputTokensDetails.CacheWriteTokens = u.CacheCreationTokens
 	out.OutputTokensDetails.ReasoningTokens = u.ReasoningTokens
 	return out
 }
