@@ -16,6 +16,9 @@ import (
 // Translation notes (translation.md):
 //   - max_tokens is required: the caller's, else the model's
 //     MaxCompletionTokens, else 4096; never above the model's limit.
+//   - stop_sequences rejects empty and whitespace-only sequences (a "\n"
+//     from a chat-completions caller): the others go upstream and, when
+//     any was held back, the gateway applies them all (stop.go).
 //   - Consecutive turns of one role are merged, and tool results come
 //     first in their user turn (§1, §4). Tool-call ids are reduced to
 //     [A-Za-z0-9_-]. A history with tool calls but a request without tools
@@ -112,6 +115,9 @@ func (b *Anthropic) Complete(ctx context.Context, req *llm.Request) (*llm.Respon
 	}
 	out.FinishReason, out.StopSequence = anthropicFinish(r.StopReason, deref(r.StopSequence))
 	out.Usage = r.Usage.canonical()
+	if stops := gatewayStops(anthropicStops, req.Stop); len(stops) > 0 {
+		cutAtStop(out, stops)
+	}
 	return out, nil
 }
 
@@ -125,7 +131,8 @@ func (b *Anthropic) Stream(ctx context.Context, req *llm.Request) (Stream, error
 	if err != nil {
 		return nil, err
 	}
-	return startStream(c, resp.Body, &anthropicStream{blocks: make(map[int]*anBlockState)})
+	s, err := startStream(c, resp.Body, &anthropicStream{blocks: make(map[int]*anBlockState)})
+	return stopped(s, err, anthropicStops, req)
 }
 
 func (b *Anthropic) header(stream bool) http.Header {
@@ -253,7 +260,7 @@ func (b *Anthropic) body(req *llm.Request, stream bool) ([]byte, error) {
 	r := anRequest{
 		Model:         b.h.opts.Model,
 		MaxTokens:     b.h.maxTokens(req, def),
-		StopSequences: req.Stop,
+		StopSequences: anthropicStops(req.Stop),
 		Temperature:   req.Temperature,
 		TopP:          req.TopP,
 		TopK:          req.TopK,

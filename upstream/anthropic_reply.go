@@ -302,3 +302,12 @@ func (s *anthropicStream) finish(out []llm.Event, _ bool) ([]llm.Event, error) {
 	u := s.usage.canonical()
 	return append(out, llm.Event{Type: llm.EventFinish, FinishReason: reason, StopSequence: seq, Usage: &u}), nil
 }
+
+// usageSoFar is known from message_start on: the input and cache counts,
+// and the output so far.
+func (s *anthropicStream) usageSoFar() (llm.Usage, bool) {
+	if s.usage.InputTokens == nil {
+		return llm.Usage{}, false
+	}
+	return s.usage.canonical(), true
+}

@@ -40,6 +40,8 @@ import (
 //     no signature of ours (the call came from another backend) gets the
 //     placeholder Google documents for foreign histories, which Gemini 3
 //     otherwise rejects.
+//   - stopSequences takes at most 5: the first 5 go upstream and, when
+//     there were more, the gateway applies them all (stop.go).
 //   - Reasoning: a budget or effort becomes thinkingConfig.thinkingBudget
 //     (efforts as in translation.go), includeThoughts as asked; reasoning
 //     switched off is thinkingBudget 0.
@@ -111,6 +113,9 @@ func (b *Gemini) Complete(ctx context.Context, req *llm.Request) (*llm.Response,
 	if r.UsageMetadata != nil {
 		out.Usage = r.UsageMetadata.canonical()
 	}
+	if stops := gatewayStops(geminiStops, req.Stop); len(stops) > 0 {
+		cutAtStop(out, stops)
+	}
 	return out, nil
 }
 
@@ -124,7 +129,8 @@ func (b *Gemini) Stream(ctx context.Context, req *llm.Request) (Stream, error) {
 	if err != nil {
 		return nil, err
 	}
-	return startStream(c, resp.Body, &geminiStream{})
+	s, err := startStream(c, resp.Body, &geminiStream{})
+	return stopped(s, err, geminiStops, req)
 }
 
 func (b *Gemini) header(stream bool) http.Header {
@@ -294,7 +300,7 @@ func (b *Gemini) body(req *llm.Request) ([]byte, error) {
 		TopP:             req.TopP,
 		TopK:             req.TopK,
 		MaxOutputTokens:  b.h.maxTokens(req, 0),
-		StopSequences:    req.Stop,
+		StopSequences:    geminiStops(req.Stop),
 		Seed:             req.Seed,
 		PresencePenalty:  req.PresencePenalty,
 		FrequencyPenalty: req.FrequencyPenalty,

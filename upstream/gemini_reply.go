@@ -284,3 +284,11 @@ func (s *geminiStream) finish(out []llm.Event, _ bool) ([]llm.Event, error) {
 	}
 	return append(out, llm.Event{Type: llm.EventFinish, FinishReason: geminiFinish(s.reason, s.calls > 0), Usage: &u}), nil
 }
+
+// usageSoFar is the last chunk's usage snapshot.
+func (s *geminiStream) usageSoFar() (llm.Usage, bool) {
+	if s.usage == nil {
+		return llm.Usage{}, false
+	}
+	return s.usage.canonical(), true
+}

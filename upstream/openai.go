@@ -20,6 +20,8 @@ import (
 //   - System parts become one system message; tool results become tool
 //     messages, followed by a user message with any images they held and
 //     the rest of the user turn (§4, policy).
+//   - stop takes at most 4 sequences: the first 4 go upstream and, when
+//     there were more, the gateway applies them all (stop.go).
 //   - Reasoning parts are not sent: the protocol has no slot for them.
 //     Cache breakpoints are stripped (§2). top_k does not exist here.
 //   - Streams always ask for usage (stream_options.include_usage), whatever
@@ -100,6 +102,9 @@ func (b *OpenAI) Complete(ctx context.Context, req *llm.Request) (*llm.Response,
 		}
 		out.Usage = estimateUsage(req, n)
 	}
+	if stops := gatewayStops(openAIStops, req.Stop); len(stops) > 0 {
+		cutAtStop(out, stops)
+	}
 	return out, nil
 }
 
@@ -115,7 +120,8 @@ func (b *OpenAI) Stream(ctx context.Context, req *llm.Request) (Stream, error) {
 	}
 	// The stream keeps the prompt's estimate, not the request: the
 	// conversation is let go while the reply streams.
-	return startStream(c, resp.Body, &openAIStream{input: req.InputTokens()})
+	s, err := startStream(c, resp.Body, &openAIStream{input: req.InputTokens()})
+	return stopped(s, err, openAIStops, req)
 }
 
 func (b *OpenAI) header(stream bool) http.Header {
@@ -223,7 +229,7 @@ func (b *OpenAI) body(req *llm.Request, stream bool) ([]byte, error) {
 		Model:            b.h.opts.Model,
 		Temperature:      req.Temperature,
 		TopP:             req.TopP,
-		Stop:             req.Stop,
+		Stop:             openAIStops(req.Stop),
 		Seed:             req.Seed,
 		PresencePenalty:  req.PresencePenalty,
 		FrequencyPenalty: req.FrequencyPenalty,

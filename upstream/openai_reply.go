@@ -367,6 +367,13 @@ func (s *openAIStream) finish(out []llm.Event, _ bool) ([]llm.Event, error) {
 	}), nil
 }
 
+func (s *openAIStream) usageSoFar() (llm.Usage, bool) {
+	if s.usage == nil {
+		return llm.Usage{}, false
+	}
+	return s.usage.canonical(), true
+}
+
 // estimateUsage is the usage of a reply whose upstream reported none
 // (some compatible servers ignore include_usage): the llm package's
 // estimates, so that the call is never billed as free.

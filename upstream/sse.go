@@ -275,6 +275,15 @@ func (s *httpStream) Next() bool {
 
 func (s *httpStream) Event() llm.Event { return s.cur }
 
+// usageSoFar is the usage the upstream has reported so far, when its
+// decoder keeps one (see stopStream).
+func (s *httpStream) usageSoFar() (llm.Usage, bool) {
+	if su, ok := s.dec.(streamUsage); ok {
+		return su.usageSoFar()
+	}
+	return llm.Usage{}, false
+}
+
 // Ready reports whether Next can return without waiting: decoded events are
 // queued, a whole event is buffered, or the stream has ended.
 func (s *httpStream) Ready() bool {
