@@ -23,8 +23,9 @@ import (
 //     invalid_request error rather than a fetch (§2).
 //   - A functionResponse needs the function's name: the result's, else the
 //     name of the call with the same id in the history (§4). Results are
-//     the JSON object a tool returned, or wrapped as {"result": …} (or
-//     {"error": …} for a failed call). Results come first in their turn;
+//     the JSON object a tool returned, or wrapped as {"result": …}; a
+//     failed call's result is {"error": …}, with a JSON object result
+//     inside it. Results come first in their turn;
 //     images they held follow as inline parts.
 //   - Tools become functionDeclarations with parametersJsonSchema; strict
 //     and cache breakpoints are dropped. tool_choice maps to
@@ -441,11 +442,19 @@ func responsesFirst(ps []gmPart) {
 }
 
 // geminiResult is a functionResponse's response object: the result's text
-// when it is a JSON object, wrapped otherwise (translation.md §4, policy).
+// when it is a JSON object, wrapped as {"result": …} otherwise (translation.md
+// §4, policy). A failed call's result is {"error": …}, the key Google
+// documents for error details, whatever its text: an object that is not
+// already such an error goes inside it.
 func geminiResult(res *llm.ToolResult) json.RawMessage {
 	text := textOf(res.Content)
 	if isJSONObject(text) {
-		return compactJSON([]byte(text))
+		obj := compactJSON([]byte(text))
+		if !res.IsError || onlyKey(obj, "error") {
+			return obj
+		}
+		b, _ := encodeJSON(map[string]json.RawMessage{"error": obj})
+		return b
 	}
 	key := "result"
 	if res.IsError {
@@ -453,6 +462,16 @@ func geminiResult(res *llm.ToolResult) json.RawMessage {
 	}
 	b, _ := encodeJSON(map[string]string{key: text})
 	return b
+}
+
+// onlyKey reports whether the JSON object obj has key and no other.
+func onlyKey(obj json.RawMessage, key string) bool {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(obj, &m) != nil || len(m) != 1 {
+		return false
+	}
+	_, ok := m[key]
+	return ok
 }
 
 // geminiMedia translates an inline image or PDF; remote URLs cannot go.

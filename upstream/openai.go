@@ -19,7 +19,10 @@ import (
 // Translation notes (translation.md):
 //   - System parts become one system message; tool results become tool
 //     messages, followed by a user message with any images they held and
-//     the rest of the user turn (§4, policy).
+//     the rest of the user turn (§4, policy). A tool message has no error
+//     flag, so a failed call's result (Anthropic is_error, a Gemini
+//     {"error": …} response) opens with the line "[tool call failed]"
+//     (policy).
 //   - stop takes at most 4 sequences: the first 4 go upstream and, when
 //     there were more, the gateway applies them all (stop.go).
 //   - Reasoning parts are not sent: the protocol has no slot for them.
@@ -351,7 +354,7 @@ func openAIMessages(i int, m llm.Message) ([]oaMessage, error) {
 				continue
 			}
 			res := p.ToolResult
-			content, _ := encodeJSON(textOf(res.Content))
+			content, _ := encodeJSON(toolMessageText(res))
 			out = append(out, oaMessage{Role: "tool", ToolCallID: res.CallID, Content: content})
 			// A tool message holds text only: its images follow in a
 			// user message (translation.md §4, policy).
@@ -380,6 +383,25 @@ func openAIMessages(i int, m llm.Message) ([]oaMessage, error) {
 		out = append(out, oaMessage{Role: "user", Content: oaContent(parts)})
 	}
 	return out, nil
+}
+
+// toolErrorMarker opens the text of a failed tool call's result on this
+// protocol, whose tool messages have no error flag: the model still learns
+// that the call failed (Anthropic's is_error, a Gemini {"error": …}
+// response).
+const toolErrorMarker = "[tool call failed]"
+
+// toolMessageText is a tool message's text: the result's text, after the
+// error marker line when the call failed.
+func toolMessageText(res *llm.ToolResult) string {
+	text := textOf(res.Content)
+	if !res.IsError {
+		return text
+	}
+	if text == "" {
+		return toolErrorMarker
+	}
+	return toolErrorMarker + "\n" + text
 }
 
 // openAIPart translates an image or a PDF.
