@@ -35,7 +35,9 @@ type responseObject struct {
 	Truncation         string          `json:"truncation"`
 	Metadata           struct{}        `json:"metadata"`
 	Output             []outputItem    `json:"output"`
-	Usage              *responseUsage  `json:"usage"`
+	// Usage is left out until it is known: the schema makes it optional,
+	// but not nullable.
+	Usage *responseUsage `json:"usage,omitempty"`
 }
 
 type responseError struct {
@@ -463,6 +465,19 @@ func (s *ResponsesStream) Event(w io.Writer, ev llm.Event) error {
 	return nil
 }
 
+// responseErrorCode is a failed Response's error.code, which the schema
+// limits to a closed list (ResponseErrorCode): the chat-completions codes
+// of the error event are not on it.
+func responseErrorCode(k llm.Kind) string {
+	switch k {
+	case llm.KindRateLimited:
+		return "rate_limit_exceeded"
+	case llm.KindInvalidRequest:
+		return "invalid_prompt"
+	}
+	return "server_error"
+}
+
 // Error writes an error event carrying both the flat (documented) and the
 // nested (what OpenAI sends, what makes every SDK raise) shapes, then
 // response.failed as the terminal event.
@@ -472,11 +487,7 @@ func (s *ResponsesStream) Error(w io.Writer, e *llm.Error) error {
 		return err
 	}
 	s.ro.Status = "failed"
-	code := "server_error"
-	if p.Code != nil {
-		code = *p.Code
-	}
-	s.ro.Error = &responseError{Code: code, Message: e.Message}
+	s.ro.Error = &responseError{Code: responseErrorCode(e.Kind), Message: e.Message}
 	s.ro.Output = outputItems(s.suffix, s.content, "incomplete")
 	return s.emit(w, "response.failed", map[string]any{"response": s.ro})
 }
