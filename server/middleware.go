@@ -168,19 +168,40 @@ func (s *Server) readBody(r *http.Request) ([]byte, error) {
 // apiKey finds the caller's key in any of the header spellings the three
 // surfaces use: Authorization: Bearer (all), x-api-key (messages),
 // x-goog-api-key (generate-content; x-gen-api-key is SPEC.md's spelling),
-// and the key= query parameter (generate-content).
-func apiKey(r *http.Request) string {
+// and the key= query parameter (generate-content). It returns "" when
+// there is none.
+//
+// A request may carry its key in several of them, but only one key: two
+// different keys are refused, whichever they are. No vendor SDK sends two
+// (a client that does is misconfigured, or probing which one wins), and
+// picking one would bill a key the caller may not have meant.
+func apiKey(r *http.Request) (string, error) {
+	var key, from string
+	take := func(where, v string) error {
+		switch v = strings.TrimSpace(v); {
+		case v == "":
+		case key == "":
+			key, from = v, where
+		case v != key:
+			return &llm.Error{Kind: llm.KindAuth, Message: fmt.Sprintf(
+				"conflicting API keys: %s and %s name different keys; send the key once", from, where)}
+		}
+		return nil
+	}
 	if v := r.Header.Get("Authorization"); v != "" {
 		if scheme, tok, ok := strings.Cut(v, " "); ok && strings.EqualFold(scheme, "Bearer") {
-			return strings.TrimSpace(tok)
+			_ = take("Authorization: Bearer", tok) // the first: never a conflict
 		}
 	}
-	for _, h := range []string{"X-Api-Key", "X-Goog-Api-Key", "X-Gen-Api-Key"} {
-		if v := r.Header.Get(h); v != "" {
-			return strings.TrimSpace(v)
+	for _, h := range []string{"x-api-key", "x-goog-api-key", "x-gen-api-key"} {
+		if err := take(h, r.Header.Get(h)); err != nil {
+			return "", err
 		}
 	}
-	return r.URL.Query().Get("key")
+	if err := take("?key=", r.URL.Query().Get("key")); err != nil {
+		return "", err
+	}
+	return key, nil
 }
 
 // withAuth resolves the caller's key; missing, unknown and revoked keys get
@@ -199,7 +220,10 @@ func (s *Server) withAuth(sf surface, next authedHandler) http.Handler {
 }
 
 func (s *Server) authenticate(r *http.Request) (store.Key, error) {
-	secret := apiKey(r)
+	secret, err := apiKey(r)
+	if err != nil {
+		return store.Key{}, err
+	}
 	if secret == "" {
 		return store.Key{}, &llm.Error{Kind: llm.KindAuth, Message: "missing API key: send it as Authorization: Bearer <key>, x-api-key, x-goog-api-key or ?key="}
 	}
