@@ -335,3 +335,46 @@ func BenchmarkPrices_Ceiling(b *testing.B) {
 		_ = p.Ceiling(llm.TypePro, llm.TierMedium, req, 1000, 4096)
 	}
 }
+
+// TestAdmission_ExactlyOnTheLimit pins each limit's boundary: a call whose
+// spend, reservations in flight and ceiling add up exactly to the limit is
+// admitted, and one micro-dollar more is refused.
+func TestAdmission_ExactlyOnTheLimit(t *testing.T) {
+	const spent, held = 30, 25 // charged, and reserved by a call in flight
+	for _, tc := range []struct {
+		name    string
+		budget  Budget
+		keyCaps [2]int64 // daily, monthly
+		want    string
+	}{
+		{"balance", Budget{Credits: 100, DailyCap: NoCap, MonthlyCap: NoCap}, [2]int64{NoCap, NoCap}, "insufficient credits"},
+		{"account daily cap", Budget{Credits: 1e9, DailyCap: 100, MonthlyCap: NoCap}, [2]int64{NoCap, NoCap}, "the account's daily cap"},
+		{"account monthly cap", Budget{Credits: 1e9, DailyCap: NoCap, MonthlyCap: 100}, [2]int64{NoCap, NoCap}, "the account's monthly cap"},
+		{"key daily cap", Budget{Credits: 1e9, DailyCap: NoCap, MonthlyCap: NoCap}, [2]int64{100, NoCap}, "this key's daily cap"},
+		{"key monthly cap", Budget{Credits: 1e9, DailyCap: NoCap, MonthlyCap: NoCap}, [2]int64{NoCap, 100}, "this key's monthly cap"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			for _, amount := range []int64{100 - spent - held, 100 - spent - held + 1} {
+				is := is.New(t)
+				l := &fakeLedger{budget: tc.budget}
+				l.charge(spent)
+				a := NewAdmission(l, AdmissionOptions{})
+				c := claim(held)
+				c.KeyDailyCap, c.KeyMonthlyCap = tc.keyCaps[0], tc.keyCaps[1]
+				inFlight, err := a.Admit(ctx, c)
+				is.NoErr(err) // the call in flight
+				c.Amount = amount
+				r, err := a.Admit(ctx, c)
+				if amount == 100-spent-held {
+					is.NoErr(err) // exactly on the limit
+					r.Release()
+				} else {
+					is.Equal(kindOf(err), llm.KindPaymentRequired) // one micro-dollar over
+					is.True(strings.Contains(err.Error(), tc.want))
+				}
+				inFlight.Release()
+			}
+		})
+	}
+}
