@@ -41,7 +41,7 @@ type Globals struct {
 // root is the whole grammar.
 type root struct {
 	Globals
-	Version    kong.VersionFlag `help:"Print the version and exit."`
+	Version    kong.VersionFlag `env:"-" help:"Print the version and exit."`
 	Serve      serveCmd         `cmd:"" help:"Run the gateway."`
 	Keys       keysCmd          `cmd:"" help:"Create, list and revoke API keys."`
 	Credits    creditsCmd       `cmd:"" help:"Add and show prepaid credits."`

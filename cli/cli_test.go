@@ -262,3 +262,19 @@ func TestCLI_UsageAndGenerationMatchTheHTTPEndpoints(t *testing.T) {
 	code, _, _ = run(t, db, "generation", "chatcmpl-nope")
 	is.True(code != 0) // unknown id
 }
+
+func TestCLI_VersionFlagReadsNoEnvironment(t *testing.T) {
+	// A container may set SVCGW_VERSION for its own reasons; it must not
+	// turn every command into --version.
+	is := is.New(t)
+	t.Setenv("SVCGW_VERSION", "1.2.3")
+	db := filepath.Join(t.TempDir(), "svcgw.db")
+	addr, _ := serve(t, db) // serve served
+	resp, err := http.Get("http://" + addr + "/healthz")
+	is.NoErr(err)
+	resp.Body.Close()
+	is.Equal(resp.StatusCode, http.StatusOK)
+	code, out, _ := run(t, db, "keys", "list")
+	is.Equal(code, 0)
+	is.True(strings.HasPrefix(out, "ID")) // keys list ran, not --version
+}
