@@ -1,7 +1,13 @@
 // Package cli is svcgw's command line: serve, keys, credits, usage and
-// generation, as a kong grammar with one command per file. Every flag can
-// also be set from the environment as SVCGW_<FLAG> (e.g. SVCGW_DB,
-// SVCGW_ADDR). Commands write only to the writers Run is given.
+// generation, as a kong grammar with one command per file. Commands write
+// only to the writers Run is given.
+//
+// The environment is read by one rule, so that a variable set for one
+// command never changes what another does: settings that mean the same
+// thing for every command have one name everywhere (SVCGW_DB, SVCGW_CONFIG,
+// SVCGW_LOG_LEVEL, SVCGW_LOG_FORMAT); every other flag of serve is read as
+// SVCGW_SERVE_<FLAG> (SVCGW_SERVE_RPM); the flags of the other commands
+// (keys, credits, usage, generation) come from the command line only.
 //
 // cli may import server, store, config and the account surface (for the
 // exact JSON shapes of usage and generation); nothing imports cli but main.
@@ -13,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
+	"strings"
 
 	"github.com/alecthomas/kong"
 
@@ -35,13 +42,13 @@ func version() string {
 
 // Globals are the flags every command shares.
 type Globals struct {
-	DB string `name:"db" default:"svcgw.db" help:"SQLite database file." type:"path"`
+	DB string `name:"db" default:"svcgw.db" env:"SVCGW_DB" help:"SQLite database file." type:"path"`
 }
 
 // root is the whole grammar.
 type root struct {
 	Globals
-	Version    kong.VersionFlag `env:"-" help:"Print the version and exit."`
+	Version    kong.VersionFlag `help:"Print the version and exit."`
 	Serve      serveCmd         `cmd:"" help:"Run the gateway."`
 	Keys       keysCmd          `cmd:"" help:"Create, list and revoke API keys."`
 	Credits    creditsCmd       `cmd:"" help:"Add and show prepaid credits."`
@@ -63,18 +70,46 @@ type exitError struct{ code int }
 
 func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 
-// Run parses args and runs the command; it returns the process exit code.
-func Run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int) {
-	var cli root
-	parser, err := kong.New(&cli,
+// newParser builds the grammar around cli.
+func newParser(cli *root, stdout, stderr io.Writer) (*kong.Kong, error) {
+	return kong.New(cli,
 		kong.Name("svcgw"),
 		kong.Description("A self-hosted model inference gateway: OpenAI, Anthropic and Gemini wire formats on one host, one key and one SQLite ledger."),
 		kong.UsageOnError(),
-		kong.DefaultEnvars("SVCGW"),
+		serveEnvars(),
 		kong.Vars{"version": version()},
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(c int) { panic(exitError{c}) }),
 	)
+}
+
+// serveEnvars names the environment variable of every serve flag that has
+// none of its own SVCGW_SERVE_<FLAG>, so a flag added to serve follows the
+// package's rule without a tag. (kong.DefaultEnvars would give every
+// command's flags, and --version, a shared SVCGW_<FLAG>.)
+func serveEnvars() kong.Option {
+	return kong.PostBuild(func(k *kong.Kong) error {
+		for _, n := range k.Model.Children {
+			if n.Name != "serve" {
+				continue
+			}
+			for _, f := range n.Flags {
+				if len(f.Envs) > 0 || f.Name == "help" {
+					continue
+				}
+				name := "SVCGW_SERVE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+				f.Envs = []string{name}
+				f.Value.Tag.Envs = []string{name}
+			}
+		}
+		return nil
+	})
+}
+
+// Run parses args and runs the command; it returns the process exit code.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int) {
+	var cli root
+	parser, err := newParser(&cli, stdout, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "svcgw:", err)
 		return 2

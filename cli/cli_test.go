@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alecthomas/kong"
 	"github.com/matryer/is"
 )
 
@@ -277,4 +278,96 @@ func TestCLI_VersionFlagReadsNoEnvironment(t *testing.T) {
 	code, out, _ := run(t, db, "keys", "list")
 	is.Equal(code, 0)
 	is.True(strings.HasPrefix(out, "ID")) // keys list ran, not --version
+}
+
+func TestCLI_ServeSettingsInTheEnvironmentDoNotChangeOtherCommands(t *testing.T) {
+	// Only settings that mean the same everywhere (SVCGW_DB, SVCGW_CONFIG,
+	// the log settings) come from the environment for every command; a
+	// shell prepared for serve must not pin a new key's limits, cap an
+	// account or pick another account.
+	is := is.New(t)
+	db := filepath.Join(t.TempDir(), "svcgw.db")
+	for k, v := range map[string]string{
+		"SVCGW_RPM": "600", "SVCGW_TPM": "90000", "SVCGW_SERVE_RPM": "600", "SVCGW_SERVE_TPM": "90000",
+		"SVCGW_DAILY": "1", "SVCGW_MONTHLY": "2", "SVCGW_DAILY_LIMIT": "1", "SVCGW_MONTHLY_LIMIT": "2",
+		"SVCGW_NAME": "from-env", "SVCGW_ACCOUNT": "from-env", "SVCGW_JSON": "true",
+	} {
+		t.Setenv(k, v)
+	}
+	code, _, _ := run(t, db, "keys", "create", "--account", "acme")
+	is.Equal(code, 0) // keys create
+
+	code, out, _ := run(t, db, "keys", "list", "--json")
+	is.Equal(code, 0) // keys list: SVCGW_ACCOUNT does not filter it
+	var keys []struct {
+		Account    string  `json:"account"`
+		Name       string  `json:"name"`
+		DailyCap   *string `json:"daily_cap"`
+		MonthlyCap *string `json:"monthly_cap"`
+		RPM, TPM   *int64
+	}
+	is.NoErr(json.Unmarshal([]byte(out), &keys))
+	is.Equal(len(keys), 1)
+	k := keys[0]
+	is.Equal(k.Account, "acme")
+	is.Equal(k.Name, "default")                       // not SVCGW_NAME
+	is.True(k.RPM == nil && k.TPM == nil)             // the server's defaults, not SVCGW_RPM
+	is.True(k.DailyCap == nil && k.MonthlyCap == nil) // no caps
+
+	code, out, _ = run(t, db, "keys", "list")
+	is.Equal(code, 0)
+	is.True(strings.HasPrefix(out, "ID")) // a table: SVCGW_JSON is not --json
+
+	code, _, _ = run(t, db, "credits", "cap", "--account", "acme", "--daily", "5")
+	is.Equal(code, 0) // credits cap
+	code, out, _ = run(t, db, "credits", "show", "--account", "acme", "--json")
+	is.Equal(code, 0)
+	var acct struct {
+		DailyCap   *string `json:"daily_cap"`
+		MonthlyCap *string `json:"monthly_cap"`
+	}
+	is.NoErr(json.Unmarshal([]byte(out), &acct))
+	is.Equal(*acct.DailyCap, "5.000000") // the flag given
+	is.Equal(acct.MonthlyCap, nil)       // not SVCGW_MONTHLY
+}
+
+func TestCLI_EnvironmentVariablesFollowTheRule(t *testing.T) {
+	// Every flag's environment variable is either a global one, or, on
+	// serve, SVCGW_SERVE_<FLAG>; other commands read flags only.
+	global := map[string]bool{"SVCGW_DB": true, "SVCGW_CONFIG": true, "SVCGW_LOG_LEVEL": true, "SVCGW_LOG_FORMAT": true}
+	parser, err := newParser(&root{}, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var visit func(n *kong.Node)
+	visit = func(n *kong.Node) {
+		for _, f := range n.Flags {
+			if f.Name == "help" {
+				continue
+			}
+			for _, env := range f.Envs {
+				if global[env] {
+					continue
+				}
+				if want := "SVCGW_SERVE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_")); n.Name == "serve" && env == want {
+					continue
+				}
+				t.Errorf("%s --%s reads %s: only %v, and SVCGW_SERVE_<FLAG> on serve, may be read", n.Path(), f.Name, env, global)
+			}
+			if n.Name == "serve" && len(f.Envs) == 0 {
+				t.Errorf("serve --%s has no environment variable (want SVCGW_SERVE_<FLAG>)", f.Name)
+			}
+		}
+		for _, a := range n.Positional {
+			for _, env := range a.Tag.Envs {
+				if !global[env] {
+					t.Errorf("%s %s reads %s", n.Path(), a.Name, env)
+				}
+			}
+		}
+		for _, c := range n.Children {
+			visit(c)
+		}
+	}
+	visit(parser.Model.Node)
 }

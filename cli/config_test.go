@@ -100,3 +100,17 @@ func TestConfigCheck_ReportsLines(t *testing.T) {
 	is.True(strings.Contains(stderr, path+":3: "))        // file:line
 	is.True(strings.Contains(stderr, "unknown protocol")) // the reason
 }
+
+func TestConfigCheck_ReadsSVCGWConfig(t *testing.T) {
+	is := is.New(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "svcgw.yaml")
+	is.NoErr(os.WriteFile(path, []byte("upstreams:\n  a:\n    protocol: fixture\n    models: {m: {}}\nroutes:\n  default: [a/m]\n"), 0o600))
+	code, _, stderr := run(t, filepath.Join(dir, "x.db"), "config", "check")
+	is.Equal(code, 1)                                 // no file
+	is.True(strings.Contains(stderr, "SVCGW_CONFIG")) // says how to name one
+	t.Setenv("SVCGW_CONFIG", path)
+	code, out, _ := run(t, filepath.Join(dir, "x.db"), "config", "check")
+	is.Equal(code, 0) // the file serve --config would read
+	is.Equal(strings.TrimSpace(strings.Split(out, "\n")[0]), path+": ok")
+}

@@ -18,12 +18,12 @@ import (
 
 type serveCmd struct {
 	Addr             string        `default:"127.0.0.1:8080" help:"Address to listen on."`
-	Config           string        `type:"existingfile" help:"YAML configuration (upstreams, routes, prices, limits); without one the fixture backend serves every route."`
+	Config           string        `type:"existingfile" env:"SVCGW_CONFIG" help:"YAML configuration (upstreams, routes, prices, limits); without one the fixture backend serves every route."`
 	BootstrapCredits string        `default:"10.00" help:"Starter balance (USD) of the default account created on an empty database."`
 	MaxBodyBytes     int64         `default:"0" help:"Request body limit in bytes (413 above it); 0 takes limits.max_body_bytes from --config, else 32 MiB."`
 	ShutdownGrace    time.Duration `default:"30s" help:"How long open calls may finish after SIGINT/SIGTERM."`
-	LogLevel         string        `default:"info" enum:"debug,info,warn,error" help:"Log level (debug, info, warn, error)."`
-	LogFormat        string        `default:"text" enum:"text,json" help:"Log format (text, json)."`
+	LogLevel         string        `default:"info" env:"SVCGW_LOG_LEVEL" enum:"debug,info,warn,error" help:"Log level (debug, info, warn, error)."`
+	LogFormat        string        `default:"text" env:"SVCGW_LOG_FORMAT" enum:"text,json" help:"Log format (text, json)."`
 	RPM              int64         `name:"rpm" default:"0" help:"Default requests per minute of each API key (0 = limits.rpm from --config, else unlimited); keys limit overrides it per key."`
 	TPM              int64         `name:"tpm" default:"0" help:"Default tokens per minute of each API key (0 = limits.tpm from --config, else unlimited); keys limit overrides it per key."`
 	FixtureTTFT      time.Duration `name:"fixture-ttft" default:"0s" help:"Fixture backend: simulated time to first token."`
