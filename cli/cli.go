@@ -18,6 +18,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"runtime/debug"
 	"strings"
 
@@ -49,7 +51,8 @@ type Globals struct {
 type root struct {
 	Globals
 	Version    kong.VersionFlag `help:"Print the version and exit."`
-	Serve      serveCmd         `cmd:"" help:"Run the gateway."`
+	Serve      serveCmd         `cmd:"" help:"Run the gateway (creating the database on its first start)."`
+	Init       initCmd          `cmd:"" help:"Create the database without serving, e.g. to create keys before the first start."`
 	Keys       keysCmd          `cmd:"" help:"Create, list and revoke API keys."`
 	Credits    creditsCmd       `cmd:"" help:"Add and show prepaid credits."`
 	Usage      usageCmd         `cmd:"" help:"Report usage of an account (as GET /svc/v1/usage)."`
@@ -142,8 +145,20 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 	return 0
 }
 
-// openStore opens the database named by --db.
+// openStore opens the existing database named by --db. Only serve and init
+// create one: a command run in the wrong directory must not leave an empty
+// ledger behind, nor fund one nobody serves.
 func (e *env) openStore() (*store.Store, error) {
+	if _, err := os.Stat(e.global.DB); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("no database at %s: point at svcgw serve's database with --db or SVCGW_DB "+
+			"(svcgw serve creates one on its first start, svcgw init without serving)", e.global.DB)
+	}
+	return e.createStore()
+}
+
+// createStore opens the database named by --db, creating and migrating it
+// if needed.
+func (e *env) createStore() (*store.Store, error) {
 	st, err := store.Open(e.ctx, e.global.DB, store.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", e.global.DB, err)

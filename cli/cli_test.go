@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -23,6 +26,16 @@ func run(t *testing.T, db string, args ...string) (int, string, string) {
 	var out, errb bytes.Buffer
 	code := Run(context.Background(), append([]string{"--db", db}, args...), &out, &errb)
 	return code, out.String(), errb.String()
+}
+
+// newDB returns the path of a new, empty database (svcgw init).
+func newDB(t *testing.T) string {
+	t.Helper()
+	db := filepath.Join(t.TempDir(), "svcgw.db")
+	if code, _, stderr := run(t, db, "init"); code != 0 {
+		t.Fatalf("init: %s", stderr)
+	}
+	return db
 }
 
 // freeAddr returns a loopback address that was free a moment ago.
@@ -82,7 +95,7 @@ func getCredits(t *testing.T, addr, key string) (int, map[string]string) {
 
 func TestCLI_KeysCreateCapturedAndUsedOverHTTP(t *testing.T) {
 	is := is.New(t)
-	db := filepath.Join(t.TempDir(), "svcgw.db")
+	db := newDB(t)
 
 	code, key, stderr := run(t, db, "keys", "create", "--account", "acme", "--name", "ci")
 	is.Equal(code, 0)                            // keys create
@@ -131,7 +144,7 @@ func TestCLI_ServeBootstrapsEmptyDatabase(t *testing.T) {
 
 func TestCLI_Revoke(t *testing.T) {
 	is := is.New(t)
-	db := filepath.Join(t.TempDir(), "svcgw.db")
+	db := newDB(t)
 	_, key, _ := run(t, db, "keys", "create", "--account", "acme")
 	key = strings.TrimSpace(key)
 	_, out, _ := run(t, db, "keys", "list", "--account", "acme", "--json")
@@ -152,7 +165,7 @@ func TestCLI_Revoke(t *testing.T) {
 }
 
 func TestCLI_CreditsAddRejectsBadAmounts(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "svcgw.db")
+	db := newDB(t)
 	run(t, db, "keys", "create", "--account", "acme")
 	for _, amt := range []string{"0", "-5", "abc", "1e3", "0.0000001", "NaN"} {
 		t.Run(amt, func(t *testing.T) {
@@ -173,7 +186,9 @@ func TestCLI_EnvFallback(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "env.db")
 	t.Setenv("SVCGW_DB", db)
 	var out, errb bytes.Buffer
-	code := Run(context.Background(), []string{"keys", "create", "--account", "envacct"}, &out, &errb)
+	code := Run(context.Background(), []string{"init"}, &out, &errb)
+	is.Equal(code, 0) // init with --db from SVCGW_DB
+	code = Run(context.Background(), []string{"keys", "create", "--account", "envacct"}, &out, &errb)
 	is.Equal(code, 0) // keys create with --db from SVCGW_DB
 	code = Run(context.Background(), []string{"keys", "list", "--account", "envacct"}, &out, &errb)
 	is.Equal(code, 0) // the same database was used
@@ -199,7 +214,7 @@ func (b *syncBuffer) String() string {
 
 func TestCLI_UsageAndGenerationMatchTheHTTPEndpoints(t *testing.T) {
 	is := is.New(t)
-	db := filepath.Join(t.TempDir(), "svcgw.db")
+	db := newDB(t)
 	_, key, _ := run(t, db, "keys", "create", "--account", "acme", "--name", "ci")
 	key = strings.TrimSpace(key)
 	run(t, db, "credits", "add", "--account", "acme", "5")
@@ -286,7 +301,7 @@ func TestCLI_ServeSettingsInTheEnvironmentDoNotChangeOtherCommands(t *testing.T)
 	// shell prepared for serve must not pin a new key's limits, cap an
 	// account or pick another account.
 	is := is.New(t)
-	db := filepath.Join(t.TempDir(), "svcgw.db")
+	db := newDB(t)
 	for k, v := range map[string]string{
 		"SVCGW_RPM": "600", "SVCGW_TPM": "90000", "SVCGW_SERVE_RPM": "600", "SVCGW_SERVE_TPM": "90000",
 		"SVCGW_DAILY": "1", "SVCGW_MONTHLY": "2", "SVCGW_DAILY_LIMIT": "1", "SVCGW_MONTHLY_LIMIT": "2",
@@ -370,4 +385,61 @@ func TestCLI_EnvironmentVariablesFollowTheRule(t *testing.T) {
 		}
 	}
 	visit(parser.Model.Node)
+}
+
+func TestCLI_OnlyServeAndInitCreateADatabase(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "svcgw.db")
+	for _, args := range [][]string{
+		{"keys", "list"},
+		{"keys", "create", "--account", "acme"},
+		{"keys", "limit", "key_0123456789abcdef", "--rpm", "5"},
+		{"keys", "revoke", "key_0123456789abcdef"},
+		{"credits", "add", "--account", "acme", "5"},
+		{"credits", "show", "--account", "acme"},
+		{"credits", "cap", "--account", "acme", "--daily", "5"},
+		{"usage", "--account", "acme"},
+		{"generation", "chatcmpl-x"},
+	} {
+		t.Run(strings.Join(args[:2], " "), func(t *testing.T) {
+			is := is.New(t)
+			code, out, stderr := run(t, db, args...)
+			is.Equal(code, 1)                             // refused
+			is.Equal(out, "")                             // nothing on stdout
+			is.True(strings.Contains(stderr, db))         // names the path it looked for
+			is.True(strings.Contains(stderr, "--db"))     // and how to point at another
+			is.True(strings.Contains(stderr, "SVCGW_DB")) // or set it
+			_, err := os.Stat(db)
+			is.True(errors.Is(err, fs.ErrNotExist)) // left nothing behind
+		})
+	}
+
+	is := is.New(t)
+	// serve on a taken address fails before creating anything.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	is.NoErr(err)
+	defer ln.Close()
+	code, _, stderr := run(t, db, "serve", "--addr", ln.Addr().String())
+	is.Equal(code, 1)                                     // bind failed
+	is.True(strings.Contains(stderr, ln.Addr().String())) // names the address
+	_, err = os.Stat(db)
+	is.True(errors.Is(err, fs.ErrNotExist)) // no database left behind
+	// Nor does serve with a bad configuration.
+	bad := filepath.Join(dir, "bad.yaml")
+	is.NoErr(os.WriteFile(bad, []byte("upstreams: {}\n"), 0o600))
+	code, _, _ = run(t, db, "serve", "--addr", "127.0.0.1:0", "--config", bad)
+	is.Equal(code, 1) // bad config
+	_, err = os.Stat(db)
+	is.True(errors.Is(err, fs.ErrNotExist)) // no database left behind
+
+	// init creates it, once; then the commands work.
+	code, _, stderr = run(t, db, "init")
+	is.Equal(code, 0) // init
+	is.True(strings.Contains(stderr, "created"))
+	code, _, stderr = run(t, db, "init")
+	is.Equal(code, 0) // init again is harmless
+	is.True(strings.Contains(stderr, "already"))
+	code, out, _ := run(t, db, "keys", "list")
+	is.Equal(code, 0) // keys list
+	is.True(strings.HasPrefix(out, "ID"))
 }

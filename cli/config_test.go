@@ -52,6 +52,7 @@ routes:
   default: [local/canary-backend-7]
 `), 0o600))
 	db := filepath.Join(dir, "svcgw.db")
+	run(t, db, "init")
 	code, key, _ := run(t, db, "keys", "create", "--account", "acme")
 	is.Equal(code, 0)
 	key = strings.TrimSpace(key)

@@ -41,30 +41,30 @@ func (c *serveCmd) Run(e *env) error {
 	if err != nil {
 		return fmt.Errorf("--bootstrap-credits: %w", err)
 	}
-	st, err := e.openStore()
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	ln, err := net.Listen("tcp", c.Addr)
-	if err != nil {
-		return err
-	}
-	if err := bootstrap(e, st, credits, ln.Addr().String()); err != nil {
-		ln.Close()
-		return err
-	}
-
-	// No configuration: the fixture backend serves every route.
-	cfg := config.Default()
+	// Everything that can fail on the command line's account (the address,
+	// the configuration) is checked before the database is opened, so a
+	// failed start leaves no new database behind.
+	cfg := config.Default() // no configuration: the fixture backend serves every route
 	if c.Config != "" {
 		if cfg, err = config.LoadFile(c.Config); err != nil {
-			ln.Close()
 			return fmt.Errorf("%s: %w", c.Config, err)
 		}
 	}
 	router, err := buildRouter(cfg, log, upstream.FixtureOptions{TimeToFirstToken: c.FixtureTTFT, TokensPerSecond: c.FixtureTPS})
 	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", c.Addr)
+	if err != nil {
+		return err
+	}
+	st, err := e.createStore()
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer st.Close()
+	if err := bootstrap(e, st, credits, ln.Addr().String()); err != nil {
 		ln.Close()
 		return err
 	}
