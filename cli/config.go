@@ -24,12 +24,9 @@ func (c *configCheckCmd) Run(e *env) error {
 	var errs config.Errors
 	if errors.As(err, &errs) {
 		for _, ce := range errs {
-			if ce.Line > 0 {
-				fmt.Fprintf(e.stderr, "%s:%d: %s\n", c.File, ce.Line, ce.Msg)
-			} else {
-				fmt.Fprintf(e.stderr, "%s: %s\n", c.File, ce.Msg)
-			}
+			fmt.Fprintln(e.stderr, ce) // file:line: message
 		}
+		fmt.Fprintf(e.stderr, "%s: %d error(s)\n", c.File, len(errs))
 		return exitError{code: 1}
 	}
 	if err != nil {

@@ -47,7 +47,7 @@ func (c *serveCmd) Run(e *env) error {
 	cfg := config.Default() // no configuration: the fixture backend serves every route
 	if c.Config != "" {
 		if cfg, err = config.LoadFile(c.Config); err != nil {
-			return fmt.Errorf("%s: %w", c.Config, err)
+			return err // each error names the file and line
 		}
 	}
 	router, err := buildRouter(cfg, log, upstream.FixtureOptions{TimeToFirstToken: c.FixtureTTFT, TokensPerSecond: c.FixtureTPS})
