@@ -166,11 +166,19 @@ func (e *env) createStore() (*store.Store, error) {
 	return st, nil
 }
 
-// account looks an account up by name, naming it in the error.
+// account looks an account up by name.
 func (e *env) account(st *store.Store, name string) (store.Account, error) {
 	acct, err := st.AccountByName(e.ctx, name)
-	if err != nil {
-		return store.Account{}, fmt.Errorf("account %q: %w", name, err)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Account{}, fmt.Errorf("account %q not found in %s (keys create --account %s creates it)", name, e.global.DB, name)
 	}
-	return acct, nil
+	return acct, err // the store's error names the account
+}
+
+// keyError words a key lookup's failure for the command line.
+func (e *env) keyError(keyID string, err error) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("key %s not found in %s (keys list shows the keys)", keyID, e.global.DB)
+	}
+	return err // the store's error names the key
 }

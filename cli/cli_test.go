@@ -273,8 +273,8 @@ func TestCLI_UsageAndGenerationMatchTheHTTPEndpoints(t *testing.T) {
 	is.Equal(fromCLI["application"], "cli-test")
 
 	code, _, stderr := run(t, db, "usage", "--account", "acme", "--group-by", "model")
-	is.True(code != 0)                            // unknown grouping
-	is.True(strings.Contains(stderr, "group_by")) // says which
+	is.True(code != 0)                              // unknown grouping
+	is.True(strings.Contains(stderr, "--group-by")) // says which flag
 	code, _, _ = run(t, db, "generation", "chatcmpl-nope")
 	is.True(code != 0) // unknown id
 }
@@ -442,4 +442,37 @@ func TestCLI_OnlyServeAndInitCreateADatabase(t *testing.T) {
 	code, out, _ := run(t, db, "keys", "list")
 	is.Equal(code, 0) // keys list
 	is.True(strings.HasPrefix(out, "ID"))
+}
+
+func TestCLI_ErrorsSayItOnceInTheCommandLinesTerms(t *testing.T) {
+	db := newDB(t)
+	for _, tc := range []struct {
+		args []string
+		once string   // named exactly once
+		want []string // and these said
+	}{
+		{[]string{"credits", "show", "--account", "nobody"}, `"nobody"`, []string{"not found", db}},
+		{[]string{"credits", "add", "--account", "nobody", "5"}, `"nobody"`, []string{"not found"}},
+		{[]string{"keys", "list", "--account", "nobody"}, `"nobody"`, []string{"not found"}},
+		{[]string{"usage", "--account", "nobody"}, `"nobody"`, []string{"not found"}},
+		{[]string{"keys", "limit", "key_0123456789abcdef", "--rpm", "5"}, "key_0123456789abcdef", []string{"not found", "keys list"}},
+		{[]string{"keys", "revoke", "key_0123456789abcdef"}, "key_0123456789abcdef", []string{"not found", "keys list"}},
+		{[]string{"usage", "--account", "a", "--start", "2025-13-01"}, "--start", []string{`"2025-13-01"`, "YYYY-MM-DD"}},
+		{[]string{"usage", "--account", "a", "--end", "soon"}, "--end", []string{`"soon"`}},
+		{[]string{"usage", "--account", "a", "--start", "2025-02-01", "--end", "2025-01-01"}, "--end", []string{"--start"}},
+		{[]string{"usage", "--account", "a", "--group-by", "model"}, "--group-by", []string{"request_type"}},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			is := is.New(t)
+			code, _, stderr := run(t, db, tc.args...)
+			is.True(code != 0)                          // refused
+			is.Equal(strings.Count(stderr, tc.once), 1) // said once
+			for _, w := range tc.want {
+				is.True(strings.Contains(stderr, w)) // says what is wrong
+			}
+			for _, api := range []string{"start_date", "end_date", "group_by", "invalid_request"} {
+				is.True(!strings.Contains(stderr, api)) // no API parameter names or error kinds
+			}
+		})
+	}
 }
