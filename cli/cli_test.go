@@ -476,3 +476,28 @@ func TestCLI_ErrorsSayItOnceInTheCommandLinesTerms(t *testing.T) {
 		})
 	}
 }
+
+func TestServe_ShutdownLogsTheLedgerFlush(t *testing.T) {
+	is := is.New(t)
+	db := filepath.Join(t.TempDir(), "svcgw.db")
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	stderr := &syncBuffer{}
+	done := make(chan int)
+	go func() { done <- Run(ctx, []string{"--db", db, "serve", "--addr", addr}, io.Discard, stderr) }()
+	up := false
+	for i := 0; i < 200 && !up; i++ {
+		if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
+			resp.Body.Close()
+			up = true
+		} else {
+			time.Sleep(25 * time.Millisecond)
+		}
+	}
+	is.True(up) // serve came up
+	cancel()    // as SIGTERM does
+	is.Equal(<-done, 0)
+	logs := stderr.String()
+	is.True(strings.Contains(logs, "ledger flushed")) // says nothing was lost
+	is.True(strings.Contains(logs, db))               // and where it went
+}

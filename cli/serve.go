@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -86,7 +87,7 @@ func (c *serveCmd) Run(e *env) error {
 	log.Info("svcgw listening", "addr", ln.Addr().String(), "db", e.global.DB, "version", version())
 	err = server.Serve(e.ctx, ln, h, log, c.ShutdownGrace)
 	// Handlers cancelled at the end of the grace period still record what
-	// their calls generated; the deferred st.Close then commits everything
+	// their calls generated; st.Close then commits everything
 	// queued. Only a handler stuck past drainTimeout is given up on (its
 	// generation is then logged as dropped).
 	drained := make(chan struct{})
@@ -96,6 +97,11 @@ func (c *serveCmd) Run(e *env) error {
 	case <-time.After(drainTimeout):
 		log.Error("shutdown: handlers still running; closing the ledger without them", "waited", drainTimeout.String())
 	}
+	if cerr := st.Close(); cerr != nil {
+		log.Error("shutdown: flushing the ledger failed", "db", e.global.DB, "err", cerr)
+		return errors.Join(err, cerr)
+	}
+	log.Info("shutdown: ledger flushed, database closed", "db", e.global.DB)
 	return err
 }
 
