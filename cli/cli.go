@@ -20,27 +20,12 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"runtime/debug"
 	"strings"
 
 	"github.com/alecthomas/kong"
 
 	"github.com/svcgw/svcgw/store"
 )
-
-// Version is set at build time with -ldflags "-X github.com/svcgw/svcgw/cli.Version=…".
-var Version = ""
-
-// version reports Version, or the module version the binary was built from.
-func version() string {
-	if Version != "" {
-		return Version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "dev"
-}
 
 // Globals are the flags every command shares.
 type Globals struct {
@@ -80,7 +65,7 @@ func newParser(cli *root, stdout, stderr io.Writer) (*kong.Kong, error) {
 		kong.Description("A self-hosted model inference gateway: OpenAI, Anthropic and Gemini wire formats on one host, one key and one SQLite ledger."),
 		kong.UsageOnError(),
 		serveEnvars(),
-		kong.Vars{"version": version()},
+		kong.Vars{"version": readBuild().String()},
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(c int) { panic(exitError{c}) }),
 	)

@@ -84,7 +84,9 @@ func (c *serveCmd) Run(e *env) error {
 	}
 	h := server.New(opts)
 
-	log.Info("svcgw listening", "addr", ln.Addr().String(), "db", e.global.DB, "version", version())
+	b := readBuild()
+	log.Info("svcgw listening", "addr", ln.Addr().String(), "db", e.global.DB,
+		"version", b.Version, "commit", b.Commit, "built", b.Date, "go", b.Go)
 	err = server.Serve(e.ctx, ln, h, log, c.ShutdownGrace)
 	// Handlers cancelled at the end of the grace period still record what
 	// their calls generated; st.Close then commits everything
