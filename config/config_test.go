@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/matryer/is"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/svcgw/svcgw/llm"
 )
@@ -189,4 +192,49 @@ func TestLoadFile_ErrorsNameTheFile(t *testing.T) {
 	_, err := LoadFile(path)
 	is.True(err != nil)
 	is.True(strings.Contains(err.Error(), path+`:2: unknown key "rpmm" in limits (did you mean rpm?)`))
+}
+
+// TestREADME_DocumentsEveryKey keeps the README's reference complete: every
+// key the file format has appears there, as `key` or in a dotted path.
+func TestREADME_DocumentsEveryKey(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var visit func(t reflect.Type, path string)
+	keys := map[string]string{} // key → where it is
+	visit = func(rt reflect.Type, path string) {
+		switch rt.Kind() {
+		case reflect.Map:
+			visit(rt.Elem(), path+".NAME")
+		case reflect.Struct:
+			if rt == reflect.TypeFor[yaml.Node]() {
+				return
+			}
+			for _, k := range yamlKeys(rt) {
+				f, _ := fieldByKey(rt, k)
+				keys[k] = join(path, k)
+				visit(f.Type, join(path, k))
+			}
+		}
+	}
+	visit(reflect.TypeFor[fileConfig](), "")
+	visit(reflect.TypeFor[filePrice](), "prices.TYPE")
+	if len(keys) < 25 {
+		t.Fatalf("found only %d keys", len(keys))
+	}
+	words := regexp.MustCompile("`[^`]*`").FindAllString(string(readme), -1)
+	for key, where := range keys {
+		found := false
+		for _, w := range words {
+			w = strings.Trim(w, "`")
+			if w == key || strings.HasSuffix(w, "."+key) || strings.Contains(w, "."+key+".") || strings.HasPrefix(w, key+".") {
+				found = true
+				break
+			}
+		}
+		if !found {
+			t.Errorf("README.md does not document %s", where)
+		}
+	}
 }
