@@ -1,13 +1,15 @@
-// Package cli is svcgw's command line: serve, keys, credits, usage and
-// generation, as a kong grammar with one command per file. Commands write
-// only to the writers Run is given.
+// Package cli is svcgw's command line: serve, init, keys, credits, usage,
+// generation and config, as a kong grammar with one command per file.
+// Commands write only to the writers Run is given. Only serve and init
+// create a database; the others open an existing one.
 //
 // The environment is read by one rule, so that a variable set for one
 // command never changes what another does: settings that mean the same
 // thing for every command have one name everywhere (SVCGW_DB, SVCGW_CONFIG,
 // SVCGW_LOG_LEVEL, SVCGW_LOG_FORMAT); every other flag of serve is read as
 // SVCGW_SERVE_<FLAG> (SVCGW_SERVE_RPM); the flags of the other commands
-// (keys, credits, usage, generation) come from the command line only.
+// (init, keys, credits, usage, generation, config) come from the command
+// line only.
 //
 // cli may import server, store, config and the account surface (for the
 // exact JSON shapes of usage and generation); nothing imports cli but main.
