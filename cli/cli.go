@@ -1,7 +1,15 @@
-// Package cli is svcgw's command line: serve, keys, credits, usage and
-// generation, as a kong grammar with one command per file. Every flag can
-// also be set from the environment as SVCGW_<FLAG> (e.g. SVCGW_DB,
-// SVCGW_ADDR). Commands write only to the writers Run is given.
+// Package cli is svcgw's command line: serve, init, keys, credits, usage,
+// generation and config, as a kong grammar with one command per file.
+// Commands write only to the writers Run is given. Only serve and init
+// create a database; the others open an existing one.
+//
+// The environment is read by one rule, so that a variable set for one
+// command never changes what another does: settings that mean the same
+// thing for every command have one name everywhere (SVCGW_DB, SVCGW_CONFIG,
+// SVCGW_LOG_LEVEL, SVCGW_LOG_FORMAT); every other flag of serve is read as
+// SVCGW_SERVE_<FLAG> (SVCGW_SERVE_RPM); the flags of the other commands
+// (init, keys, credits, usage, generation, config) come from the command
+// line only.
 //
 // cli may import server, store, config and the account surface (for the
 // exact JSON shapes of usage and generation); nothing imports cli but main.
@@ -12,37 +20,26 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime/debug"
+	"io/fs"
+	"os"
+	"strings"
 
 	"github.com/alecthomas/kong"
 
 	"github.com/svcgw/svcgw/store"
 )
 
-// Version is set at build time with -ldflags "-X github.com/svcgw/svcgw/cli.Version=…".
-var Version = ""
-
-// version reports Version, or the module version the binary was built from.
-func version() string {
-	if Version != "" {
-		return Version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "dev"
-}
-
 // Globals are the flags every command shares.
 type Globals struct {
-	DB string `name:"db" default:"svcgw.db" help:"SQLite database file." type:"path"`
+	DB string `name:"db" default:"svcgw.db" env:"SVCGW_DB" help:"SQLite database file." type:"path"`
 }
 
 // root is the whole grammar.
 type root struct {
 	Globals
 	Version    kong.VersionFlag `help:"Print the version and exit."`
-	Serve      serveCmd         `cmd:"" help:"Run the gateway."`
+	Serve      serveCmd         `cmd:"" help:"Run the gateway (creating the database on its first start)."`
+	Init       initCmd          `cmd:"" help:"Create the database without serving, e.g. to create keys before the first start."`
 	Keys       keysCmd          `cmd:"" help:"Create, list and revoke API keys."`
 	Credits    creditsCmd       `cmd:"" help:"Add and show prepaid credits."`
 	Usage      usageCmd         `cmd:"" help:"Report usage of an account (as GET /svc/v1/usage)."`
@@ -63,18 +60,46 @@ type exitError struct{ code int }
 
 func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 
-// Run parses args and runs the command; it returns the process exit code.
-func Run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int) {
-	var cli root
-	parser, err := kong.New(&cli,
+// newParser builds the grammar around cli.
+func newParser(cli *root, stdout, stderr io.Writer) (*kong.Kong, error) {
+	return kong.New(cli,
 		kong.Name("svcgw"),
 		kong.Description("A self-hosted model inference gateway: OpenAI, Anthropic and Gemini wire formats on one host, one key and one SQLite ledger."),
 		kong.UsageOnError(),
-		kong.DefaultEnvars("SVCGW"),
-		kong.Vars{"version": version()},
+		serveEnvars(),
+		kong.Vars{"version": readBuild().String()},
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(c int) { panic(exitError{c}) }),
 	)
+}
+
+// serveEnvars names the environment variable of every serve flag that has
+// none of its own SVCGW_SERVE_<FLAG>, so a flag added to serve follows the
+// package's rule without a tag. (kong.DefaultEnvars would give every
+// command's flags, and --version, a shared SVCGW_<FLAG>.)
+func serveEnvars() kong.Option {
+	return kong.PostBuild(func(k *kong.Kong) error {
+		for _, n := range k.Model.Children {
+			if n.Name != "serve" {
+				continue
+			}
+			for _, f := range n.Flags {
+				if len(f.Envs) > 0 || f.Name == "help" {
+					continue
+				}
+				name := "SVCGW_SERVE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+				f.Envs = []string{name}
+				f.Value.Tag.Envs = []string{name}
+			}
+		}
+		return nil
+	})
+}
+
+// Run parses args and runs the command; it returns the process exit code.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int) {
+	var cli root
+	parser, err := newParser(&cli, stdout, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "svcgw:", err)
 		return 2
@@ -107,8 +132,20 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 	return 0
 }
 
-// openStore opens the database named by --db.
+// openStore opens the existing database named by --db. Only serve and init
+// create one: a command run in the wrong directory must not leave an empty
+// ledger behind, nor fund one nobody serves.
 func (e *env) openStore() (*store.Store, error) {
+	if _, err := os.Stat(e.global.DB); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("no database at %s: point at svcgw serve's database with --db or SVCGW_DB "+
+			"(svcgw serve creates one on its first start, svcgw init without serving)", e.global.DB)
+	}
+	return e.createStore()
+}
+
+// createStore opens the database named by --db, creating and migrating it
+// if needed.
+func (e *env) createStore() (*store.Store, error) {
 	st, err := store.Open(e.ctx, e.global.DB, store.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", e.global.DB, err)
@@ -116,11 +153,19 @@ func (e *env) openStore() (*store.Store, error) {
 	return st, nil
 }
 
-// account looks an account up by name, naming it in the error.
+// account looks an account up by name.
 func (e *env) account(st *store.Store, name string) (store.Account, error) {
 	acct, err := st.AccountByName(e.ctx, name)
-	if err != nil {
-		return store.Account{}, fmt.Errorf("account %q: %w", name, err)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Account{}, fmt.Errorf("account %q not found in %s (keys create --account %s creates it)", name, e.global.DB, name)
 	}
-	return acct, nil
+	return acct, err // the store's error names the account
+}
+
+// keyError words a key lookup's failure for the command line.
+func (e *env) keyError(keyID string, err error) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("key %s not found in %s (keys list shows the keys)", keyID, e.global.DB)
+	}
+	return err // the store's error names the key
 }

@@ -4,15 +4,19 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/alecthomas/kong"
 	"github.com/matryer/is"
 )
 
@@ -22,6 +26,16 @@ func run(t *testing.T, db string, args ...string) (int, string, string) {
 	var out, errb bytes.Buffer
 	code := Run(context.Background(), append([]string{"--db", db}, args...), &out, &errb)
 	return code, out.String(), errb.String()
+}
+
+// newDB returns the path of a new, empty database (svcgw init).
+func newDB(t *testing.T) string {
+	t.Helper()
+	db := filepath.Join(t.TempDir(), "svcgw.db")
+	if code, _, stderr := run(t, db, "init"); code != 0 {
+		t.Fatalf("init: %s", stderr)
+	}
+	return db
 }
 
 // freeAddr returns a loopback address that was free a moment ago.
@@ -81,7 +95,7 @@ func getCredits(t *testing.T, addr, key string) (int, map[string]string) {
 
 func TestCLI_KeysCreateCapturedAndUsedOverHTTP(t *testing.T) {
 	is := is.New(t)
-	db := filepath.Join(t.TempDir(), "svcgw.db")
+	db := newDB(t)
 
 	code, key, stderr := run(t, db, "keys", "create", "--account", "acme", "--name", "ci")
 	is.Equal(code, 0)                            // keys create
@@ -130,7 +144,7 @@ func TestCLI_ServeBootstrapsEmptyDatabase(t *testing.T) {
 
 func TestCLI_Revoke(t *testing.T) {
 	is := is.New(t)
-	db := filepath.Join(t.TempDir(), "svcgw.db")
+	db := newDB(t)
 	_, key, _ := run(t, db, "keys", "create", "--account", "acme")
 	key = strings.TrimSpace(key)
 	_, out, _ := run(t, db, "keys", "list", "--account", "acme", "--json")
@@ -151,7 +165,7 @@ func TestCLI_Revoke(t *testing.T) {
 }
 
 func TestCLI_CreditsAddRejectsBadAmounts(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "svcgw.db")
+	db := newDB(t)
 	run(t, db, "keys", "create", "--account", "acme")
 	for _, amt := range []string{"0", "-5", "abc", "1e3", "0.0000001", "NaN"} {
 		t.Run(amt, func(t *testing.T) {
@@ -172,7 +186,9 @@ func TestCLI_EnvFallback(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "env.db")
 	t.Setenv("SVCGW_DB", db)
 	var out, errb bytes.Buffer
-	code := Run(context.Background(), []string{"keys", "create", "--account", "envacct"}, &out, &errb)
+	code := Run(context.Background(), []string{"init"}, &out, &errb)
+	is.Equal(code, 0) // init with --db from SVCGW_DB
+	code = Run(context.Background(), []string{"keys", "create", "--account", "envacct"}, &out, &errb)
 	is.Equal(code, 0) // keys create with --db from SVCGW_DB
 	code = Run(context.Background(), []string{"keys", "list", "--account", "envacct"}, &out, &errb)
 	is.Equal(code, 0) // the same database was used
@@ -198,7 +214,7 @@ func (b *syncBuffer) String() string {
 
 func TestCLI_UsageAndGenerationMatchTheHTTPEndpoints(t *testing.T) {
 	is := is.New(t)
-	db := filepath.Join(t.TempDir(), "svcgw.db")
+	db := newDB(t)
 	_, key, _ := run(t, db, "keys", "create", "--account", "acme", "--name", "ci")
 	key = strings.TrimSpace(key)
 	run(t, db, "credits", "add", "--account", "acme", "5")
@@ -257,8 +273,231 @@ func TestCLI_UsageAndGenerationMatchTheHTTPEndpoints(t *testing.T) {
 	is.Equal(fromCLI["application"], "cli-test")
 
 	code, _, stderr := run(t, db, "usage", "--account", "acme", "--group-by", "model")
-	is.True(code != 0)                            // unknown grouping
-	is.True(strings.Contains(stderr, "group_by")) // says which
+	is.True(code != 0)                              // unknown grouping
+	is.True(strings.Contains(stderr, "--group-by")) // says which flag
 	code, _, _ = run(t, db, "generation", "chatcmpl-nope")
 	is.True(code != 0) // unknown id
+}
+
+func TestCLI_VersionFlagReadsNoEnvironment(t *testing.T) {
+	// A container may set SVCGW_VERSION for its own reasons; it must not
+	// turn every command into --version.
+	is := is.New(t)
+	t.Setenv("SVCGW_VERSION", "1.2.3")
+	db := filepath.Join(t.TempDir(), "svcgw.db")
+	addr, _ := serve(t, db) // serve served
+	resp, err := http.Get("http://" + addr + "/healthz")
+	is.NoErr(err)
+	resp.Body.Close()
+	is.Equal(resp.StatusCode, http.StatusOK)
+	code, out, _ := run(t, db, "keys", "list")
+	is.Equal(code, 0)
+	is.True(strings.HasPrefix(out, "ID")) // keys list ran, not --version
+}
+
+func TestCLI_ServeSettingsInTheEnvironmentDoNotChangeOtherCommands(t *testing.T) {
+	// Only settings that mean the same everywhere (SVCGW_DB, SVCGW_CONFIG,
+	// the log settings) come from the environment for every command; a
+	// shell prepared for serve must not pin a new key's limits, cap an
+	// account or pick another account.
+	is := is.New(t)
+	db := newDB(t)
+	for k, v := range map[string]string{
+		"SVCGW_RPM": "600", "SVCGW_TPM": "90000", "SVCGW_SERVE_RPM": "600", "SVCGW_SERVE_TPM": "90000",
+		"SVCGW_DAILY": "1", "SVCGW_MONTHLY": "2", "SVCGW_DAILY_LIMIT": "1", "SVCGW_MONTHLY_LIMIT": "2",
+		"SVCGW_NAME": "from-env", "SVCGW_ACCOUNT": "from-env", "SVCGW_JSON": "true",
+	} {
+		t.Setenv(k, v)
+	}
+	code, _, _ := run(t, db, "keys", "create", "--account", "acme")
+	is.Equal(code, 0) // keys create
+
+	code, out, _ := run(t, db, "keys", "list", "--json")
+	is.Equal(code, 0) // keys list: SVCGW_ACCOUNT does not filter it
+	var keys []struct {
+		Account    string  `json:"account"`
+		Name       string  `json:"name"`
+		DailyCap   *string `json:"daily_cap"`
+		MonthlyCap *string `json:"monthly_cap"`
+		RPM, TPM   *int64
+	}
+	is.NoErr(json.Unmarshal([]byte(out), &keys))
+	is.Equal(len(keys), 1)
+	k := keys[0]
+	is.Equal(k.Account, "acme")
+	is.Equal(k.Name, "default")                       // not SVCGW_NAME
+	is.True(k.RPM == nil && k.TPM == nil)             // the server's defaults, not SVCGW_RPM
+	is.True(k.DailyCap == nil && k.MonthlyCap == nil) // no caps
+
+	code, out, _ = run(t, db, "keys", "list")
+	is.Equal(code, 0)
+	is.True(strings.HasPrefix(out, "ID")) // a table: SVCGW_JSON is not --json
+
+	code, _, _ = run(t, db, "credits", "cap", "--account", "acme", "--daily", "5")
+	is.Equal(code, 0) // credits cap
+	code, out, _ = run(t, db, "credits", "show", "--account", "acme", "--json")
+	is.Equal(code, 0)
+	var acct struct {
+		DailyCap   *string `json:"daily_cap"`
+		MonthlyCap *string `json:"monthly_cap"`
+	}
+	is.NoErr(json.Unmarshal([]byte(out), &acct))
+	is.Equal(*acct.DailyCap, "5.000000") // the flag given
+	is.Equal(acct.MonthlyCap, nil)       // not SVCGW_MONTHLY
+}
+
+func TestCLI_EnvironmentVariablesFollowTheRule(t *testing.T) {
+	// Every flag's environment variable is either a global one, or, on
+	// serve, SVCGW_SERVE_<FLAG>; other commands read flags only.
+	global := map[string]bool{"SVCGW_DB": true, "SVCGW_CONFIG": true, "SVCGW_LOG_LEVEL": true, "SVCGW_LOG_FORMAT": true}
+	parser, err := newParser(&root{}, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var visit func(n *kong.Node)
+	visit = func(n *kong.Node) {
+		for _, f := range n.Flags {
+			if f.Name == "help" {
+				continue
+			}
+			for _, env := range f.Envs {
+				if global[env] {
+					continue
+				}
+				if want := "SVCGW_SERVE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_")); n.Name == "serve" && env == want {
+					continue
+				}
+				t.Errorf("%s --%s reads %s: only %v, and SVCGW_SERVE_<FLAG> on serve, may be read", n.Path(), f.Name, env, global)
+			}
+			if n.Name == "serve" && len(f.Envs) == 0 {
+				t.Errorf("serve --%s has no environment variable (want SVCGW_SERVE_<FLAG>)", f.Name)
+			}
+		}
+		for _, a := range n.Positional {
+			for _, env := range a.Tag.Envs {
+				if !global[env] {
+					t.Errorf("%s %s reads %s", n.Path(), a.Name, env)
+				}
+			}
+		}
+		for _, c := range n.Children {
+			visit(c)
+		}
+	}
+	visit(parser.Model.Node)
+}
+
+func TestCLI_OnlyServeAndInitCreateADatabase(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "svcgw.db")
+	for _, args := range [][]string{
+		{"keys", "list"},
+		{"keys", "create", "--account", "acme"},
+		{"keys", "limit", "key_0123456789abcdef", "--rpm", "5"},
+		{"keys", "revoke", "key_0123456789abcdef"},
+		{"credits", "add", "--account", "acme", "5"},
+		{"credits", "show", "--account", "acme"},
+		{"credits", "cap", "--account", "acme", "--daily", "5"},
+		{"usage", "--account", "acme"},
+		{"generation", "chatcmpl-x"},
+	} {
+		t.Run(strings.Join(args[:2], " "), func(t *testing.T) {
+			is := is.New(t)
+			code, out, stderr := run(t, db, args...)
+			is.Equal(code, 1)                             // refused
+			is.Equal(out, "")                             // nothing on stdout
+			is.True(strings.Contains(stderr, db))         // names the path it looked for
+			is.True(strings.Contains(stderr, "--db"))     // and how to point at another
+			is.True(strings.Contains(stderr, "SVCGW_DB")) // or set it
+			_, err := os.Stat(db)
+			is.True(errors.Is(err, fs.ErrNotExist)) // left nothing behind
+		})
+	}
+
+	is := is.New(t)
+	// serve on a taken address fails before creating anything.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	is.NoErr(err)
+	defer ln.Close()
+	code, _, stderr := run(t, db, "serve", "--addr", ln.Addr().String())
+	is.Equal(code, 1)                                     // bind failed
+	is.True(strings.Contains(stderr, ln.Addr().String())) // names the address
+	_, err = os.Stat(db)
+	is.True(errors.Is(err, fs.ErrNotExist)) // no database left behind
+	// Nor does serve with a bad configuration.
+	bad := filepath.Join(dir, "bad.yaml")
+	is.NoErr(os.WriteFile(bad, []byte("upstreams: {}\n"), 0o600))
+	code, _, _ = run(t, db, "serve", "--addr", "127.0.0.1:0", "--config", bad)
+	is.Equal(code, 1) // bad config
+	_, err = os.Stat(db)
+	is.True(errors.Is(err, fs.ErrNotExist)) // no database left behind
+
+	// init creates it, once; then the commands work.
+	code, _, stderr = run(t, db, "init")
+	is.Equal(code, 0) // init
+	is.True(strings.Contains(stderr, "created"))
+	code, _, stderr = run(t, db, "init")
+	is.Equal(code, 0) // init again is harmless
+	is.True(strings.Contains(stderr, "already"))
+	code, out, _ := run(t, db, "keys", "list")
+	is.Equal(code, 0) // keys list
+	is.True(strings.HasPrefix(out, "ID"))
+}
+
+func TestCLI_ErrorsSayItOnceInTheCommandLinesTerms(t *testing.T) {
+	db := newDB(t)
+	for _, tc := range []struct {
+		args []string
+		once string   // named exactly once
+		want []string // and these said
+	}{
+		{[]string{"credits", "show", "--account", "nobody"}, `"nobody"`, []string{"not found", db}},
+		{[]string{"credits", "add", "--account", "nobody", "5"}, `"nobody"`, []string{"not found"}},
+		{[]string{"keys", "list", "--account", "nobody"}, `"nobody"`, []string{"not found"}},
+		{[]string{"usage", "--account", "nobody"}, `"nobody"`, []string{"not found"}},
+		{[]string{"keys", "limit", "key_0123456789abcdef", "--rpm", "5"}, "key_0123456789abcdef", []string{"not found", "keys list"}},
+		{[]string{"keys", "revoke", "key_0123456789abcdef"}, "key_0123456789abcdef", []string{"not found", "keys list"}},
+		{[]string{"usage", "--account", "a", "--start", "2025-13-01"}, "--start", []string{`"2025-13-01"`, "YYYY-MM-DD"}},
+		{[]string{"usage", "--account", "a", "--end", "soon"}, "--end", []string{`"soon"`}},
+		{[]string{"usage", "--account", "a", "--start", "2025-02-01", "--end", "2025-01-01"}, "--end", []string{"--start"}},
+		{[]string{"usage", "--account", "a", "--group-by", "model"}, "--group-by", []string{"request_type"}},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			is := is.New(t)
+			code, _, stderr := run(t, db, tc.args...)
+			is.True(code != 0)                          // refused
+			is.Equal(strings.Count(stderr, tc.once), 1) // said once
+			for _, w := range tc.want {
+				is.True(strings.Contains(stderr, w)) // says what is wrong
+			}
+			for _, api := range []string{"start_date", "end_date", "group_by", "invalid_request"} {
+				is.True(!strings.Contains(stderr, api)) // no API parameter names or error kinds
+			}
+		})
+	}
+}
+
+func TestServe_ShutdownLogsTheLedgerFlush(t *testing.T) {
+	is := is.New(t)
+	db := filepath.Join(t.TempDir(), "svcgw.db")
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	stderr := &syncBuffer{}
+	done := make(chan int)
+	go func() { done <- Run(ctx, []string{"--db", db, "serve", "--addr", addr}, io.Discard, stderr) }()
+	up := false
+	for i := 0; i < 200 && !up; i++ {
+		if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
+			resp.Body.Close()
+			up = true
+		} else {
+			time.Sleep(25 * time.Millisecond)
+		}
+	}
+	is.True(up) // serve came up
+	cancel()    // as SIGTERM does
+	is.Equal(<-done, 0)
+	logs := stderr.String()
+	is.True(strings.Contains(logs, "ledger flushed")) // says nothing was lost
+	is.True(strings.Contains(logs, db))               // and where it went
 }

@@ -13,20 +13,20 @@ type configCmd struct {
 }
 
 type configCheckCmd struct {
-	File string `arg:"" type:"existingfile" help:"The YAML configuration file."`
+	File string `arg:"" optional:"" type:"path" env:"SVCGW_CONFIG" help:"The YAML configuration file (default: SVCGW_CONFIG, as serve --config reads it)."`
 }
 
 func (c *configCheckCmd) Run(e *env) error {
+	if c.File == "" {
+		return errors.New("which file? give it (svcgw config check svcgw.yaml) or set SVCGW_CONFIG")
+	}
 	cfg, err := config.LoadFile(c.File)
 	var errs config.Errors
 	if errors.As(err, &errs) {
 		for _, ce := range errs {
-			if ce.Line > 0 {
-				fmt.Fprintf(e.stderr, "%s:%d: %s\n", c.File, ce.Line, ce.Msg)
-			} else {
-				fmt.Fprintf(e.stderr, "%s: %s\n", c.File, ce.Msg)
-			}
+			fmt.Fprintln(e.stderr, ce) // file:line: message
 		}
+		fmt.Fprintf(e.stderr, "%s: %d error(s)\n", c.File, len(errs))
 		return exitError{code: 1}
 	}
 	if err != nil {

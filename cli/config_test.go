@@ -52,6 +52,7 @@ routes:
   default: [local/canary-backend-7]
 `), 0o600))
 	db := filepath.Join(dir, "svcgw.db")
+	run(t, db, "init")
 	code, key, _ := run(t, db, "keys", "create", "--account", "acme")
 	is.Equal(code, 0)
 	key = strings.TrimSpace(key)
@@ -99,4 +100,39 @@ func TestConfigCheck_ReportsLines(t *testing.T) {
 	is.Equal(code, 1)                                     // rejected
 	is.True(strings.Contains(stderr, path+":3: "))        // file:line
 	is.True(strings.Contains(stderr, "unknown protocol")) // the reason
+}
+
+func TestConfigCheck_ReadsSVCGWConfig(t *testing.T) {
+	is := is.New(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "svcgw.yaml")
+	is.NoErr(os.WriteFile(path, []byte("upstreams:\n  a:\n    protocol: fixture\n    models: {m: {}}\nroutes:\n  default: [a/m]\n"), 0o600))
+	code, _, stderr := run(t, filepath.Join(dir, "x.db"), "config", "check")
+	is.Equal(code, 1)                                 // no file
+	is.True(strings.Contains(stderr, "SVCGW_CONFIG")) // says how to name one
+	t.Setenv("SVCGW_CONFIG", path)
+	code, out, _ := run(t, filepath.Join(dir, "x.db"), "config", "check")
+	is.Equal(code, 0) // the file serve --config would read
+	is.Equal(strings.TrimSpace(strings.Split(out, "\n")[0]), path+": ok")
+}
+
+func TestConfigCheck_EveryErrorInOnePass(t *testing.T) {
+	is := is.New(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "svcgw.yaml")
+	is.NoErr(os.WriteFile(path, []byte(`upstreams:
+  a:
+    protocol: fixture
+    models: {m: {}}
+routes:
+  default: [a/nope]
+limits:
+  max_body_byte: 1000
+`), 0o600))
+	code, out, stderr := run(t, filepath.Join(dir, "x.db"), "config", "check", path)
+	is.Equal(code, 1) // rejected
+	is.Equal(out, "")
+	is.Equal(stderr, path+`:6: candidate "a/nope": upstream "a" declares no model "nope"`+"\n"+
+		path+`:8: unknown key "max_body_byte" in limits (did you mean max_body_bytes?)`+"\n"+
+		path+": 2 error(s)\n")
 }

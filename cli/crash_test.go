@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -234,7 +233,7 @@ const (
 
 func TestServe_KillNineLosesAtMostTheWindow(t *testing.T) {
 	is := is.New(t)
-	db := filepath.Join(t.TempDir(), "svcgw.db")
+	db := newDB(t)
 	key := setupLoadAccount(t, db)
 	srv := startServer(t, db, "--fixture-ttft", "1ms")
 
@@ -274,7 +273,7 @@ func TestServe_KillNineLosesAtMostTheWindow(t *testing.T) {
 
 func TestServe_SIGTERMUnderLoadLosesNothing(t *testing.T) {
 	is := is.New(t)
-	db := filepath.Join(t.TempDir(), "svcgw.db")
+	db := newDB(t)
 	key := setupLoadAccount(t, db)
 	srv := startServer(t, db, "--fixture-ttft", "5ms", "--shutdown-grace", "10s")
 

@@ -162,7 +162,7 @@ func (c *keysLimitCmd) Run(e *env) error {
 		}
 	})
 	if err != nil {
-		return fmt.Errorf("limit %s: %w", c.KeyID, err)
+		return e.keyError(c.KeyID, err)
 	}
 	fmt.Fprintf(e.stderr, "key %s of account %q: daily cap %s, monthly cap %s, rpm %s, tpm %s\n", k.ID, k.AccountName,
 		capText(k.Limits.DailyCap), capText(k.Limits.MonthlyCap), rateText(k.Limits.RPM), rateText(k.Limits.TPM))
@@ -207,7 +207,7 @@ func (c *keysRevokeCmd) Run(e *env) error {
 	defer st.Close()
 	k, err := st.RevokeKey(e.ctx, c.KeyID)
 	if err != nil {
-		return fmt.Errorf("revoke %s: %w", c.KeyID, err)
+		return e.keyError(c.KeyID, err)
 	}
 	fmt.Fprintf(e.stderr, "revoked key %s of account %q\n", k.ID, k.AccountName)
 	return nil

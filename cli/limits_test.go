@@ -15,7 +15,7 @@ import (
 
 func TestCLI_CreditsCap(t *testing.T) {
 	is := is.New(t)
-	db := filepath.Join(t.TempDir(), "svcgw.db")
+	db := newDB(t)
 	run(t, db, "keys", "create", "--account", "acme")
 
 	code, out, stderr := run(t, db, "credits", "cap", "--account", "acme", "--daily", "5", "--monthly", "100.50")
@@ -63,7 +63,7 @@ func TestCLI_CreditsCap(t *testing.T) {
 
 func TestCLI_KeysLimits(t *testing.T) {
 	is := is.New(t)
-	db := filepath.Join(t.TempDir(), "svcgw.db")
+	db := newDB(t)
 	code, key, _ := run(t, db, "keys", "create", "--account", "acme", "--daily-limit", "1", "--monthly-limit", "10", "--rpm", "60", "--tpm", "0")
 	is.Equal(code, 0) // keys create with limits
 	key = strings.TrimSpace(key)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,12 +19,12 @@ import (
 
 type serveCmd struct {
 	Addr             string        `default:"127.0.0.1:8080" help:"Address to listen on."`
-	Config           string        `type:"existingfile" help:"YAML configuration (upstreams, routes, prices, limits); without one the fixture backend serves every route."`
+	Config           string        `type:"existingfile" env:"SVCGW_CONFIG" help:"YAML configuration (upstreams, routes, prices, limits); without one the fixture backend serves every route."`
 	BootstrapCredits string        `default:"10.00" help:"Starter balance (USD) of the default account created on an empty database."`
 	MaxBodyBytes     int64         `default:"0" help:"Request body limit in bytes (413 above it); 0 takes limits.max_body_bytes from --config, else 32 MiB."`
 	ShutdownGrace    time.Duration `default:"30s" help:"How long open calls may finish after SIGINT/SIGTERM."`
-	LogLevel         string        `default:"info" enum:"debug,info,warn,error" help:"Log level (debug, info, warn, error)."`
-	LogFormat        string        `default:"text" enum:"text,json" help:"Log format (text, json)."`
+	LogLevel         string        `default:"info" env:"SVCGW_LOG_LEVEL" enum:"debug,info,warn,error" help:"Log level (debug, info, warn, error)."`
+	LogFormat        string        `default:"text" env:"SVCGW_LOG_FORMAT" enum:"text,json" help:"Log format (text, json)."`
 	RPM              int64         `name:"rpm" default:"0" help:"Default requests per minute of each API key (0 = limits.rpm from --config, else unlimited); keys limit overrides it per key."`
 	TPM              int64         `name:"tpm" default:"0" help:"Default tokens per minute of each API key (0 = limits.tpm from --config, else unlimited); keys limit overrides it per key."`
 	FixtureTTFT      time.Duration `name:"fixture-ttft" default:"0s" help:"Fixture backend: simulated time to first token."`
@@ -41,30 +42,30 @@ func (c *serveCmd) Run(e *env) error {
 	if err != nil {
 		return fmt.Errorf("--bootstrap-credits: %w", err)
 	}
-	st, err := e.openStore()
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	ln, err := net.Listen("tcp", c.Addr)
-	if err != nil {
-		return err
-	}
-	if err := bootstrap(e, st, credits, ln.Addr().String()); err != nil {
-		ln.Close()
-		return err
-	}
-
-	// No configuration: the fixture backend serves every route.
-	cfg := config.Default()
+	// Everything that can fail on the command line's account (the address,
+	// the configuration) is checked before the database is opened, so a
+	// failed start leaves no new database behind.
+	cfg := config.Default() // no configuration: the fixture backend serves every route
 	if c.Config != "" {
 		if cfg, err = config.LoadFile(c.Config); err != nil {
-			ln.Close()
-			return fmt.Errorf("%s: %w", c.Config, err)
+			return err // each error names the file and line
 		}
 	}
 	router, err := buildRouter(cfg, log, upstream.FixtureOptions{TimeToFirstToken: c.FixtureTTFT, TokensPerSecond: c.FixtureTPS})
 	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", c.Addr)
+	if err != nil {
+		return err
+	}
+	st, err := e.createStore()
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer st.Close()
+	if err := bootstrap(e, st, credits, ln.Addr().String()); err != nil {
 		ln.Close()
 		return err
 	}
@@ -83,10 +84,12 @@ func (c *serveCmd) Run(e *env) error {
 	}
 	h := server.New(opts)
 
-	log.Info("svcgw listening", "addr", ln.Addr().String(), "db", e.global.DB, "version", version())
+	b := readBuild()
+	log.Info("svcgw listening", "addr", ln.Addr().String(), "db", e.global.DB,
+		"version", b.Version, "commit", b.Commit, "built", b.Date, "go", b.Go)
 	err = server.Serve(e.ctx, ln, h, log, c.ShutdownGrace)
 	// Handlers cancelled at the end of the grace period still record what
-	// their calls generated; the deferred st.Close then commits everything
+	// their calls generated; st.Close then commits everything
 	// queued. Only a handler stuck past drainTimeout is given up on (its
 	// generation is then logged as dropped).
 	drained := make(chan struct{})
@@ -96,6 +99,11 @@ func (c *serveCmd) Run(e *env) error {
 	case <-time.After(drainTimeout):
 		log.Error("shutdown: handlers still running; closing the ledger without them", "waited", drainTimeout.String())
 	}
+	if cerr := st.Close(); cerr != nil {
+		log.Error("shutdown: flushing the ledger failed", "db", e.global.DB, "err", cerr)
+		return errors.Join(err, cerr)
+	}
+	log.Info("shutdown: ledger flushed, database closed", "db", e.global.DB)
 	return err
 }
 

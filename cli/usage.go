@@ -9,7 +9,7 @@ import (
 
 type usageCmd struct {
 	Account string `required:"" help:"Account name."`
-	GroupBy string `name:"group-by" default:"day" help:"day, request_type, application or api_key."`
+	GroupBy string `name:"group-by" default:"day" enum:"day,request_type,application,api_key" help:"day, request_type, application or api_key."`
 	Start   string `help:"Lower bound: YYYY-MM-DD or RFC 3339 (inclusive)."`
 	End     string `help:"Upper bound: YYYY-MM-DD (inclusive) or RFC 3339 (exclusive)."`
 	JSON    bool   `name:"json" help:"Print JSON (as GET /svc/v1/usage)."`
@@ -19,7 +19,7 @@ type usageCmd struct {
 func (c *usageCmd) Run(e *env) error {
 	q, err := account.ParseUsageQuery(c.GroupBy, c.Start, c.End)
 	if err != nil {
-		return err
+		return c.flagError(err)
 	}
 	st, err := e.openStore()
 	if err != nil {
@@ -51,6 +51,25 @@ func (c *usageCmd) Run(e *env) error {
 	}
 	row("total", report.Total)
 	return tw.Flush()
+}
+
+// flagError restates a refusal of the usage endpoint's parser (worded for
+// its query parameters) in terms of this command's flags.
+func (c *usageCmd) flagError(err error) error {
+	const dates = "want a date (YYYY-MM-DD) or an RFC 3339 time (2026-11-01T09:00:00Z)"
+	if _, e := account.ParseUsageQuery("", c.Start, ""); e != nil {
+		return fmt.Errorf("--start %q: %s", c.Start, dates)
+	}
+	if _, e := account.ParseUsageQuery("", "", c.End); e != nil {
+		return fmt.Errorf("--end %q: %s", c.End, dates)
+	}
+	if _, e := account.ParseUsageQuery(c.GroupBy, "", ""); e != nil {
+		return fmt.Errorf("--group-by %q: want day, request_type, application or api_key", c.GroupBy)
+	}
+	if c.Start != "" && c.End != "" {
+		return fmt.Errorf("--end %s is before --start %s", c.End, c.Start)
+	}
+	return err
 }
 
 func header(groupBy string) string {

@@ -11,11 +11,10 @@
 package config
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
+	"reflect"
 	"regexp"
 	"sort"
 	"strings"
@@ -161,15 +160,30 @@ type filePrice struct {
 
 // Error is a configuration error at a line of the file.
 type Error struct {
-	Line int
-	Msg  string
+	File string // set by LoadFile
+	Line int    // 0 when the error has no line
+	Msg  string // in the file's own terms: keys, values, lines
 }
 
+// Error formats e as file:line: message, the form editors and compilers
+// use.
 func (e *Error) Error() string {
-	if e.Line > 0 {
-		return fmt.Sprintf("line %d: %s", e.Line, e.Msg)
+	var b strings.Builder
+	if e.File != "" {
+		b.WriteString(e.File)
+		b.WriteString(":")
 	}
-	return e.Msg
+	if e.Line > 0 {
+		if e.File == "" {
+			b.WriteString("line ")
+		}
+		fmt.Fprintf(&b, "%d:", e.Line)
+	}
+	if b.Len() > 0 {
+		b.WriteString(" ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
 }
 
 // Errors are all the errors found in one file, in line order.
@@ -183,13 +197,21 @@ func (es Errors) Error() string {
 	return strings.Join(msgs, "\n")
 }
 
-// LoadFile reads and validates the configuration file at path.
+// LoadFile reads and validates the configuration file at path. Its errors
+// are Errors naming path.
 func LoadFile(path string) (*Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	return Load(b, os.LookupEnv)
+	cfg, err := Load(b, os.LookupEnv)
+	var errs Errors
+	if errors.As(err, &errs) {
+		for _, e := range errs {
+			e.File = path
+		}
+	}
+	return cfg, err
 }
 
 // Default is the configuration used without a file: the fixture backend
@@ -232,12 +254,13 @@ func Load(doc []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
 	if err := yaml.Unmarshal(doc, &root); err != nil {
 		return nil, yamlError(err)
 	}
-	// Unknown keys and wrong types, reported at their lines in the file as
-	// written. (${VAR} references belong in string values.)
-	if err := decodeStrict(doc, &fileConfig{}); err != nil {
-		return nil, err
-	}
 	var errs Errors
+	// Unknown keys and wrong types, reported at their lines in the file as
+	// written, all of them; validation goes on past them, so one pass
+	// reports every error. (${VAR} references belong in string values.)
+	checkShape(&root, reflect.TypeFor[fileConfig](), "", func(line int, format string, args ...any) {
+		errs = append(errs, &Error{Line: line, Msg: fmt.Sprintf(format, args...)})
+	})
 	// Expand ${VAR} in scalar values, where the node still knows its line.
 	walk(&root, func(n *yaml.Node) {
 		if n.Kind != yaml.ScalarNode || !strings.Contains(n.Value, "${") {
@@ -256,10 +279,14 @@ func Load(doc []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
 		})
 	})
 	var fc fileConfig
-	if len(root.Content) > 0 {
+	if len(root.Content) > 0 && len(errs) == 0 {
 		if err := root.Decode(&fc); err != nil {
-			return nil, yamlError(err)
+			return nil, yamlError(err) // checkShape missed it
 		}
+	} else if len(root.Content) > 0 {
+		// The decoder skips what checkShape reported (unknown keys, values
+		// of the wrong kind) and decodes the rest, to be validated too.
+		_ = root.Decode(&fc)
 	}
 	lines := lineIndex(&root)
 	fl := fc.Limits
@@ -345,11 +372,13 @@ func Load(doc []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
 		cfg.Upstreams[name] = u
 	}
 
-	routes, def := map[llm.RequestType]map[llm.Tier][]Candidate{}, []Candidate(nil)
+	routes, def, hasDefault := map[llm.RequestType]map[llm.Tier][]Candidate{}, []Candidate(nil), false
 	for key, node := range fc.Routes {
 		p := "routes." + key
 		if key == "default" {
-			def = candidates(cfg, p, &node, add)
+			// A default whose candidates are all wrong is reported as
+			// such, not as missing.
+			def, hasDefault = candidates(cfg, p, &node, add), true
 			continue
 		}
 		t := llm.RequestType(key)
@@ -378,7 +407,7 @@ func Load(doc []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
 			add(p, "route %q must be a list of upstream/model candidates or a map of tiers", key)
 		}
 	}
-	if def == nil {
+	if !hasDefault {
 		// Without a default, every pair must be routed explicitly.
 		var missing []string
 		for _, t := range llm.RequestTypes {
@@ -388,7 +417,10 @@ func Load(doc []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
 				}
 			}
 		}
-		if len(missing) > 0 {
+		switch {
+		case len(fc.Routes) == 0:
+			add("routes", "no routes: write routes.default: [upstream/model, …], then routes per request type as needed")
+		case len(missing) > 0:
 			add("routes", "no routes.default, and no route for %s", strings.Join(missing, ", "))
 		}
 	}
@@ -405,9 +437,12 @@ func Load(doc []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
 		}
 		perTier := map[llm.Tier]Price{}
 		var fp filePrice
-		if node.Kind == yaml.MappingNode && hasKey(&node, "input") {
+		if node.Kind == yaml.MappingNode && !tierKeys(&node) {
+			if !shapeOK(&node, reflect.TypeFor[filePrice](), p, add) {
+				continue
+			}
 			if err := node.Decode(&fp); err != nil {
-				add(p, "prices.%s: %v", key, err)
+				add(p, "%s: %v", p, err)
 				continue
 			}
 			pr, ok := price(p, fp, add)
@@ -426,8 +461,11 @@ func Load(doc []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
 					continue
 				}
 				var fp filePrice
+				if !shapeOK(node.Content[i+1], reflect.TypeFor[filePrice](), tp, add) {
+					continue
+				}
 				if err := node.Content[i+1].Decode(&fp); err != nil {
-					add(tp, "%v", err)
+					add(tp, "%s: %v", tp, err)
 					continue
 				}
 				if pr, ok := price(tp, fp, add); ok {
@@ -471,6 +509,28 @@ func Load(doc []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
 		return nil, errs
 	}
 	return cfg, nil
+}
+
+// tierKeys reports whether every key of mapping n is a tier: a price per
+// tier rather than one price.
+func tierKeys(n *yaml.Node) bool {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if !validTier(llm.Tier(n.Content[i].Value)) {
+			return false
+		}
+	}
+	return len(n.Content) > 0
+}
+
+// shapeOK runs checkShape on a free-form part of the file (a price),
+// reporting through add; it reports whether there was nothing to report.
+func shapeOK(n *yaml.Node, t reflect.Type, path string, add func(string, string, ...any)) bool {
+	ok := true
+	checkShape(n, t, path, func(line int, format string, args ...any) {
+		errsAt(add, line, format, args...)
+		ok = false
+	})
+	return ok
 }
 
 var defaultBaseURL = map[string]string{
@@ -563,15 +623,6 @@ func price(path string, fp filePrice, add func(string, string, ...any)) (Price, 
 	return pr, ok
 }
 
-func hasKey(n *yaml.Node, key string) bool {
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == key {
-			return true
-		}
-	}
-	return false
-}
-
 func validTier(t llm.Tier) bool {
 	for _, v := range llm.Tiers {
 		if v == t {
@@ -587,17 +638,6 @@ func typeList() string {
 		s[i] = string(t)
 	}
 	return strings.Join(s, ", ")
-}
-
-// decodeStrict decodes the document, refusing unknown keys (a misspelt key
-// would otherwise be silently ignored).
-func decodeStrict(doc []byte, v any) error {
-	dec := yaml.NewDecoder(bytes.NewReader(doc))
-	dec.KnownFields(true)
-	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
-		return yamlError(err)
-	}
-	return nil
 }
 
 var yamlLine = regexp.MustCompile(`line (\d+): (.*)`)

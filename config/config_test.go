@@ -1,11 +1,18 @@
 package config
 
 import (
+	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/matryer/is"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/svcgw/svcgw/llm"
 )
@@ -73,7 +80,8 @@ func TestLoad_ErrorsNameTheirLine(t *testing.T) {
 		{"bad price", "upstreams:\n  a:\n    protocol: fixture\n    models: {m: {}}\nroutes:\n  default: [a/m]\nprices:\n  flash:\n    input: \"-1\"\n    output: \"1\"\n", nil, 9, "non-negative"},
 		{"bad timeout", "upstreams:\n  a:\n    protocol: openai\n    base_url: http://x\n    timeouts:\n      idle: soon\n    models: {m: {}}\nroutes:\n  default: [a/m]\n", nil, 6, "duration"},
 		{"no default and gaps", "upstreams:\n  a:\n    protocol: fixture\n    models: {m: {}}\nroutes:\n  flash: [a/m]\n", nil, 5, "reason/high, pro/low"},
-		{"wrong type", "limits:\n  rpm: lots\n", nil, 2, "cannot unmarshal"},
+		{"wrong type", "limits:\n  rpm: lots\n", nil, 2, `limits.rpm: want a whole number, not "lots"`},
+		{"no routes", "upstreams:\n  a:\n    protocol: fixture\n    models: {m: {}}\n", nil, 0, "no routes: write routes.default"},
 		{"syntax", "upstreams: [\n", nil, 1, "did not find"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -128,6 +136,105 @@ func TestLoad_READMEExamples(t *testing.T) {
 		_, err := Load([]byte(doc), fullEnv)
 		if err != nil {
 			t.Errorf("README yaml block %d: %v", i+1, err)
+		}
+	}
+}
+
+func TestLoad_ReportsEveryErrorInOnePassInTheFilesTerms(t *testing.T) {
+	is := is.New(t)
+	doc := `upstreams:
+  a:
+    protocol: fixture
+    models: {m: {}}
+    timeout: {idle: 5s}
+  b:
+    protocol: grpc
+    models: {m: {}}
+routes:
+  default: [a/other]
+  flash: [a/m]
+prices:
+  flash: {inptu: "1", output: "2"}
+limits:
+  max_body_byte: 1000
+  rpm: lots
+  max_tools: [1]
+`
+	_, err := Load([]byte(doc), env(nil))
+	var errs Errors
+	is.True(errors.As(err, &errs)) // Errors
+	var got []string
+	for _, e := range errs {
+		got = append(got, fmt.Sprintf("%d: %s", e.Line, e.Msg))
+	}
+	want := []string{
+		`5: unknown key "timeout" in upstreams.a (did you mean timeouts?)`,
+		`7: upstream "b": unknown protocol "grpc" (want openai, anthropic, gemini or fixture)`,
+		`10: candidate "a/other": upstream "a" declares no model "other"`,
+		`13: unknown key "inptu" in prices.flash (did you mean input?)`,
+		`15: unknown key "max_body_byte" in limits (did you mean max_body_bytes?)`,
+		`16: limits.rpm: want a whole number, not "lots"`,
+		`17: limits.max_tools: want a whole number, not a list`,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("errors (-want +got):\n%s", diff)
+	}
+	for _, e := range errs {
+		is.True(!strings.Contains(e.Msg, "struct"))         // no Go types
+		is.True(!strings.Contains(e.Msg, "routes.default")) // no spurious missing default
+	}
+}
+
+func TestLoadFile_ErrorsNameTheFile(t *testing.T) {
+	is := is.New(t)
+	path := filepath.Join(t.TempDir(), "svcgw.yaml")
+	is.NoErr(os.WriteFile(path, []byte("limits:\n  rpmm: 5\n"), 0o600))
+	_, err := LoadFile(path)
+	is.True(err != nil)
+	is.True(strings.Contains(err.Error(), path+`:2: unknown key "rpmm" in limits (did you mean rpm?)`))
+}
+
+// TestREADME_DocumentsEveryKey keeps the README's reference complete: every
+// key the file format has appears there, as `key` or in a dotted path.
+func TestREADME_DocumentsEveryKey(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var visit func(t reflect.Type, path string)
+	keys := map[string]string{} // key → where it is
+	visit = func(rt reflect.Type, path string) {
+		switch rt.Kind() {
+		case reflect.Map:
+			visit(rt.Elem(), path+".NAME")
+		case reflect.Struct:
+			if rt == reflect.TypeFor[yaml.Node]() {
+				return
+			}
+			for _, k := range yamlKeys(rt) {
+				f, _ := fieldByKey(rt, k)
+				keys[k] = join(path, k)
+				visit(f.Type, join(path, k))
+			}
+		}
+	}
+	visit(reflect.TypeFor[fileConfig](), "")
+	visit(reflect.TypeFor[filePrice](), "prices.TYPE")
+	if len(keys) < 25 {
+		t.Fatalf("found only %d keys", len(keys))
+	}
+	words := regexp.MustCompile("`[^`]*`").FindAllString(string(readme), -1)
+	for key, where := range keys {
+		found := false
+		for _, w := range words {
+			w = strings.Trim(w, "`")
+			if w == key || strings.HasSuffix(w, "."+key) || strings.Contains(w, "."+key+".") || strings.HasPrefix(w, key+".") {
+				found = true
+				break
+			}
+		}
+		if !found {
+			t.Errorf("README.md does not document %s", where)
 		}
 	}
 }

@@ -107,3 +107,9 @@ func AsError(err error) *Error {
 	}
 	return &Error{Kind: KindInternal, Message: "internal error", Err: err}
 }
+
+// ErrTokenRate is the cause of a rate_limited error refused for the key's
+// tokens per minute rather than its requests per minute. A surface whose
+// envelope tells the two apart (OpenAI's type "tokens" against
+// "requests") tests for it with errors.Is.
+var ErrTokenRate = errors.New("tokens per minute exceeded")

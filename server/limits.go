@@ -230,7 +230,7 @@ func (rl *rateLimiter) admitTokens(keyID string, limit int64, tokens int, now ti
 	need := math.Min(float64(tokens), float64(limit))
 	if b.level < need {
 		wait := b.wait(need)
-		return &llm.Error{Kind: llm.KindRateLimited, RetryAfter: wait,
+		return &llm.Error{Kind: llm.KindRateLimited, RetryAfter: wait, Err: llm.ErrTokenRate,
 			Message: fmt.Sprintf("rate limit reached: this key allows %d tokens per minute and this call needs about %d; retry in %s", limit, tokens, roundUp(wait))}
 	}
 	b.level -= float64(tokens)

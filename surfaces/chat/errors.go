@@ -52,6 +52,9 @@ func envelope(k llm.Kind) (typ, code string) {
 
 func errorPayload(e *llm.Error) errorObject {
 	typ, code := envelope(e.Kind)
+	if e.Kind == llm.KindRateLimited && errors.Is(e.Err, llm.ErrTokenRate) {
+		typ = "tokens" // OpenAI's type for a tokens-per-minute limit
+	}
 	obj := errorObject{Message: e.Message, Type: typ}
 	if e.Param != "" {
 		p := e.Param

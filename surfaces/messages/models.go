@@ -30,9 +30,11 @@ var models = []struct{ id, name string }{
 	{"svc-max", "SVC Max (high effort)"},
 }
 
-// createdAt is the epoch: the SDK documents it as the value for an unknown
-// release date, and the ids name no release.
-const createdAt = "1970-01-01T00:00:00Z"
+// createdAt is the fixed creation date listed for the model ids, the same
+// instant as the chat-completions surface's "created" (the epoch, which
+// the SDK allows for an unknown date, sorted the ids before every real
+// model).
+const createdAt = "2026-01-01T00:00:00Z"
 
 func newModelInfo(id, name string, contextLength, maxCompletionTokens int) modelInfo {
 	return modelInfo{Type: "model", ID: id, DisplayName: name, CreatedAt: createdAt,

@@ -1,0 +1,32 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+)
+
+type initCmd struct{}
+
+// Run creates the database at --db with svcgw's schema and nothing in it;
+// on an existing one it only applies pending migrations. serve bootstraps
+// the default account only on a database with no accounts, so keys created
+// after init are the only ones.
+func (c *initCmd) Run(e *env) error {
+	_, err := os.Stat(e.global.DB)
+	existed := !errors.Is(err, fs.ErrNotExist)
+	st, err := e.createStore()
+	if err != nil {
+		return err
+	}
+	if err := st.Close(); err != nil {
+		return err
+	}
+	if existed {
+		fmt.Fprintf(e.stderr, "%s already exists; its schema is up to date\n", e.global.DB)
+		return nil
+	}
+	fmt.Fprintf(e.stderr, "created %s\n", e.global.DB)
+	return nil
+}
