@@ -37,7 +37,7 @@ func (s *Server) routes() {
 		s.handle("GET "+p+"/v1beta/models/{rest...}", genContentSurface, s.handleGenContentModels())
 
 		// /v1/models is shared by all three SDKs; the caller's headers pick
-		// the shape (see modelsSurface), and so the error envelope.
+		// the shape (see headerSurface), and so the error envelope.
 		s.mux.Handle("GET "+p+"/v1/models", s.withModelsAuth(s.handleModels()))
 		s.mux.Handle("GET "+p+"/v1/models/{model...}", s.withModelsAuth(s.handleModels()))
 
@@ -50,10 +50,12 @@ func (s *Server) routes() {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
 	})
-	// Anything else: 404 in the chat-completions envelope, the most common
-	// client's, rather than net/http's plain text.
+	// Anything else (a client configured with a wrong base URL, most
+	// often): 404 in the envelope of the SDK the request's headers point
+	// to, so that the SDK can read it, rather than net/http's plain text;
+	// chat-completions when nothing points elsewhere.
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		chatSurface.writeError(w, notFoundRoute(r))
+		headerSurface(r).writeError(w, notFoundRoute(r))
 	})
 }
 
