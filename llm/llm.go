@@ -301,7 +301,12 @@ type Event struct {
 	ToolCall     *ToolCall
 	FinishReason FinishReason
 	StopSequence string
-	Usage        *Usage
+	// Usage on EventFinish is the call's usage. On the first event of a
+	// stream it may hold the input-side counts (InputTokens,
+	// CachedInputTokens, CacheCreationTokens) when the backend reports
+	// them before the reply, as a messages stream's message_start does;
+	// nil when it does not. No other event carries it.
+	Usage *Usage
 }
 
 // RequestType is the class a call is routed and priced by.

@@ -260,6 +260,11 @@ func (f *Fixture) Stream(ctx context.Context, req *llm.Request) (Stream, error) 
 	}
 	u := r.usage
 	push(llm.Event{Type: llm.EventFinish, FinishReason: r.finish, StopSequence: r.stopSequence, Usage: &u}, 0)
+	if s.events[0].Usage == nil {
+		// The prompt side is known before the reply, as at a vendor whose
+		// stream opens with it.
+		s.events[0].Usage = inputUsage(u)
+	}
 	return s, nil
 }
 

@@ -64,6 +64,13 @@ func untagSig(tag, s string) (string, bool) {
 	return sig, ok && sig != ""
 }
 
+// inputUsage is the input side of u, which a stream's first event carries
+// when the upstream reports it before the reply (llm.Event.Usage).
+func inputUsage(u llm.Usage) *llm.Usage {
+	return &llm.Usage{InputTokens: u.InputTokens, CachedInputTokens: u.CachedInputTokens,
+		CacheCreationTokens: u.CacheCreationTokens, CacheCreation1hTokens: u.CacheCreation1hTokens}
+}
+
 // argsObject returns a tool call's arguments as the JSON object Anthropic
 // and Gemini require: compacted when they are one, {} when empty, and
 // otherwise (malformed model output the caller sent back) wrapped as
