@@ -25,16 +25,23 @@ const (
 	SurfaceGenContent Surface = "gencontent" // Gemini generate-content
 )
 
-// Role is the author of a message. System prompts are not messages: they live
-// in Request.System.
+// Role is the author of a message. The system prompt is not a message: it
+// lives in Request.System.
 type Role string
 
 // The message roles. Tool results travel as PartToolResult parts inside a
 // RoleUser message (the messages and generate-content convention); the
 // chat-completions surface turns each `tool` message into such a part.
+//
+// RoleSystem is system guidance given inside the conversation (a messages
+// caller's mid-conversation system message): text parts that apply from
+// their position on, which a backend sends as a system message at that
+// point where its protocol has one, else as marked guidance in the user
+// turn around it.
 const (
 	RoleUser      Role = "user"
 	RoleAssistant Role = "assistant"
+	RoleSystem    Role = "system"
 )
 
 // PartType tells which fields of a Part are meaningful.

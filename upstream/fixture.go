@@ -416,12 +416,18 @@ func lastUserText(req *llm.Request) string {
 }
 
 // lastToolResults returns the tool results of the last message, if any.
+// System guidance after it (llm.RoleSystem) is not a message of the
+// conversation's turns, so it does not hide them.
 func lastToolResults(req *llm.Request) []*llm.ToolResult {
-	if len(req.Messages) == 0 {
+	msgs := req.Messages
+	for len(msgs) > 0 && msgs[len(msgs)-1].Role == llm.RoleSystem {
+		msgs = msgs[:len(msgs)-1]
+	}
+	if len(msgs) == 0 {
 		return nil
 	}
 	var out []*llm.ToolResult
-	for _, p := range req.Messages[len(req.Messages)-1].Parts {
+	for _, p := range msgs[len(msgs)-1].Parts {
 		if p.Type == llm.PartToolResult && p.ToolResult != nil {
 			out = append(out, p.ToolResult)
 		}
