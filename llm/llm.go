@@ -133,6 +133,16 @@ type Tool struct {
 	Strict     bool
 	// CacheControl marks a cache breakpoint after this tool definition.
 	CacheControl *CacheControl
+
+	// Namespace and Freeform record how a Responses caller declared the
+	// tool, so that the surface can give its calls back in that shape;
+	// backends see an ordinary function and need not look at them.
+	// Namespace is the group of a namespace tool, already part of Name
+	// (Namespace + "__" + the tool's own name). Freeform marks a custom
+	// tool, whose input is raw text: Parameters is then an object with
+	// one string property, "input", which holds it.
+	Namespace string
+	Freeform  bool
 }
 
 // ToolChoiceMode says whether and which tool the model must call.

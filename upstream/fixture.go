@@ -26,8 +26,10 @@ import (
 //     last message does not hold a tool result, the reply is one tool call
 //     and the finish reason is tool_calls. The tool is the one named by a
 //     "tool" choice (an invalid_request error if it is not offered);
-//     otherwise the first offered tool, or the first one in the allowed list
-//     when the choice restricts it. "auto" calls a tool too. The call's id is
+//     otherwise the first offered tool that the last user text names (as a
+//     word: "run ls with exec_command" calls exec_command), else the first
+//     offered tool, or the first one in the allowed list when the choice
+//     restricts it. "auto" calls a tool too. The call's id is
 //     "call_" plus 24 hex digits of a hash of the request. Its arguments are
 //     a JSON object generated from the tool's parameters schema that
 //     validates against it: all required properties, the optional ones of
@@ -382,6 +384,12 @@ func chooseTool(req *llm.Request) (*llm.Tool, error) {
 		return nil, llm.InvalidParam("tool_choice", "tool_choice names the tool %q, which is not among the tools offered", tc.Name)
 	}
 	if len(tc.Allowed) == 0 {
+		text := lastUserText(req)
+		for i := range req.Tools {
+			if mentions(text, req.Tools[i].Name) {
+				return &req.Tools[i], nil
+			}
+		}
 		return &req.Tools[0], nil
 	}
 	for _, name := range tc.Allowed {
@@ -392,6 +400,26 @@ func chooseTool(req *llm.Request) (*llm.Tool, error) {
 		}
 	}
 	return nil, llm.InvalidParam("tool_choice", "none of the allowed tools is among the tools offered")
+}
+
+// mentions reports whether text holds name as a word: not inside a longer
+// identifier.
+func mentions(text, name string) bool {
+	ident := func(r rune) bool { return r == '_' || r == '-' || unicode.IsLetter(r) || unicode.IsDigit(r) }
+	for i := 0; name != ""; {
+		j := strings.Index(text[i:], name)
+		if j < 0 {
+			return false
+		}
+		start, end := i+j, i+j+len(name)
+		before, _ := utf8.DecodeLastRuneInString(text[:start])
+		after, _ := utf8.DecodeRuneInString(text[end:])
+		if (start == 0 || !ident(before)) && (end == len(text) || !ident(after)) {
+			return true
+		}
+		i = start + 1
+	}
+	return false
 }
 
 // lastUserText is the text of the last user message that has any, its text

@@ -53,14 +53,6 @@ type responsesRequest struct {
 	} `json:"reasoning"`
 }
 
-type responsesTool struct {
-	Type        string          `json:"type"`
-	Name        string          `json:"name"`
-	Description string          `json:"description"`
-	Parameters  json.RawMessage `json:"parameters"`
-	Strict      bool            `json:"strict"`
-}
-
 // inputItem is one element of `input`; which fields matter depends on Type
 // (a message when Type is empty or "message").
 type inputItem struct {
@@ -70,6 +62,8 @@ type inputItem struct {
 	CallID           string          `json:"call_id"`
 	Name             string          `json:"name"`
 	Arguments        string          `json:"arguments"`
+	Namespace        string          `json:"namespace"`
+	Input            string          `json:"input"`
 	Output           json.RawMessage `json:"output"`
 	EncryptedContent string          `json:"encrypted_content"`
 	Summary          []struct {
@@ -129,20 +123,12 @@ func decodeResponses(body []byte) (*llm.Request, error) {
 	if err := decodeInput(rr.Input, req); err != nil {
 		return nil, err
 	}
-	for i, t := range rr.Tools {
-		f := fmt.Sprintf("tools[%d]", i)
-		if t.Type != "function" {
-			return nil, llm.InvalidParam(f+".type", "%s.type %q is not supported: only function tools are", f, t.Type)
-		}
-		if t.Name == "" {
-			return nil, llm.InvalidParam(f+".name", "%s.name is required", f)
-		}
-		if err := schemaObject(f+".parameters", t.Parameters); err != nil {
-			return nil, err
-		}
-		req.Tools = append(req.Tools, llm.Tool{Name: t.Name, Description: t.Description, Parameters: nullToNil(t.Parameters), Strict: t.Strict})
+	tools, err := decodeTools(rr.Tools)
+	if err != nil {
+		return nil, err
 	}
-	tc, err := decodeToolChoice(rr.ToolChoice, true)
+	req.Tools = tools
+	tc, err := decodeResponsesToolChoice(rr.ToolChoice)
 	if err != nil {
 		return nil, err
 	}
@@ -210,8 +196,21 @@ func decodeInput(raw json.RawMessage, req *llm.Request) error {
 			if err != nil {
 				return err
 			}
-			addTurn(req, llm.RoleAssistant, llm.Part{Type: llm.PartToolCall, ToolCall: &llm.ToolCall{ID: it.CallID, Name: it.Name, Arguments: args}})
-		case "function_call_output":
+			name := it.Name
+			if it.Namespace != "" {
+				name = it.Namespace + namespaceSep + name
+			}
+			addTurn(req, llm.RoleAssistant, llm.Part{Type: llm.PartToolCall, ToolCall: &llm.ToolCall{ID: it.CallID, Name: name, Arguments: args}})
+		case "custom_tool_call":
+			if it.CallID == "" || it.Name == "" {
+				return llm.InvalidParam(f, "%s: a custom_tool_call item needs call_id and name", f)
+			}
+			name := it.Name
+			if it.Namespace != "" {
+				name = it.Namespace + namespaceSep + name
+			}
+			addTurn(req, llm.RoleAssistant, llm.Part{Type: llm.PartToolCall, ToolCall: &llm.ToolCall{ID: it.CallID, Name: name, Arguments: freeformArguments(it.Input)}})
+		case "function_call_output", "custom_tool_call_output":
 			if it.CallID == "" {
 				return llm.InvalidParam(f+".call_id", "%s.call_id is required", f)
 			}
@@ -227,6 +226,9 @@ func decodeInput(raw json.RawMessage, req *llm.Request) error {
 			}
 			addTurn(req, llm.RoleAssistant, llm.Part{Type: llm.PartReasoning, Text: strings.Join(text, "\n"), Signature: it.EncryptedContent})
 		default:
+			if hostedItems[it.Type] {
+				continue // a hosted tool's call or output: dropped with the tool
+			}
 			return llm.InvalidParam(f+".type", "%s.type %q is not supported", f, it.Type)
 		}
 	}

@@ -92,10 +92,12 @@ type outputItem struct {
 	// message
 	Role    string
 	Content []outputPart
-	// function_call
+	// function_call and custom_tool_call
 	CallID    string
 	Name      string
+	Namespace string
 	Arguments string
+	Input     string // custom_tool_call
 	// reasoning
 	Summary          []summaryPart
 	EncryptedContent string
@@ -110,9 +112,20 @@ func (it outputItem) MarshalJSON() ([]byte, error) {
 			ID        string `json:"id"`
 			CallID    string `json:"call_id"`
 			Name      string `json:"name"`
+			Namespace string `json:"namespace,omitempty"`
 			Arguments string `json:"arguments"`
 			Status    string `json:"status"`
-		}{it.Type, it.ID, it.CallID, it.Name, it.Arguments, it.Status})
+		}{it.Type, it.ID, it.CallID, it.Name, it.Namespace, it.Arguments, it.Status})
+	case "custom_tool_call":
+		return json.Marshal(struct {
+			Type      string `json:"type"`
+			ID        string `json:"id"`
+			CallID    string `json:"call_id"`
+			Name      string `json:"name"`
+			Namespace string `json:"namespace,omitempty"`
+			Input     string `json:"input"`
+			Status    string `json:"status"`
+		}{it.Type, it.ID, it.CallID, it.Name, it.Namespace, it.Input, it.Status})
 	case "reasoning":
 		summary := it.Summary
 		if summary == nil {
@@ -230,7 +243,7 @@ func itemStatus(responseStatus string) string {
 // outputItems converts reply content into output items. Reasoning
 // signatures travel in encrypted_content, the slot clients replay with
 // store:false.
-func outputItems(id string, content []llm.Part, status string) []outputItem {
+func outputItems(id string, content []llm.Part, status string, shapes toolShapes) []outputItem {
 	var items []outputItem
 	var msg *outputItem
 	for i, p := range content {
@@ -250,8 +263,15 @@ func outputItems(id string, content []llm.Part, status string) []outputItem {
 			msg.Content = append(msg.Content, outputPart{Type: "output_text", Text: p.Text, Annotations: []struct{}{}, Logprobs: []struct{}{}})
 		case llm.PartToolCall:
 			msg = nil
-			items = append(items, outputItem{Type: "function_call", ID: fmt.Sprintf("fc_%s_%d", id, i), Status: status,
-				CallID: p.ToolCall.ID, Name: p.ToolCall.Name, Arguments: string(p.ToolCall.Arguments)})
+			typ, name, ns := shapes.call(p.ToolCall.Name)
+			it := outputItem{Type: typ, ID: fmt.Sprintf("fc_%s_%d", id, i), Status: status,
+				CallID: p.ToolCall.ID, Name: name, Namespace: ns}
+			if typ == "custom_tool_call" {
+				it.Input = freeformInput(p.ToolCall.Arguments)
+			} else {
+				it.Arguments = string(p.ToolCall.Arguments)
+			}
+			items = append(items, it)
 		}
 	}
 	if items == nil {
@@ -272,7 +292,7 @@ func itemSuffix(id string) string {
 func (ResponsesCodec) WriteResponse(w http.ResponseWriter, req *llm.Request, resp *llm.Response) error {
 	ro := newResponseObject(req, resp.ID, resp.Created)
 	ro.finish(resp.FinishReason, resp.Usage, resp.Created)
-	ro.Output = outputItems(itemSuffix(resp.ID), resp.Content, itemStatus(ro.Status))
+	ro.Output = outputItems(itemSuffix(resp.ID), resp.Content, itemStatus(ro.Status), shapesOf(req))
 	return writeJSON(w, ro)
 }
 
@@ -282,6 +302,7 @@ func (ResponsesCodec) WriteResponse(w http.ResponseWriter, req *llm.Request, res
 type ResponsesStream struct {
 	ro     *responseObject
 	suffix string
+	shapes toolShapes
 	seq    int
 	// content accumulates the reply for the terminal event's output.
 	content []llm.Part
@@ -296,7 +317,7 @@ type ResponsesStream struct {
 
 // NewStream returns the encoder of one streamed Response.
 func (ResponsesCodec) NewStream(req *llm.Request, id string, created time.Time) *ResponsesStream {
-	return &ResponsesStream{ro: newResponseObject(req, id, created), suffix: itemSuffix(id), now: time.Now}
+	return &ResponsesStream{ro: newResponseObject(req, id, created), suffix: itemSuffix(id), shapes: shapesOf(req), now: time.Now}
 }
 
 func (s *ResponsesStream) emit(w io.Writer, typ string, fields map[string]any) error {
@@ -327,7 +348,7 @@ func (s *ResponsesStream) Start(w io.Writer) error {
 
 // currentItem is the output item being streamed, built from content so far.
 func (s *ResponsesStream) currentItem(status string) outputItem {
-	items := outputItems(s.suffix, s.content, status)
+	items := outputItems(s.suffix, s.content, status, s.shapes)
 	return items[len(items)-1]
 }
 
@@ -339,7 +360,13 @@ func (s *ResponsesStream) openItem(w io.Writer, kind string, part llm.Part) erro
 	}
 	s.content = append(s.content, part)
 	s.open, s.text = kind, ""
-	s.item = len(outputItems(s.suffix, s.content, "completed")) - 1
+	s.item = len(outputItems(s.suffix, s.content, "completed", s.shapes)) - 1
+	if kind == "custom_tool_call" {
+		// Its input is the "input" member of the arguments the backend
+		// streams as JSON: the item goes out whole once they are in
+		// (closeItem).
+		return nil
+	}
 	it := s.currentItem("in_progress")
 	if kind == "message" {
 		it.Content = []outputPart{}
@@ -388,6 +415,18 @@ func (s *ResponsesStream) closeItem(w io.Writer) error {
 		}
 	case "function_call":
 		err = s.emit(w, "response.function_call_arguments.done", with("name", it.Name, "arguments", s.text))
+	case "custom_tool_call":
+		added := it
+		added.Status, added.Input = "in_progress", ""
+		if err = s.emit(w, "response.output_item.added", map[string]any{"output_index": s.item, "item": added}); err != nil {
+			return err
+		}
+		if it.Input != "" {
+			if err = s.emit(w, "response.custom_tool_call_input.delta", with("delta", it.Input)); err != nil {
+				return err
+			}
+		}
+		err = s.emit(w, "response.custom_tool_call_input.done", with("input", it.Input))
 	}
 	if err != nil {
 		return err
@@ -432,14 +471,18 @@ func (s *ResponsesStream) Event(w io.Writer, ev llm.Event) error {
 	case llm.EventToolCallStart:
 		tc := *ev.ToolCall
 		tc.Arguments = nil
-		return s.openItem(w, "function_call", llm.Part{Type: llm.PartToolCall, ToolCall: &tc})
+		kind, _, _ := s.shapes.call(tc.Name)
+		return s.openItem(w, kind, llm.Part{Type: llm.PartToolCall, ToolCall: &tc})
 	case llm.EventToolCallDelta:
-		if s.open != "function_call" || ev.Text == "" {
+		if (s.open != "function_call" && s.open != "custom_tool_call") || ev.Text == "" {
 			return nil
 		}
 		last := s.content[len(s.content)-1].ToolCall
 		last.Arguments = append(last.Arguments, ev.Text...)
 		s.text += ev.Text
+		if s.open == "custom_tool_call" {
+			return nil
+		}
 		it := s.currentItem("in_progress")
 		return s.emit(w, "response.function_call_arguments.delta", map[string]any{"item_id": it.ID, "output_index": s.item, "delta": ev.Text})
 	case llm.EventFinish:
@@ -451,7 +494,7 @@ func (s *ResponsesStream) Event(w io.Writer, ev llm.Event) error {
 			u = *ev.Usage
 		}
 		s.ro.finish(ev.FinishReason, u, s.now())
-		s.ro.Output = outputItems(s.suffix, s.content, itemStatus(s.ro.Status))
+		s.ro.Output = outputItems(s.suffix, s.content, itemStatus(s.ro.Status), s.shapes)
 		typ := "response.completed"
 		if s.ro.Status == "incomplete" {
 			typ = "response.incomplete"
@@ -475,6 +518,6 @@ func (s *ResponsesStream) Error(w io.Writer, e *llm.Error) error {
 		code = *p.Code
 	}
 	s.ro.Error = &responseError{Code: code, Message: e.Message}
-	s.ro.Output = outputItems(s.suffix, s.content, "incomplete")
+	s.ro.Output = outputItems(s.suffix, s.content, "incomplete", s.shapes)
 	return s.emit(w, "response.failed", map[string]any{"response": s.ro})
 }
