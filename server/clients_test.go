@@ -4,11 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/matryer/is"
+
+	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/upstream"
 )
 
 // Requests shaped like those of the tools people point at a gateway (coding
@@ -154,4 +159,197 @@ func TestClients_ClaudeCodeDefaults(t *testing.T) {
 		is.True(msg.Content[0].Thinking != "") // the thinking text is streamed
 		is.True(msg.Content[0].Signature != "")
 	})
+}
+
+// recordingBackend records the last request each call sent upstream.
+type recordingBackend struct {
+	upstream.Backend
+	mu   sync.Mutex
+	last *llm.Request
+}
+
+func (b *recordingBackend) record(req *llm.Request) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c := *req
+	b.last = &c
+}
+
+func (b *recordingBackend) Complete(ctx context.Context, req *llm.Request) (*llm.Response, error) {
+	b.record(req)
+	return b.Backend.Complete(ctx, req)
+}
+
+func (b *recordingBackend) Stream(ctx context.Context, req *llm.Request) (upstream.Stream, error) {
+	b.record(req)
+	return b.Backend.Stream(ctx, req)
+}
+
+func (b *recordingBackend) lastRequest() *llm.Request {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.last
+}
+
+// aiSDKUserAgent is the User-Agent of the AI SDK's OpenAI provider, as
+// recorded (ai 7.0.173, @ai-sdk/openai 4.0.118).
+const aiSDKUserAgent = "ai-sdk-openai/4.0.118 ai-sdk-provider-utils/5.0.81 node.js/22"
+
+// responsesItems reads a Responses body's output as the AI SDK does: type,
+// id, the text of a message, a reasoning item's summary.
+type responsesItem struct {
+	Type    string `json:"type"`
+	ID      string `json:"id"`
+	Content []struct {
+		Text string `json:"text"`
+	} `json:"content"`
+	Summary []struct {
+		Text string `json:"text"`
+	} `json:"summary"`
+	EncryptedContent string `json:"encrypted_content"`
+	CallID           string `json:"call_id"`
+	Name             string `json:"name"`
+	Namespace        string `json:"namespace"`
+	Arguments        string `json:"arguments"`
+	Input            string `json:"input"`
+}
+
+func newRecordingGateway(t *testing.T) (*testGateway, *recordingBackend) {
+	fx := upstream.NewFixture(upstream.FixtureOptions{})
+	rec := &recordingBackend{Backend: fx}
+	return newTestGateway(t, oaiWithBackend(rec, fx.Limits())), rec
+}
+
+// The AI SDK's default OpenAI provider (store unset, i.e. true) replays
+// earlier output items by id on the next turn: generateText's second
+// message, as recorded.
+func TestClients_AISDKItemReferences(t *testing.T) {
+	gw, rec := newRecordingGateway(t)
+	headers := []string{"User-Agent", aiSDKUserAgent}
+	generate := func(t *testing.T, body string) (int, []responsesItem, []byte) {
+		t.Helper()
+		resp, raw := gw.do(t, http.MethodPost, "/svc/v1/responses", body, headers...)
+		var out struct{ Output []responsesItem }
+		_ = json.Unmarshal(raw, &out)
+		return resp.StatusCode, out.Output, raw
+	}
+
+	t.Run("second turn by reference", func(t *testing.T) {
+		is := is.New(t)
+		status, out, raw := generate(t, `{"model":"gpt-4.1","input":[{"role":"user","content":[{"type":"input_text","text":"My name is Ada."}]}]}`)
+		is.Equal(status, http.StatusOK)
+		is.Equal(out[0].Type, "message")
+		is.True(strings.HasPrefix(out[0].ID, "msg_"))
+		first := out[0].Content[0].Text
+		is.True(!strings.Contains(string(raw), "fixture"))
+
+		status, _, raw = generate(t, `{"model":"gpt-4.1","input":[{"role":"user","content":[{"type":"input_text","text":"My name is Ada."}]},{"type":"item_reference","id":"`+out[0].ID+`"},{"role":"user","content":[{"type":"input_text","text":"What is my name?"}]}]}`)
+		is.Equal(status, http.StatusOK) // was: 400 input[1].type "item_reference" is not supported
+		// The backend saw the earlier answer, rebuilt from its id.
+		msgs := rec.lastRequest().Messages
+		is.Equal(len(msgs), 3)
+		is.Equal(msgs[1].Role, llm.RoleAssistant)
+		is.Equal(msgs[1].Parts[0].Text, first)
+		is.True(!strings.Contains(string(raw), "fixture"))
+	})
+
+	t.Run("a tool loop with reasoning by reference", func(t *testing.T) {
+		is := is.New(t)
+		tools := `"tools":[{"type":"function","name":"weather","description":"Weather of a city","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"],"additionalProperties":false},"strict":true}]`
+		body := `{"model":"gpt-5","input":[{"role":"user","content":[{"type":"input_text","text":"Weather in Paris?"}]}],"reasoning":{"effort":"medium","summary":"auto"},` + tools + `}`
+		status, out, _ := generate(t, body)
+		is.Equal(status, http.StatusOK)
+		is.Equal(len(out), 2)
+		is.Equal(out[0].Type, "reasoning")
+		is.Equal(out[1].Type, "function_call")
+		// Step 2 as the AI SDK sends it: the reasoning by reference, the
+		// call in full, then its output.
+		step2 := `{"model":"gpt-5","input":[{"role":"user","content":[{"type":"input_text","text":"Weather in Paris?"}]},
+			{"type":"item_reference","id":"` + out[0].ID + `"},
+			{"type":"function_call","call_id":"` + out[1].CallID + `","name":"weather","arguments":` + strconv.Quote(out[1].Arguments) + `},
+			{"type":"function_call_output","call_id":"` + out[1].CallID + `","output":"sunny"}],"reasoning":{"effort":"medium","summary":"auto"},` + tools + `}`
+		status, out2, raw := generate(t, step2)
+		is.Equal(status, http.StatusOK)
+		is.Equal(out2[len(out2)-1].Type, "message")
+		is.True(strings.Contains(out2[len(out2)-1].Content[0].Text, "sunny"))
+		// The reasoning went back upstream with its signature, opened.
+		msgs := rec.lastRequest().Messages
+		is.Equal(msgs[1].Parts[0].Type, llm.PartReasoning)
+		is.Equal(msgs[1].Parts[0].Text, out[0].Summary[0].Text)
+		is.True(msgs[1].Parts[0].Signature != "")
+		is.True(!strings.Contains(string(raw), msgs[1].Parts[0].Signature)) // callers never see it unsealed
+		is.Equal(gw.openSignature(t, out[0].EncryptedContent), msgs[1].Parts[0].Signature)
+	})
+
+	t.Run("references svcgw cannot resolve", func(t *testing.T) {
+		is := is.New(t)
+		_, out, _ := generate(t, `{"model":"gpt-4.1","input":"hi"}`)
+		tampered := []byte(out[0].ID)
+		tampered[len(tampered)-3] ^= 1
+		for _, id := range []string{"msg_68b1f2c3d4e5f6a7b8c9d0e1", string(tampered), "msg_resp000_0"} {
+			status, _, raw := generate(t, `{"model":"gpt-4.1","input":[{"role":"user","content":"hi"},{"type":"item_reference","id":"`+id+`"}]}`)
+			is.Equal(status, http.StatusBadRequest) // a clear 400
+			typ, param, _ := oaiEnvelope(t, raw)
+			is.Equal(typ, "invalid_request_error")
+			is.Equal(*param, "input[1].id") // naming the item
+			is.True(strings.Contains(string(raw), "cannot be resolved"))
+		}
+		// An unresolvable reasoning reference is dropped, not refused.
+		status, _, _ := generate(t, `{"model":"gpt-4.1","input":[{"role":"user","content":"hi"},{"type":"item_reference","id":"rs_68b1f2c3d4e5f6a7b8c9d0e1"},{"role":"user","content":"again"}]}`)
+		is.Equal(status, http.StatusOK)
+		msgs := rec.lastRequest().Messages
+		is.Equal(len(msgs), 2) // the two user turns, nothing between
+		is.Equal(msgs[1].Role, llm.RoleUser)
+	})
+}
+
+// streamText: the AI SDK keeps the id an item had in output_item.added and
+// replays it by reference; svcgw sends it each message and reasoning item
+// whole, with an id that carries it.
+func TestClients_AISDKStreamedItemReferences(t *testing.T) {
+	is := is.New(t)
+	gw, rec := newRecordingGateway(t)
+	stream := func(body string) (added, done []responsesItem) {
+		resp, raw := gw.do(t, http.MethodPost, "/svc/v1/responses", body, "User-Agent", aiSDKUserAgent)
+		is.Equal(resp.StatusCode, http.StatusOK)
+		for _, data := range oaiSSE(t, raw) {
+			var ev struct {
+				Type string
+				Item responsesItem
+			}
+			is.NoErr(json.Unmarshal([]byte(data), &ev))
+			switch ev.Type {
+			case "response.output_item.added":
+				added = append(added, ev.Item)
+			case "response.output_item.done":
+				done = append(done, ev.Item)
+			}
+		}
+		return added, done
+	}
+	added, done := stream(`{"model":"gpt-5","input":[{"role":"user","content":[{"type":"input_text","text":"My name is Ada."}]}],"reasoning":{"effort":"low","summary":"auto"},"stream":true}`)
+	is.Equal(len(added), 2) // reasoning, message
+	is.Equal(added[0].ID, done[0].ID)
+	is.Equal(added[1].ID, done[1].ID) // the id announced is the id kept
+	is.Equal(added[1].Type, "message")
+
+	added2, _ := stream(`{"model":"gpt-5","input":[{"role":"user","content":[{"type":"input_text","text":"My name is Ada."}]},
+		{"type":"item_reference","id":"` + added[0].ID + `"},{"type":"item_reference","id":"` + added[1].ID + `"},
+		{"role":"user","content":[{"type":"input_text","text":"What is my name?"}]}],"reasoning":{"effort":"low","summary":"auto"},"stream":true}`)
+	is.Equal(len(added2), 2)
+	msgs := rec.lastRequest().Messages
+	is.Equal(len(msgs), 3)
+	is.Equal(msgs[1].Parts[0].Type, llm.PartReasoning)
+	is.Equal(msgs[1].Parts[1].Text, done[1].Content[0].Text) // the answer, rebuilt from its id
+
+	// Any other client streams token by token, with plain ids.
+	resp, raw := gw.do(t, http.MethodPost, "/svc/v1/responses", `{"model":"gpt-4.1","input":"Tell me a story.","stream":true}`)
+	is.Equal(resp.StatusCode, http.StatusOK)
+	deltas := 0
+	for _, data := range oaiSSE(t, raw) {
+		if strings.Contains(data, `"response.output_text.delta"`) {
+			deltas++
+		}
+	}
+	is.True(deltas >= 3)
 }

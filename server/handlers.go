@@ -31,7 +31,7 @@ func (s *Server) handleCount(sf surface, count countFunc) authedHandler {
 // Responses API statelessly and keeps no response objects.
 func (s *Server) handleStateless() authedHandler {
 	return func(w http.ResponseWriter, r *http.Request, _ store.Key) {
-		responsesSurface.writeError(w, &llm.Error{Kind: llm.KindNotFound, Param: "response_id",
+		chat.WriteError(w, &llm.Error{Kind: llm.KindNotFound, Param: "response_id",
 			Message: "responses are not stored: this gateway serves the Responses API statelessly (send store: false and replay the conversation)"})
 	}
 }

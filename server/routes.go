@@ -8,10 +8,10 @@ import (
 	"github.com/svcgw/svcgw/surfaces/messages"
 )
 
-// The inference surfaces, one per endpoint.
+// The inference surfaces, one per endpoint. The Responses surface seals
+// with the server's key, so each Server builds its own (routes).
 var (
 	chatSurface       = adapt(chat.Codec{})
-	responsesSurface  = adapt(chat.ResponsesCodec{})
 	messagesSurface   = adapt(messages.Codec{})
 	genContentSurface = adapt(gencontent.Codec{})
 )
@@ -22,10 +22,12 @@ var (
 // (413) → authentication (401) → handler. Authentication failures use the
 // envelope of the surface the path belongs to.
 func (s *Server) routes() {
+	responsesCodec := chat.ResponsesCodec{Sealer: s.sealer}
+	responsesSurface := adapt(responsesCodec)
 	for _, p := range []string{"/svc", ""} {
 		s.handle("POST "+p+"/v1/chat/completions", chatSurface, s.handleInference(chatSurface))
 		s.handle("POST "+p+"/v1/responses", responsesSurface, s.handleInference(responsesSurface))
-		s.handle("POST "+p+"/v1/responses/input_tokens", responsesSurface, s.handleCount(responsesSurface, chat.CountResponsesTokens))
+		s.handle("POST "+p+"/v1/responses/input_tokens", responsesSurface, s.handleCount(responsesSurface, responsesCodec.CountTokens))
 		s.handle("GET "+p+"/v1/responses/{id}", responsesSurface, s.handleStateless())
 		s.handle("POST "+p+"/v1/messages", messagesSurface, s.handleInference(messagesSurface))
 		s.handle("POST "+p+"/v1/messages/count_tokens", messagesSurface, s.handleCount(messagesSurface, messages.CountTokens))

@@ -807,7 +807,7 @@ var responsesErrorCases = []struct {
 func TestDecodeResponses_Errors(t *testing.T) {
 	for _, tc := range responsesErrorCases {
 		t.Run(tc.name, func(t *testing.T) {
-			req, err := decodeResponses([]byte(tc.body))
+			req, _, err := decodeResponses(nil, []byte(tc.body))
 			if err == nil {
 				t.Fatalf("decoded to %+v, want a 400 naming %q", req, tc.param)
 			}
