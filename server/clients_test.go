@@ -353,3 +353,115 @@ func TestClients_AISDKStreamedItemReferences(t *testing.T) {
 	}
 	is.True(deltas >= 3)
 }
+
+// codexTools are the tools codex exec (0.169, wire_api "responses") offers
+// by default, as recorded (descriptions and schemas shortened), plus its
+// multi-agent namespace.
+const codexTools = `[
+	{"type":"function","name":"exec_command","description":"Runs a command in a PTY.","strict":false,"parameters":{"type":"object","properties":{"cmd":{"type":"string"},"yield_time_ms":{"type":"number"},"max_output_tokens":{"type":"number"}},"required":["cmd"],"additionalProperties":false}},
+	{"type":"custom","name":"apply_patch","description":"Edit files. This is a FREEFORM tool.","format":{"type":"grammar","syntax":"lark","definition":"start: begin_patch hunk+ end_patch"}},
+	{"type":"namespace","name":"multi_agent_v1","description":"Sub-agents.","tools":[
+		{"type":"function","name":"spawn_agent","description":"Start a sub-agent.","strict":false,"parameters":{"type":"object","properties":{"task":{"type":"string"}},"required":["task"],"additionalProperties":false}}]},
+	{"type":"tool_search","execution":"client","description":"Find deferred tools.","parameters":{"type":"object","properties":{"query":{"type":"string"}}}},
+	{"type":"web_search","external_web_access":false,"search_content_types":["text","image"]}]`
+
+// codexBody is a codex exec request as recorded: store false, encrypted
+// reasoning asked for, a prompt cache key, and the input items so far.
+func codexBody(input string) string {
+	return `{"model":"gpt-5.5","stream":true,"input":` + input + `,"tools":` + codexTools + `,"tool_choice":"auto","parallel_tool_calls":true,
+		"reasoning":{"effort":"medium"},"store":false,"include":["reasoning.encrypted_content"],"prompt_cache_key":"01a20a54",
+		"text":{"verbosity":"low"},"client_metadata":{"session_id":"01a20a54"}}`
+}
+
+// codexTurn streams one turn and returns the items as Codex keeps them: from
+// response.output_item.done, in order.
+func codexTurn(t *testing.T, gw *testGateway, body string) []responsesItem {
+	t.Helper()
+	resp, raw := gw.do(t, http.MethodPost, "/svc/v1/responses", body, "User-Agent", "codex_exec/0.169.0 (Debian 12.0.0; x86_64) xterm (codex_exec; 0.169.0)")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, raw)
+	}
+	var items []responsesItem
+	completed := false
+	for _, data := range oaiSSE(t, raw) {
+		var ev struct {
+			Type string
+			Item responsesItem
+		}
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			t.Fatal(err)
+		}
+		switch ev.Type {
+		case "response.output_item.done":
+			items = append(items, ev.Item)
+		case "response.completed":
+			completed = true
+		}
+	}
+	if !completed {
+		t.Fatalf("no response.completed in %s", raw)
+	}
+	return items
+}
+
+// codex exec refused at its first request (400 tools[0].type "namespace")
+// and exited 1. A turn of each tool kind, end to end.
+func TestClients_CodexTools(t *testing.T) {
+	gw, rec := newRecordingGateway(t)
+	user := func(text string) string {
+		return `{"type":"message","role":"developer","content":[{"type":"input_text","text":"<permissions instructions>"}]},
+			{"type":"message","role":"user","content":[{"type":"input_text","text":` + strconv.Quote(text) + `}]}`
+	}
+
+	t.Run("hosted tools dropped, the rest served", func(t *testing.T) {
+		is := is.New(t)
+		items := codexTurn(t, gw, codexBody(`[`+user("List the files with exec_command.")+`]`))
+		call := items[len(items)-1]
+		is.Equal(call.Type, "function_call")
+		is.Equal(call.Name, "exec_command")
+		var args struct {
+			Cmd         string
+			YieldTimeMS json.Number `json:"yield_time_ms"`
+		}
+		is.NoErr(json.Unmarshal([]byte(call.Arguments), &args))
+		var names []string
+		for _, tool := range rec.lastRequest().Tools {
+			names = append(names, tool.Name)
+		}
+		is.Equal(strings.Join(names, ","), "exec_command,apply_patch,multi_agent_v1__spawn_agent") // no web_search, no tool_search
+	})
+
+	t.Run("a namespaced call comes back under its own name", func(t *testing.T) {
+		is := is.New(t)
+		items := codexTurn(t, gw, codexBody(`[`+user("Delegate this with multi_agent_v1__spawn_agent.")+`]`))
+		call := items[len(items)-1]
+		is.Equal(call.Type, "function_call")
+		is.Equal(call.Namespace, "multi_agent_v1")
+		is.Equal(call.Name, "spawn_agent")
+
+		// Codex replays the call (namespace and all) with its output.
+		next := `[` + user("Delegate this with multi_agent_v1__spawn_agent.") + `,
+			{"type":"function_call","call_id":"` + call.CallID + `","namespace":"multi_agent_v1","name":"spawn_agent","arguments":` + strconv.Quote(call.Arguments) + `},
+			{"type":"function_call_output","call_id":"` + call.CallID + `","output":"agent started"}]`
+		items = codexTurn(t, gw, codexBody(next))
+		is.Equal(items[len(items)-1].Type, "message")
+		is.True(strings.Contains(items[len(items)-1].Content[0].Text, "agent started"))
+		is.Equal(rec.lastRequest().Messages[len(rec.lastRequest().Messages)-2].Parts[0].ToolCall.Name, "multi_agent_v1__spawn_agent")
+	})
+
+	t.Run("a custom tool's call is a custom_tool_call with raw input", func(t *testing.T) {
+		is := is.New(t)
+		items := codexTurn(t, gw, codexBody(`[`+user("Fix the typo with apply_patch.")+`]`))
+		call := items[len(items)-1]
+		is.Equal(call.Type, "custom_tool_call")
+		is.Equal(call.Name, "apply_patch")
+		is.True(call.Input != "" && !strings.HasPrefix(call.Input, "{")) // the input itself, not JSON arguments
+
+		next := `[` + user("Fix the typo with apply_patch.") + `,
+			{"type":"custom_tool_call","call_id":"` + call.CallID + `","name":"apply_patch","input":` + strconv.Quote(call.Input) + `},
+			{"type":"custom_tool_call_output","call_id":"` + call.CallID + `","output":"Success. Updated the following files: M a.txt"}]`
+		items = codexTurn(t, gw, codexBody(next))
+		is.Equal(items[len(items)-1].Type, "message")
+		is.True(strings.Contains(items[len(items)-1].Content[0].Text, "Success."))
+	})
+}
