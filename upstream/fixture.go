@@ -27,7 +27,8 @@ import (
 //     and the finish reason is tool_calls. The tool is the one named by a
 //     "tool" choice (an invalid_request error if it is not offered);
 //     otherwise the first offered tool that the last user text names (as a
-//     word: "run ls with exec_command" calls exec_command), else the first
+//     word: "run ls with exec_command" calls exec_command; its last text
+//     part that names one counts), else the first
 //     offered tool, or the first one in the allowed list when the choice
 //     restricts it. "auto" calls a tool too. The call's id is
 //     "call_" plus 24 hex digits of a hash of the request. Its arguments are
@@ -384,10 +385,14 @@ func chooseTool(req *llm.Request) (*llm.Tool, error) {
 		return nil, llm.InvalidParam("tool_choice", "tool_choice names the tool %q, which is not among the tools offered", tc.Name)
 	}
 	if len(tc.Allowed) == 0 {
-		text := lastUserText(req)
-		for i := range req.Tools {
-			if mentions(text, req.Tools[i].Name) {
-				return &req.Tools[i], nil
+		// The last text part first: coding agents put their reminders
+		// (which name every tool) before the prompt.
+		texts := lastUserTexts(req)
+		for j := len(texts) - 1; j >= 0; j-- {
+			for i := range req.Tools {
+				if mentions(texts[j], req.Tools[i].Name) {
+					return &req.Tools[i], nil
+				}
 			}
 		}
 		return &req.Tools[0], nil
@@ -425,6 +430,11 @@ func mentions(text, name string) bool {
 // lastUserText is the text of the last user message that has any, its text
 // parts joined by spaces; tool results are not user text.
 func lastUserText(req *llm.Request) string {
+	return strings.Join(lastUserTexts(req), " ")
+}
+
+// lastUserTexts are the text parts of the last user message that has any.
+func lastUserTexts(req *llm.Request) []string {
 	for i := len(req.Messages) - 1; i >= 0; i-- {
 		m := req.Messages[i]
 		if m.Role != llm.RoleUser {
@@ -437,10 +447,10 @@ func lastUserText(req *llm.Request) string {
 			}
 		}
 		if len(texts) > 0 {
-			return strings.Join(texts, " ")
+			return texts
 		}
 	}
-	return ""
+	return nil
 }
 
 // lastToolResults returns the tool results of the last message, if any.
