@@ -11,8 +11,8 @@ import (
 // reverse).
 var allowed = map[string][]string{
 	"":                    {"cli"},
-	"cli":                 {"server", "store", "config", "billing", "upstream", "surfaces/account", "llm"},
-	"server":              {"surfaces/chat", "surfaces/messages", "surfaces/gencontent", "surfaces/account", "classify", "upstream", "billing", "store", "config", "llm"},
+	"cli":                 {"server", "store", "config", "billing", "upstream", "surfaces/account", "seal", "llm"},
+	"server":              {"surfaces/chat", "surfaces/messages", "surfaces/gencontent", "surfaces/account", "classify", "upstream", "billing", "store", "config", "seal", "llm"},
 	"surfaces/chat":       {"llm"},
 	"surfaces/messages":   {"llm"},
 	"surfaces/gencontent": {"llm"},
@@ -23,6 +23,7 @@ var allowed = map[string][]string{
 	"store":               {"llm"},
 	"config":              {"llm", "billing"},
 	"llm":                 {},
+	"seal":                {}, // authenticated encryption of caller-held tokens (golang.org/x/crypto only)
 	"internal/golden":     {}, // golden-file helpers, imported by the surfaces' tests only
 }
 

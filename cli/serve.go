@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/svcgw/svcgw/billing"
 	"github.com/svcgw/svcgw/config"
+	"github.com/svcgw/svcgw/seal"
 	"github.com/svcgw/svcgw/server"
 	"github.com/svcgw/svcgw/store"
 	"github.com/svcgw/svcgw/upstream"
@@ -69,9 +71,14 @@ func (c *serveCmd) Run(e *env) error {
 		ln.Close()
 		return err
 	}
+	sealer, err := sealerOf(e.ctx, st)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	lim := cfg.Limits
 	opts := server.Options{
-		Logger: log, Store: st, Router: router, Prices: buildPrices(cfg),
+		Logger: log, Store: st, Router: router, Prices: buildPrices(cfg), Sealer: sealer,
 		MaxBodyBytes: firstNonZero(c.MaxBodyBytes, lim.MaxBodyBytes),
 		RPM:          firstNonZero(c.RPM, int64(lim.RPM)),
 		TPM:          firstNonZero(c.TPM, int64(lim.TPM)),
@@ -153,4 +160,19 @@ func newLogger(w io.Writer, level, format string) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// sealerOf builds the sealer from the database's keys, which every
+// instance on it shares: an id or signature one instance sealed opens on
+// any other, and after a restart.
+func sealerOf(ctx context.Context, st *store.Store) (*seal.Box, error) {
+	keys, err := st.SealKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sk := make([]seal.Key, len(keys))
+	for i, k := range keys {
+		sk[i] = seal.Key{ID: k.ID, Secret: k.Secret}
+	}
+	return seal.New(sk)
 }

@@ -25,16 +25,23 @@ const (
 	SurfaceGenContent Surface = "gencontent" // Gemini generate-content
 )
 
-// Role is the author of a message. System prompts are not messages: they live
-// in Request.System.
+// Role is the author of a message. The system prompt is not a message: it
+// lives in Request.System.
 type Role string
 
 // The message roles. Tool results travel as PartToolResult parts inside a
 // RoleUser message (the messages and generate-content convention); the
 // chat-completions surface turns each `tool` message into such a part.
+//
+// RoleSystem is system guidance given inside the conversation (a messages
+// caller's mid-conversation system message): text parts that apply from
+// their position on, which a backend sends as a system message at that
+// point where its protocol has one, else as marked guidance in the user
+// turn around it.
 const (
 	RoleUser      Role = "user"
 	RoleAssistant Role = "assistant"
+	RoleSystem    Role = "system"
 )
 
 // PartType tells which fields of a Part are meaningful.
@@ -126,6 +133,16 @@ type Tool struct {
 	Strict     bool
 	// CacheControl marks a cache breakpoint after this tool definition.
 	CacheControl *CacheControl
+
+	// Namespace and Freeform record how a Responses caller declared the
+	// tool, so that the surface can give its calls back in that shape;
+	// backends see an ordinary function and need not look at them.
+	// Namespace is the group of a namespace tool, already part of Name
+	// (Namespace + "__" + the tool's own name). Freeform marks a custom
+	// tool, whose input is raw text: Parameters is then an object with
+	// one string property, "input", which holds it.
+	Namespace string
+	Freeform  bool
 }
 
 // ToolChoiceMode says whether and which tool the model must call.
@@ -209,6 +226,10 @@ type Request struct {
 	IncludeUsage bool
 	// CacheControl is a request-level breakpoint (automatic prefix caching).
 	CacheControl *CacheControl
+	// WholeItems asks a Responses stream to send each message and reasoning
+	// item whole once it is complete, so that its id can carry it: set for
+	// callers that later replay streamed items by id (surfaces/chat).
+	WholeItems bool
 }
 
 // FinishReason is why generation stopped.
@@ -301,7 +322,12 @@ type Event struct {
 	ToolCall     *ToolCall
 	FinishReason FinishReason
 	StopSequence string
-	Usage        *Usage
+	// Usage on EventFinish is the call's usage. On the first event of a
+	// stream it may hold the input-side counts (InputTokens,
+	// CachedInputTokens, CacheCreationTokens) when the backend reports
+	// them before the reply, as a messages stream's message_start does;
+	// nil when it does not. No other event carries it.
+	Usage *Usage
 }
 
 // RequestType is the class a call is routed and priced by.

@@ -220,3 +220,13 @@ func TestGateway_Healthz(t *testing.T) {
 	resp.Body.Close()
 	is.Equal(resp.StatusCode, http.StatusOK) // healthz needs no key
 }
+
+// openSignature opens a reasoning signature the gateway sealed.
+func (gw *testGateway) openSignature(t *testing.T, tok string) string {
+	t.Helper()
+	sig, err := gw.Server.sealer.Open(sigPurpose, tok)
+	if err != nil {
+		t.Fatalf("signature %q does not open: %v", tok, err)
+	}
+	return string(sig)
+}

@@ -31,7 +31,7 @@ func (s *Server) handleCount(sf surface, count countFunc) authedHandler {
 // Responses API statelessly and keeps no response objects.
 func (s *Server) handleStateless() authedHandler {
 	return func(w http.ResponseWriter, r *http.Request, _ store.Key) {
-		responsesSurface.writeError(w, &llm.Error{Kind: llm.KindNotFound, Param: "response_id",
+		chat.WriteError(w, &llm.Error{Kind: llm.KindNotFound, Param: "response_id",
 			Message: "responses are not stored: this gateway serves the Responses API statelessly (send store: false and replay the conversation)"})
 	}
 }
@@ -68,10 +68,11 @@ func (s *Server) handleGenContentModels() authedHandler {
 	}
 }
 
-// modelsSurface picks the surface whose SDK called the shared /v1/models
-// path: the messages version header marks Anthropic's SDKs, a Gemini key
-// header or key= query Google's, and anything else is chat-completions.
-func modelsSurface(r *http.Request) surface {
+// headerSurface picks the surface whose SDK sent r when its path does not
+// say (the shared /v1/models path, an unknown path): the messages version
+// header marks Anthropic's SDKs, a Gemini key header or key= query Google's,
+// and anything else is chat-completions.
+func headerSurface(r *http.Request) surface {
 	switch {
 	case r.Header.Get("Anthropic-Version") != "" || r.Header.Get("X-Msgs-Version") != "":
 		return messagesSurface
@@ -83,7 +84,7 @@ func modelsSurface(r *http.Request) surface {
 
 func (s *Server) withModelsAuth(next authedHandler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.withAuth(modelsSurface(r), next).ServeHTTP(w, r)
+		s.withAuth(headerSurface(r), next).ServeHTTP(w, r)
 	})
 }
 
@@ -93,7 +94,7 @@ func (s *Server) handleModels() authedHandler {
 	return func(w http.ResponseWriter, r *http.Request, _ store.Key) {
 		lim := s.router.Limits()
 		id := r.PathValue("model")
-		switch modelsSurface(r).name {
+		switch headerSurface(r).name {
 		case llm.SurfaceMessages:
 			if id != "" {
 				messages.WriteModel(w, id, lim.ContextLength, lim.MaxCompletionTokens)

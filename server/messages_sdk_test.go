@@ -328,7 +328,9 @@ func TestMessagesSDK_Thinking(t *testing.T) {
 	is.True(sawThinkingDelta && sawSignature)
 	is.Equal(len(acc.Content), 2)
 	is.Equal(acc.Content[0].Thinking, msg.Content[0].Thinking)
-	is.Equal(acc.Content[0].Signature, msg.Content[0].Signature)
+	// Signatures are sealed afresh each time (server/seal.go): the same
+	// signature under two nonces.
+	is.Equal(gw.openSignature(t, acc.Content[0].Signature), gw.openSignature(t, msg.Content[0].Signature))
 	is.Equal(acc.Content[1].Text, msg.Content[1].Text)
 
 	// The thinking block replays in the history (signature kept).
@@ -515,7 +517,8 @@ func TestMessagesSDK_InvalidRequests(t *testing.T) {
 		{"max_tokens a string", `{"model":"m","max_tokens":"10","messages":[{"role":"user","content":"hi"}]}`, "max_tokens"},
 		{"messages missing", `{"model":"m","max_tokens":10}`, "messages"},
 		{"messages empty", `{"model":"m","max_tokens":10,"messages":[]}`, "messages"},
-		{"role system", `{"model":"m","max_tokens":10,"messages":[{"role":"system","content":"hi"}]}`, "messages.0.role"},
+		{"role tool", `{"model":"m","max_tokens":10,"messages":[{"role":"tool","content":"hi"}]}`, "messages.0.role"},
+		{"system messages only", `{"model":"m","max_tokens":10,"messages":[{"role":"system","content":"hi"}]}`, "user or assistant"},
 		{"content a number", `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":1}]}`, "messages.0.content"},
 		{"document URL source", `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"url","url":"https://x/a.pdf"}}]}]}`, "messages.0.content.0.source"},
 		{"document file source", `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"file","file_id":"file_1"}}]}]}`, "messages.0.content.0.source"},

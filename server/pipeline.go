@@ -81,6 +81,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, sf surface, cal
 	if err != nil {
 		return nil, err
 	}
+	s.openSignatures(req)
 	if err := s.bounds.check(sf.name, req); err != nil {
 		return nil, err
 	}
@@ -175,6 +176,7 @@ func (s *Server) serveComplete(w http.ResponseWriter, r *http.Request, c *call) 
 	resp.ID = c.id
 	resp.Model = c.model
 	resp.Created = c.created
+	s.sealResponse(resp)
 	// Record before answering: a caller that reads the reply and asks
 	// /generation at once must find the record (reads Sync the ledger).
 	s.meter(r.Context(), c, meterInput{
@@ -224,6 +226,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call) {
 	writeErr := enc.Start(w)
 	for writeErr == nil && st.Next() {
 		ev := st.Event()
+		s.sealEvent(&ev)
 		if m.firstByte.IsZero() {
 			m.firstByte = s.now()
 		}

@@ -8,10 +8,10 @@ import (
 	"github.com/svcgw/svcgw/surfaces/messages"
 )
 
-// The inference surfaces, one per endpoint.
+// The inference surfaces, one per endpoint. The Responses surface seals
+// with the server's key, so each Server builds its own (routes).
 var (
 	chatSurface       = adapt(chat.Codec{})
-	responsesSurface  = adapt(chat.ResponsesCodec{})
 	messagesSurface   = adapt(messages.Codec{})
 	genContentSurface = adapt(gencontent.Codec{})
 )
@@ -22,10 +22,12 @@ var (
 // (413) → authentication (401) → handler. Authentication failures use the
 // envelope of the surface the path belongs to.
 func (s *Server) routes() {
+	responsesCodec := chat.ResponsesCodec{Sealer: s.sealer}
+	responsesSurface := adapt(responsesCodec)
 	for _, p := range []string{"/svc", ""} {
 		s.handle("POST "+p+"/v1/chat/completions", chatSurface, s.handleInference(chatSurface))
 		s.handle("POST "+p+"/v1/responses", responsesSurface, s.handleInference(responsesSurface))
-		s.handle("POST "+p+"/v1/responses/input_tokens", responsesSurface, s.handleCount(responsesSurface, chat.CountResponsesTokens))
+		s.handle("POST "+p+"/v1/responses/input_tokens", responsesSurface, s.handleCount(responsesSurface, responsesCodec.CountTokens))
 		s.handle("GET "+p+"/v1/responses/{id}", responsesSurface, s.handleStateless())
 		s.handle("POST "+p+"/v1/messages", messagesSurface, s.handleInference(messagesSurface))
 		s.handle("POST "+p+"/v1/messages/count_tokens", messagesSurface, s.handleCount(messagesSurface, messages.CountTokens))
@@ -37,7 +39,7 @@ func (s *Server) routes() {
 		s.handle("GET "+p+"/v1beta/models/{rest...}", genContentSurface, s.handleGenContentModels())
 
 		// /v1/models is shared by all three SDKs; the caller's headers pick
-		// the shape (see modelsSurface), and so the error envelope.
+		// the shape (see headerSurface), and so the error envelope.
 		s.mux.Handle("GET "+p+"/v1/models", s.withModelsAuth(s.handleModels()))
 		s.mux.Handle("GET "+p+"/v1/models/{model...}", s.withModelsAuth(s.handleModels()))
 
@@ -50,10 +52,12 @@ func (s *Server) routes() {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
 	})
-	// Anything else: 404 in the chat-completions envelope, the most common
-	// client's, rather than net/http's plain text.
+	// Anything else (a client configured with a wrong base URL, most
+	// often): 404 in the envelope of the SDK the request's headers point
+	// to, so that the SDK can read it, rather than net/http's plain text;
+	// chat-completions when nothing points elsewhere.
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		chatSurface.writeError(w, notFoundRoute(r))
+		headerSurface(r).writeError(w, notFoundRoute(r))
 	})
 }
 

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/svcgw/svcgw/billing"
+	"github.com/svcgw/svcgw/seal"
 	"github.com/svcgw/svcgw/store"
 	"github.com/svcgw/svcgw/surfaces/account"
 	"github.com/svcgw/svcgw/upstream"
@@ -57,6 +58,10 @@ type Options struct {
 	// ReserveOutputTokens caps the output tokens a call's reservation
 	// covers; 0 means billing.ReserveOutputTokens (4096).
 	ReserveOutputTokens int
+	// Sealer seals the tokens callers get and give back (Responses item
+	// ids, reasoning signatures); nil: a fresh key of this process alone
+	// (serve passes the database's keys, which every instance shares).
+	Sealer *seal.Box
 	// BudgetRefresh is how long account credits and caps read from the
 	// database are trusted before being read again; 0 means
 	// billing.DefaultRefresh (1s). A call that would be refused always
@@ -81,6 +86,7 @@ type Server struct {
 	reserveOut int
 	admission  *billing.Admission
 	limiter    *rateLimiter
+	sealer     *seal.Box
 
 	// inflight counts the requests being served, for Wait.
 	inflightMu   sync.Mutex
@@ -104,6 +110,10 @@ func New(opts Options) *Server {
 		tpm:        opts.TPM,
 		reserveOut: opts.ReserveOutputTokens,
 		limiter:    newRateLimiter(),
+		sealer:     opts.Sealer,
+	}
+	if s.sealer == nil {
+		s.sealer = seal.NewEphemeral()
 	}
 	s.inflightZero = sync.NewCond(&s.inflightMu)
 	if s.reserveOut <= 0 {

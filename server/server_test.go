@@ -2,13 +2,17 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/anthropics/anthropic-sdk-go"
+	"github.com/anthropics/anthropic-sdk-go/option"
 	"github.com/matryer/is"
 )
 
@@ -146,12 +150,50 @@ func TestRoutes_WithoutSvcPrefix(t *testing.T) {
 }
 
 func TestRoutes_UnknownPathIs404(t *testing.T) {
+	gw := newTestGateway(t)
+	// A client with a wrong base URL gets the 404 in its own SDK's
+	// envelope, picked from the headers that SDK always sends.
+	for _, tt := range []struct {
+		name, method, path string
+		header             []string
+		surface, typ       string
+	}{
+		{"no hint", http.MethodGet, "/svc/v1/nothing-here", nil, "chat", "invalid_request_error"},
+		{"anthropic-version (base URL ending /v1)", http.MethodPost, "/svc/v1/v1/messages", []string{"anthropic-version", "2023-06-01", "x-api-key", gw.Key}, "messages", "not_found_error"},
+		{"x-goog-api-key", http.MethodPost, "/svc/v1/v1beta/models/gemini-2.5-flash:generateContent", []string{"x-goog-api-key", gw.Key}, "gencontent", "NOT_FOUND"},
+		{"key= query", http.MethodPost, "/svc/nope/models/m:generateContent?key=" + gw.Key, nil, "gencontent", "NOT_FOUND"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			is := is.New(t)
+			resp, body := gw.do(t, tt.method, tt.path, messagesBody, tt.header...)
+			is.Equal(resp.StatusCode, http.StatusNotFound)
+			surface, typ := envelopeKind(t, body)
+			is.Equal(surface, tt.surface) // the envelope the headers point to
+			is.Equal(typ, tt.typ)
+		})
+	}
+}
+
+// The Anthropic SDK with a base URL that already ends in /v1 (a common
+// mistake: it appends /v1/messages itself) reads the 404 as its own typed
+// not_found_error.
+func TestRoutes_UnknownPathIs404InTheSDKsEnvelope(t *testing.T) {
 	is := is.New(t)
 	gw := newTestGateway(t)
-	resp, body := gw.do(t, http.MethodGet, "/svc/v1/nothing-here", "")
-	is.Equal(resp.StatusCode, http.StatusNotFound)
-	surface, _ := envelopeKind(t, body)
-	is.Equal(surface, "chat")
+	client := anthropic.NewClient(option.WithBaseURL(gw.URL+"/svc/v1"), option.WithAPIKey(gw.Key), option.WithMaxRetries(0))
+	_, err := client.Messages.New(context.Background(), anthropic.MessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 16, Messages: msgsUser("hi")})
+	var apiErr *anthropic.Error
+	is.True(errors.As(err, &apiErr)) // a typed API error
+	is.Equal(apiErr.StatusCode, http.StatusNotFound)
+	var env struct {
+		Type  string `json:"type"`
+		Error struct {
+			Type string `json:"type"`
+		} `json:"error"`
+	}
+	is.NoErr(json.Unmarshal([]byte(apiErr.RawJSON()), &env))
+	is.Equal(env.Type, "error")
+	is.Equal(env.Error.Type, "not_found_error")
 }
 
 func TestRequestID_OnEveryResponse(t *testing.T) {

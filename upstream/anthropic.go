@@ -335,12 +335,15 @@ func anthropicMessages(req *llm.Request) ([]anMessage, error) {
 	var out []anMessage
 	for i, m := range req.Messages {
 		param := "messages." + strconv.Itoa(i)
-		role := "user"
-		if m.Role == llm.RoleAssistant {
+		role, parts := "user", m.Parts
+		switch m.Role {
+		case llm.RoleAssistant:
 			role = "assistant"
+		case llm.RoleSystem:
+			parts = systemGuidance(parts) // in the user turn (translate.go)
 		}
 		var blocks []anBlock
-		for _, p := range m.Parts {
+		for _, p := range parts {
 			bl, ok, err := anthropicBlock(param, role, p)
 			if err != nil {
 				return nil, err

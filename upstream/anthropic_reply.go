@@ -182,13 +182,16 @@ type anEvent struct {
 
 // anthropicStream decodes messages stream events.
 type anthropicStream struct {
-	usage   anUsage
-	blocks  map[int]*anBlockState // open blocks by upstream index
-	calls   int
-	reason  string
-	stopSeq string
-	json    frameDecoder
-	event   anEvent // the frame being decoded, reused
+	usage anUsage
+	// started is set by message_start, whose input counts go on the
+	// first event after it (llm.Event.Usage); sent once they have.
+	started, sent bool
+	blocks        map[int]*anBlockState // open blocks by upstream index
+	calls         int
+	reason        string
+	stopSeq       string
+	json          frameDecoder
+	event         anEvent // the frame being decoded, reused
 }
 
 type anBlockState struct {
@@ -198,6 +201,18 @@ type anBlockState struct {
 }
 
 func (s *anthropicStream) decode(ev sseEvent, out []llm.Event) ([]llm.Event, bool, error) {
+	n := len(out)
+	out, done, err := s.decodeFrame(ev, out)
+	if s.started && !s.sent && len(out) > n {
+		s.sent = true
+		if out[n].Usage == nil {
+			out[n].Usage = inputUsage(s.usage.canonical())
+		}
+	}
+	return out, done, err
+}
+
+func (s *anthropicStream) decodeFrame(ev sseEvent, out []llm.Event) ([]llm.Event, bool, error) {
 	data := ev.Data
 	if data == nil {
 		data = ev.Bare
@@ -218,6 +233,7 @@ func (s *anthropicStream) decode(ev sseEvent, out []llm.Event) ([]llm.Event, boo
 	case "message_start":
 		if e.Message != nil {
 			s.usage.merge(&e.Message.Usage)
+			s.started = true
 		}
 	case "content_block_start":
 		cb := e.ContentBlock

@@ -71,6 +71,13 @@ func TestAnthropic_Stream(t *testing.T) {
 		is.Equal(r.Calls[0].Args, `{"city": "Paris"}`)
 		is.Equal(r.Finish, llm.FinishToolCalls)
 		is.Equal(r.Usage, cacheUsage)
+		// message_start's input and cache counts ride on the first event,
+		// for the messages surface's own message_start.
+		is.Equal(*evs[0].Usage, llm.Usage{InputTokens: cacheUsage.InputTokens, CachedInputTokens: cacheUsage.CachedInputTokens,
+			CacheCreationTokens: cacheUsage.CacheCreationTokens, CacheCreation1hTokens: cacheUsage.CacheCreation1hTokens})
+		for _, ev := range evs[1 : len(evs)-1] {
+			is.True(ev.Usage == nil) // only the first and the finish carry usage
+		}
 		noLeak(t, "events", evs)
 		goldenRequest(t, f, "anthropic/stream")
 	})

@@ -26,8 +26,11 @@ import (
 //     last message does not hold a tool result, the reply is one tool call
 //     and the finish reason is tool_calls. The tool is the one named by a
 //     "tool" choice (an invalid_request error if it is not offered);
-//     otherwise the first offered tool, or the first one in the allowed list
-//     when the choice restricts it. "auto" calls a tool too. The call's id is
+//     otherwise the first offered tool that the last user text names (as a
+//     word: "run ls with exec_command" calls exec_command; its last text
+//     part that names one counts), else the first
+//     offered tool, or the first one in the allowed list when the choice
+//     restricts it. "auto" calls a tool too. The call's id is
 //     "call_" plus 24 hex digits of a hash of the request. Its arguments are
 //     a JSON object generated from the tool's parameters schema that
 //     validates against it: all required properties, the optional ones of
@@ -260,6 +263,11 @@ func (f *Fixture) Stream(ctx context.Context, req *llm.Request) (Stream, error) 
 	}
 	u := r.usage
 	push(llm.Event{Type: llm.EventFinish, FinishReason: r.finish, StopSequence: r.stopSequence, Usage: &u}, 0)
+	if s.events[0].Usage == nil {
+		// The prompt side is known before the reply, as at a vendor whose
+		// stream opens with it.
+		s.events[0].Usage = inputUsage(u)
+	}
 	return s, nil
 }
 
@@ -377,6 +385,16 @@ func chooseTool(req *llm.Request) (*llm.Tool, error) {
 		return nil, llm.InvalidParam("tool_choice", "tool_choice names the tool %q, which is not among the tools offered", tc.Name)
 	}
 	if len(tc.Allowed) == 0 {
+		// The last text part first: coding agents put their reminders
+		// (which name every tool) before the prompt.
+		texts := lastUserTexts(req)
+		for j := len(texts) - 1; j >= 0; j-- {
+			for i := range req.Tools {
+				if mentions(texts[j], req.Tools[i].Name) {
+					return &req.Tools[i], nil
+				}
+			}
+		}
 		return &req.Tools[0], nil
 	}
 	for _, name := range tc.Allowed {
@@ -389,9 +407,34 @@ func chooseTool(req *llm.Request) (*llm.Tool, error) {
 	return nil, llm.InvalidParam("tool_choice", "none of the allowed tools is among the tools offered")
 }
 
+// mentions reports whether text holds name as a word: not inside a longer
+// identifier.
+func mentions(text, name string) bool {
+	ident := func(r rune) bool { return r == '_' || r == '-' || unicode.IsLetter(r) || unicode.IsDigit(r) }
+	for i := 0; name != ""; {
+		j := strings.Index(text[i:], name)
+		if j < 0 {
+			return false
+		}
+		start, end := i+j, i+j+len(name)
+		before, _ := utf8.DecodeLastRuneInString(text[:start])
+		after, _ := utf8.DecodeRuneInString(text[end:])
+		if (start == 0 || !ident(before)) && (end == len(text) || !ident(after)) {
+			return true
+		}
+		i = start + 1
+	}
+	return false
+}
+
 // lastUserText is the text of the last user message that has any, its text
 // parts joined by spaces; tool results are not user text.
 func lastUserText(req *llm.Request) string {
+	return strings.Join(lastUserTexts(req), " ")
+}
+
+// lastUserTexts are the text parts of the last user message that has any.
+func lastUserTexts(req *llm.Request) []string {
 	for i := len(req.Messages) - 1; i >= 0; i-- {
 		m := req.Messages[i]
 		if m.Role != llm.RoleUser {
@@ -404,19 +447,25 @@ func lastUserText(req *llm.Request) string {
 			}
 		}
 		if len(texts) > 0 {
-			return strings.Join(texts, " ")
+			return texts
 		}
 	}
-	return ""
+	return nil
 }
 
 // lastToolResults returns the tool results of the last message, if any.
+// System guidance after it (llm.RoleSystem) is not a message of the
+// conversation's turns, so it does not hide them.
 func lastToolResults(req *llm.Request) []*llm.ToolResult {
-	if len(req.Messages) == 0 {
+	msgs := req.Messages
+	for len(msgs) > 0 && msgs[len(msgs)-1].Role == llm.RoleSystem {
+		msgs = msgs[:len(msgs)-1]
+	}
+	if len(msgs) == 0 {
 		return nil
 	}
 	var out []*llm.ToolResult
-	for _, p := range req.Messages[len(req.Messages)-1].Parts {
+	for _, p := range msgs[len(msgs)-1].Parts {
 		if p.Type == llm.PartToolResult && p.ToolResult != nil {
 			out = append(out, p.ToolResult)
 		}

@@ -134,6 +134,42 @@ func TestFixture_toolArgumentsValidate(t *testing.T) {
 	}
 }
 
+// Codex's tool runner decodes a "number" it uses as a count (timeout_ms,
+// yield_time_ms, max_output_tokens) into an integer and rejects 1.5; the
+// fixture writes whole numbers wherever the schema allows one.
+func TestFixture_numbersAreWholeWhenAllowed(t *testing.T) {
+	tests := []struct {
+		name, schema string
+		whole        bool
+	}{
+		{"plain number (Codex exec_command timeout_ms)", `{"type":"number","description":"timeout in ms"}`, true},
+		{"bounded", `{"type":"number","minimum":10,"maximum":20}`, true},
+		{"exclusive bounds around an integer", `{"type":"number","exclusiveMinimum":2.5,"exclusiveMaximum":3.5}`, true},
+		{"multipleOf 0.5", `{"type":"number","multipleOf":0.5}`, true},
+		{"multipleOf 0.3", `{"type":"number","multipleOf":0.3,"minimum":0.25}`, true},
+		{"no integer within bounds", `{"type":"number","exclusiveMinimum":0,"exclusiveMaximum":1}`, false},
+		{"a fractional interval", `{"type":"number","minimum":0.25,"maximum":0.75}`, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			is := is.New(t)
+			schema := `{"type":"object","properties":{"n":` + tt.schema + `},"required":["n"]}`
+			resp, err := upstream.NewFixture(upstream.FixtureOptions{}).Complete(context.Background(), withTools(chatRequest("run it"), schema))
+			is.NoErr(err)
+			args := resp.Content[0].ToolCall.Arguments
+			if err := validate(t, compileSchema(t, schema), args); err != nil {
+				t.Fatalf("arguments %s do not validate: %v", args, err)
+			}
+			var v struct{ N json.Number }
+			is.NoErr(json.Unmarshal(args, &v))
+			_, intErr := v.N.Int64() // what a strict integer parser accepts
+			if tt.whole != (intErr == nil) {
+				t.Fatalf("n = %s; want whole number: %v", v.N, tt.whole)
+			}
+		})
+	}
+}
+
 func TestFixture_toolArgumentsForGeminiSchemas(t *testing.T) {
 	is := is.New(t)
 	// Gemini's OpenAPI-subset schemas spell types in upper case.

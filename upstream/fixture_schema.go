@@ -526,9 +526,16 @@ func integerValue(m map[string]any, variant int) any {
 	return fitMultiple(m, v, lo, hi)
 }
 
-// numberValue picks 1.5 (plus the variant) moved inside the bounds and onto
-// a multipleOf.
+// numberValue picks a whole number when the schema allows one: tool
+// runners often read a JSON-Schema "number" as an integer (a count, a line,
+// a timeout in seconds), and a whole number is valid wherever a fraction
+// is. Only bounds that hold no integer, or a multipleOf none of whose
+// nearby multiples is whole, make it pick a fraction: 1.5 (plus the
+// variant) moved inside the bounds and onto the multipleOf.
 func numberValue(m map[string]any, variant int) any {
+	if v, ok := wholeNumber(m, variant); ok {
+		return v
+	}
 	b := readBounds(m)
 	v := 1.5 + float64(variant)
 	lo, hi := math.Inf(-1), math.Inf(1)
@@ -549,6 +556,46 @@ func numberValue(m map[string]any, variant int) any {
 		v = hi - 1 - float64(variant)
 	}
 	return fitMultiple(m, v, lo, hi)
+}
+
+// wholeNumber is the integer a "number" schema gets when its bounds and
+// multipleOf allow one; ok is false when they rule integers out.
+func wholeNumber(m map[string]any, variant int) (json.Number, bool) {
+	v, ok := integerValue(m, variant).(json.Number)
+	if !ok {
+		return "", false
+	}
+	f, err := v.Float64()
+	if err != nil || f != math.Trunc(f) || !inBounds(readBounds(m), f) {
+		// The bounds hold no integer: integerValue clamped outside them,
+		// or fitMultiple moved it onto a fractional multiple. Look for a
+		// whole multiple of multipleOf within reach instead.
+		mult, has := numKeyword(m, "multipleOf")
+		if !has || mult <= 0 || err != nil {
+			return "", false
+		}
+		for k, end := math.Ceil(f/mult), math.Ceil(f/mult)+1000; k < end; k++ {
+			x := k * mult
+			if r := math.Round(x); math.Abs(x-r) < 1e-9 && inBounds(readBounds(m), r) {
+				return json.Number(strconv.FormatFloat(r, 'f', 0, 64)), true
+			}
+		}
+		return "", false
+	}
+	// Rendered without decimals: "1.0" (a multipleOf of 0.5 writes one)
+	// is not an integer to a strict parser.
+	return json.Number(strconv.FormatFloat(f, 'f', 0, 64)), true
+}
+
+// inBounds reports whether v satisfies the schema's bounds.
+func inBounds(b bounds, v float64) bool {
+	if b.hasLo && (v < b.lo || b.exclLo && v == b.lo) {
+		return false
+	}
+	if b.hasHi && (v > b.hi || b.exclHi && v == b.hi) {
+		return false
+	}
+	return true
 }
 
 // fitMultiple moves v onto a multiple of the schema's multipleOf, if any,

@@ -178,21 +178,27 @@ func TestFixture_toolChoice(t *testing.T) {
 		wantName string
 		wantErr  bool
 		wantText bool
+		prompt   string
 	}{
-		{"unspecified calls the first tool", llm.ToolChoice{}, "get_weather", false, false},
-		{"auto calls the first tool", llm.ToolChoice{Mode: llm.ToolChoiceAuto}, "get_weather", false, false},
-		{"required calls the first tool", llm.ToolChoice{Mode: llm.ToolChoiceRequired}, "get_weather", false, false},
-		{"named tool", llm.ToolChoice{Mode: llm.ToolChoiceTool, Name: "lookup"}, "lookup", false, false},
-		{"first allowed tool", llm.ToolChoice{Mode: llm.ToolChoiceRequired, Allowed: []string{"nope", "search"}}, "search", false, false},
-		{"none gives text", llm.ToolChoice{Mode: llm.ToolChoiceNone}, "", false, true},
-		{"unknown named tool", llm.ToolChoice{Mode: llm.ToolChoiceTool, Name: "nope"}, "", true, false},
-		{"no allowed tool offered", llm.ToolChoice{Mode: llm.ToolChoiceAuto, Allowed: []string{"nope"}}, "", true, false},
+		{"unspecified calls the first tool", llm.ToolChoice{}, "get_weather", false, false, ""},
+		{"the tool the prompt names", llm.ToolChoice{}, "search", false, false, "Use search, not lookup_all."},
+		{"a name inside a longer word does not count", llm.ToolChoice{}, "get_weather", false, false, "researching lookup_all"},
+		{"auto calls the first tool", llm.ToolChoice{Mode: llm.ToolChoiceAuto}, "get_weather", false, false, ""},
+		{"required calls the first tool", llm.ToolChoice{Mode: llm.ToolChoiceRequired}, "get_weather", false, false, ""},
+		{"named tool", llm.ToolChoice{Mode: llm.ToolChoiceTool, Name: "lookup"}, "lookup", false, false, ""},
+		{"first allowed tool", llm.ToolChoice{Mode: llm.ToolChoiceRequired, Allowed: []string{"nope", "search"}}, "search", false, false, ""},
+		{"none gives text", llm.ToolChoice{Mode: llm.ToolChoiceNone}, "", false, true, ""},
+		{"unknown named tool", llm.ToolChoice{Mode: llm.ToolChoiceTool, Name: "nope"}, "", true, false, ""},
+		{"no allowed tool offered", llm.ToolChoice{Mode: llm.ToolChoiceAuto, Allowed: []string{"nope"}}, "", true, false, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			is := is.New(t)
 			req := *three
 			req.ToolChoice = tt.choice
+			if tt.prompt != "" {
+				req.Messages = chatRequest(tt.prompt).Messages
+			}
 			resp, err := upstream.NewFixture(upstream.FixtureOptions{}).Complete(context.Background(), &req)
 			if tt.wantErr {
 				var e *llm.Error

@@ -250,7 +250,11 @@ func (b *Gemini) body(req *llm.Request) ([]byte, error) {
 		if m.Role == llm.RoleAssistant {
 			c = gmContent{Role: "model", Parts: geminiModelParts(m.Parts)}
 		} else {
-			parts, err := geminiUserParts(req, param, m.Parts)
+			ps := m.Parts
+			if m.Role == llm.RoleSystem {
+				ps = systemGuidance(ps) // in the user turn (translate.go)
+			}
+			parts, err := geminiUserParts(req, param, ps)
 			if err != nil {
 				return nil, err
 			}

@@ -207,7 +207,10 @@ func geminiErrorHint(_ int, body []byte) errorHint {
 
 // geminiStream decodes streamGenerateContent chunks.
 type geminiStream struct {
-	usage  *gmUsage
+	usage *gmUsage
+	// sent is set once the prompt counts (usageMetadata, on every chunk)
+	// have gone out on the stream's first event (llm.Event.Usage).
+	sent   bool
 	reason string
 	calls  int
 	json   frameDecoder
@@ -238,8 +241,15 @@ func (s *geminiStream) decode(ev sseEvent, out []llm.Event) ([]llm.Event, bool, 
 	}
 	cand := &r.Candidates[0]
 	if cand.Content != nil {
+		n := len(out)
 		for i := range cand.Content.Parts {
 			out = s.part(out, &cand.Content.Parts[i])
+		}
+		if !s.sent && len(out) > n {
+			s.sent = true
+			if s.usage != nil {
+				out[n].Usage = inputUsage(s.usage.canonical())
+			}
 		}
 	}
 	if cand.FinishReason != "" {

@@ -98,6 +98,10 @@ func TestGemini_Stream(t *testing.T) {
 		is.Equal(len(r.Signatures), 1)
 		is.Equal(r.Finish, llm.FinishStop)
 		is.Equal(r.Usage, geminiUsage)
+		is.Equal(*evs[0].Usage, llm.Usage{InputTokens: 120}) // the first chunk's promptTokenCount, on the first event
+		for _, ev := range evs[1 : len(evs)-1] {
+			is.True(ev.Usage == nil) // only the first and the finish carry usage
+		}
 	})
 
 	t.Run("error as a bare JSON line after output", func(t *testing.T) {

@@ -17,7 +17,9 @@ import (
 // llama.cpp, Ollama. It posts to {BaseURL}/chat/completions.
 //
 // Translation notes (translation.md):
-//   - System parts become one system message; tool results become tool
+//   - System parts become one system message, and system guidance inside
+//     the conversation (llm.RoleSystem) a system message at its place;
+//     tool results become tool
 //     messages, followed by a user message with any images they held and
 //     the rest of the user turn (§4, policy). A tool message has no error
 //     flag, so a failed call's result (Anthropic is_error, a Gemini
@@ -258,13 +260,29 @@ func (b *OpenAI) body(req *llm.Request, stream bool) ([]byte, error) {
 	if len(sys) > 0 {
 		r.Messages = append(r.Messages, oaMessage{Role: "system", Content: oaContent(textParts(sys))})
 	}
+	// System guidance inside the conversation is a system message at its
+	// place, except between an assistant's tool calls and their tool
+	// messages, which must follow the calls directly: there it waits
+	// until they have.
+	var held []oaMessage
 	for i, m := range req.Messages {
-		msgs, err := openAIMessages(i, m)
-		if err != nil {
-			return nil, err
+		if m.Role == llm.RoleSystem {
+			if text := textParts(m.Parts); len(text) > 0 {
+				held = append(held, oaMessage{Role: "system", Content: oaContent(text)})
+			}
+		} else {
+			msgs, err := openAIMessages(i, m)
+			if err != nil {
+				return nil, err
+			}
+			r.Messages = append(r.Messages, msgs...)
 		}
-		r.Messages = append(r.Messages, msgs...)
+		if n := len(r.Messages); n == 0 || len(r.Messages[n-1].ToolCalls) == 0 {
+			r.Messages = append(r.Messages, held...)
+			held = held[:0]
+		}
 	}
+	r.Messages = append(r.Messages, held...)
 	for _, t := range req.Tools {
 		r.Tools = append(r.Tools, oaTool{Type: "function", Function: oaFunction{
 			Name: t.Name, Description: t.Description, Parameters: t.Parameters, Strict: t.Strict,

@@ -64,6 +64,45 @@ func untagSig(tag, s string) (string, bool) {
 	return sig, ok && sig != ""
 }
 
+// inputUsage is the input side of u, which a stream's first event carries
+// when the upstream reports it before the reply (llm.Event.Usage).
+func inputUsage(u llm.Usage) *llm.Usage {
+	return &llm.Usage{InputTokens: u.InputTokens, CachedInputTokens: u.CachedInputTokens,
+		CacheCreationTokens: u.CacheCreationTokens, CacheCreation1hTokens: u.CacheCreation1hTokens}
+}
+
+// System guidance inside the conversation (llm.RoleSystem) has no slot in
+// the messages and generate-content protocols, whose turns are user or
+// model only. It goes into the user turn at its place as one text part
+// wrapped in <system-reminder> tags: the marking coding agents (Claude Code
+// first) use for guidance that is the operator's, not the user's, and that
+// models are trained to read so.
+const (
+	guidanceOpen  = "<system-reminder>\n"
+	guidanceClose = "\n</system-reminder>"
+)
+
+// systemGuidance renders a RoleSystem message's text parts as that one
+// part, keeping the last part's cache breakpoint.
+func systemGuidance(parts []llm.Part) []llm.Part {
+	var b strings.Builder
+	var cc *llm.CacheControl
+	for _, p := range parts {
+		if p.Type != llm.PartText || p.Text == "" {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("\n\n")
+		}
+		b.WriteString(p.Text)
+		cc = p.CacheControl
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	return []llm.Part{{Type: llm.PartText, Text: guidanceOpen + b.String() + guidanceClose, CacheControl: cc}}
+}
+
 // argsObject returns a tool call's arguments as the JSON object Anthropic
 // and Gemini require: compacted when they are one, {} when empty, and
 // otherwise (malformed model output the caller sent back) wrapped as

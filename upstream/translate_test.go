@@ -102,3 +102,88 @@ func TestTranslate_OpenAIQuirks(t *testing.T) {
 	is.NoErr(err)                                      // finish
 	is.Equal(out[0].FinishReason, llm.FinishToolCalls) // "stop" after tool calls
 }
+
+// A conversation with system guidance inside it (a messages caller's
+// mid-conversation system messages, as Claude Code sends them): after the
+// first user turn, and between a tool call and its result's turn.
+func guidedRequest() *llm.Request {
+	user := func(s string) llm.Message { return llm.Message{Role: llm.RoleUser, Parts: []llm.Part{llm.TextPart(s)}} }
+	guide := func(s string) llm.Message {
+		return llm.Message{Role: llm.RoleSystem, Parts: []llm.Part{llm.TextPart(s)}}
+	}
+	call := &llm.ToolCall{ID: "call_1", Name: "get_weather", Arguments: json.RawMessage(`{"city":"Paris"}`)}
+	return &llm.Request{
+		System: []llm.Part{llm.TextPart("Be brief.")},
+		Messages: []llm.Message{
+			user("Weather in Paris?"),
+			guide("Working directory: /tmp"),
+			{Role: llm.RoleAssistant, Parts: []llm.Part{{Type: llm.PartToolCall, ToolCall: call}}},
+			guide("Plan mode is off."),
+			{Role: llm.RoleUser, Parts: []llm.Part{{Type: llm.PartToolResult, ToolResult: &llm.ToolResult{CallID: "call_1", Content: []llm.Part{llm.TextPart("sunny")}}}}},
+			guide("Today is Monday."),
+		},
+		Tools: []llm.Tool{{Name: "get_weather", Parameters: json.RawMessage(`{"type":"object"}`)}},
+	}
+}
+
+func TestTranslate_SystemGuidance(t *testing.T) {
+	t.Run("chat-completions: a system message at its place, after tool messages", func(t *testing.T) {
+		is := is.New(t)
+		b, err := (&OpenAI{}).body(guidedRequest(), false)
+		is.NoErr(err)
+		var r struct {
+			Messages []struct {
+				Role, ToolCallID string
+				Content          json.RawMessage
+			} `json:"messages"`
+		}
+		is.NoErr(json.Unmarshal(b, &r))
+		var roles []string
+		for _, m := range r.Messages {
+			roles = append(roles, m.Role)
+		}
+		// The tool message follows its call directly; the guidance given
+		// between them comes after it.
+		is.Equal(strings.Join(roles, ","), "system,user,system,assistant,tool,system,system")
+		is.Equal(string(r.Messages[2].Content), `"Working directory: /tmp"`)
+		is.Equal(string(r.Messages[5].Content), `"Plan mode is off."`)
+		is.Equal(string(r.Messages[6].Content), `"Today is Monday."`)
+	})
+	t.Run("messages: marked guidance inside the user turns", func(t *testing.T) {
+		is := is.New(t)
+		b, err := (&Anthropic{}).body(guidedRequest(), false)
+		is.NoErr(err)
+		var r struct {
+			Messages []struct {
+				Role    string
+				Content []struct{ Type, Text string }
+			}
+		}
+		is.NoErr(json.Unmarshal(b, &r))
+		is.Equal(len(r.Messages), 3) // user, assistant, user: the turns alternate
+		is.Equal(r.Messages[0].Content[1].Text, "<system-reminder>\nWorking directory: /tmp\n</system-reminder>")
+		last := r.Messages[2].Content
+		is.Equal(last[0].Type, "tool_result") // results open the turn
+		is.Equal(last[1].Text, "<system-reminder>\nPlan mode is off.\n</system-reminder>")
+		is.Equal(last[2].Text, "<system-reminder>\nToday is Monday.\n</system-reminder>")
+	})
+	t.Run("generate-content: marked guidance inside the user turns", func(t *testing.T) {
+		is := is.New(t)
+		b, err := (&Gemini{}).body(guidedRequest())
+		is.NoErr(err)
+		var r struct {
+			Contents []struct {
+				Role  string
+				Parts []struct {
+					Text             string
+					FunctionResponse json.RawMessage
+				}
+			}
+		}
+		is.NoErr(json.Unmarshal(b, &r))
+		is.Equal(len(r.Contents), 3)
+		is.Equal(r.Contents[0].Parts[1].Text, "<system-reminder>\nWorking directory: /tmp\n</system-reminder>")
+		is.True(r.Contents[2].Parts[0].FunctionResponse != nil) // the response opens the turn
+		is.Equal(r.Contents[2].Parts[2].Text, "<system-reminder>\nToday is Monday.\n</system-reminder>")
+	})
+}

@@ -269,7 +269,7 @@ func TestConformance_ErrorBodies(t *testing.T) {
 
 func TestConformance_ResponsesInputTokens(t *testing.T) {
 	rec := httptest.NewRecorder()
-	CountResponsesTokens(rec, httptest.NewRequest("POST", "/v1/responses/input_tokens", nil),
+	ResponsesCodec{}.CountTokens(rec, httptest.NewRequest("POST", "/v1/responses/input_tokens", nil),
 		[]byte(`{"model":"svc-fusion","input":"How many tokens is this?"}`))
 	conforms(t, "TokenCountsResource", rec.Body.Bytes())
 }

@@ -580,6 +580,49 @@ var responsesDecodeCases = []struct {
 	want *llm.Request
 }{
 	{
+		// As Codex sends them: a namespace of function tools, a custom
+		// (freeform) tool, and hosted tools, which are dropped.
+		name: "namespace, custom and hosted tools",
+		body: responsesBody(`"tools":[
+			{"type":"namespace","name":"multi_agent_v1","description":"Sub-agents.","tools":[
+				{"type":"function","name":"spawn_agent","description":"Start one.","strict":false,"parameters":{"type":"object","properties":{"task":{"type":"string"}},"required":["task"]}}]},
+			{"type":"custom","name":"apply_patch","description":"Edit files.","format":{"type":"grammar","syntax":"lark","definition":"start: patch"}},
+			{"type":"web_search","external_web_access":false},
+			{"type":"tool_search","execution":"client","description":"Find tools."},
+			{"type":"function","name":"exec_command","parameters":{"type":"object"}}],
+			"tool_choice":{"type":"web_search"}`),
+		want: responsesReq(func(r *llm.Request) {
+			r.Tools = []llm.Tool{
+				{Name: "multi_agent_v1__spawn_agent", Namespace: "multi_agent_v1", Description: "Sub-agents.\n\nStart one.",
+					Parameters: json.RawMessage(`{"type":"object","properties":{"task":{"type":"string"}},"required":["task"]}`)},
+				{Name: "apply_patch", Freeform: true, Description: "Edit files.",
+					Parameters: json.RawMessage(`{"additionalProperties":false,"properties":{"input":{"description":"The tool's input, as raw text matching this lark grammar:\nstart: patch","type":"string"}},"required":["input"],"type":"object"}`)},
+				{Name: "exec_command", Parameters: json.RawMessage(`{"type":"object"}`)},
+			}
+			r.ToolChoice = llm.ToolChoice{Mode: llm.ToolChoiceAuto}
+		}),
+	},
+	{
+		name: "namespaced and custom calls replayed; hosted items dropped",
+		body: `{"model":"svc-fusion","input":[{"role":"user","content":"hi"},
+			{"type":"web_search_call","id":"ws_1","status":"completed","action":{"type":"search","query":"x"}},
+			{"type":"function_call","call_id":"c1","namespace":"multi_agent_v1","name":"spawn_agent","arguments":"{\"task\":\"x\"}"},
+			{"type":"custom_tool_call","call_id":"c2","name":"apply_patch","input":"*** Begin Patch"},
+			{"type":"function_call_output","call_id":"c1","output":"started"},
+			{"type":"custom_tool_call_output","call_id":"c2","output":"Done!"}]}`,
+		want: responsesReq(func(r *llm.Request) {
+			r.Messages = append(r.Messages,
+				llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{
+					{Type: llm.PartToolCall, ToolCall: &llm.ToolCall{ID: "c1", Name: "multi_agent_v1__spawn_agent", Arguments: json.RawMessage(`{"task":"x"}`)}},
+					{Type: llm.PartToolCall, ToolCall: &llm.ToolCall{ID: "c2", Name: "apply_patch", Arguments: json.RawMessage(`{"input":"*** Begin Patch"}`)}},
+				}},
+				llm.Message{Role: llm.RoleUser, Parts: []llm.Part{
+					{Type: llm.PartToolResult, ToolResult: &llm.ToolResult{CallID: "c1", Content: []llm.Part{llm.TextPart("started")}}},
+					{Type: llm.PartToolResult, ToolResult: &llm.ToolResult{CallID: "c2", Content: []llm.Part{llm.TextPart("Done!")}}},
+				}})
+		}),
+	},
+	{
 		name: "string input",
 		body: responsesBody(""),
 		want: responsesReq(nil),
@@ -728,7 +771,8 @@ var responsesErrorCases = []struct {
 	{"input a number", `{"model":"m","input":5}`, "input"},
 	{"empty input", `{"model":"m","input":[]}`, "input"},
 	{"only a system item", `{"model":"m","input":[{"role":"system","content":"x"}]}`, "input"},
-	{"unknown item type", `{"model":"m","input":[{"type":"web_search_call","id":"ws_1"}]}`, "input[0].type"},
+	{"unknown item type", `{"model":"m","input":[{"type":"quantum_call","id":"qc_1"}]}`, "input[0].type"},
+	{"only a hosted tool's call", `{"model":"m","input":[{"type":"web_search_call","id":"ws_1"}]}`, "input"},
 	{"message without role", `{"model":"m","input":[{"type":"message","content":"hi"}]}`, "input[0].role"},
 	{"message of unknown role", `{"model":"m","input":[{"role":"tool","content":"hi"}]}`, "input[0].role"},
 	{"message content a number", `{"model":"m","input":[{"role":"user","content":5}]}`, "input[0].content"},
@@ -744,7 +788,11 @@ var responsesErrorCases = []struct {
 	{"function_call arguments not JSON", `{"model":"m","input":[{"type":"function_call","call_id":"c","name":"f","arguments":"{"}]}`, "input[0].arguments"},
 	{"function_call_output without call_id", `{"model":"m","input":[{"type":"function_call_output","output":"x"}]}`, "input[0].call_id"},
 	{"function_call_output without output", `{"model":"m","input":[{"type":"function_call_output","call_id":"c"}]}`, "input[0].output"},
-	{"hosted tool", responsesBody(`"tools":[{"type":"web_search"}]`), "tools[0].type"},
+	{"unknown tool type", responsesBody(`"tools":[{"type":"quantum"}]`), "tools[0].type"},
+	{"namespace without name", responsesBody(`"tools":[{"type":"namespace","tools":[{"type":"function","name":"f"}]}]`), "tools[0].name"},
+	{"namespace of hosted tools", responsesBody(`"tools":[{"type":"namespace","name":"n","tools":[{"type":"web_search"}]}]`), "tools[0].tools[0].type"},
+	{"namespace member named like a function", responsesBody(`"tools":[{"type":"function","name":"n__f"},{"type":"namespace","name":"n","tools":[{"type":"function","name":"f"}]}]`), "tools[1].tools[0].name"},
+	{"custom_tool_call without call_id", `{"model":"m","input":[{"type":"custom_tool_call","name":"apply_patch","input":"x"}]}`, "input[0]"},
 	{"function tool without name", responsesBody(`"tools":[{"type":"function","parameters":{}}]`), "tools[0].name"},
 	{"tool parameters not an object", responsesBody(`"tools":[{"type":"function","name":"f","parameters":true}]`), "tools[0].parameters"},
 	{"tool_choice unknown", responsesBody(`"tool_choice":"always"`), "tool_choice"},
@@ -759,7 +807,7 @@ var responsesErrorCases = []struct {
 func TestDecodeResponses_Errors(t *testing.T) {
 	for _, tc := range responsesErrorCases {
 		t.Run(tc.name, func(t *testing.T) {
-			req, err := decodeResponses([]byte(tc.body))
+			req, _, err := decodeResponses(nil, []byte(tc.body))
 			if err == nil {
 				t.Fatalf("decoded to %+v, want a 400 naming %q", req, tc.param)
 			}

@@ -12,8 +12,13 @@ import (
 
 // ResponsesCodec is the Responses API endpoint, served statelessly: the
 // caller replays the conversation in `input` on every call, and nothing is
-// stored (previous_response_id and conversation are refused).
-type ResponsesCodec struct{}
+// stored (previous_response_id and conversation are refused). Items it
+// replays by reference resolve because their ids carry them, sealed by
+// Sealer (responses_seal.go); with no Sealer, ids are plain and references
+// do not resolve.
+type ResponsesCodec struct {
+	Sealer Sealer
+}
 
 // Surface names the wire format.
 func (ResponsesCodec) Surface() llm.Surface { return llm.SurfaceResponses }
@@ -37,6 +42,7 @@ type responsesRequest struct {
 	TopLogprobs        *int            `json:"top_logprobs"`
 	User               string          `json:"user"`
 	Stream             bool            `json:"stream"`
+	Store              *bool           `json:"store"`
 	PreviousResponseID *string         `json:"previous_response_id"`
 	Conversation       json.RawMessage `json:"conversation"`
 	Text               *struct {
@@ -53,23 +59,18 @@ type responsesRequest struct {
 	} `json:"reasoning"`
 }
 
-type responsesTool struct {
-	Type        string          `json:"type"`
-	Name        string          `json:"name"`
-	Description string          `json:"description"`
-	Parameters  json.RawMessage `json:"parameters"`
-	Strict      bool            `json:"strict"`
-}
-
 // inputItem is one element of `input`; which fields matter depends on Type
 // (a message when Type is empty or "message").
 type inputItem struct {
 	Type             string          `json:"type"`
+	ID               string          `json:"id"`
 	Role             string          `json:"role"`
 	Content          json.RawMessage `json:"content"`
 	CallID           string          `json:"call_id"`
 	Name             string          `json:"name"`
 	Arguments        string          `json:"arguments"`
+	Namespace        string          `json:"namespace"`
+	Input            string          `json:"input"`
 	Output           json.RawMessage `json:"output"`
 	EncryptedContent string          `json:"encrypted_content"`
 	Summary          []struct {
@@ -89,23 +90,45 @@ type inputPart struct {
 }
 
 // DecodeRequest decodes a Responses API request body.
-func (ResponsesCodec) DecodeRequest(_ *http.Request, body []byte) (*llm.Request, error) {
-	return decodeResponses(body)
+func (c ResponsesCodec) DecodeRequest(r *http.Request, body []byte) (*llm.Request, error) {
+	req, store, err := decodeResponses(c.Sealer, body)
+	if err != nil {
+		return nil, err
+	}
+	// The AI SDK's OpenAI provider replays each streamed message and
+	// reasoning item by id unless store is false, and it keeps the id an
+	// item had when it was announced (output_item.added): only an item
+	// announced whole can carry itself (responses_seal.go). No field of
+	// the request says so; its User-Agent does.
+	req.WholeItems = req.Stream && store && isAISDK(r)
+	return req, nil
 }
 
-func decodeResponses(body []byte) (*llm.Request, error) {
+// isAISDK reports whether r comes from the AI SDK's OpenAI provider
+// ("ai-sdk-openai/4.0.118 ai-sdk-provider-utils/…"; "ai-sdk/openai/…" before).
+func isAISDK(r *http.Request) bool {
+	if r == nil {
+		return false
+	}
+	ua := r.Header.Get("User-Agent")
+	return strings.Contains(ua, "ai-sdk-openai/") || strings.Contains(ua, "ai-sdk/openai/")
+}
+
+// decodeResponses decodes a request body; store is the caller's store flag
+// (OpenAI's default: true).
+func decodeResponses(sealer Sealer, body []byte) (*llm.Request, bool, error) {
 	var rr responsesRequest
 	if err := json.Unmarshal(body, &rr); err != nil {
-		return nil, decodeError(err)
+		return nil, false, decodeError(err)
 	}
 	if rr.Model == nil || *rr.Model == "" {
-		return nil, llm.InvalidParam("model", "model is required")
+		return nil, false, llm.InvalidParam("model", "model is required")
 	}
 	if rr.PreviousResponseID != nil && *rr.PreviousResponseID != "" {
-		return nil, llm.InvalidParam("previous_response_id", "previous_response_id is not supported: responses are not stored; replay the conversation in input")
+		return nil, false, llm.InvalidParam("previous_response_id", "previous_response_id is not supported: responses are not stored; replay the conversation in input")
 	}
 	if c := bytes.TrimSpace(rr.Conversation); len(c) > 0 && !bytes.Equal(c, []byte("null")) {
-		return nil, llm.InvalidParam("conversation", "conversation is not supported: responses are not stored; replay the conversation in input")
+		return nil, false, llm.InvalidParam("conversation", "conversation is not supported: responses are not stored; replay the conversation in input")
 	}
 	req := &llm.Request{
 		Model:             *rr.Model,
@@ -119,32 +142,24 @@ func decodeResponses(body []byte) (*llm.Request, error) {
 	}
 	if rr.MaxOutputTokens != nil {
 		if *rr.MaxOutputTokens < 1 {
-			return nil, llm.InvalidParam("max_output_tokens", "max_output_tokens must be positive")
+			return nil, false, llm.InvalidParam("max_output_tokens", "max_output_tokens must be positive")
 		}
 		req.MaxTokens = *rr.MaxOutputTokens
 	}
 	if rr.Instructions != "" {
 		req.System = append(req.System, llm.TextPart(rr.Instructions))
 	}
-	if err := decodeInput(rr.Input, req); err != nil {
-		return nil, err
+	if err := decodeInput(sealer, rr.Input, req); err != nil {
+		return nil, false, err
 	}
-	for i, t := range rr.Tools {
-		f := fmt.Sprintf("tools[%d]", i)
-		if t.Type != "function" {
-			return nil, llm.InvalidParam(f+".type", "%s.type %q is not supported: only function tools are", f, t.Type)
-		}
-		if t.Name == "" {
-			return nil, llm.InvalidParam(f+".name", "%s.name is required", f)
-		}
-		if err := schemaObject(f+".parameters", t.Parameters); err != nil {
-			return nil, err
-		}
-		req.Tools = append(req.Tools, llm.Tool{Name: t.Name, Description: t.Description, Parameters: nullToNil(t.Parameters), Strict: t.Strict})
-	}
-	tc, err := decodeToolChoice(rr.ToolChoice, true)
+	tools, err := decodeTools(rr.Tools)
 	if err != nil {
-		return nil, err
+		return nil, false, err
+	}
+	req.Tools = tools
+	tc, err := decodeResponsesToolChoice(rr.ToolChoice)
+	if err != nil {
+		return nil, false, err
 	}
 	req.ToolChoice = tc
 	if rr.Text != nil && rr.Text.Format != nil {
@@ -154,31 +169,31 @@ func decodeResponses(body []byte) (*llm.Request, error) {
 			req.ResponseFormat = &llm.ResponseFormat{}
 		case "json_schema":
 			if err := schemaObject("text.format.schema", f.Schema); err != nil {
-				return nil, err
+				return nil, false, err
 			}
 			req.ResponseFormat = &llm.ResponseFormat{Name: f.Name, Schema: nullToNil(f.Schema), Strict: f.Strict}
 		default:
-			return nil, llm.InvalidParam("text.format.type", "text.format.type must be text, json_object or json_schema")
+			return nil, false, llm.InvalidParam("text.format.type", "text.format.type must be text, json_object or json_schema")
 		}
 	}
 	if rr.Reasoning != nil && (rr.Reasoning.Effort != "" || rr.Reasoning.Summary != "") {
 		if e := rr.Reasoning.Effort; e != "" && !efforts[e] {
-			return nil, llm.InvalidParam("reasoning.effort", "reasoning.effort must be one of none, minimal, low, medium, high, xhigh")
+			return nil, false, llm.InvalidParam("reasoning.effort", "reasoning.effort must be one of none, minimal, low, medium, high, xhigh")
 		}
 		req.Reasoning, err = decodeReasoning(rr.Reasoning.Effort, nil)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if req.Reasoning == nil {
 			req.Reasoning = &llm.Reasoning{Enabled: true}
 		}
 		req.Reasoning.IncludeThoughts = rr.Reasoning.Summary != ""
 	}
-	return req, nil
+	return req, rr.Store == nil || *rr.Store, nil
 }
 
 // decodeInput turns `input` (a string or an array of items) into messages.
-func decodeInput(raw json.RawMessage, req *llm.Request) error {
+func decodeInput(sealer Sealer, raw json.RawMessage, req *llm.Request) error {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return llm.InvalidParam("input", "input is required")
@@ -210,8 +225,21 @@ func decodeInput(raw json.RawMessage, req *llm.Request) error {
 			if err != nil {
 				return err
 			}
-			addTurn(req, llm.RoleAssistant, llm.Part{Type: llm.PartToolCall, ToolCall: &llm.ToolCall{ID: it.CallID, Name: it.Name, Arguments: args}})
-		case "function_call_output":
+			name := it.Name
+			if it.Namespace != "" {
+				name = it.Namespace + namespaceSep + name
+			}
+			addTurn(req, llm.RoleAssistant, llm.Part{Type: llm.PartToolCall, ToolCall: &llm.ToolCall{ID: it.CallID, Name: name, Arguments: args}})
+		case "custom_tool_call":
+			if it.CallID == "" || it.Name == "" {
+				return llm.InvalidParam(f, "%s: a custom_tool_call item needs call_id and name", f)
+			}
+			name := it.Name
+			if it.Namespace != "" {
+				name = it.Namespace + namespaceSep + name
+			}
+			addTurn(req, llm.RoleAssistant, llm.Part{Type: llm.PartToolCall, ToolCall: &llm.ToolCall{ID: it.CallID, Name: name, Arguments: freeformArguments(it.Input)}})
+		case "function_call_output", "custom_tool_call_output":
 			if it.CallID == "" {
 				return llm.InvalidParam(f+".call_id", "%s.call_id is required", f)
 			}
@@ -225,8 +253,26 @@ func decodeInput(raw json.RawMessage, req *llm.Request) error {
 			for _, s := range it.Summary {
 				text = append(text, s.Text)
 			}
-			addTurn(req, llm.RoleAssistant, llm.Part{Type: llm.PartReasoning, Text: strings.Join(text, "\n"), Signature: it.EncryptedContent})
+			p := llm.Part{Type: llm.PartReasoning, Text: strings.Join(text, "\n"), Signature: it.EncryptedContent}
+			if p.Signature == "" && sealer != nil {
+				// Replayed without encrypted_content (a client that
+				// did not ask for it): its id carries the signature.
+				if typ, sealed, ok := openID(sealer, it.ID); ok && typ == "reasoning" {
+					p.Signature, p.Redacted = sealed.Signature, sealed.Redacted
+				}
+			}
+			addTurn(req, llm.RoleAssistant, p)
+		case "item_reference":
+			if it.ID == "" {
+				return llm.InvalidParam(f+".id", "%s.id is required", f)
+			}
+			if err := resolveReference(sealer, f, it.ID, req); err != nil {
+				return err
+			}
 		default:
+			if hostedItems[it.Type] {
+				continue // a hosted tool's call or output: dropped with the tool
+			}
 			return llm.InvalidParam(f+".type", "%s.type %q is not supported", f, it.Type)
 		}
 	}
@@ -345,10 +391,10 @@ func outputText(f string, raw json.RawMessage) (string, error) {
 	return sb.String(), nil
 }
 
-// CountResponsesTokens serves POST /v1/responses/input_tokens: an estimate
+// CountTokens serves POST /v1/responses/input_tokens: an estimate
 // that never reaches a backend.
-func CountResponsesTokens(w http.ResponseWriter, _ *http.Request, body []byte) {
-	req, err := decodeResponses(body)
+func (c ResponsesCodec) CountTokens(w http.ResponseWriter, _ *http.Request, body []byte) {
+	req, _, err := decodeResponses(c.Sealer, body)
 	if err != nil {
 		WriteError(w, err)
 		return

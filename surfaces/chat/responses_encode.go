@@ -95,13 +95,19 @@ type outputItem struct {
 	// message
 	Role    string
 	Content []outputPart
-	// function_call
+	// function_call and custom_tool_call
 	CallID    string
 	Name      string
+	Namespace string
 	Arguments string
+	Input     string // custom_tool_call
 	// reasoning
 	Summary          []summaryPart
 	EncryptedContent string
+
+	// What the item's sealed id carries beyond its wire fields.
+	redacted    bool   // a redacted reasoning block
+	backendName string // a call's tool name as the backend knows it
 }
 
 // MarshalJSON writes the item in the shape of its type.
@@ -113,9 +119,20 @@ func (it outputItem) MarshalJSON() ([]byte, error) {
 			ID        string `json:"id"`
 			CallID    string `json:"call_id"`
 			Name      string `json:"name"`
+			Namespace string `json:"namespace,omitempty"`
 			Arguments string `json:"arguments"`
 			Status    string `json:"status"`
-		}{it.Type, it.ID, it.CallID, it.Name, it.Arguments, it.Status})
+		}{it.Type, it.ID, it.CallID, it.Name, it.Namespace, it.Arguments, it.Status})
+	case "custom_tool_call":
+		return json.Marshal(struct {
+			Type      string `json:"type"`
+			ID        string `json:"id"`
+			CallID    string `json:"call_id"`
+			Name      string `json:"name"`
+			Namespace string `json:"namespace,omitempty"`
+			Input     string `json:"input"`
+			Status    string `json:"status"`
+		}{it.Type, it.ID, it.CallID, it.Name, it.Namespace, it.Input, it.Status})
 	case "reasoning":
 		summary := it.Summary
 		if summary == nil {
@@ -234,14 +251,14 @@ func itemStatus(responseStatus string) string {
 // outputItems converts reply content into output items. Reasoning
 // signatures travel in encrypted_content, the slot clients replay with
 // store:false.
-func outputItems(id string, content []llm.Part, status string) []outputItem {
+func outputItems(id string, content []llm.Part, status string, shapes toolShapes) []outputItem {
 	var items []outputItem
 	var msg *outputItem
 	for i, p := range content {
 		switch p.Type {
 		case llm.PartReasoning:
 			msg = nil
-			it := outputItem{Type: "reasoning", ID: fmt.Sprintf("rs_%s_%d", id, i), Status: status, Summary: []summaryPart{}, EncryptedContent: p.Signature}
+			it := outputItem{Type: "reasoning", ID: fmt.Sprintf("rs_%s_%d", id, i), Status: status, Summary: []summaryPart{}, EncryptedContent: p.Signature, redacted: p.Redacted}
 			if p.Text != "" {
 				it.Summary = append(it.Summary, summaryPart{Type: "summary_text", Text: p.Text})
 			}
@@ -254,8 +271,15 @@ func outputItems(id string, content []llm.Part, status string) []outputItem {
 			msg.Content = append(msg.Content, outputPart{Type: "output_text", Text: p.Text, Annotations: []struct{}{}, Logprobs: []struct{}{}})
 		case llm.PartToolCall:
 			msg = nil
-			items = append(items, outputItem{Type: "function_call", ID: fmt.Sprintf("fc_%s_%d", id, i), Status: status,
-				CallID: p.ToolCall.ID, Name: p.ToolCall.Name, Arguments: string(p.ToolCall.Arguments)})
+			typ, name, ns := shapes.call(p.ToolCall.Name)
+			it := outputItem{Type: typ, ID: fmt.Sprintf("fc_%s_%d", id, i), Status: status,
+				CallID: p.ToolCall.ID, Name: name, Namespace: ns, backendName: p.ToolCall.Name}
+			if typ == "custom_tool_call" {
+				it.Input = freeformInput(p.ToolCall.Arguments)
+			} else {
+				it.Arguments = string(p.ToolCall.Arguments)
+			}
+			items = append(items, it)
 		}
 	}
 	if items == nil {
@@ -272,11 +296,17 @@ func itemSuffix(id string) string {
 	return id
 }
 
-// WriteResponse encodes a complete Response.
-func (ResponsesCodec) WriteResponse(w http.ResponseWriter, req *llm.Request, resp *llm.Response) error {
+// WriteResponse encodes a complete Response, each item's id carrying the
+// item (responses_seal.go).
+func (c ResponsesCodec) WriteResponse(w http.ResponseWriter, req *llm.Request, resp *llm.Response) error {
 	ro := newResponseObject(req, resp.ID, resp.Created)
 	ro.finish(resp.FinishReason, resp.Usage, resp.Created)
-	ro.Output = outputItems(itemSuffix(resp.ID), resp.Content, itemStatus(ro.Status))
+	ro.Output = outputItems(itemSuffix(resp.ID), resp.Content, itemStatus(ro.Status), shapesOf(req))
+	if c.Sealer != nil {
+		for i := range ro.Output {
+			ro.Output[i].ID = sealID(c.Sealer, ro.Output[i].Type, sealedOf(ro.Output[i]))
+		}
+	}
 	return writeJSON(w, ro)
 }
 
@@ -286,7 +316,16 @@ func (ResponsesCodec) WriteResponse(w http.ResponseWriter, req *llm.Request, res
 type ResponsesStream struct {
 	ro     *responseObject
 	suffix string
-	seq    int
+	shapes toolShapes
+	// whole sends message and reasoning items whole once complete, with
+	// ids sealed by sealer (responses_seal.go); ids maps their output
+	// indexes to those ids.
+	whole  bool
+	sealer Sealer
+	ids    map[int]string
+	// deferred is set while the open item's events wait for its close.
+	deferred bool
+	seq      int
 	// content accumulates the reply for the terminal event's output.
 	content []llm.Part
 	// open is the kind of the item being streamed ("" when none); item is
@@ -299,8 +338,18 @@ type ResponsesStream struct {
 }
 
 // NewStream returns the encoder of one streamed Response.
-func (ResponsesCodec) NewStream(req *llm.Request, id string, created time.Time) *ResponsesStream {
-	return &ResponsesStream{ro: newResponseObject(req, id, created), suffix: itemSuffix(id), now: time.Now}
+func (c ResponsesCodec) NewStream(req *llm.Request, id string, created time.Time) *ResponsesStream {
+	return &ResponsesStream{ro: newResponseObject(req, id, created), suffix: itemSuffix(id), shapes: shapesOf(req),
+		whole: req.WholeItems && c.Sealer != nil, sealer: c.Sealer, ids: map[int]string{}, now: time.Now}
+}
+
+// items is the output so far, with the ids sealed in whole-item mode.
+func (s *ResponsesStream) items(status string) []outputItem {
+	items := outputItems(s.suffix, s.content, status, s.shapes)
+	for i, id := range s.ids {
+		items[i].ID = id
+	}
+	return items
 }
 
 func (s *ResponsesStream) emit(w io.Writer, typ string, fields map[string]any) error {
@@ -331,7 +380,7 @@ func (s *ResponsesStream) Start(w io.Writer) error {
 
 // currentItem is the output item being streamed, built from content so far.
 func (s *ResponsesStream) currentItem(status string) outputItem {
-	items := outputItems(s.suffix, s.content, status)
+	items := s.items(status)
 	return items[len(items)-1]
 }
 
@@ -343,8 +392,20 @@ func (s *ResponsesStream) openItem(w io.Writer, kind string, part llm.Part) erro
 	}
 	s.content = append(s.content, part)
 	s.open, s.text = kind, ""
-	s.item = len(outputItems(s.suffix, s.content, "completed")) - 1
-	it := s.currentItem("in_progress")
+	s.item = len(outputItems(s.suffix, s.content, "completed", s.shapes)) - 1
+	// A custom tool call's input is the "input" member of the arguments
+	// the backend streams as JSON, and a whole item's id carries its
+	// content: such items go out whole once complete (closeItem).
+	s.deferred = kind == "custom_tool_call" || s.whole && (kind == "message" || kind == "reasoning")
+	if s.deferred {
+		return nil
+	}
+	return s.opening(w, s.currentItem("in_progress"))
+}
+
+// opening writes the events that open item it.
+func (s *ResponsesStream) opening(w io.Writer, it outputItem) error {
+	kind := it.Type
 	if kind == "message" {
 		it.Content = []outputPart{}
 	}
@@ -362,12 +423,39 @@ func (s *ResponsesStream) openItem(w io.Writer, kind string, part llm.Part) erro
 	return nil
 }
 
-// closeItem ends the open item with its .done events.
+// delta writes the event of one delta of the open item.
+func (s *ResponsesStream) delta(w io.Writer, it outputItem, text string) error {
+	switch it.Type {
+	case "message":
+		return s.emit(w, "response.output_text.delta", map[string]any{"item_id": it.ID, "output_index": s.item, "content_index": 0, "delta": text, "logprobs": []struct{}{}})
+	case "reasoning":
+		return s.emit(w, "response.reasoning_summary_text.delta", map[string]any{"item_id": it.ID, "output_index": s.item, "summary_index": 0, "delta": text})
+	}
+	return s.emit(w, "response.function_call_arguments.delta", map[string]any{"item_id": it.ID, "output_index": s.item, "delta": text})
+}
+
+// closeItem ends the open item with its .done events; a deferred message
+// or reasoning item is opened, with its sealed id, and its whole text sent
+// as one delta first.
 func (s *ResponsesStream) closeItem(w io.Writer) error {
 	if s.open == "" {
 		return nil
 	}
 	it := s.currentItem("completed")
+	if s.deferred && s.open != "custom_tool_call" {
+		it.ID = sealID(s.sealer, it.Type, sealedOf(it))
+		s.ids[s.item] = it.ID
+		opened := s.currentItem("in_progress")
+		opened.Summary = []summaryPart{}
+		if err := s.opening(w, opened); err != nil {
+			return err
+		}
+		if s.text != "" {
+			if err := s.delta(w, it, s.text); err != nil {
+				return err
+			}
+		}
+	}
 	base := map[string]any{"item_id": it.ID, "output_index": s.item}
 	with := func(kv ...any) map[string]any {
 		m := map[string]any{}
@@ -392,6 +480,18 @@ func (s *ResponsesStream) closeItem(w io.Writer) error {
 		}
 	case "function_call":
 		err = s.emit(w, "response.function_call_arguments.done", with("name", it.Name, "arguments", s.text))
+	case "custom_tool_call":
+		added := it
+		added.Status, added.Input = "in_progress", ""
+		if err = s.emit(w, "response.output_item.added", map[string]any{"output_index": s.item, "item": added}); err != nil {
+			return err
+		}
+		if it.Input != "" {
+			if err = s.emit(w, "response.custom_tool_call_input.delta", with("delta", it.Input)); err != nil {
+				return err
+			}
+		}
+		err = s.emit(w, "response.custom_tool_call_input.done", with("input", it.Input))
 	}
 	if err != nil {
 		return err
@@ -418,8 +518,10 @@ func (s *ResponsesStream) Event(w io.Writer, ev llm.Event) error {
 		}
 		last.Text += ev.Text
 		s.text += ev.Text
-		it := s.currentItem("in_progress")
-		return s.emit(w, "response.reasoning_summary_text.delta", map[string]any{"item_id": it.ID, "output_index": s.item, "summary_index": 0, "delta": ev.Text})
+		if s.deferred {
+			return nil
+		}
+		return s.delta(w, s.currentItem("in_progress"), ev.Text)
 	case llm.EventTextDelta:
 		if ev.Text == "" {
 			return nil
@@ -431,21 +533,26 @@ func (s *ResponsesStream) Event(w io.Writer, ev llm.Event) error {
 		}
 		s.content[len(s.content)-1].Text += ev.Text
 		s.text += ev.Text
-		it := s.currentItem("in_progress")
-		return s.emit(w, "response.output_text.delta", map[string]any{"item_id": it.ID, "output_index": s.item, "content_index": 0, "delta": ev.Text, "logprobs": []struct{}{}})
+		if s.deferred {
+			return nil
+		}
+		return s.delta(w, s.currentItem("in_progress"), ev.Text)
 	case llm.EventToolCallStart:
 		tc := *ev.ToolCall
 		tc.Arguments = nil
-		return s.openItem(w, "function_call", llm.Part{Type: llm.PartToolCall, ToolCall: &tc})
+		kind, _, _ := s.shapes.call(tc.Name)
+		return s.openItem(w, kind, llm.Part{Type: llm.PartToolCall, ToolCall: &tc})
 	case llm.EventToolCallDelta:
-		if s.open != "function_call" || ev.Text == "" {
+		if (s.open != "function_call" && s.open != "custom_tool_call") || ev.Text == "" {
 			return nil
 		}
 		last := s.content[len(s.content)-1].ToolCall
 		last.Arguments = append(last.Arguments, ev.Text...)
 		s.text += ev.Text
-		it := s.currentItem("in_progress")
-		return s.emit(w, "response.function_call_arguments.delta", map[string]any{"item_id": it.ID, "output_index": s.item, "delta": ev.Text})
+		if s.deferred {
+			return nil
+		}
+		return s.delta(w, s.currentItem("in_progress"), ev.Text)
 	case llm.EventFinish:
 		if err := s.closeItem(w); err != nil {
 			return err
@@ -455,7 +562,7 @@ func (s *ResponsesStream) Event(w io.Writer, ev llm.Event) error {
 			u = *ev.Usage
 		}
 		s.ro.finish(ev.FinishReason, u, s.now())
-		s.ro.Output = outputItems(s.suffix, s.content, itemStatus(s.ro.Status))
+		s.ro.Output = s.items(itemStatus(s.ro.Status))
 		typ := "response.completed"
 		if s.ro.Status == "incomplete" {
 			typ = "response.incomplete"
@@ -488,6 +595,6 @@ func (s *ResponsesStream) Error(w io.Writer, e *llm.Error) error {
 	}
 	s.ro.Status = "failed"
 	s.ro.Error = &responseError{Code: responseErrorCode(e.Kind), Message: e.Message}
-	s.ro.Output = outputItems(s.suffix, s.content, "incomplete")
+	s.ro.Output = s.items("incomplete")
 	return s.emit(w, "response.failed", map[string]any{"response": s.ro})
 }

@@ -173,11 +173,11 @@ func TestResponsesStream_SDKError(t *testing.T) {
 	is.True(errors.As(st.Err(), &se)) // the SDK raises on the error event
 }
 
-func TestCountResponsesTokens(t *testing.T) {
+func TestResponsesCodec_CountTokens(t *testing.T) {
 	is := is.New(t)
 	rec := httptest.NewRecorder()
 	body := []byte(`{"model":"svc-fusion","instructions":"be brief","input":"Say hello."}`)
-	CountResponsesTokens(rec, httptest.NewRequest(http.MethodPost, "/v1/responses/input_tokens", nil), body)
+	ResponsesCodec{}.CountTokens(rec, httptest.NewRequest(http.MethodPost, "/v1/responses/input_tokens", nil), body)
 	is.Equal(rec.Code, http.StatusOK)
 	var got struct {
 		Object      string `json:"object"`
@@ -185,11 +185,11 @@ func TestCountResponsesTokens(t *testing.T) {
 	}
 	is.NoErr(json.Unmarshal(rec.Body.Bytes(), &got))
 	is.Equal(got.Object, "response.input_tokens")
-	req, err := decodeResponses(body)
+	req, _, err := decodeResponses(nil, body)
 	is.NoErr(err)
 	is.Equal(got.InputTokens, req.InputTokens()) // the same estimate the pipeline uses
 
 	rec = httptest.NewRecorder()
-	CountResponsesTokens(rec, httptest.NewRequest(http.MethodPost, "/v1/responses/input_tokens", nil), []byte(`{"model":"m"}`))
+	ResponsesCodec{}.CountTokens(rec, httptest.NewRequest(http.MethodPost, "/v1/responses/input_tokens", nil), []byte(`{"model":"m"}`))
 	is.Equal(rec.Code, http.StatusBadRequest) // a body the decoder refuses is a 400
 }

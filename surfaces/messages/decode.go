@@ -44,7 +44,8 @@ func decodeRequest(body []byte, count bool) (*llm.Request, error) {
 	if raw == nil {
 		return nil, missing("messages")
 	}
-	if req.Messages, err = decodeMessages(raw); err != nil {
+	var turns turnControls
+	if req.Messages, err = decodeMessages(raw, &turns); err != nil {
 		return nil, err
 	}
 	if raw := top.get("system"); raw != nil {
@@ -70,6 +71,7 @@ func decodeRequest(body []byte, count bool) (*llm.Request, error) {
 			return nil, err
 		}
 	}
+	turns.apply(req)
 	if err := decodeSampling(top, req); err != nil {
 		return nil, err
 	}
@@ -141,8 +143,9 @@ func decodeSampling(top object, req *llm.Request) error {
 
 // decodeMessages decodes the conversation. Consecutive turns of one role are
 // merged, as the vendor's API does; an empty final assistant turn (an empty
-// prefill) is dropped.
-func decodeMessages(raw json.RawMessage) ([]llm.Message, error) {
+// prefill) is dropped. System messages inside the conversation are decoded
+// by decodeSystemTurn, which records their per-turn controls in turns.
+func decodeMessages(raw json.RawMessage, turns *turnControls) ([]llm.Message, error) {
 	arr, err := decodeArray(raw, "messages")
 	if err != nil {
 		return nil, err
@@ -151,6 +154,7 @@ func decodeMessages(raw json.RawMessage) ([]llm.Message, error) {
 		return nil, llm.InvalidParam("messages", "List should have at least 1 item")
 	}
 	var msgs []llm.Message
+	cleared := map[int]bool{} // system messages that end at the next user message
 	for i, r := range arr {
 		p := index("messages", i)
 		o, err := decodeObject(r, p)
@@ -161,8 +165,19 @@ func decodeMessages(raw json.RawMessage) ([]llm.Message, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := oneOf(role, join(p, "role"), "user", "assistant"); err != nil {
+		if err := oneOf(role, join(p, "role"), "user", "assistant", "system"); err != nil {
 			return nil, err
+		}
+		if role == "system" {
+			parts, clear, err := decodeSystemTurn(o, p, turns)
+			if err != nil {
+				return nil, err
+			}
+			if len(parts) > 0 {
+				cleared[len(msgs)] = clear
+				msgs = append(msgs, llm.Message{Role: llm.RoleSystem, Parts: parts})
+			}
+			continue
 		}
 		craw := o.get("content")
 		if craw == nil {
@@ -184,7 +199,13 @@ func decodeMessages(raw json.RawMessage) ([]llm.Message, error) {
 		}
 		msgs = append(msgs, llm.Message{Role: llm.Role(role), Parts: parts})
 	}
-	return msgs, nil
+	msgs = dropCleared(msgs, cleared)
+	for _, m := range msgs {
+		if m.Role != llm.RoleSystem {
+			return msgs, nil
+		}
+	}
+	return nil, llm.InvalidParam("messages", "messages must contain at least one user or assistant message")
 }
 
 // decodeContent decodes a message's content: a string or an array of blocks.
@@ -504,47 +525,57 @@ func decodeTools(raw json.RawMessage) ([]llm.Tool, error) {
 	tools := make([]llm.Tool, 0, len(arr))
 	for i, r := range arr {
 		p := index("tools", i)
-		o, err := decodeObject(r, p)
+		t, err := decodeTool(r, p)
 		if err != nil {
-			return nil, err
-		}
-		typ, err := optString(o, "type", p)
-		if err != nil {
-			return nil, err
-		}
-		if typ != "" && typ != "custom" {
-			return nil, llm.InvalidParam(join(p, "type"), "unsupported tool type %q: only custom tools ({name, description, input_schema}) are supported", typ)
-		}
-		var t llm.Tool
-		if t.Name, err = reqString(o, "name", p); err != nil {
 			return nil, err
 		}
 		if seen[t.Name] {
 			return nil, llm.InvalidParam(join(p, "name"), "Tool names must be unique.")
 		}
 		seen[t.Name] = true
-		if t.Description, err = optString(o, "description", p); err != nil {
-			return nil, err
-		}
-		schema := o.get("input_schema")
-		if schema == nil {
-			return nil, missing(join(p, "input_schema"))
-		}
-		if jsonKind(schema) != '{' {
-			return nil, llm.InvalidParam(join(p, "input_schema"), "Input should be an object")
-		}
-		t.Parameters = compact(schema)
-		if raw := o.get("strict"); raw != nil {
-			if t.Strict, err = decodeBool(raw, join(p, "strict")); err != nil {
-				return nil, err
-			}
-		}
-		if t.CacheControl, err = decodeCacheControl(o, p); err != nil {
-			return nil, err
-		}
 		tools = append(tools, t)
 	}
 	return tools, nil
+}
+
+// decodeTool decodes one custom tool definition. Its defer_loading flag
+// (tool search) is ignored: every tool is loaded from the start.
+func decodeTool(raw json.RawMessage, p string) (llm.Tool, error) {
+	o, err := decodeObject(raw, p)
+	if err != nil {
+		return llm.Tool{}, err
+	}
+	typ, err := optString(o, "type", p)
+	if err != nil {
+		return llm.Tool{}, err
+	}
+	if typ != "" && typ != "custom" {
+		return llm.Tool{}, llm.InvalidParam(join(p, "type"), "unsupported tool type %q: only custom tools ({name, description, input_schema}) are supported", typ)
+	}
+	var t llm.Tool
+	if t.Name, err = reqString(o, "name", p); err != nil {
+		return llm.Tool{}, err
+	}
+	if t.Description, err = optString(o, "description", p); err != nil {
+		return llm.Tool{}, err
+	}
+	schema := o.get("input_schema")
+	if schema == nil {
+		return llm.Tool{}, missing(join(p, "input_schema"))
+	}
+	if jsonKind(schema) != '{' {
+		return llm.Tool{}, llm.InvalidParam(join(p, "input_schema"), "Input should be an object")
+	}
+	t.Parameters = compact(schema)
+	if raw := o.get("strict"); raw != nil {
+		if t.Strict, err = decodeBool(raw, join(p, "strict")); err != nil {
+			return llm.Tool{}, err
+		}
+	}
+	if t.CacheControl, err = decodeCacheControl(o, p); err != nil {
+		return llm.Tool{}, err
+	}
+	return t, nil
 }
 
 func decodeToolChoice(raw json.RawMessage, req *llm.Request) error {
@@ -659,7 +690,11 @@ func decodeThinking(raw json.RawMessage, req *llm.Request, count bool) error {
 		return err
 	}
 	if display != "" {
-		if err := oneOf(display, "thinking.display", "summarized", "omitted"); err != nil {
+		// "updates" (beta thinking-display-updates-2026-08-18, Claude Code's
+		// default) streams the thinking as progress updates; a backend
+		// gives either its summarized thinking or none, so it is shown as
+		// summarized is.
+		if err := oneOf(display, "thinking.display", "summarized", "omitted", "updates"); err != nil {
 			return err
 		}
 	}

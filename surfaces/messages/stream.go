@@ -18,6 +18,9 @@ import (
 type Stream struct {
 	id    string
 	model string
+	// estimate is the prompt's estimated input tokens, for message_start
+	// when the backend reports no counts before the reply.
+	estimate int
 
 	started  bool
 	finished bool
@@ -43,6 +46,7 @@ func newStream(req *llm.Request, id string, _ time.Time) *Stream {
 	s.enc.SetEscapeHTML(false)
 	if req != nil {
 		s.model = req.Model
+		s.estimate = req.InputTokens()
 	}
 	return s
 }
@@ -92,14 +96,28 @@ func (s *Stream) write(w io.Writer, f frame) error {
 	return err
 }
 
-// Start writes message_start, with zero usage (the real counts come in
-// message_delta, which the SDKs let overwrite them), and a ping.
-func (s *Stream) Start(w io.Writer) error {
+// Start writes nothing: message_start goes out with the first event, whose
+// usage (when the backend reported its input counts up front) it carries.
+// The server pulls the first event before it writes anything, so this
+// costs no latency.
+func (Stream) Start(io.Writer) error { return nil }
+
+// start writes message_start and a ping. message_start carries the input
+// and cache counts, as the vendor's does: clients such as LangChain read
+// them only there. They are the backend's when the first event brings them
+// (llm.Event.Usage), else the prompt's estimate; message_delta has the
+// exact figures at the end either way.
+func (s *Stream) start(w io.Writer, first *llm.Usage) error {
 	if s.started {
 		return nil
 	}
 	s.started = true
-	usage := toUsage(llm.Usage{})
+	u := llm.Usage{InputTokens: s.estimate}
+	if first != nil {
+		u = *first
+		u.OutputTokens, u.ReasoningTokens = 0, 0
+	}
+	usage := toUsage(u)
 	err := s.write(w, frame{Type: "message_start", Message: &message{
 		ID: s.id, Type: "message", Role: "assistant", Model: s.model,
 		Content: []block{}, Usage: usage,
@@ -116,7 +134,7 @@ func (s *Stream) Event(w io.Writer, ev llm.Event) error {
 		return fmt.Errorf("messages stream: event %d after finish", ev.Type)
 	}
 	if !s.started {
-		if err := s.Start(w); err != nil {
+		if err := s.start(w, ev.Usage); err != nil {
 			return err
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,6 +99,17 @@ var streamCases = []struct {
 		events: []llm.Event{thinkEv("First."), textEv("Answer"), thinkEv("late thought"), textEv("."), finishEv(llm.FinishStop, llm.Usage{InputTokens: 3, OutputTokens: 3})},
 		want: &llm.Response{Content: []llm.Part{{Type: llm.PartReasoning, Text: "First."}, llm.TextPart("Answer.")},
 			FinishReason: llm.FinishStop, Usage: llm.Usage{InputTokens: 3, OutputTokens: 3}},
+	},
+	{
+		// A backend that reports its input counts up front (a messages
+		// upstream's message_start): they open the stream.
+		name: "input_usage_up_front",
+		events: []llm.Event{
+			{Type: llm.EventTextDelta, Text: "Cached.", Usage: &llm.Usage{InputTokens: 2322, CachedInputTokens: 1800, CacheCreationTokens: 500, CacheCreation1hTokens: 300}},
+			finishEv(llm.FinishStop, llm.Usage{InputTokens: 2322, CachedInputTokens: 1800, CacheCreationTokens: 500, CacheCreation1hTokens: 300, OutputTokens: 3}),
+		},
+		want: &llm.Response{Content: []llm.Part{llm.TextPart("Cached.")}, FinishReason: llm.FinishStop,
+			Usage: llm.Usage{InputTokens: 2322, CachedInputTokens: 1800, CacheCreationTokens: 500, CacheCreation1hTokens: 300, OutputTokens: 3}},
 	},
 	{
 		name:   "mid_stream_error",
@@ -206,6 +218,22 @@ func TestStream_misuse(t *testing.T) {
 		is.NoErr(s.Event(&b, textEv("x")))
 		is.NoErr(s.Start(&b))
 		is.Equal(bytes.Count(b.Bytes(), []byte("event: message_start\n")), 1)
+	})
+	t.Run("message_start estimates the input when the backend reports none up front", func(t *testing.T) {
+		is := is.New(t)
+		req := &llm.Request{Model: "m", Messages: []llm.Message{{Role: llm.RoleUser, Parts: []llm.Part{llm.TextPart(strings.Repeat("word ", 400))}}}}
+		s := newStream(req, "msg_1", time.Time{})
+		var b bytes.Buffer
+		is.NoErr(s.Start(&b))
+		is.Equal(b.Len(), 0) // nothing before the first event
+		is.NoErr(s.Event(&b, textEv("x")))
+		is.NoErr(s.Event(&b, finishEv(llm.FinishStop, llm.Usage{InputTokens: 401, OutputTokens: 1})))
+		var start anthropic.MessageStreamEventUnion
+		frame := strings.TrimPrefix(strings.SplitN(b.String(), "\n", 3)[1], "data: ")
+		is.NoErr(json.Unmarshal([]byte(frame), &start))
+		is.Equal(start.Type, "message_start")
+		is.Equal(start.Message.Usage.InputTokens, int64(req.InputTokens())) // the estimate, not 0
+		is.True(req.InputTokens() > 300)
 	})
 	t.Run("a tool call without id gets one", func(t *testing.T) {
 		is := is.New(t)

