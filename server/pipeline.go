@@ -41,11 +41,19 @@ type call struct {
 	res     *billing.Reservation // released by meter, or by handleInference
 }
 
-// handleInference serves one inference endpoint of a surface: rate limit →
-// decode → bounds → classify → admit → route → encode → meter → settle.
+// handleInference serves one inference endpoint of a surface: ledger check
+// → rate limit → decode → bounds → classify → admit → route → encode →
+// meter → settle.
 func (s *Server) handleInference(sf surface) authedHandler {
 	return func(w http.ResponseWriter, r *http.Request, caller store.Key) {
-		// Requests per minute come first: a caller over its rate costs
+		// A call the ledger could not record would be free: while it
+		// cannot (failing, stalled or backed up), no billable call is
+		// taken. The store logs the incident; nothing is logged per call.
+		if err := s.store.CheckLedger(); err != nil {
+			sf.writeError(w, ledgerUnavailable(err))
+			return
+		}
+		// Requests per minute come next: a caller over its rate costs
 		// nothing more than this check, not even reading its body.
 		if err := s.limiter.request(caller.ID, limitOr(caller.Limits.RPM, s.rpm), s.now()); err != nil {
 			sf.writeError(w, err)
@@ -135,11 +143,34 @@ func (s *Server) admit(ctx context.Context, c *call) error {
 		if errors.As(err, &le) {
 			return le // a refusal
 		}
+		if errors.Is(err, store.ErrUnavailable) {
+			s.log.Warn("admission: the database did not answer", "request_id", RequestID(ctx), "err", err)
+			return databaseUnavailable(err)
+		}
 		s.log.Error("admission", "request_id", RequestID(ctx), "err", err)
 		return &llm.Error{Kind: llm.KindInternal, Message: "internal error", Err: err}
 	}
 	c.res = res
 	return nil
+}
+
+// unavailableRetryAfter is the Retry-After of the gateway's own 503s: long
+// enough not to hammer a database that is recovering, short enough that
+// the SDKs' own retries (which honour it up to a minute) may succeed.
+const unavailableRetryAfter = 5 * time.Second
+
+// ledgerUnavailable is the refusal of a billable call while the ledger
+// cannot record it. It says nothing of the cause: that is the operator's.
+func ledgerUnavailable(cause error) *llm.Error {
+	return &llm.Error{Kind: llm.KindUnavailable, RetryAfter: unavailableRetryAfter, Err: cause,
+		Message: "the gateway cannot record usage at the moment, so it is not taking billable calls; retry later"}
+}
+
+// databaseUnavailable is the answer to a call whose key, budget or spend
+// could not be read in time.
+func databaseUnavailable(cause error) *llm.Error {
+	return &llm.Error{Kind: llm.KindUnavailable, RetryAfter: unavailableRetryAfter, Err: cause,
+		Message: "the gateway's database is not answering at the moment; retry later"}
 }
 
 // limitOr is a key's own rate limit, or the server's default when it has

@@ -46,10 +46,13 @@ func (s *Server) routes() {
 		s.handle("GET "+p+"/v1/generation", chatSurface, s.account.Generation)
 		s.handle("POST "+p+"/v1/feedback", chatSurface, s.account.Feedback)
 	}
+	// Liveness: the process answers. Readiness: it can take billable
+	// calls (the database answers, the ledger keeps up).
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
 	})
+	s.mux.Handle("GET /readyz", s.handleReady())
 	// Anything else: 404 in the chat-completions envelope, the most common
 	// client's, rather than net/http's plain text.
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
