@@ -295,3 +295,77 @@ func TestLedgerFailure_RefusesHoldsAndRecordsOnRecovery(t *testing.T) {
 	is.Equal(logs.count("level=ERROR"), 1)                      // no Error line per call
 	is.Equal(logs.count("generation dropped"), 0)
 }
+
+// scriptedStream is a backend whose streams send events and then fail
+// with err (or end with no finish event when err is nil).
+type scriptedStream struct {
+	events []llm.Event
+	err    error
+}
+
+func (b scriptedStream) Complete(context.Context, *llm.Request) (*llm.Response, error) {
+	return nil, &llm.Error{Kind: llm.KindUpstream, Message: "streams only"}
+}
+
+func (b scriptedStream) Stream(context.Context, *llm.Request) (upstream.Stream, error) {
+	return &scriptedEvents{b: b, i: -1}, nil
+}
+
+type scriptedEvents struct {
+	b scriptedStream
+	i int
+}
+
+func (s *scriptedEvents) Next() bool       { s.i++; return s.i < len(s.b.events) }
+func (s *scriptedEvents) Event() llm.Event { return s.b.events[s.i] }
+func (s *scriptedEvents) Err() error       { return s.b.err }
+func (s *scriptedEvents) Close() error     { return nil }
+
+// TestStream_FailedMidwayIsBilledForWhatReachedTheCaller: a stream that
+// fails (or breaks off) after delivering text is billed as one the caller
+// left would be — the estimated input and the delivered output — and one
+// that delivered nothing costs nothing.
+func TestStream_FailedMidwayIsBilledForWhatReachedTheCaller(t *testing.T) {
+	text := []llm.Event{
+		{Type: llm.EventTextDelta, Text: "Once upon a time there was a gateway"},
+		{Type: llm.EventTextDelta, Text: " that billed every token it delivered."},
+	}
+	overloaded := &llm.Error{Kind: llm.KindOverloaded, Message: "Overloaded"}
+	tests := []struct {
+		name   string
+		b      scriptedStream
+		billed bool
+	}{
+		{"failed after text", scriptedStream{events: text, err: overloaded}, true},
+		{"ended without a finish event", scriptedStream{events: text}, true},
+		{"failed before any text", scriptedStream{err: overloaded, events: []llm.Event{{Type: llm.EventTextDelta, Text: ""}}}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			is := is.New(t)
+			gw := newTestGateway(t, withBackend(tc.b))
+			const body = `{"model":"m","stream":true,"max_tokens":64,"messages":[{"role":"user","content":"a story"}]}`
+			resp, out, err := gw.post("/svc/v1/chat/completions", gw.Key, body)
+			is.NoErr(err)
+			is.Equal(resp.StatusCode, http.StatusOK)          // the stream had begun
+			is.True(strings.Contains(string(out), `"error"`)) // then failed in-band
+			is.True(!strings.Contains(string(out), "[DONE]")) // without the success terminator
+			ids := mxIDs(string(out))
+			is.True(len(ids) > 0)
+			is.NoErr(gw.Store.Sync(context.Background()))
+			g := gw.generation(t, ids[0])
+			is.Equal(g.FinishReason, "error")
+			if !tc.billed {
+				is.Equal(g.TotalCost, "0.000000") // nothing delivered, nothing charged
+				is.Equal(g.Usage.CompletionTokens, 0)
+				return
+			}
+			want := llm.TextTokens(text[0].Text) + llm.TextTokens(text[1].Text)
+			is.Equal(g.Usage.CompletionTokens, want) // the delivered output
+			is.True(g.Usage.PromptTokens > 0)        // and the input
+			is.True(g.TotalCost != "0.000000")
+			acct := gw.account(t, gw.Key)
+			is.Equal(acct.TotalUsed.String(), g.TotalCost) // charged
+		})
+	}
+}

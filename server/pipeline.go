@@ -225,7 +225,8 @@ func (s *Server) serveComplete(w http.ResponseWriter, r *http.Request, c *call) 
 // then each event through the surface's encoder, flushed frame by frame.
 // Usage accumulates as events pass; a caller that leaves cancels the
 // upstream call (through the request context) and is billed for what was
-// generated up to then.
+// generated up to then, and a stream that fails or breaks off after
+// delivering output is billed for what reached the caller, the same way.
 func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call) {
 	ctx := r.Context()
 	upStart := s.now()
@@ -286,25 +287,28 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call) {
 		m.firstByte = m.end
 	}
 	streamErr := st.Err()
+	// Without a finish event there is no reported usage: bill the
+	// estimated input and the output that reached the caller.
+	m.usage = llm.Usage{InputTokens: c.input, OutputTokens: estimate}
 	switch {
 	case writeErr != nil || ctx.Err() != nil:
 		recordFrom(ctx).canceled = true
 		m.finish = FinishCanceled
-		m.usage = llm.Usage{InputTokens: c.input, OutputTokens: estimate}
-	case streamErr != nil:
-		// Failed mid-stream: tell the caller in-band. Nothing is billed
-		// for a call that failed, but it is still recorded at zero cost.
-		e := s.upstreamError(ctx, streamErr)
+	default:
+		// Failed mid-stream (or the backend ended without a finish event,
+		// a broken stream): tell the caller in-band. A call that delivered
+		// output is billed for it, as one the caller left would be; one
+		// that delivered none is recorded at zero cost.
+		e := &llm.Error{Kind: llm.KindUpstream, Message: "the upstream stream ended unexpectedly"}
+		if streamErr != nil {
+			e = s.upstreamError(ctx, streamErr)
+		}
 		_ = enc.Error(w, e)
 		_ = rc.Flush()
 		m.finish = "error"
-		m.failed = true
-	default:
-		// The backend ended without a finish event: a broken stream.
-		_ = enc.Error(w, &llm.Error{Kind: llm.KindUpstream, Message: "the upstream stream ended unexpectedly"})
-		_ = rc.Flush()
-		m.finish = "error"
-		m.failed = true
+		if estimate == 0 {
+			m.usage, m.failed = llm.Usage{}, true
+		}
 	}
 	s.meter(ctx, c, m)
 }
@@ -328,7 +332,7 @@ type meterInput struct {
 	usage        llm.Usage
 	finish       string
 	streamed     bool
-	failed       bool
+	failed       bool // delivered nothing: recorded at zero cost
 	upstreamFrom time.Time
 	firstByte    time.Time
 	end          time.Time
