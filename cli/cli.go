@@ -107,9 +107,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 	return 0
 }
 
-// openStore opens the database named by --db.
-func (e *env) openStore() (*store.Store, error) {
-	st, err := store.Open(e.ctx, e.global.DB, store.Options{})
+// openStore opens the database named by --db, for an admin command.
+func (e *env) openStore() (*store.Store, error) { return e.openStoreWith(store.Options{}) }
+
+// openStoreWith opens the database named by --db with opts.
+func (e *env) openStoreWith(opts store.Options) (*store.Store, error) {
+	st, err := store.Open(e.ctx, e.global.DB, opts)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", e.global.DB, err)
 	}

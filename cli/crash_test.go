@@ -32,6 +32,9 @@ import (
 const serveArgsEnv = "SVCGWTEST_CLI_ARGS"
 
 func TestMain(m *testing.M) {
+	if db := os.Getenv(holdLockEnv); db != "" {
+		os.Exit(holdWriteLock(db))
+	}
 	if args := os.Getenv(serveArgsEnv); args != "" {
 		var argv []string
 		if err := json.Unmarshal([]byte(args), &argv); err != nil {

@@ -30,7 +30,7 @@ type serveCmd struct {
 	FixtureTPS       float64       `name:"fixture-tps" default:"0" help:"Fixture backend: simulated output tokens per second (0 = instant)."`
 }
 
-func (c *serveCmd) Run(e *env) error {
+func (c *serveCmd) Run(e *env) (err error) {
 	if c.RPM < 0 || c.TPM < 0 {
 		return fmt.Errorf("--rpm and --tpm must not be negative (0 is unlimited)")
 	}
@@ -41,11 +41,26 @@ func (c *serveCmd) Run(e *env) error {
 	if err != nil {
 		return fmt.Errorf("--bootstrap-credits: %w", err)
 	}
-	st, err := e.openStore()
+	// One server per database, for its whole life: a second one would
+	// spend the same balances without seeing the first one's charges.
+	lock, err := store.LockServe(e.global.DB)
+	if err != nil {
+		return fmt.Errorf("%s: %w; stop it first, or serve another --db (the admin commands work beside it)", e.global.DB, err)
+	}
+	defer lock.Release()
+	// The store's logger is the server's: ledger failures and every
+	// generation it cannot record are reported there.
+	st, err := e.openStoreWith(store.Options{Logger: log})
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer func() {
+		// Close commits what is queued; if the database still fails, it
+		// logs each generation it could not record and says how many.
+		if cerr := st.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("close %s: %w", e.global.DB, cerr)
+		}
+	}()
 	ln, err := net.Listen("tcp", c.Addr)
 	if err != nil {
 		return err

@@ -32,8 +32,7 @@ type ledgerFault struct {
 
 // incident is one stretch of time in which CheckLedger refuses calls.
 type incident struct {
-	start   time.Time
-	settled uint64       // queue.settled when it began
+	start   time.Time    // when the ledger stopped keeping up, as far as known
 	held    atomic.Int64 // the most generations held in memory at once
 	refused atomic.Int64 // calls CheckLedger refused
 }
@@ -68,7 +67,7 @@ func (s *Store) mono() int64 { return int64(time.Since(s.epoch)) + 1 }
 func (s *Store) CheckLedger() error {
 	err := s.ledgerErr()
 	if err != nil {
-		s.startIncident(err).refused.Add(1)
+		s.startIncident(err, s.troubleSince()).refused.Add(1)
 	}
 	return err
 }
@@ -101,17 +100,27 @@ func (s *Store) ledgerFault() error {
 	return nil
 }
 
+// troubleSince is when the ledger stopped keeping up, as far as is known:
+// when the failing (or still running) commit began, or now.
+func (s *Store) troubleSince() time.Time {
+	if f := s.health.fault.Load(); f != nil {
+		return f.since
+	}
+	now := time.Now()
+	if start := s.health.commitStart.Load(); start != 0 {
+		return now.Add(-time.Duration(s.mono() - start))
+	}
+	return now
+}
+
 // startIncident returns the incident in progress, starting (and logging)
-// one if there is none.
-func (s *Store) startIncident(cause error) *incident {
+// one that began at since if there is none.
+func (s *Store) startIncident(cause error, since time.Time) *incident {
 	for {
 		if inc := s.health.incident.Load(); inc != nil {
 			return inc
 		}
-		s.queue.mu.Lock()
-		settled := s.queue.settled
-		s.queue.mu.Unlock()
-		inc := &incident{start: time.Now(), settled: settled}
+		inc := &incident{start: since}
 		held := s.pending.Load()
 		inc.held.Store(held)
 		if s.health.incident.CompareAndSwap(nil, inc) {
@@ -122,15 +131,16 @@ func (s *Store) startIncident(cause error) *incident {
 	}
 }
 
-// ledgerFailed marks the ledger failing after a commit failed with err:
-// CheckLedger refuses from now on, and waiting Syncs are answered.
-func (s *Store) ledgerFailed(err error) {
-	since := time.Now()
+// ledgerFailed marks the ledger failing after a commit that began at
+// attempt failed with err: CheckLedger refuses from now on, and waiting
+// Syncs are answered.
+func (s *Store) ledgerFailed(err error, attempt time.Time) {
+	since := attempt // a commit that timed out was failing from its start
 	if f := s.health.fault.Load(); f != nil {
 		since = f.since
 	}
 	s.health.fault.Store(&ledgerFault{since: since, err: err})
-	inc := s.startIncident(s.ledgerErr())
+	inc := s.startIncident(s.ledgerErr(), since)
 	for held := s.pending.Load(); ; {
 		old := inc.held.Load()
 		if held <= old || inc.held.CompareAndSwap(old, held) {
@@ -151,12 +161,10 @@ func (s *Store) ledgerCommitted() {
 		return
 	}
 	if s.health.incident.CompareAndSwap(inc, nil) {
-		s.queue.mu.Lock()
-		recorded := s.queue.settled - inc.settled
-		s.queue.mu.Unlock()
 		s.log.Warn("ledger recovered: billable calls are admitted again",
 			"lasted", time.Since(inc.start).Round(time.Millisecond).String(),
-			"held_max", inc.held.Load(), "recorded", recorded, "refused", inc.refused.Load())
+			"held_max", inc.held.Load(), "refused", inc.refused.Load(),
+			"still_queued", s.pending.Load())
 	}
 }
 
@@ -178,7 +186,7 @@ func unstorable(err error) bool {
 // faultReason says in a few words why a ledger commit failed, for operators.
 func faultReason(err error) string {
 	if errors.Is(err, context.DeadlineExceeded) {
-		return "a commit did not finish in time"
+		return "a commit did not finish in time: is another process holding the database's write lock?"
 	}
 	var se *sqlite.Error
 	if !errors.As(err, &se) {
@@ -224,7 +232,7 @@ const healthTimeout = time.Second
 func (s *Store) Health(ctx context.Context) Health {
 	h := Health{Ledger: s.ledgerErr(), Pending: s.pending.Load()}
 	if h.Ledger != nil {
-		s.startIncident(h.Ledger)
+		s.startIncident(h.Ledger, s.troubleSince())
 	}
 	ctx, cancel := context.WithTimeout(ctx, healthTimeout)
 	defer cancel()

@@ -368,11 +368,12 @@ func (s *Store) runLedger() {
 		if closed && deadline.Before(by) {
 			by = deadline
 		}
+		attempt := time.Now()
 		err := s.flush(by, batch, agg)
 		clear(batch) // drop references for the GC
 		if err != nil {
 			backoff = min(max(2*backoff, 50*time.Millisecond), s.retryInterval)
-			s.ledgerFailed(err)
+			s.ledgerFailed(err, attempt)
 			continue
 		}
 		backoff = 0

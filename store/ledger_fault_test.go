@@ -473,7 +473,7 @@ func TestLedgerQueue_Blocks(t *testing.T) {
 		check()
 	}
 	is.Equal(q.n, 0)
-	is.True(len(q.blocks) <= 1)          // an empty queue holds at most its current block
+	is.True(len(q.blocks) <= 1)           // an empty queue holds at most its current block
 	is.True(len(q.free) <= maxFreeBlocks) // and a few spare ones
 	for _, b := range q.free {
 		for i := range b {
