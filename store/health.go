@@ -60,10 +60,10 @@ func (s *Store) mono() int64 { return int64(time.Since(s.epoch)) + 1 }
 // Refusing is what bounds the memory of generations held while the
 // database fails: once CheckLedger fails no call is admitted, so the queue
 // grows only by the calls already admitted, each of which records one
-// generation. It holds at most QueueSize (past which it is backed up) plus
-// the calls in flight when the ledger began to fail or stall, plus, for a
-// stall, the calls admitted during the CommitTimeout before it counted as
-// one — at most QueueSize again.
+// generation. While it admits, the queue holds at most QueueSize (past
+// that it is backed up), so it never holds more than QueueSize plus the
+// calls in flight when it began refusing: about 4,096 × 0.5 KiB plus the
+// calls in flight with the defaults.
 func (s *Store) CheckLedger() error {
 	err := s.ledgerErr()
 	if err != nil {

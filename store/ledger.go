@@ -210,7 +210,7 @@ type ledgerQueue struct {
 	wake chan struct{}
 }
 
-// rowBlock is one block of queued rows, about 80 KiB.
+// rowBlock is one block of queued rows, 70 KiB.
 type rowBlock [256]genRow
 
 // maxFreeBlocks is how many empty blocks the queue keeps for reuse.
