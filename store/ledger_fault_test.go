@@ -481,3 +481,34 @@ func TestLedgerQueue_Blocks(t *testing.T) {
 		}
 	}
 }
+
+// TestFeedback_BoundedWhileAnotherProcessHoldsTheWriteLock: feedback
+// writes wait for the write lock no longer than QueryTimeout.
+func TestFeedback_BoundedWhileAnotherProcessHoldsTheWriteLock(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "svcgw.db")
+	s := openTestStore(t, path, Options{QueryTimeout: 200 * time.Millisecond})
+	a, k, _ := newAccount(t, s, "acme", "10")
+	s.RecordGeneration(gen(t, "g-1", k, "0.1"))
+	is.NoErr(s.Sync(ctx))
+
+	other, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(5000)")
+	is.NoErr(err)
+	defer other.Close()
+	conn, err := other.Conn(ctx)
+	is.NoErr(err)
+	defer conn.Close()
+	_, err = conn.ExecContext(ctx, "BEGIN IMMEDIATE")
+	is.NoErr(err)
+
+	start := time.Now()
+	_, err = s.UpsertFeedback(ctx, a.ID, Feedback{ID: "g-1", Rating: "up"}, time.Hour)
+	is.True(errors.Is(err, ErrUnavailable)) // unavailable, not a hang
+	is.True(time.Since(start) < 3*time.Second)
+
+	_, err = conn.ExecContext(ctx, "ROLLBACK")
+	is.NoErr(err)
+	_, err = s.UpsertFeedback(ctx, a.ID, Feedback{ID: "g-1", Rating: "up"}, time.Hour)
+	is.NoErr(err)
+}
