@@ -37,6 +37,16 @@ type incident struct {
 	refused atomic.Int64 // calls CheckLedger refused
 }
 
+// hold raises the incident's most generations held to n if it is more.
+func (inc *incident) hold(n int64) {
+	for {
+		old := inc.held.Load()
+		if n <= old || inc.held.CompareAndSwap(old, n) {
+			return
+		}
+	}
+}
+
 // mono is a monotonic clock reading, never zero.
 func (s *Store) mono() int64 { return int64(time.Since(s.epoch)) + 1 }
 
@@ -51,11 +61,12 @@ func (s *Store) mono() int64 { return int64(time.Since(s.epoch)) + 1 }
 //   - backed up: more than QueueSize generations are waiting.
 //
 // The server calls it once per billable call, before admitting it, and
-// refuses the call when it fails; each refusal is counted for the log. The
-// first refusal of an incident logs one Error line with the reason and the
-// number of generations held in memory; the writer logs one Warn line when
-// the ledger keeps up again, with how long it lasted, the most generations
-// held and the calls refused. Nothing is logged per call.
+// refuses the call when it fails; each refusal is counted for the log. An
+// incident (from the first failed commit or refusal until CheckLedger
+// admits again) logs one Error line when it begins, with the reason and the
+// number of generations held in memory, and one Warn line when it ends,
+// with how long it lasted, the most generations held and the calls refused.
+// Nothing is logged per call.
 //
 // Refusing is what bounds the memory of generations held while the
 // database fails: once CheckLedger fails no call is admitted, so the queue
@@ -67,7 +78,9 @@ func (s *Store) mono() int64 { return int64(time.Since(s.epoch)) + 1 }
 func (s *Store) CheckLedger() error {
 	err := s.ledgerErr()
 	if err != nil {
-		s.startIncident(err, s.troubleSince()).refused.Add(1)
+		inc := s.startIncident(err, s.troubleSince())
+		inc.refused.Add(1)
+		inc.hold(s.pending.Load())
 	}
 	return err
 }
@@ -140,13 +153,7 @@ func (s *Store) ledgerFailed(err error, attempt time.Time) {
 		since = f.since
 	}
 	s.health.fault.Store(&ledgerFault{since: since, err: err})
-	inc := s.startIncident(s.ledgerErr(), since)
-	for held := s.pending.Load(); ; {
-		old := inc.held.Load()
-		if held <= old || inc.held.CompareAndSwap(old, held) {
-			break
-		}
-	}
+	s.startIncident(s.ledgerErr(), since).hold(s.pending.Load())
 	s.queue.failWaiters(s.ledgerFault())
 }
 
