@@ -132,21 +132,21 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 	return 0
 }
 
-// openStore opens the existing database named by --db. Only serve and init
-// create one: a command run in the wrong directory must not leave an empty
-// ledger behind, nor fund one nobody serves.
+// openStore opens the existing database named by --db, for an admin command.
+// Only serve and init create one: a command run in the wrong directory must
+// not leave an empty ledger behind, nor fund one nobody serves.
 func (e *env) openStore() (*store.Store, error) {
 	if _, err := os.Stat(e.global.DB); errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("no database at %s: point at svcgw serve's database with --db or SVCGW_DB "+
 			"(svcgw serve creates one on its first start, svcgw init without serving)", e.global.DB)
 	}
-	return e.createStore()
+	return e.createStore(store.Options{})
 }
 
-// createStore opens the database named by --db, creating and migrating it
-// if needed.
-func (e *env) createStore() (*store.Store, error) {
-	st, err := store.Open(e.ctx, e.global.DB, store.Options{})
+// createStore opens the database named by --db with opts, creating and
+// migrating it if needed.
+func (e *env) createStore(opts store.Options) (*store.Store, error) {
+	st, err := store.Open(e.ctx, e.global.DB, opts)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", e.global.DB, err)
 	}

@@ -31,6 +31,9 @@ import (
 const serveArgsEnv = "SVCGWTEST_CLI_ARGS"
 
 func TestMain(m *testing.M) {
+	if db := os.Getenv(holdLockEnv); db != "" {
+		os.Exit(holdWriteLock(db))
+	}
 	if args := os.Getenv(serveArgsEnv); args != "" {
 		var argv []string
 		if err := json.Unmarshal([]byte(args), &argv); err != nil {
@@ -210,6 +213,9 @@ func ledgerCheck(t *testing.T, db string) map[string]bool {
 // returns its key.
 func setupLoadAccount(t *testing.T, db string) string {
 	t.Helper()
+	if code, _, errOut := run(t, db, "init"); code != 0 {
+		t.Fatalf("init: %s", errOut)
+	}
 	code, key, errOut := run(t, db, "keys", "create", "--account", "load")
 	if code != 0 {
 		t.Fatalf("keys create: %s", errOut)

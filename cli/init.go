@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"github.com/svcgw/svcgw/store"
 	"io/fs"
 	"os"
 )
@@ -16,7 +17,7 @@ type initCmd struct{}
 func (c *initCmd) Run(e *env) error {
 	_, err := os.Stat(e.global.DB)
 	existed := !errors.Is(err, fs.ErrNotExist)
-	st, err := e.createStore()
+	st, err := e.createStore(store.Options{})
 	if err != nil {
 		return err
 	}

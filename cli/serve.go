@@ -33,7 +33,7 @@ type serveCmd struct {
 	FixtureTPS       float64       `name:"fixture-tps" default:"0" help:"Fixture backend: simulated output tokens per second (0 = instant)."`
 }
 
-func (c *serveCmd) Run(e *env) error {
+func (c *serveCmd) Run(e *env) (err error) {
 	if c.RPM < 0 || c.TPM < 0 {
 		return fmt.Errorf("--rpm and --tpm must not be negative (0 is unlimited)")
 	}
@@ -61,11 +61,23 @@ func (c *serveCmd) Run(e *env) error {
 	if err != nil {
 		return err
 	}
-	st, err := e.createStore()
+	// One server per database, for its whole life: a second one would
+	// spend the same balances without seeing the first one's charges.
+	lock, err := store.LockServe(e.global.DB)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("%s: %w; stop it first, or serve another --db (the admin commands work beside it)", e.global.DB, err)
+	}
+	defer lock.Release()
+	// The store's logger is the server's: ledger failures and every
+	// generation it cannot record are reported there.
+	st, err := e.createStore(store.Options{Logger: log})
 	if err != nil {
 		ln.Close()
 		return err
 	}
+	// On an early return; the end of Run closes it and reports the flush.
+	// Close is idempotent.
 	defer st.Close()
 	if err := bootstrap(e, st, credits, ln.Addr().String()); err != nil {
 		ln.Close()

@@ -10,7 +10,10 @@ import (
 // own native envelope and HTTP status in exactly one place.
 type Kind string
 
-// The error kinds.
+// The error kinds. Overloaded is an upstream's state (the messages surface
+// sends it as the vendor's 529); unavailable is the gateway refusing work it
+// could not account for — its ledger cannot record usage, or its database
+// does not answer in time — and is 503 on every surface.
 const (
 	KindInvalidRequest  Kind = "invalid_request"  // 400
 	KindAuth            Kind = "auth"             // 401
@@ -21,6 +24,7 @@ const (
 	KindRateLimited     Kind = "rate_limited"     // 429
 	KindUpstream        Kind = "upstream"         // 502
 	KindOverloaded      Kind = "overloaded"       // 503
+	KindUnavailable     Kind = "unavailable"      // 503, the gateway's own: see below
 	KindTimeout         Kind = "timeout"          // 504
 	KindInternal        Kind = "internal"         // 500
 )
@@ -44,7 +48,7 @@ func (k Kind) Status() int {
 		return 429
 	case KindUpstream:
 		return 502
-	case KindOverloaded:
+	case KindOverloaded, KindUnavailable:
 		return 503
 	case KindTimeout:
 		return 504
@@ -56,7 +60,7 @@ func (k Kind) Status() int {
 // Retryable reports whether retrying the same call later may succeed.
 func (k Kind) Retryable() bool {
 	switch k {
-	case KindRateLimited, KindUpstream, KindOverloaded, KindTimeout, KindInternal:
+	case KindRateLimited, KindUpstream, KindOverloaded, KindUnavailable, KindTimeout, KindInternal:
 		return true
 	}
 	return false

@@ -37,6 +37,10 @@ type testGateway struct {
 // gatewayOption adjusts a test gateway before it starts.
 type gatewayOption func(*Options)
 
+// withStore serves from st, opened by the test (with options of its own);
+// the gateway closes it at the end.
+func withStore(st *store.Store) gatewayOption { return func(o *Options) { o.Store = st } }
+
 // newTestGateway starts a gateway; everything is torn down with the test.
 func newTestGateway(t *testing.T, opts ...gatewayOption) *testGateway {
 	t.Helper()
@@ -54,6 +58,13 @@ func newTestGateway(t *testing.T, opts ...gatewayOption) *testGateway {
 	}
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if o.Store != st {
+		// withStore gave one of its own: this one is not used.
+		if err := st.Close(); err != nil {
+			t.Fatalf("close store: %v", err)
+		}
+		st = o.Store
 	}
 	srv := New(o)
 	hs := httptest.NewServer(srv)

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"context"
+	"encoding/json"
 	"net/http"
 
 	"github.com/svcgw/svcgw/llm"
@@ -115,4 +117,46 @@ func (s *Server) handleModels() authedHandler {
 			chat.WriteModels(w, lim.ContextLength, lim.MaxCompletionTokens)
 		}
 	}
+}
+
+// Ready is the readiness check: whether the database answers and the
+// ledger keeps up, so that billable calls are taken. GET /readyz serves it.
+func (s *Server) Ready(ctx context.Context) store.Health {
+	return s.store.Health(ctx)
+}
+
+// handleReady serves GET /readyz: 200 {"status":"ready"}, or 503 with what
+// is wrong — the database not answering, or the ledger failing, stalled or
+// backed up, with how many answered generations wait to be recorded. The
+// reasons are operators' (they may name the database's error); the probe
+// is unauthenticated, like /healthz.
+func (s *Server) handleReady() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := s.Ready(r.Context())
+		body := struct {
+			Status   string `json:"status"`
+			Database string `json:"database,omitempty"`
+			Ledger   string `json:"ledger,omitempty"`
+			// PendingGenerations are answered calls not yet in the
+			// database: held in memory, and retried.
+			PendingGenerations int64 `json:"pending_generations,omitempty"`
+		}{Status: "ready"}
+		status := http.StatusOK
+		if !h.Ready() {
+			status = http.StatusServiceUnavailable
+			body.Status = "unavailable"
+			body.PendingGenerations = h.Pending
+			if h.Database != nil {
+				body.Database = h.Database.Error()
+			}
+			if h.Ledger != nil {
+				body.Ledger = h.Ledger.Error()
+			}
+		}
+		b, _ := json.Marshal(body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(status)
+		_, _ = w.Write(append(b, '\n'))
+	})
 }

@@ -121,8 +121,8 @@ func (s *Server) withAccessLog(next http.Handler) http.Handler {
 		rec := &logRecord{}
 		sw := &statusWriter{ResponseWriter: w}
 		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), logRecordKey, rec)))
-		if r.URL.Path == "/healthz" {
-			return
+		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
+			return // probes: a line each would drown the log
 		}
 		s.log.LogAttrs(r.Context(), levelFor(sw.status), "request",
 			slog.String("request_id", RequestID(r.Context())),
@@ -231,6 +231,9 @@ func (s *Server) authenticate(r *http.Request) (store.Key, error) {
 	if errors.Is(err, store.ErrNotFound) {
 		return store.Key{}, &llm.Error{Kind: llm.KindAuth, Message: "invalid API key"}
 	}
+	if errors.Is(err, store.ErrUnavailable) {
+		return store.Key{}, databaseUnavailable(fmt.Errorf("authenticate: %w", err))
+	}
 	if err != nil {
 		return store.Key{}, &llm.Error{Kind: llm.KindInternal, Message: "internal error", Err: fmt.Errorf("authenticate: %w", err)}
 	}
@@ -241,9 +244,14 @@ func notFoundRoute(r *http.Request) error {
 	return &llm.Error{Kind: llm.KindNotFound, Message: fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)}
 }
 
-// levelFor logs caller faults as warnings and our own failures as errors.
+// levelFor logs caller faults as warnings and our own failures as errors. A
+// 503 is the gateway refusing work while something it depends on is down
+// (the ledger, the database, an upstream): that is reported once, where it
+// is known, so each refused call is only a warning.
 func levelFor(status int) slog.Level {
 	switch {
+	case status == http.StatusServiceUnavailable:
+		return slog.LevelWarn
 	case status >= 500:
 		return slog.LevelError
 	case status >= 400:

@@ -41,11 +41,19 @@ type call struct {
 	res     *billing.Reservation // released by meter, or by handleInference
 }
 
-// handleInference serves one inference endpoint of a surface: rate limit →
-// decode → bounds → classify → admit → route → encode → meter → settle.
+// handleInference serves one inference endpoint of a surface: ledger check
+// → rate limit → decode → bounds → classify → admit → route → encode →
+// meter → settle.
 func (s *Server) handleInference(sf surface) authedHandler {
 	return func(w http.ResponseWriter, r *http.Request, caller store.Key) {
-		// Requests per minute come first: a caller over its rate costs
+		// A call the ledger could not record would be free: while it
+		// cannot (failing, stalled or backed up), no billable call is
+		// taken. The store logs the incident; nothing is logged per call.
+		if err := s.store.CheckLedger(); err != nil {
+			sf.writeError(w, ledgerUnavailable(err))
+			return
+		}
+		// Requests per minute come next: a caller over its rate costs
 		// nothing more than this check, not even reading its body.
 		if err := s.limiter.request(caller.ID, limitOr(caller.Limits.RPM, s.rpm), s.now()); err != nil {
 			sf.writeError(w, err)
@@ -136,11 +144,34 @@ func (s *Server) admit(ctx context.Context, c *call) error {
 		if errors.As(err, &le) {
 			return le // a refusal
 		}
+		if errors.Is(err, store.ErrUnavailable) {
+			s.log.Warn("admission: the database did not answer", "request_id", RequestID(ctx), "err", err)
+			return databaseUnavailable(err)
+		}
 		s.log.Error("admission", "request_id", RequestID(ctx), "err", err)
 		return &llm.Error{Kind: llm.KindInternal, Message: "internal error", Err: err}
 	}
 	c.res = res
 	return nil
+}
+
+// unavailableRetryAfter is the Retry-After of the gateway's own 503s: long
+// enough not to hammer a database that is recovering, short enough that
+// the SDKs' own retries (which honour it up to a minute) may succeed.
+const unavailableRetryAfter = 5 * time.Second
+
+// ledgerUnavailable is the refusal of a billable call while the ledger
+// cannot record it. It says nothing of the cause: that is the operator's.
+func ledgerUnavailable(cause error) *llm.Error {
+	return &llm.Error{Kind: llm.KindUnavailable, RetryAfter: unavailableRetryAfter, Err: cause,
+		Message: "the gateway cannot record usage at the moment, so it is not taking billable calls; retry later"}
+}
+
+// databaseUnavailable is the answer to a call whose key, budget or spend
+// could not be read in time.
+func databaseUnavailable(cause error) *llm.Error {
+	return &llm.Error{Kind: llm.KindUnavailable, RetryAfter: unavailableRetryAfter, Err: cause,
+		Message: "the gateway's database is not answering at the moment; retry later"}
 }
 
 // limitOr is a key's own rate limit, or the server's default when it has
@@ -196,7 +227,8 @@ func (s *Server) serveComplete(w http.ResponseWriter, r *http.Request, c *call) 
 // then each event through the surface's encoder, flushed frame by frame.
 // Usage accumulates as events pass; a caller that leaves cancels the
 // upstream call (through the request context) and is billed for what was
-// generated up to then.
+// generated up to then, and a stream that fails or breaks off after
+// delivering output is billed for what reached the caller, the same way.
 func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call) {
 	ctx := r.Context()
 	upStart := s.now()
@@ -258,25 +290,28 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call) {
 		m.firstByte = m.end
 	}
 	streamErr := st.Err()
+	// Without a finish event there is no reported usage: bill the
+	// estimated input and the output that reached the caller.
+	m.usage = llm.Usage{InputTokens: c.input, OutputTokens: estimate}
 	switch {
 	case writeErr != nil || ctx.Err() != nil:
 		recordFrom(ctx).canceled = true
 		m.finish = FinishCanceled
-		m.usage = llm.Usage{InputTokens: c.input, OutputTokens: estimate}
-	case streamErr != nil:
-		// Failed mid-stream: tell the caller in-band. Nothing is billed
-		// for a call that failed, but it is still recorded at zero cost.
-		e := s.upstreamError(ctx, streamErr)
+	default:
+		// Failed mid-stream (or the backend ended without a finish event,
+		// a broken stream): tell the caller in-band. A call that delivered
+		// output is billed for it, as one the caller left would be; one
+		// that delivered none is recorded at zero cost.
+		e := &llm.Error{Kind: llm.KindUpstream, Message: "the upstream stream ended unexpectedly"}
+		if streamErr != nil {
+			e = s.upstreamError(ctx, streamErr)
+		}
 		_ = enc.Error(w, e)
 		_ = rc.Flush()
 		m.finish = "error"
-		m.failed = true
-	default:
-		// The backend ended without a finish event: a broken stream.
-		_ = enc.Error(w, &llm.Error{Kind: llm.KindUpstream, Message: "the upstream stream ended unexpectedly"})
-		_ = rc.Flush()
-		m.finish = "error"
-		m.failed = true
+		if estimate == 0 {
+			m.usage, m.failed = llm.Usage{}, true
+		}
 	}
 	s.meter(ctx, c, m)
 }
@@ -300,7 +335,7 @@ type meterInput struct {
 	usage        llm.Usage
 	finish       string
 	streamed     bool
-	failed       bool
+	failed       bool // delivered nothing: recorded at zero cost
 	upstreamFrom time.Time
 	firstByte    time.Time
 	end          time.Time

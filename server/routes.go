@@ -48,10 +48,13 @@ func (s *Server) routes() {
 		s.handle("GET "+p+"/v1/generation", chatSurface, s.account.Generation)
 		s.handle("POST "+p+"/v1/feedback", chatSurface, s.account.Feedback)
 	}
+	// Liveness: the process answers. Readiness: it can take billable
+	// calls (the database answers, the ledger keeps up).
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
 	})
+	s.mux.Handle("GET /readyz", s.handleReady())
 	// Anything else (a client configured with a wrong base URL, most
 	// often): 404 in the envelope of the SDK the request's headers point
 	// to, so that the SDK can read it, rather than net/http's plain text;

@@ -1,11 +1,12 @@
 // Package server is svcgw's HTTP front: it routes every path under /svc and
 // the same path without it, runs the middleware (recover, request id, access
 // log, body limit, authentication), and owns the inference pipeline shared by
-// all surfaces: rate limit → decode → bounds → classify → admit → route →
-// encode → meter → settle.
+// all surfaces: ledger check → rate limit → decode → bounds → classify →
+// admit → route → encode → meter → settle.
 //
 // Limits, in the order an inference call meets them (see README "Balances,
-// caps and limits"): the key's requests per minute (429, before the body is
+// caps and limits"): the ledger's health (503 while it cannot record usage:
+// store.CheckLedger); the key's requests per minute (429, before the body is
 // read); the body size (413); the request bounds (400, Bounds); the key's
 // tokens per minute, taking the input estimate (429); then billing's
 // admission, which reserves the call's cost ceiling against the balance and
@@ -15,6 +16,10 @@
 // and then its reservation is released. A call that fails releases without
 // being charged. Count-tokens, models, account and feedback endpoints are
 // neither rate limited nor admitted: they never reach a model.
+//
+// GET /healthz is liveness (always 200 while the process serves); GET
+// /readyz is readiness (Server.Ready: 503 with the reason while the
+// database does not answer or the ledger cannot record).
 //
 // server is the only package that ties the others together. Nothing imports
 // it except cli (and its own tests).

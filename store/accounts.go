@@ -105,13 +105,15 @@ func (s *Store) AccountByName(ctx context.Context, name string) (Account, error)
 // AccountByID returns the account with id, or ErrNotFound. It reads what is
 // committed: call Sync first to see generations recorded just before.
 func (s *Store) AccountByID(ctx context.Context, id int64) (Account, error) {
+	ctx, cancel := s.readCtx(ctx)
+	defer cancel()
 	a, err := scanAccount(s.r.QueryRowContext(ctx,
 		`SELECT `+accountColumns+` FROM accounts WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Account{}, fmt.Errorf("account %d: %w", id, ErrNotFound)
 	}
 	if err != nil {
-		return Account{}, fmt.Errorf("account by id: %w", err)
+		return Account{}, fmt.Errorf("account by id: %w", readErr(ctx, err))
 	}
 	return a, nil
 }
@@ -181,12 +183,14 @@ const NoCap = -1
 
 // Budget reads the account's credits and caps. It is one indexed read; the
 // server caches it briefly (see billing.Admission). An unknown account is
-// ErrNotFound.
+// ErrNotFound; a read past QueryTimeout is ErrUnavailable.
 func (s *Store) Budget(ctx context.Context, accountID int64) (Budget, error) {
 	var (
 		b              Budget
 		daily, monthly sql.NullInt64
 	)
+	ctx, cancel := s.readCtx(ctx)
+	defer cancel()
 	err := s.r.QueryRowContext(ctx,
 		`SELECT balance_micros + total_used_micros, daily_cap_micros, monthly_cap_micros FROM accounts WHERE id = ?`,
 		accountID).Scan(&b.Credits, &daily, &monthly)
@@ -194,7 +198,7 @@ func (s *Store) Budget(ctx context.Context, accountID int64) (Budget, error) {
 		return Budget{}, fmt.Errorf("budget: account %d: %w", accountID, ErrNotFound)
 	}
 	if err != nil {
-		return Budget{}, fmt.Errorf("budget: %w", err)
+		return Budget{}, fmt.Errorf("budget: %w", readErr(ctx, err))
 	}
 	b.DailyCap, b.MonthlyCap = capMicros(daily), capMicros(monthly)
 	return b, nil

@@ -31,7 +31,8 @@ type Feedback struct {
 // JSON, are ErrInvalid. Feedback never changes usage or balances.
 //
 // It reads what is committed: call Sync first if the generation may have
-// been recorded just before.
+// been recorded just before. Waiting for the database is bounded by
+// QueryTimeout (ErrUnavailable past it).
 func (s *Store) UpsertFeedback(ctx context.Context, accountID int64, f Feedback, maxAge time.Duration) (created bool, err error) {
 	if f.Rating != "up" && f.Rating != "down" {
 		return false, fmt.Errorf("feedback rating %q: %w", f.Rating, ErrInvalid)
@@ -44,9 +45,13 @@ func (s *Store) UpsertFeedback(ctx context.Context, accountID int64, f Feedback,
 		labels = sql.NullString{String: string(f.Labels), Valid: true}
 	}
 
+	// Bounded like a read: it waits for the writer connection and the
+	// write lock, which a failing ledger or another process may hold.
+	ctx, cancel := s.readCtx(ctx)
+	defer cancel()
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
-		return false, fmt.Errorf("feedback: begin: %w", err)
+		return false, fmt.Errorf("feedback: begin: %w", readErr(ctx, err))
 	}
 	defer tx.Rollback()
 
@@ -82,7 +87,7 @@ func (s *Store) UpsertFeedback(ctx context.Context, accountID int64, f Feedback,
 		return false, fmt.Errorf("feedback: upsert: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
-		return false, fmt.Errorf("feedback: commit: %w", err)
+		return false, fmt.Errorf("feedback: commit: %w", readErr(ctx, err))
 	}
 	return existing == 0, nil
 }

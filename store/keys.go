@@ -245,7 +245,8 @@ func (s *Store) RevokeKey(ctx context.Context, keyID string) (Key, error) {
 
 // Authenticate returns the active key whose secret is secret. An unknown or
 // revoked secret is ErrNotFound, without saying which. This is the hot path
-// of every request: one indexed read on the reader pool.
+// of every request: one indexed read on the reader pool, bounded by
+// QueryTimeout (ErrUnavailable past it), unless the key is cached.
 func (s *Store) Authenticate(ctx context.Context, secret string) (Key, error) {
 	if !strings.HasPrefix(secret, SecretPrefix) {
 		return Key{}, fmt.Errorf("authenticate: %w", ErrNotFound)
@@ -255,6 +256,8 @@ func (s *Store) Authenticate(ctx context.Context, secret string) (Key, error) {
 	if k, ok := s.auth.get(hash, now); ok {
 		return k, nil
 	}
+	ctx, cancel := s.readCtx(ctx)
+	defer cancel()
 	k, err := scanKey(s.r.QueryRowContext(ctx,
 		`SELECT `+keyColumns+`
 		 FROM api_keys k JOIN accounts a ON a.id = k.account_id
@@ -264,7 +267,7 @@ func (s *Store) Authenticate(ctx context.Context, secret string) (Key, error) {
 		return Key{}, fmt.Errorf("authenticate: %w", ErrNotFound)
 	}
 	if err != nil {
-		return Key{}, fmt.Errorf("authenticate: %w", err)
+		return Key{}, fmt.Errorf("authenticate: %w", readErr(ctx, err))
 	}
 	s.auth.put(hash, k, now)
 	return k, nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cockroachdb/apd/v3"
@@ -47,44 +48,56 @@ type genRow struct {
 	g          Generation
 	costMicros int64
 	createdMS  int64
-}
-
-// ledgerItem is one entry of the ledger queue: a generation, or, when done
-// is set, a Sync marker that flushes the current batch and is closed once
-// everything before it is committed.
-type ledgerItem struct {
-	row  genRow
-	done chan struct{}
+	// uncertain is set once a commit that held the row failed at its
+	// COMMIT: such a commit may have taken effect all the same (see flush).
+	uncertain bool
 }
 
 // RecordGeneration hands g to the ledger writer, which inserts the row,
 // debits the account (balance -= cost, total_used += cost) and adds the cost
 // to the day's spend_daily row of the account and key, all in the same
-// transaction, batched with other generations. It returns before the commit:
-// callers never wait for an fsync. It blocks only while the queue is full.
-// The charge counts in Spend at once.
+// transaction, batched with other generations. It returns before the commit
+// and never blocks: callers never wait for an fsync, nor for a database that
+// fails. The charge counts in Spend at once, and until the ledger has
+// committed it or dropped it.
 //
-// A generation that cannot be stored (an empty or duplicate id, a negative
-// cost or one with more than six decimals, an unknown account or key id),
-// or one recorded after Close, is dropped and logged at Error level: it is
-// a bug in the caller. Call Sync to wait for the commit.
+// A generation the database fails to take (the disk full, the file locked
+// by another process, an I/O error) is kept in memory and retried until it
+// is committed; meanwhile CheckLedger refuses billable calls, which is what
+// bounds the memory it takes (see CheckLedger). Only a generation that can
+// never be stored is dropped, and logged at Error level with what an
+// operator needs to reconcile it: one rejected before it is queued (an
+// empty id, a negative cost or one with more than six decimals), one the
+// database rejects as such (a duplicate id, an unknown account or key id),
+// and one recorded after Close. Those are bugs in the caller. Call Sync to
+// wait for the commit.
 func (s *Store) RecordGeneration(g Generation) {
 	row, err := s.toRow(g)
 	if err != nil {
 		s.logDrop(g, err)
 		return
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.closed {
-		s.logDrop(g, ErrClosed)
-		return
-	}
 	// Counted before it is queued, so that Spend never misses a charge
 	// the ledger has not committed yet; a drop takes it back.
 	s.spend.record(s, g.AccountID, g.KeyID, row.costMicros, row.g.CreatedAt)
+	q := &s.queue
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		s.spend.unrecord(g.AccountID, g.KeyID, row.costMicros, row.g.CreatedAt)
+		s.logDrop(g, ErrClosed)
+		return
+	}
+	q.push(row)
+	n := q.n
 	s.pending.Add(1)
-	s.queue <- ledgerItem{row: row}
+	q.mu.Unlock()
+	// The writer needs waking for a first row (it may be idle) and for a
+	// full batch (it may be waiting for one); the rows in between join the
+	// batch it is already collecting.
+	if n == 1 || n == s.batchSize {
+		q.signal()
+	}
 }
 
 func (s *Store) toRow(g Generation) (genRow, error) {
@@ -107,123 +120,368 @@ func (s *Store) toRow(g Generation) (genRow, error) {
 // logDrop logs a generation that will never reach the ledger, with what an
 // operator needs to reconcile it by hand (never prompts or completions).
 func (s *Store) logDrop(g Generation, err error) {
-	s.log.Error("generation dropped from ledger",
+	s.log.Error("generation dropped from ledger", append(generationAttrs(g), "error", err)...)
+}
+
+// generationAttrs are the log attributes of g: every column of its row, so
+// that an operator can insert it by hand.
+func generationAttrs(g Generation) []any {
+	return []any{
 		"generation_id", g.ID, "account_id", g.AccountID, "key_id", g.KeyID,
-		"cost", g.Cost.String(), "input_tokens", g.PromptTokens,
-		"output_tokens", g.CompletionTokens, "error", err)
+		"cost", g.Cost.String(), "created_at", g.CreatedAt.UTC().Format(time.RFC3339Nano),
+		"input_tokens", g.PromptTokens, "output_tokens", g.CompletionTokens,
+		"cached_input_tokens", g.CachedPromptTokens, "cache_creation_tokens", g.CacheCreationTokens,
+		"reasoning_tokens", g.ReasoningTokens, "surface", g.Surface, "model", g.Model,
+		"request_type", g.RequestType, "tier", g.Tier, "streamed", g.Streamed,
+		"finish_reason", g.FinishReason, "application", g.Application,
+		"latency_ms", g.LatencyMS, "generation_time_ms", g.GenerationTimeMS,
+	}
 }
 
 // Sync waits until every generation recorded before the call is committed,
 // so a following read sees it. It returns at once when nothing is pending.
+// While the ledger is failing or stalled (see CheckLedger) it does not wait
+// for the recovery: it returns an error wrapping ErrUnavailable.
 func (s *Store) Sync(ctx context.Context) error {
-	// pending is raised before a generation is queued and lowered after its
-	// commit, so zero means everything recorded so far is committed.
+	// pending is raised before a generation is queued and lowered after it
+	// is settled, so zero means everything recorded so far is committed.
 	if s.pending.Load() == 0 {
 		return nil
 	}
-	done := make(chan struct{})
-	s.mu.RLock()
-	if s.closed {
-		s.mu.RUnlock()
+	q := &s.queue
+	q.mu.Lock()
+	if q.settled == q.recorded {
+		q.mu.Unlock()
+		return nil
+	}
+	if q.closed {
+		q.mu.Unlock()
 		return ErrClosed
 	}
-	select {
-	case s.queue <- ledgerItem{done: done}:
-		s.mu.RUnlock()
-	case <-ctx.Done():
-		s.mu.RUnlock()
-		return fmt.Errorf("sync: %w", ctx.Err())
+	if err := s.ledgerFault(); err != nil {
+		q.mu.Unlock()
+		return fmt.Errorf("sync: %w", err)
 	}
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("sync: %w", ctx.Err())
+	done := make(chan error, 1)
+	q.waiters = append(q.waiters, syncWaiter{target: q.recorded, done: done})
+	q.mu.Unlock()
+	q.signal()
+	// The writer answers when the commit succeeds or fails; the ticker
+	// covers a commit stuck where its deadline cannot reach it.
+	tick := time.NewTicker(s.commitTimeout)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				return fmt.Errorf("sync: %w", err)
+			}
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("sync: %w", ctx.Err())
+		case <-tick.C:
+			if err := s.ledgerFault(); err != nil {
+				return fmt.Errorf("sync: %w", err)
+			}
+		}
 	}
+}
+
+// ledgerQueue holds the generations recorded and not yet settled (committed,
+// or dropped as unstorable), oldest first. The writer commits from its head
+// and removes rows only once they are settled, so a row the database fails
+// to take stays at the head and is retried. It is in memory and has no
+// limit of its own: CheckLedger bounds it by refusing billable calls.
+//
+// Rows live in fixed blocks, a few of which are kept for reuse: the queue
+// neither copies rows as it grows nor keeps a backlog's memory after it.
+type ledgerQueue struct {
+	mu       sync.Mutex
+	blocks   []*rowBlock // the queued rows start at blocks[0][head]
+	head     int
+	n        int         // rows queued
+	free     []*rowBlock // emptied blocks kept for reuse, at most maxFreeBlocks
+	recorded uint64      // generations ever queued
+	settled  uint64      // generations ever settled: recorded - settled = n
+	waiters  []syncWaiter
+	closed   bool
+	// wake tells the writer to look at the queue again (capacity 1, so a
+	// signal is never lost and never blocks).
+	wake chan struct{}
+}
+
+// rowBlock is one block of queued rows, 70 KiB.
+type rowBlock [256]genRow
+
+// maxFreeBlocks is how many empty blocks the queue keeps for reuse.
+const maxFreeBlocks = 4
+
+// at is the i-th queued row.
+func (q *ledgerQueue) at(i int) *genRow {
+	i += q.head
+	return &q.blocks[i/len(rowBlock{})][i%len(rowBlock{})]
+}
+
+// push appends r. Callers hold q.mu.
+func (q *ledgerQueue) push(r genRow) {
+	if (q.head+q.n)/len(rowBlock{}) == len(q.blocks) {
+		var b *rowBlock
+		if k := len(q.free); k > 0 {
+			b, q.free = q.free[k-1], q.free[:k-1]
+		} else {
+			b = new(rowBlock)
+		}
+		q.blocks = append(q.blocks, b)
+	}
+	q.n++
+	*q.at(q.n - 1) = r
+	q.recorded++
+}
+
+// syncWaiter is a Sync waiting for settled to reach target.
+type syncWaiter struct {
+	target uint64
+	done   chan error // capacity 1; nil when committed
+}
+
+func (q *ledgerQueue) signal() {
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// state is what the writer decides on: the queued rows, whether a Sync is
+// waiting, and whether Close was called.
+func (q *ledgerQueue) state() (n int, syncing, closed bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.n, len(q.waiters) > 0, q.closed
+}
+
+// peek copies up to max rows from the head into dst.
+func (q *ledgerQueue) peek(dst []genRow, max int) []genRow {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for i := range min(q.n, max) {
+		dst = append(dst, *q.at(i))
+	}
+	return dst
+}
+
+// failed records that a commit of the first k queued rows failed with err.
+func (q *ledgerQueue) failed(k int, err error) {
+	if !errors.Is(err, errUncertain) {
+		return // rolled back: nothing to remember
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for i := range min(k, q.n) {
+		q.at(i).uncertain = true
+	}
+}
+
+// settle removes the first k queued rows, which the writer has committed or
+// dropped, and wakes the Syncs that were waiting for them.
+func (s *Store) settle(k int) {
+	q := &s.queue
+	q.mu.Lock()
+	for i := range k {
+		*q.at(i) = genRow{} // drop references for the GC
+	}
+	q.head += k
+	q.n -= k
+	q.settled += uint64(k)
+	for q.head >= len(rowBlock{}) {
+		if len(q.free) < maxFreeBlocks {
+			q.free = append(q.free, q.blocks[0])
+		}
+		q.blocks[0] = nil
+		q.blocks = q.blocks[1:]
+		q.head -= len(rowBlock{})
+	}
+	if q.n == 0 {
+		q.head = 0 // reuse the block from its start
+	}
+	s.pending.Add(-int64(k)) // before a Sync returns: it reads pending next
+	i := 0
+	for ; i < len(q.waiters) && q.waiters[i].target <= q.settled; i++ {
+		q.waiters[i].done <- nil
+	}
+	q.waiters = append(q.waiters[:0], q.waiters[i:]...)
+	q.mu.Unlock()
+}
+
+// failWaiters answers every waiting Sync with err.
+func (q *ledgerQueue) failWaiters(err error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, w := range q.waiters {
+		w.done <- err
+	}
+	clear(q.waiters)
+	q.waiters = q.waiters[:0]
 }
 
 // runLedger is the ledger writer goroutine, started by Open and waited for
-// by Close. It exits when the queue is closed and drained. A batch is
-// committed when it is full, when BatchInterval has passed since its first
-// generation, or at once when a Sync marker arrives.
+// by Close. A batch is committed when it is full, when BatchInterval has
+// passed since the writer began collecting it, or at once when a Sync is
+// waiting. When a commit fails for a reason other than a bad row, the
+// ledger is failing (CheckLedger refuses billable calls) and the writer
+// retries the same rows, waiting a little longer each time up to
+// RetryInterval, until a commit succeeds. After Close it commits what is
+// queued and exits; rows it still cannot commit CloseTimeout later are
+// logged, one line each, and counted in Close's error.
 func (s *Store) runLedger() {
 	defer close(s.done)
-	// Commits run to completion even during shutdown: the queue is the only
-	// record of these charges.
-	ctx := context.Background()
+	q := &s.queue
 	batch := make([]genRow, 0, min(s.batchSize, 1024)) // grows if BatchSize is larger
-	var waiters []chan struct{}
 	agg := &batchSums{debits: make(map[int64]int64), spend: make(map[spendDay]spendSum)}
-	timer := time.NewTimer(s.batchInterval)
+	timer := time.NewTimer(time.Hour)
 	timer.Stop()
-
-	add := func(it ledgerItem) {
-		if it.done != nil {
-			waiters = append(waiters, it.done)
-		} else {
-			batch = append(batch, it.row)
-		}
-	}
+	var (
+		backoff  time.Duration // before the next attempt; zero while commits succeed
+		deadline time.Time     // set by Close: when to give up
+	)
 	for {
-		it, ok := <-s.queue
-		if !ok {
+		n, syncing, closed := q.state()
+		if closed && deadline.IsZero() {
+			deadline = time.Now().Add(s.closeTimeout)
+		}
+		switch {
+		case n == 0 && closed:
 			return
+		case n == 0:
+			<-q.wake
+			continue
+		case backoff > 0 && closed && !time.Now().Add(backoff).Before(deadline):
+			s.abandon()
+			return
+		case backoff > 0:
+			timer.Reset(backoff)
+			<-timer.C
+		case !closed && !syncing && n < s.batchSize:
+			s.collect(timer)
 		}
-		add(it)
-		if it.done == nil {
-			timer.Reset(s.batchInterval)
-		collect:
-			for len(batch) < s.batchSize {
-				select {
-				case it, ok := <-s.queue:
-					if !ok {
-						break collect // flush; the next receive returns
-					}
-					add(it)
-					if it.done != nil {
-						break collect
-					}
-				case <-timer.C:
-					break collect
-				}
-			}
-			timer.Stop()
+		batch = q.peek(batch[:0], s.batchSize)
+		by := time.Now().Add(s.commitTimeout)
+		if closed && deadline.Before(by) {
+			by = deadline
 		}
-		s.flush(ctx, batch, agg)
-		for _, w := range waiters {
-			close(w)
-		}
+		attempt := time.Now()
+		err := s.flush(by, batch, agg)
 		clear(batch) // drop references for the GC
-		clear(waiters)
-		batch, waiters = batch[:0], waiters[:0]
+		if err != nil {
+			backoff = min(max(2*backoff, 50*time.Millisecond), s.retryInterval)
+			s.ledgerFailed(err, attempt)
+			continue
+		}
+		backoff = 0
+		s.ledgerCommitted()
 	}
 }
 
-// flush commits batch in one transaction. If that fails, it retries each
-// generation in a transaction of its own, so one bad row costs only itself.
-func (s *Store) flush(ctx context.Context, batch []genRow, agg *batchSums) {
-	if len(batch) == 0 {
-		return
-	}
-	defer s.pending.Add(-int64(len(batch)))
-	err := s.commitBatch(ctx, batch, agg)
-	if err == nil {
-		return
-	}
-	if len(batch) == 1 {
-		s.drop(batch[0], err)
-		return
-	}
-	if !isConstraint(err) {
-		// Not a bad row but the database (I/O, a lock held past
-		// busy_timeout): worth its own line before the per-row retries.
-		s.log.Error("ledger batch failed, retrying row by row", "rows", len(batch), "error", err)
-	}
-	for i := range batch {
-		if err := s.commitBatch(ctx, batch[i:i+1], agg); err != nil {
-			s.drop(batch[i], err)
+// collect waits until the queue holds a full batch, a Sync waits or Close
+// was called, or BatchInterval passes.
+func (s *Store) collect(timer *time.Timer) {
+	timer.Reset(s.batchInterval)
+	defer timer.Stop()
+	for {
+		select {
+		case <-s.queue.wake:
+			if n, syncing, closed := s.queue.state(); n >= s.batchSize || syncing || closed {
+				return
+			}
+		case <-timer.C:
+			return
 		}
 	}
+}
+
+// flush commits batch, a copy of the oldest queued rows, and settles what
+// it committed or dropped. A batch the database rejects because of a bad
+// row is committed row by row, so that only the bad row is dropped. Any
+// other failure (the disk full, the file locked past the deadline, an I/O
+// error) is returned: the rows not yet settled stay queued, still counted
+// in Spend, and are retried.
+func (s *Store) flush(by time.Time, batch []genRow, agg *batchSums) error {
+	err := s.commit(by, batch, agg)
+	if err == nil {
+		s.settle(len(batch))
+		return nil
+	}
+	if !unstorable(err) {
+		s.queue.failed(len(batch), err)
+		return err
+	}
+	var committed map[string]bool // ids committed by this loop
+	for i := range batch {
+		r := &batch[i]
+		if len(batch) > 1 {
+			err = s.commit(by, batch[i:i+1], agg)
+		}
+		switch {
+		case err == nil:
+			if committed == nil {
+				committed = make(map[string]bool)
+			}
+			committed[r.g.ID] = true
+		case !unstorable(err):
+			s.queue.failed(len(batch)-i, err)
+			return err
+		case r.uncertain && !committed[r.g.ID] && s.alreadyStored(by, r):
+			// A COMMIT that reported failure took effect after all:
+			// the row, its debit and its spend are in.
+			s.log.Warn("ledger: a commit reported as failed had succeeded; not charging it twice",
+				"generation_id", r.g.ID)
+		default:
+			s.drop(*r, err)
+		}
+		s.settle(1)
+	}
+	return nil
+}
+
+// commit runs commitBatch with a deadline, marking the time it began for
+// CheckLedger, which treats a commit running past CommitTimeout as failing
+// even when its deadline cannot interrupt it.
+func (s *Store) commit(by time.Time, rows []genRow, agg *batchSums) error {
+	ctx, cancel := context.WithDeadline(context.Background(), by)
+	defer cancel()
+	s.health.commitStart.Store(s.mono())
+	defer s.health.commitStart.Store(0)
+	return s.commitBatch(ctx, rows, agg)
+}
+
+// alreadyStored reports whether r's row is in the database as r would have
+// written it. Only a row whose earlier COMMIT reported failure is asked
+// about: that commit may have taken effect, and retrying it then meets its
+// own row.
+func (s *Store) alreadyStored(by time.Time, r *genRow) bool {
+	ctx, cancel := context.WithDeadline(context.Background(), by)
+	defer cancel()
+	var acct, cost, created int64
+	err := s.w.QueryRowContext(ctx, `SELECT account_id, cost_micros, created_at FROM generations WHERE id = ?`, r.g.ID).
+		Scan(&acct, &cost, &created)
+	return err == nil && acct == r.g.AccountID && cost == r.costMicros && created == r.createdMS
+}
+
+// abandon logs every row still queued when Close gives up on a ledger that
+// cannot commit, one Error line each with every column, so an operator can
+// enter them by hand, and answers the waiting Syncs.
+func (s *Store) abandon() {
+	q := &s.queue
+	q.mu.Lock()
+	s.lost = q.n
+	for i := range q.n {
+		r := q.at(i)
+		s.log.Error("generation not recorded: the ledger could not commit it before shutdown",
+			append(generationAttrs(r.g), "cost_micros", r.costMicros)...)
+	}
+	q.mu.Unlock()
+	err := fmt.Errorf("%w: %d generations could not be recorded before shutdown", ErrUnavailable, s.lost)
+	s.log.Error("ledger closed with generations not recorded; each is logged above", "count", s.lost, "error", s.ledgerErr())
+	q.failWaiters(err)
 }
 
 // insertChunk is the most rows one INSERT carries (19 parameters each, far
@@ -294,7 +552,7 @@ type spendSum struct {
 	cost     int64
 }
 
-// drop logs a generation the ledger could not commit and takes its charge
+// drop logs a generation that can never be stored and takes its charge
 // back from the spend tracker.
 func (s *Store) drop(r genRow, err error) {
 	s.spend.unrecord(r.g.AccountID, r.g.KeyID, r.costMicros, r.g.CreatedAt)
@@ -371,11 +629,21 @@ func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) 
 			return fmt.Errorf("ledger: spend of account %d: %w", k.account, err)
 		}
 	}
+	if s.commitHook != nil {
+		if err := s.commitHook(); err != nil {
+			return fmt.Errorf("ledger: commit: %w", err) // rolled back by the deferred Rollback
+		}
+	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("ledger: commit: %w", err)
+		return fmt.Errorf("ledger: commit: %w: %w", errUncertain, err)
 	}
 	return nil
 }
+
+// errUncertain marks a failure of the COMMIT itself. Before it nothing can
+// have taken effect (the transaction is rolled back); a COMMIT that reports
+// an error may, rarely, have succeeded.
+var errUncertain = errors.New("outcome uncertain")
 
 const generationColumns = `id, account_id, COALESCE(key_id, ''), application, surface, model,
 	request_type, tier, streamed, finish_reason, prompt_tokens, completion_tokens,
@@ -386,8 +654,11 @@ const generationColumns = `id, account_id, COALESCE(key_id, ''), application, su
 // one of another account, is ErrNotFound. It reads what is committed: call
 // Sync first to see a generation recorded just before.
 func (s *Store) Generation(ctx context.Context, accountID int64, id string) (Generation, error) {
-	return s.scanGeneration(s.r.QueryRowContext(ctx,
+	ctx, cancel := s.readCtx(ctx)
+	defer cancel()
+	g, err := s.scanGeneration(s.r.QueryRowContext(ctx,
 		`SELECT `+generationColumns+` FROM generations WHERE id = ? AND account_id = ?`, id, accountID), id)
+	return g, readErr(ctx, err)
 }
 
 // GenerationByID returns the generation with id, whichever account it

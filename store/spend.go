@@ -10,8 +10,9 @@ import (
 )
 
 // Spend is what an account, and one of its keys, has been charged: every
-// generation handed to RecordGeneration, committed or still queued, less the
-// ones the ledger dropped. Amounts are micro-dollars. The periods are the UTC
+// generation handed to RecordGeneration, committed or still queued (held in
+// memory while the database fails included), less the ones the ledger
+// dropped as unstorable. Amounts are micro-dollars. The periods are the UTC
 // calendar day and month containing the time Spend was asked about.
 type Spend struct {
 	// Total is every charge the account has ever had (its total_used once
@@ -172,7 +173,8 @@ func (t *spendTracker) record(s *Store, accountID int64, keyID string, cost int6
 
 func (t *spendTracker) apply(s *Store, k spendKey, cost int64, at time.Time) {
 	// A charge must wait for the entry's load (see Spend), but has no
-	// caller context: the load is bounded by the database's busy timeout.
+	// caller context: the load is bounded by QueryTimeout. (On the
+	// server's path the entries were loaded by admission already.)
 	e, err := t.entry(context.Background(), s, k, at)
 	if err != nil {
 		s.log.Error("spend tracking: load failed; spend may be counted twice until restart",
@@ -186,8 +188,9 @@ func (t *spendTracker) apply(s *Store, k spendKey, cost int64, at time.Time) {
 	e.mu.Unlock()
 }
 
-// unrecord takes back a charge the ledger dropped. It never loads: record
-// created both entries.
+// unrecord takes back a charge the ledger dropped as unstorable (never one
+// it merely failed to commit: that one is retried, and stays counted). It
+// never loads: record created both entries.
 func (t *spendTracker) unrecord(accountID int64, keyID string, cost int64, at time.Time) {
 	keys := []spendKey{{account: accountID}}
 	if keyID != "" {
@@ -253,6 +256,8 @@ func periodOf(t time.Time) period {
 // account its total_used and its charges per day over all keys, for a key
 // its own charges per day, from the start of the month before now's.
 func (s *Store) loadSpend(ctx context.Context, k spendKey, now time.Time) (*spendEntry, error) {
+	ctx, cancel := s.readCtx(ctx)
+	defer cancel()
 	from := dayNumber(startOfMonth(startOfMonth(now).AddDate(0, 0, -1)))
 	e := &spendEntry{days: make(map[int32]int64)}
 	var (
@@ -264,7 +269,7 @@ func (s *Store) loadSpend(ctx context.Context, k spendKey, now time.Time) (*spen
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			// An unknown account has spent nothing; its charges will
 			// be dropped by the ledger.
-			return nil, fmt.Errorf("load spend of account %d: %w", k.account, err)
+			return nil, fmt.Errorf("load spend of account %d: %w", k.account, readErr(ctx, err))
 		}
 		rows, err = s.r.QueryContext(ctx,
 			`SELECT day, SUM(cost_micros) FROM spend_daily WHERE account_id = ? AND day >= ? GROUP BY day`,
@@ -275,7 +280,7 @@ func (s *Store) loadSpend(ctx context.Context, k spendKey, now time.Time) (*spen
 			k.account, k.key, from)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("load spend: %w", err)
+		return nil, fmt.Errorf("load spend: %w", readErr(ctx, err))
 	}
 	defer rows.Close()
 	for rows.Next() {
@@ -284,12 +289,12 @@ func (s *Store) loadSpend(ctx context.Context, k spendKey, now time.Time) (*spen
 			cost int64
 		)
 		if err := rows.Scan(&day, &cost); err != nil {
-			return nil, fmt.Errorf("load spend: scan: %w", err)
+			return nil, fmt.Errorf("load spend: scan: %w", readErr(ctx, err))
 		}
 		e.days[day] = cost
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("load spend: %w", err)
+		return nil, fmt.Errorf("load spend: %w", readErr(ctx, err))
 	}
 	return e, nil
 }

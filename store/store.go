@@ -22,15 +22,24 @@
 // balance = Σ credits − Σ generation costs and total_used = Σ generation
 // costs, and a crash (kill -9, power loss aside) can lose only generations
 // not yet committed: those queued in the last BatchInterval plus the batch
-// being committed, never more than QueueSize + BatchSize. WAL mode with
-// synchronous=NORMAL survives a killed process without corruption; a power
-// loss may also lose the last commits, never consistency.
+// being committed while the database is healthy, and every generation held
+// in memory while it fails (see below). WAL mode with synchronous=NORMAL
+// survives a killed process without corruption; a power loss may also lose
+// the last commits, never consistency.
+//
+// A database that fails a commit (the disk full, the write lock held by
+// another process, an I/O error) never makes a generation free: its rows
+// stay queued in memory, still charged in Spend, and are retried until they
+// commit, while CheckLedger tells the server to refuse billable calls — the
+// refusal is what bounds that memory. Only a row the database rejects as
+// such (a duplicate id, an unknown account) is dropped, and logged.
 //
 // Spend reports, from memory, what each account and key has been charged,
 // queued generations included: RecordGeneration counts a charge before it
-// queues it, and the ledger takes back any it drops. This is exact only
-// while one Store (one svcgw serve) records generations for a database;
-// other processes (the CLI) may add credits, set caps and create keys.
+// queues it, and the ledger takes back only the ones it drops. This is
+// exact only while one Store (one svcgw serve) records generations for a
+// database (LockServe makes sure of it); other processes (the CLI) may add
+// credits, set caps and create keys.
 //
 // store may import llm and nothing else of svcgw's: never net/http, server,
 // cli, billing or a surface. It returns errors instead of logging, except in
@@ -55,8 +64,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	sqlite "modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
+	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
 )
 
 // Sentinel errors. Methods wrap them with context; test with errors.Is.
@@ -71,6 +79,11 @@ var (
 	ErrInvalid = errors.New("invalid")
 	// ErrClosed means the Store has been closed.
 	ErrClosed = errors.New("store closed")
+	// ErrUnavailable means the database cannot serve the request now: the
+	// ledger cannot record generations (see CheckLedger), or a read did not
+	// answer within QueryTimeout or found the database locked. Retrying
+	// later may succeed.
+	ErrUnavailable = errors.New("database unavailable")
 )
 
 // Options configures a Store. The zero value is usable.
@@ -85,9 +98,33 @@ type Options struct {
 	// Sync commits at once), so it only trades commits per second, which
 	// cost CPU at any load, against what a crash can lose.
 	BatchInterval time.Duration
-	// QueueSize is how many generations may wait for the ledger writer
-	// before RecordGeneration blocks; default 4096.
+	// QueueSize is how many answered generations may wait for the ledger
+	// before it counts as backed up, and CheckLedger refuses billable calls
+	// until it has caught up; default 4096. RecordGeneration never blocks.
 	QueueSize int
+	// CommitTimeout bounds one ledger commit, waiting for the database's
+	// write lock included; default 5s. A commit that does not finish in
+	// time fails and is retried, and CheckLedger refuses billable calls
+	// from then until a commit succeeds.
+	CommitTimeout time.Duration
+	// RetryInterval is the longest wait between attempts to commit
+	// generations the database failed to take; default 1s. The first retry
+	// comes after 50ms, and each wait doubles up to it.
+	RetryInterval time.Duration
+	// CloseTimeout is how long Close keeps trying to commit what is queued
+	// when the database fails; default 10s. Generations still not
+	// committed then are logged one by one and counted in Close's error.
+	CloseTimeout time.Duration
+	// QueryTimeout bounds each read on a request's path (authenticating a
+	// key not in the cache, reading a budget or an account, loading spend,
+	// looking a generation up); default 5s. A read past it, or one that
+	// finds the database locked, fails with ErrUnavailable.
+	QueryTimeout time.Duration
+	// CommitHook, when set, is called in every ledger transaction just
+	// before it commits, and an error it returns fails that commit as a
+	// database error would (the transaction is rolled back). It is a test
+	// seam, for injecting faults.
+	CommitHook func() error
 	// Readers is the size of the read-only connection pool; default 4.
 	Readers int
 	// Rand is the source of key ids and secrets; default crypto/rand.Reader.
@@ -112,15 +149,19 @@ type Store struct {
 
 	batchSize     int
 	batchInterval time.Duration
+	queueLimit    int64
+	commitTimeout time.Duration
+	retryInterval time.Duration
+	closeTimeout  time.Duration
+	queryTimeout  time.Duration
+	commitHook    func() error
 
-	// mu guards closed and the send side of queue: senders hold it for
-	// reading, Close takes it for writing before closing queue, so a send
-	// never races a close.
-	mu      sync.RWMutex
-	closed  bool
-	queue   chan ledgerItem
-	pending atomic.Int64  // generations enqueued and not yet committed
+	queue   ledgerQueue
+	pending atomic.Int64  // generations queued and not yet settled
 	done    chan struct{} // closed when the ledger writer has exited
+	health  ledgerHealth
+	epoch   time.Time // Open's time: s.mono counts from it
+	lost    int       // generations Close gave up on; set by the writer before done
 
 	spend spendTracker // charges per account and key, queued ones included
 	auth  authCache    // recent authentications
@@ -173,13 +214,19 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if s.batchInterval <= 0 {
 		s.batchInterval = 20 * time.Millisecond
 	}
-	queueSize, readers := opts.QueueSize, opts.Readers
-	if queueSize <= 0 {
-		queueSize = 4096
-	}
+	readers := opts.Readers
 	if readers <= 0 {
 		readers = 4
 	}
+	s.queueLimit = int64(opts.QueueSize)
+	if s.queueLimit <= 0 {
+		s.queueLimit = 4096
+	}
+	s.commitTimeout = orDefault(opts.CommitTimeout, 5*time.Second)
+	s.retryInterval = orDefault(opts.RetryInterval, time.Second)
+	s.closeTimeout = orDefault(opts.CloseTimeout, 10*time.Second)
+	s.queryTimeout = orDefault(opts.QueryTimeout, 5*time.Second)
+	s.commitHook = opts.CommitHook
 
 	var err error
 	s.w, err = sql.Open("sqlite", path+"?"+dsnPragmas+
@@ -219,8 +266,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open readers: %w", err)
 	}
 
-	s.queue = make(chan ledgerItem, queueSize)
+	s.queue.wake = make(chan struct{}, 1)
 	s.done = make(chan struct{})
+	s.epoch = time.Now()
 	go s.runLedger()
 	return s, nil
 }
@@ -257,21 +305,35 @@ func checkWAL(ctx context.Context, db *sql.DB) error {
 }
 
 // Close stops accepting generations, waits for the ledger writer to commit
-// everything already queued, and closes the database. It is idempotent.
+// everything already queued, and closes the database. If the database
+// fails, the writer keeps retrying for CloseTimeout; generations it still
+// cannot commit are then logged one by one, with every column, and Close
+// reports how many. It is idempotent.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
-		s.mu.Lock()
-		s.closed = true
-		close(s.queue)
-		s.mu.Unlock()
+		s.queue.mu.Lock()
+		s.queue.closed = true
+		s.queue.mu.Unlock()
+		s.queue.signal()
 		<-s.done
 		var errs []error
+		if s.lost > 0 {
+			errs = append(errs, fmt.Errorf("close: %w: %d generations could not be recorded (each is logged)", ErrUnavailable, s.lost))
+		}
 		for _, st := range s.stmts {
 			errs = append(errs, st.Close())
 		}
 		s.closeErr = errors.Join(append(errs, s.r.Close(), s.w.Close())...)
 	})
 	return s.closeErr
+}
+
+// orDefault is d, or def when d is not positive.
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
 }
 
 //go:embed migrations/*.sql
@@ -372,13 +434,6 @@ func applyMigration(ctx context.Context, db *sql.DB, m migration, now func() tim
 		return fmt.Errorf("migration %s: commit: %w", m.name, err)
 	}
 	return nil
-}
-
-// isConstraint reports whether err is an SQLite constraint violation
-// (unique, foreign key, check, …), classified by the driver's result code.
-func isConstraint(err error) bool {
-	var se *sqlite.Error
-	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CONSTRAINT
 }
 
 // scanner is what *sql.Row and *sql.Rows have in common.

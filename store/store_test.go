@@ -123,6 +123,19 @@ func checkLedger(t testing.TB, s *Store) {
 	if err := rows.Err(); err != nil {
 		t.Fatalf("reconcile: %v", err)
 	}
+	var spendBad int
+	if err := s.r.QueryRow(`
+		SELECT COUNT(*) FROM (
+			SELECT account_id, COALESCE(key_id, '') AS key_id, created_at / 86400000 AS day,
+			       COUNT(*) AS requests, SUM(cost_micros) AS cost
+			FROM generations GROUP BY 1, 2, 3
+		) g FULL OUTER JOIN spend_daily d USING (account_id, key_id, day)
+		WHERE g.cost IS NOT d.cost_micros OR g.requests IS NOT d.requests`).Scan(&spendBad); err != nil {
+		t.Fatalf("reconcile spend_daily: %v", err)
+	}
+	if spendBad != 0 {
+		t.Errorf("spend_daily disagrees with the generations on %d (account, key, day)s", spendBad)
+	}
 }
 
 func TestOpen_WALAndPragmas(t *testing.T) {

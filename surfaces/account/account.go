@@ -12,8 +12,8 @@
 // convention for the same endpoint, so that clients written for it work.
 //
 // Every failure is an *llm.Error (invalid_request 400, not_found 404,
-// conflict 409, too_large 413, internal 500) handed to the writeErr
-// function the server supplies, which renders the envelope.
+// conflict 409, too_large 413, internal 500, unavailable 503) handed to the
+// writeErr function the server supplies, which renders the envelope.
 //
 // account imports store and llm only: never server, cli or another surface.
 package account
@@ -163,10 +163,20 @@ func notFound(cause error) *llm.Error {
 	}
 }
 
-// internal reports a failure the caller cannot fix, keeping err for logs.
+// internal reports a failure the caller cannot fix, keeping err for logs:
+// a 503 with Retry-After when the database cannot answer now (the ledger
+// cannot record, or a read timed out), so the caller retries; else a 500.
 func (h *Handler) internal(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, store.ErrUnavailable) {
+		h.writeErr(w, r, &llm.Error{Kind: llm.KindUnavailable, RetryAfter: unavailableRetryAfter, Err: err,
+			Message: "Account data cannot be read at the moment: the gateway's database is unavailable. Retry later."})
+		return
+	}
 	h.writeErr(w, r, &llm.Error{Kind: llm.KindInternal, Message: "Internal error.", Err: err})
 }
+
+// unavailableRetryAfter is the Retry-After of a 503, as the server's own.
+const unavailableRetryAfter = 5 * time.Second
 
 // writeJSON encodes v as the response body with the given status.
 func (h *Handler) writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {

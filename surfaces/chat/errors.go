@@ -43,6 +43,8 @@ func envelope(k llm.Kind) (typ, code string) {
 		return "requests", "rate_limit_exceeded"
 	case llm.KindOverloaded:
 		return "server_error", "server_is_overloaded"
+	case llm.KindUnavailable:
+		return "service_unavailable_error", "service_unavailable"
 	case llm.KindTimeout:
 		return "server_error", "timeout"
 	default: // upstream, internal

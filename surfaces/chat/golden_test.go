@@ -549,6 +549,7 @@ func TestWriteError_Golden(t *testing.T) {
 		{llm.KindRateLimited, &llm.Error{Kind: llm.KindRateLimited, Message: "rate limit reached; retry shortly", RetryAfter: 1500 * time.Millisecond}, true},
 		{llm.KindUpstream, &llm.Error{Kind: llm.KindUpstream, Message: "the upstream model failed"}, true},
 		{llm.KindOverloaded, &llm.Error{Kind: llm.KindOverloaded, Message: "the upstream model is overloaded; retry shortly", RetryAfter: 2 * time.Second}, true},
+		{llm.KindUnavailable, &llm.Error{Kind: llm.KindUnavailable, Message: "the gateway cannot record usage at the moment, so it is not taking billable calls; retry later", RetryAfter: 5 * time.Second}, true},
 		{llm.KindTimeout, &llm.Error{Kind: llm.KindTimeout, Message: "the upstream model did not answer in time"}, true},
 		{llm.KindInternal, errString("database is locked: /var/lib/svcgw.db"), true},
 	}

@@ -417,6 +417,7 @@ func TestCodec_WriteError(t *testing.T) {
 		{"rate_limited", &llm.Error{Kind: llm.KindRateLimited, Message: "rate limit exceeded", RetryAfter: 30 * time.Second}, 429, "30"},
 		{"upstream", &llm.Error{Kind: llm.KindUpstream, Message: "the upstream model failed"}, 502, ""},
 		{"overloaded", &llm.Error{Kind: llm.KindOverloaded, Message: "The model is overloaded. Please try again later.", RetryAfter: 1500 * time.Millisecond}, 503, "2"},
+		{"unavailable", &llm.Error{Kind: llm.KindUnavailable, Message: "the gateway cannot record usage at the moment, so it is not taking billable calls; retry later", RetryAfter: 5 * time.Second}, 503, "5"},
 		{"timeout", &llm.Error{Kind: llm.KindTimeout, Message: "the upstream model timed out"}, 504, ""},
 		{"internal", &llm.Error{Kind: llm.KindInternal}, 500, ""},
 		{"not_an_llm_error", errors.New("dial tcp 10.0.0.7:443: secret-backend.internal refused"), 500, ""},

@@ -68,7 +68,7 @@ func errorStatus(k llm.Kind) (int, string) {
 		return http.StatusTooManyRequests, "RESOURCE_EXHAUSTED"
 	case llm.KindUpstream:
 		return http.StatusBadGateway, "UNAVAILABLE"
-	case llm.KindOverloaded:
+	case llm.KindOverloaded, llm.KindUnavailable:
 		return http.StatusServiceUnavailable, "UNAVAILABLE"
 	case llm.KindTimeout:
 		return http.StatusGatewayTimeout, "DEADLINE_EXCEEDED"

@@ -25,6 +25,8 @@ type errorBody struct {
 // surface's one table (STYLE.md §2.3). It departs from Kind.Status twice:
 // overloaded is the vendor's 529 (retried by all three SDKs), and conflict,
 // which the vendor does not document, keeps 409 with invalid_request_error.
+// unavailable, the gateway's own 503, is api_error: the vendor documents no
+// 503 type, and the SDKs retry any 5xx (protocols/messages.md §6).
 func errorType(k llm.Kind) (int, string) {
 	switch k {
 	case llm.KindInvalidRequest:
@@ -45,6 +47,8 @@ func errorType(k llm.Kind) (int, string) {
 		return http.StatusBadGateway, "api_error"
 	case llm.KindOverloaded:
 		return 529, "overloaded_error"
+	case llm.KindUnavailable:
+		return http.StatusServiceUnavailable, "api_error"
 	case llm.KindTimeout:
 		return http.StatusGatewayTimeout, "timeout_error"
 	}

@@ -34,6 +34,7 @@ var errorCases = []struct {
 	{"rate_limited_long_wait", &llm.Error{Kind: llm.KindRateLimited, Message: "spend cap reached for this hour", RetryAfter: 30 * time.Minute}},
 	{"upstream", &llm.Error{Kind: llm.KindUpstream, Message: "the model backend failed", Err: errors.New("backend-x: 500 from api.vendor.example")}},
 	{"overloaded", &llm.Error{Kind: llm.KindOverloaded, Message: "Overloaded", RetryAfter: time.Second}},
+	{"unavailable", &llm.Error{Kind: llm.KindUnavailable, Message: "the gateway cannot record usage at the moment, so it is not taking billable calls; retry later", RetryAfter: 5 * time.Second}},
 	{"timeout", &llm.Error{Kind: llm.KindTimeout, Message: "the model backend timed out"}},
 	{"internal", &llm.Error{Kind: llm.KindInternal, Message: "internal error"}},
 	{"internal_no_message", &llm.Error{Kind: llm.KindInternal}},

@@ -1,0 +1,274 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	sqlite "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// ledgerHealth is what CheckLedger reads on every billable call: atomics
+// the ledger writer sets, so the check costs no lock.
+type ledgerHealth struct {
+	// commitStart is s.mono() when the running commit began; 0: none.
+	commitStart atomic.Int64
+	// fault is set while the ledger is failing: from a commit that failed
+	// until one succeeds.
+	fault atomic.Pointer[ledgerFault]
+	// incident is set from the moment CheckLedger first refuses until it
+	// admits again; it is what the two log lines of an incident report.
+	incident atomic.Pointer[incident]
+}
+
+// ledgerFault is a failing ledger: since when, and the last error.
+type ledgerFault struct {
+	since time.Time
+	err   error
+}
+
+// incident is one stretch of time in which CheckLedger refuses calls.
+type incident struct {
+	start   time.Time    // when the ledger stopped keeping up, as far as known
+	held    atomic.Int64 // the most generations held in memory at once
+	refused atomic.Int64 // calls CheckLedger refused
+}
+
+// hold raises the incident's most generations held to n if it is more.
+func (inc *incident) hold(n int64) {
+	for {
+		old := inc.held.Load()
+		if n <= old || inc.held.CompareAndSwap(old, n) {
+			return
+		}
+	}
+}
+
+// mono is a monotonic clock reading, never zero.
+func (s *Store) mono() int64 { return int64(time.Since(s.epoch)) + 1 }
+
+// CheckLedger reports whether the ledger can take more generations. It is
+// nil while the ledger keeps up; otherwise it wraps ErrUnavailable and says
+// why:
+//
+//   - failing: the last commit failed (the disk full, the database locked
+//     by another process past CommitTimeout, an I/O error), and no commit
+//     has succeeded since;
+//   - stalled: a commit has been running for longer than CommitTimeout;
+//   - backed up: more than QueueSize generations are waiting.
+//
+// The server calls it once per billable call, before admitting it, and
+// refuses the call when it fails; each refusal is counted for the log. An
+// incident (from the first failed commit or refusal until CheckLedger
+// admits again) logs one Error line when it begins, with the reason and the
+// number of generations held in memory, and one Warn line when it ends,
+// with how long it lasted, the most generations held and the calls refused.
+// Nothing is logged per call.
+//
+// Refusing is what bounds the memory of generations held while the
+// database fails: once CheckLedger fails no call is admitted, so the queue
+// grows only by the calls already admitted, each of which records one
+// generation. While it admits, the queue holds at most QueueSize (past
+// that it is backed up), so it never holds more than QueueSize plus the
+// calls in flight when it began refusing: about 4,096 × 0.5 KiB plus the
+// calls in flight with the defaults.
+func (s *Store) CheckLedger() error {
+	err := s.ledgerErr()
+	if err != nil {
+		inc := s.startIncident(err, s.troubleSince())
+		inc.refused.Add(1)
+		inc.hold(s.pending.Load())
+	}
+	return err
+}
+
+// ledgerErr is CheckLedger without the counting.
+func (s *Store) ledgerErr() error {
+	if err := s.ledgerFault(); err != nil {
+		return err
+	}
+	if n := s.pending.Load(); n > s.queueLimit {
+		return fmt.Errorf("%w: the ledger is backed up: %d generations are waiting to be recorded (the limit is %d)",
+			ErrUnavailable, n, s.queueLimit)
+	}
+	return nil
+}
+
+// ledgerFault is ledgerErr for a failing or stalled ledger only: one that
+// is not committing, as opposed to one that is behind.
+func (s *Store) ledgerFault() error {
+	if f := s.health.fault.Load(); f != nil {
+		return fmt.Errorf("%w: the ledger has been failing since %s (%s): %w",
+			ErrUnavailable, f.since.UTC().Format(time.RFC3339), faultReason(f.err), f.err)
+	}
+	if start := s.health.commitStart.Load(); start != 0 {
+		if d := time.Duration(s.mono() - start); d > s.commitTimeout {
+			return fmt.Errorf("%w: a ledger commit has been running for %s (is another process holding the database's write lock?)",
+				ErrUnavailable, d.Round(time.Millisecond))
+		}
+	}
+	return nil
+}
+
+// troubleSince is when the ledger stopped keeping up, as far as is known:
+// when the failing (or still running) commit began, or now.
+func (s *Store) troubleSince() time.Time {
+	if f := s.health.fault.Load(); f != nil {
+		return f.since
+	}
+	now := time.Now()
+	if start := s.health.commitStart.Load(); start != 0 {
+		return now.Add(-time.Duration(s.mono() - start))
+	}
+	return now
+}
+
+// startIncident returns the incident in progress, starting (and logging)
+// one that began at since if there is none.
+func (s *Store) startIncident(cause error, since time.Time) *incident {
+	for {
+		if inc := s.health.incident.Load(); inc != nil {
+			return inc
+		}
+		inc := &incident{start: since}
+		held := s.pending.Load()
+		inc.held.Store(held)
+		if s.health.incident.CompareAndSwap(nil, inc) {
+			s.log.Error("ledger cannot record generations: refusing billable calls until it recovers",
+				"held", held, "error", cause)
+			return inc
+		}
+	}
+}
+
+// ledgerFailed marks the ledger failing after a commit that began at
+// attempt failed with err: CheckLedger refuses from now on, and waiting
+// Syncs are answered.
+func (s *Store) ledgerFailed(err error, attempt time.Time) {
+	since := attempt // a commit that timed out was failing from its start
+	if f := s.health.fault.Load(); f != nil {
+		since = f.since
+	}
+	s.health.fault.Store(&ledgerFault{since: since, err: err})
+	s.startIncident(s.ledgerErr(), since).hold(s.pending.Load())
+	s.queue.failWaiters(s.ledgerFault())
+}
+
+// ledgerCommitted clears the fault after a commit succeeded, and ends the
+// incident once CheckLedger would admit again.
+func (s *Store) ledgerCommitted() {
+	if s.health.fault.Load() != nil {
+		s.health.fault.Store(nil)
+	}
+	inc := s.health.incident.Load()
+	if inc == nil || s.ledgerErr() != nil {
+		return
+	}
+	if s.health.incident.CompareAndSwap(inc, nil) {
+		s.log.Warn("ledger recovered: billable calls are admitted again",
+			"lasted", time.Since(inc.start).Round(time.Millisecond).String(),
+			"held_max", inc.held.Load(), "refused", inc.refused.Load(),
+			"still_queued", s.pending.Load())
+	}
+}
+
+// unstorable reports whether err is the database rejecting a row as such
+// (a constraint, a value it cannot hold): committing it again can never
+// succeed. Any other failure is the database's, and worth retrying.
+func unstorable(err error) bool {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Code() & 0xff {
+	case sqlite3.SQLITE_CONSTRAINT, sqlite3.SQLITE_TOOBIG, sqlite3.SQLITE_MISMATCH:
+		return true
+	}
+	return false
+}
+
+// faultReason says in a few words why a ledger commit failed, for operators.
+func faultReason(err error) string {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return "a commit did not finish in time: is another process holding the database's write lock?"
+	}
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return "a commit failed"
+	}
+	switch se.Code() & 0xff {
+	case sqlite3.SQLITE_FULL:
+		return "the disk is full"
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+		return "the database is locked by another connection"
+	case sqlite3.SQLITE_IOERR:
+		return "disk I/O error"
+	case sqlite3.SQLITE_READONLY:
+		return "the database is read-only"
+	case sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB:
+		return "the database file is damaged"
+	case sqlite3.SQLITE_CANTOPEN:
+		return "the database file cannot be opened"
+	}
+	return "the database refused the write"
+}
+
+// Health is the state of the database for a readiness probe.
+type Health struct {
+	// Database is nil when a read answered within a second.
+	Database error
+	// Ledger is CheckLedger's answer: nil while the ledger keeps up.
+	Ledger error
+	// Pending is how many answered generations are not yet committed.
+	Pending int64
+}
+
+// Ready reports whether the database can serve billable calls.
+func (h Health) Ready() bool { return h.Database == nil && h.Ledger == nil }
+
+// healthTimeout bounds Health's read.
+const healthTimeout = time.Second
+
+// Health checks the database for a readiness probe: that a read answers,
+// and that the ledger keeps up (see CheckLedger, whose incident it starts
+// too, so a failing ledger is logged even when no call comes). It counts
+// no refusal.
+func (s *Store) Health(ctx context.Context) Health {
+	h := Health{Ledger: s.ledgerErr(), Pending: s.pending.Load()}
+	if h.Ledger != nil {
+		s.startIncident(h.Ledger, s.troubleSince())
+	}
+	ctx, cancel := context.WithTimeout(ctx, healthTimeout)
+	defer cancel()
+	var n int
+	if err := s.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations`).Scan(&n); err != nil {
+		h.Database = fmt.Errorf("%w: a read did not answer: %w", ErrUnavailable, err)
+	}
+	return h
+}
+
+// errQueryTimeout is the cause of a read's own deadline (QueryTimeout).
+var errQueryTimeout = errors.New("query timeout")
+
+// readCtx bounds a read on a request's path by QueryTimeout.
+func (s *Store) readCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, s.queryTimeout, errQueryTimeout)
+}
+
+// readErr marks err, from a read run under readCtx, as ErrUnavailable when
+// the read ran out of time or found the database locked: the caller may
+// retry later. A caller's own cancellation stays what it is.
+func readErr(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	var se *sqlite.Error
+	if errors.Is(context.Cause(ctx), errQueryTimeout) ||
+		errors.As(err, &se) && (se.Code()&0xff == sqlite3.SQLITE_BUSY || se.Code()&0xff == sqlite3.SQLITE_LOCKED) {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return err
+}

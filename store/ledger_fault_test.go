@@ -1,0 +1,514 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/matryer/is"
+)
+
+// logBuffer is a log destination the ledger writer and a test can share.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// count is how many log lines contain s.
+func (b *logBuffer) count(s string) int { return strings.Count(b.String(), s) }
+
+// fault is a switchable ledger fault, installed as Options.CommitHook.
+type fault struct {
+	on    atomic.Bool
+	calls atomic.Int64 // commits attempted while on
+}
+
+var errInjected = errors.New("injected: disk I/O error")
+
+func (f *fault) hook() error {
+	if !f.on.Load() {
+		return nil
+	}
+	f.calls.Add(1)
+	return errInjected
+}
+
+// faultyStore opens a store whose commits fail while f is on, logging to
+// logs, with short retry waits.
+func faultyStore(t *testing.T, f *fault, logs *logBuffer, opts Options) (*Store, *testClock) {
+	t.Helper()
+	clock := newTestClock()
+	opts.Now = clock.Now
+	opts.CommitHook = f.hook
+	opts.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	if opts.RetryInterval == 0 {
+		opts.RetryInterval = 20 * time.Millisecond
+	}
+	return openTestStore(t, filepath.Join(t.TempDir(), "svcgw.db"), opts), clock
+}
+
+// waitFor polls cond until it holds, or fails the test after 10s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// countRows is the number of generation rows committed.
+func countRows(t *testing.T, s *Store) int {
+	t.Helper()
+	var n int
+	if err := s.r.QueryRow(`SELECT COUNT(*) FROM generations`).Scan(&n); err != nil {
+		t.Fatalf("count generations: %v", err)
+	}
+	return n
+}
+
+func TestLedger_FailingWritesAreHeldCountedAndRetried(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	var f fault
+	var logs logBuffer
+	s, clock := faultyStore(t, &f, &logs, Options{})
+	a, k, _ := newAccount(t, s, "acme", "10")
+	s.RecordGeneration(gen(t, "before", k, "1"))
+	is.NoErr(s.Sync(ctx)) // a healthy ledger commits
+	is.NoErr(s.CheckLedger())
+	is.True(s.Health(ctx).Ready()) // ready
+
+	f.on.Store(true)
+	const n = 300 // more than a batch
+	for i := range n {
+		s.RecordGeneration(gen(t, "held-"+strconv.Itoa(i), k, "0.01"))
+	}
+	err := s.Sync(ctx)
+	is.True(errors.Is(err, ErrUnavailable)) // Sync does not wait for a failing ledger
+	is.True(strings.Contains(err.Error(), "failing since"))
+	err = s.CheckLedger()
+	is.True(errors.Is(err, ErrUnavailable)) // billable calls are refused
+	for range 9 {
+		is.True(s.CheckLedger() != nil)
+	}
+	h := s.Health(ctx)
+	is.True(!h.Ready())                          // not ready
+	is.NoErr(h.Database)                         // reads still answer
+	is.True(errors.Is(h.Ledger, ErrUnavailable)) // the ledger is what fails
+	is.Equal(h.Pending, int64(n))                // every generation is held
+	sp, err := s.Spend(ctx, a.ID, k.ID, clock.Now())
+	is.NoErr(err)
+	is.Equal(sp.Total, int64(1_000_000+n*10_000)) // held charges still count
+	is.Equal(sp.KeyDay, int64(1_000_000+n*10_000))
+	waitFor(t, "retries", func() bool { return f.calls.Load() >= 3 }) // it keeps retrying
+	is.Equal(countRows(t, s), 1)                                      // nothing committed meanwhile
+	is.Equal(logs.count("ledger cannot record generations"), 1)       // one line per incident
+	is.Equal(logs.count("generation dropped"), 0)                     // nothing dropped
+
+	f.on.Store(false)
+	waitFor(t, "recovery", func() bool { return s.ledgerErr() == nil })
+	is.NoErr(s.Sync(ctx))          // everything recorded
+	is.Equal(countRows(t, s), n+1) // every generation has its row
+	acct, err := s.AccountByID(ctx, a.ID)
+	is.NoErr(err)
+	is.Equal(acct.Balance.String(), "6.000000")   // 10 − 1 − 300 × 0.01
+	is.Equal(acct.TotalUsed.String(), "4.000000") // charged exactly once each
+	checkLedger(t, s)
+	sp, err = s.Spend(ctx, a.ID, k.ID, clock.Now())
+	is.NoErr(err)
+	is.Equal(sp.Total, int64(4_000_000)) // memory and database agree
+	is.True(s.Health(ctx).Ready())       // ready again
+	is.Equal(logs.count("ledger cannot record generations"), 1)
+	waitFor(t, "the recovery line", func() bool { return logs.count("ledger recovered") == 1 })
+	is.True(strings.Contains(logs.String(), "refused=10"))                // the calls refused
+	is.True(strings.Contains(logs.String(), "held_max="+strconv.Itoa(n))) // and the generations held
+	is.Equal(logs.count("level=ERROR"), 1)                                // and nothing else at Error
+}
+
+func TestLedger_OnlyUnstorableRowsAreDroppedAfterARecovery(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	var f fault
+	var logs logBuffer
+	s, _ := faultyStore(t, &f, &logs, Options{BatchInterval: time.Hour})
+	a, k, _ := newAccount(t, s, "acme", "10")
+
+	f.on.Store(true)
+	s.RecordGeneration(gen(t, "ok-1", k, "1"))
+	s.RecordGeneration(gen(t, "ok-1", k, "1")) // a duplicate id: a bug, never storable
+	s.RecordGeneration(gen(t, "ok-2", k, "2"))
+	is.True(errors.Is(s.Sync(ctx), ErrUnavailable)) // the Sync flushes, and fails
+	f.on.Store(false)
+	waitFor(t, "recovery", func() bool { return s.pending.Load() == 0 })
+	is.NoErr(s.Sync(ctx))
+
+	is.Equal(countRows(t, s), 2)
+	acct, err := s.AccountByID(ctx, a.ID)
+	is.NoErr(err)
+	is.Equal(acct.Balance.String(), "7.000000") // the duplicate is not charged
+	checkLedger(t, s)
+	is.Equal(logs.count("generation dropped"), 1) // the duplicate, loudly
+	is.True(strings.Contains(logs.String(), "generation_id=ok-1"))
+	sp, err := s.Spend(ctx, a.ID, "", time.Now())
+	is.NoErr(err)
+	is.Equal(sp.Total, int64(3_000_000)) // and taken back from spend
+}
+
+// TestLedger_RecordNeverBlocks: with the database failing, recording far
+// more than QueueSize generations returns at once; CheckLedger says the
+// ledger is failing, and the held rows all reach the database later.
+func TestLedger_RecordNeverBlocks(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	var f fault
+	var logs logBuffer
+	s, _ := faultyStore(t, &f, &logs, Options{QueueSize: 16})
+	_, k, _ := newAccount(t, s, "acme", "1000")
+
+	f.on.Store(true)
+	const n = 2000
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range n {
+			s.RecordGeneration(gen(t, "g-"+strconv.Itoa(i), k, "0.001"))
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("RecordGeneration blocked on a failing ledger")
+	}
+	err := s.CheckLedger()
+	is.True(errors.Is(err, ErrUnavailable))
+	f.on.Store(false)
+	waitFor(t, "recovery", func() bool { return s.ledgerErr() == nil })
+	is.NoErr(s.Sync(ctx))
+	is.Equal(countRows(t, s), n)
+	checkLedger(t, s)
+}
+
+// TestLedger_BackedUp: more than QueueSize generations waiting makes
+// CheckLedger refuse, even while commits succeed, until they are in.
+func TestLedger_BackedUp(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	var f fault
+	var logs logBuffer
+	// Commits happen only on Sync or a full batch: the queue backs up.
+	s, _ := faultyStore(t, &f, &logs, Options{QueueSize: 10, BatchSize: 1000, BatchInterval: time.Hour})
+	_, k, _ := newAccount(t, s, "acme", "10")
+	for i := range 10 {
+		s.RecordGeneration(gen(t, "g-"+strconv.Itoa(i), k, "0.01"))
+	}
+	is.NoErr(s.CheckLedger()) // at the limit: still admitting
+	s.RecordGeneration(gen(t, "g-10", k, "0.01"))
+	err := s.CheckLedger()
+	is.True(errors.Is(err, ErrUnavailable))
+	is.True(strings.Contains(err.Error(), "backed up: 11 generations"))
+	is.NoErr(s.Sync(ctx)) // commits them
+	is.NoErr(s.CheckLedger())
+	waitFor(t, "the recovery line", func() bool { return logs.count("ledger recovered") == 1 })
+	is.Equal(logs.count("ledger cannot record generations"), 1)
+	checkLedger(t, s)
+}
+
+// TestLedger_CloseWhileFailing: Close keeps trying for CloseTimeout, then
+// logs every generation it could not record, with what a reconciliation by
+// hand needs, and says how many in its error.
+func TestLedger_CloseWhileFailing(t *testing.T) {
+	is := is.New(t)
+	var f fault
+	var logs logBuffer
+	s, _ := faultyStore(t, &f, &logs, Options{CloseTimeout: 300 * time.Millisecond})
+	_, k, _ := newAccount(t, s, "acme", "10")
+	s.RecordGeneration(gen(t, "saved", k, "1"))
+	is.NoErr(s.Sync(context.Background()))
+
+	f.on.Store(true)
+	for i := range 5 {
+		s.RecordGeneration(gen(t, "lost-"+strconv.Itoa(i), k, "0.5"))
+	}
+	start := time.Now()
+	err := s.Close()
+	took := time.Since(start)
+	is.True(errors.Is(err, ErrUnavailable))                                       // Close says so
+	is.True(strings.Contains(err.Error(), "5 generations could not be recorded")) // and how many
+	is.True(took >= 250*time.Millisecond && took < 5*time.Second)                 // after trying for CloseTimeout
+	is.Equal(logs.count("generation not recorded"), 5)                            // one line each
+	for i := range 5 {
+		is.True(strings.Contains(logs.String(), "generation_id=lost-"+strconv.Itoa(i)+" "))
+	}
+	is.True(strings.Contains(logs.String(), "cost_micros=500000"))    // enough to enter it by hand
+	is.True(strings.Contains(logs.String(), "created_at=2025-03-10")) // …when
+	is.True(strings.Contains(logs.String(), "account_id=1"))          // …whose
+}
+
+// TestLedger_CloseRecoversInTime: a fault that clears during Close's
+// window loses nothing.
+func TestLedger_CloseRecoversInTime(t *testing.T) {
+	is := is.New(t)
+	var f fault
+	var logs logBuffer
+	path := filepath.Join(t.TempDir(), "svcgw.db")
+	clock := newTestClock()
+	s := openTestStore(t, path, Options{Now: clock.Now, CommitHook: f.hook, RetryInterval: 20 * time.Millisecond,
+		CloseTimeout: 10 * time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	_, k, _ := newAccount(t, s, "acme", "10")
+	f.on.Store(true)
+	for i := range 5 {
+		s.RecordGeneration(gen(t, "g-"+strconv.Itoa(i), k, "0.5"))
+	}
+	time.AfterFunc(200*time.Millisecond, func() { f.on.Store(false) })
+	is.NoErr(s.Close()) // everything committed before the deadline
+	is.Equal(logs.count("generation not recorded"), 0)
+
+	s2 := openTestStore(t, path, Options{Now: clock.Now})
+	is.Equal(countRows(t, s2), 5)
+	checkLedger(t, s2)
+}
+
+// TestLedger_WriteLockHeldByAnotherConnection: another connection holding
+// the database's write lock (BEGIN IMMEDIATE, as a second process would)
+// makes commits time out. They are retried, never dropped; CheckLedger and
+// Sync answer within CommitTimeout instead of hanging; reads still work;
+// once the lock is released everything is recorded.
+func TestLedger_WriteLockHeldByAnotherConnection(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	var logs logBuffer
+	path := filepath.Join(t.TempDir(), "svcgw.db")
+	clock := newTestClock()
+	s := openTestStore(t, path, Options{Now: clock.Now, CommitTimeout: 300 * time.Millisecond,
+		RetryInterval: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	a, k, secret := newAccount(t, s, "acme", "10")
+
+	other, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(5000)")
+	is.NoErr(err)
+	defer other.Close()
+	conn, err := other.Conn(ctx)
+	is.NoErr(err)
+	defer conn.Close()
+	_, err = conn.ExecContext(ctx, "BEGIN IMMEDIATE")
+	is.NoErr(err) // the other connection holds the write lock
+
+	for i := range 20 {
+		s.RecordGeneration(gen(t, "g-"+strconv.Itoa(i), k, "0.1"))
+	}
+	start := time.Now()
+	err = s.Sync(ctx)
+	is.True(errors.Is(err, ErrUnavailable)) // no hang: an answer
+	is.True(time.Since(start) < 3*time.Second)
+	err = s.CheckLedger()
+	is.True(errors.Is(err, ErrUnavailable))
+	t.Logf("while locked: %v", err)
+	_, err = s.Authenticate(ctx, secret)
+	is.NoErr(err) // WAL readers do not wait for the lock
+	_, err = s.Budget(ctx, a.ID)
+	is.NoErr(err)
+	is.Equal(logs.count("ledger cannot record generations"), 1)
+
+	_, err = conn.ExecContext(ctx, "ROLLBACK")
+	is.NoErr(err) // the other connection lets go
+	waitFor(t, "recovery", func() bool { return s.ledgerErr() == nil })
+	is.NoErr(s.Sync(ctx))
+	is.Equal(countRows(t, s), 20)
+	is.Equal(logs.count("generation dropped"), 0)
+	waitFor(t, "the recovery line", func() bool { return logs.count("ledger recovered") == 1 })
+	checkLedger(t, s)
+}
+
+// TestLedger_RetryOfACommitThatHadSucceeded: a commit may report failure
+// and still take effect; retrying its rows must not charge them twice, nor
+// drop them as duplicates.
+func TestLedger_RetryOfACommitThatHadSucceeded(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	var logs logBuffer
+	s := openTestStore(t, filepath.Join(t.TempDir(), "svcgw.db"), Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	a, k, _ := newAccount(t, s, "acme", "10")
+	_, err := s.Spend(ctx, a.ID, k.ID, time.Now())
+	is.NoErr(err) // loaded before the charge, as admission does
+
+	// Queue a row as RecordGeneration would, and commit it as a batch
+	// whose COMMIT took effect but reported a failure.
+	row, err := s.toRow(gen(t, "twice", k, "1"))
+	is.NoErr(err)
+	s.spend.record(s, row.g.AccountID, row.g.KeyID, row.costMicros, row.g.CreatedAt)
+	s.queue.mu.Lock()
+	s.queue.push(row)
+	s.pending.Add(1)
+	s.queue.mu.Unlock()
+	agg := &batchSums{debits: map[int64]int64{}, spend: map[spendDay]spendSum{}}
+	by := time.Now().Add(time.Minute)
+	is.NoErr(s.commitBatch(ctx, []genRow{row}, agg))
+	s.queue.failed(1, fmt.Errorf("ledger: commit: %w: %w", errUncertain, errInjected))
+
+	is.NoErr(s.flush(by, s.queue.peek(nil, 10), agg)) // the retry meets its own row
+	is.Equal(s.pending.Load(), int64(0))              // settled
+	acct, err := s.AccountByID(ctx, a.ID)
+	is.NoErr(err)
+	is.Equal(acct.Balance.String(), "9.000000") // charged once
+	checkLedger(t, s)
+	is.Equal(logs.count("generation dropped"), 0)
+	is.Equal(logs.count("had succeeded"), 1)
+	sp, err := s.Spend(ctx, a.ID, "", time.Now())
+	is.NoErr(err)
+	is.Equal(sp.Total, int64(1_000_000)) // counted once
+}
+
+// TestStore_ReadsAreBoundedByQueryTimeout: a read on a request's path that
+// cannot get the database in time (here every reader connection is taken,
+// as slow usage reports would) fails with ErrUnavailable after
+// QueryTimeout instead of hanging.
+func TestStore_ReadsAreBoundedByQueryTimeout(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "svcgw.db")
+	s := openTestStore(t, path, Options{QueryTimeout: 200 * time.Millisecond, AuthCacheTTL: -1, Readers: 2})
+	a, k, secret := newAccount(t, s, "acme", "10")
+
+	var held []*sql.Conn
+	for range 2 {
+		c, err := s.r.Conn(ctx)
+		is.NoErr(err)
+		held = append(held, c)
+	}
+	reads := map[string]func() error{
+		"authenticate": func() error { _, err := s.Authenticate(ctx, secret); return err },
+		"budget":       func() error { _, err := s.Budget(ctx, a.ID); return err },
+		"spend":        func() error { _, err := s.Spend(ctx, a.ID, k.ID, time.Now()); return err },
+		"account":      func() error { _, err := s.AccountByID(ctx, a.ID); return err },
+		"generation":   func() error { _, err := s.Generation(ctx, a.ID, "x"); return err },
+	}
+	for name, read := range reads {
+		start := time.Now()
+		err := read()
+		took := time.Since(start)
+		if !errors.Is(err, ErrUnavailable) || took > 3*time.Second {
+			t.Errorf("%s: %v after %s, want ErrUnavailable after about 200ms", name, err, took)
+		}
+	}
+	h := s.Health(ctx)
+	is.True(errors.Is(h.Database, ErrUnavailable)) // readiness names the database
+	is.NoErr(h.Ledger)
+	t.Logf("health: %v", h.Database)
+
+	// A caller's own cancellation is not the database's fault.
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err := s.Budget(cctx, a.ID)
+	is.True(errors.Is(err, context.Canceled) && !errors.Is(err, ErrUnavailable))
+
+	for _, c := range held {
+		is.NoErr(c.Close())
+	}
+	for name, read := range reads {
+		if err := read(); err != nil && !errors.Is(err, ErrNotFound) {
+			t.Errorf("%s after the readers are back: %v", name, err)
+		}
+	}
+	is.True(s.Health(ctx).Ready())
+}
+
+// TestLedgerQueue_Blocks pushes and settles across block boundaries in
+// uneven steps: order is kept, settled rows are cleared, and emptied
+// blocks are reused rather than kept without bound.
+func TestLedgerQueue_Blocks(t *testing.T) {
+	is := is.New(t)
+	s := &Store{}
+	q := &s.queue
+	next, first := 0, 0 // the next id to push, the oldest queued
+	push := func(k int) {
+		q.mu.Lock()
+		for range k {
+			q.push(genRow{g: Generation{ID: strconv.Itoa(next)}})
+			next++
+		}
+		q.mu.Unlock()
+		s.pending.Add(int64(k))
+	}
+	check := func() {
+		t.Helper()
+		got := q.peek(nil, 1<<20)
+		is.Equal(len(got), next-first) // queued
+		for i, r := range got {
+			if r.g.ID != strconv.Itoa(first+i) {
+				t.Fatalf("row %d is %s, want %d", i, r.g.ID, first+i)
+			}
+		}
+		is.Equal(s.pending.Load(), int64(next-first))
+		is.Equal(q.recorded-q.settled, uint64(next-first))
+	}
+	for _, step := range [][2]int{{1, 1}, {300, 100}, {0, 200}, {700, 299}, {256, 256}, {1, 402}, {513, 0}, {0, 513}} {
+		push(step[0])
+		check()
+		s.settle(step[1])
+		first += step[1]
+		check()
+	}
+	is.Equal(q.n, 0)
+	is.True(len(q.blocks) <= 1)           // an empty queue holds at most its current block
+	is.True(len(q.free) <= maxFreeBlocks) // and a few spare ones
+	for _, b := range q.free {
+		for i := range b {
+			is.Equal(b[i].g.ID, "") // cleared: no references kept
+		}
+	}
+}
+
+// TestFeedback_BoundedWhileAnotherProcessHoldsTheWriteLock: feedback
+// writes wait for the write lock no longer than QueryTimeout.
+func TestFeedback_BoundedWhileAnotherProcessHoldsTheWriteLock(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "svcgw.db")
+	s := openTestStore(t, path, Options{QueryTimeout: 200 * time.Millisecond})
+	a, k, _ := newAccount(t, s, "acme", "10")
+	s.RecordGeneration(gen(t, "g-1", k, "0.1"))
+	is.NoErr(s.Sync(ctx))
+
+	other, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(5000)")
+	is.NoErr(err)
+	defer other.Close()
+	conn, err := other.Conn(ctx)
+	is.NoErr(err)
+	defer conn.Close()
+	_, err = conn.ExecContext(ctx, "BEGIN IMMEDIATE")
+	is.NoErr(err)
+
+	start := time.Now()
+	_, err = s.UpsertFeedback(ctx, a.ID, Feedback{ID: "g-1", Rating: "up"}, time.Hour)
+	is.True(errors.Is(err, ErrUnavailable)) // unavailable, not a hang
+	is.True(time.Since(start) < 3*time.Second)
+
+	_, err = conn.ExecContext(ctx, "ROLLBACK")
+	is.NoErr(err)
+	_, err = s.UpsertFeedback(ctx, a.ID, Feedback{ID: "g-1", Rating: "up"}, time.Hour)
+	is.NoErr(err)
+}
