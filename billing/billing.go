@@ -201,6 +201,12 @@ func (p *Prices) lookup(t llm.RequestType, tier llm.Tier) *Price {
 // decimal places, toward +infinity (apd.RoundCeiling): any call that used
 // tokens costs at least 0.000001, so tiny calls are never free and the
 // ledger never undercharges; the error is below one micro-dollar per call.
+//
+// A cost above MaxCost is charged MaxCost: it saturates rather than
+// overflowing the ledger's int64 micro-dollars, which would lose the
+// record and make the call free. Usage is bounded by the model's limits
+// before it is priced (see the upstream package), so only an absurd price
+// can reach the cap.
 func (p *Prices) Cost(t llm.RequestType, tier llm.Tier, u llm.Usage) apd.Decimal {
 	pr := p.lookup(t, tier)
 	u = llm.Usage{
@@ -238,8 +244,19 @@ func (p *Prices) Cost(t llm.RequestType, tier llm.Tier, u llm.Usage) apd.Decimal
 	sum.Exponent -= 6
 	var cost apd.Decimal
 	_, _ = chargeRounding.Quantize(&cost, &sum, -Scale)
+	if cost.Cmp(&maxCost) > 0 {
+		cost.Set(&maxCost)
+	}
 	return cost
 }
+
+// MaxCostMicros is the most one call is ever charged, in micro-dollars:
+// one billion dollars. It leaves the ledger's int64 sums (balances, totals,
+// daily spend) room for over nine thousand such charges before they could
+// overflow.
+const MaxCostMicros = 1_000_000_000 * 1_000_000
+
+var maxCost = FromMicros(MaxCostMicros)
 
 // Format renders an amount with exactly six decimal places, as every USD
 // amount appears in the API, the CLI and the store: "0.000123",
