@@ -109,6 +109,15 @@ type Limits struct {
 	MaxSchemaBytes      int   // bytes per JSON Schema
 	ReserveOutputTokens int   // output tokens a call's reservation covers
 	BudgetRefresh       time.Duration
+	// Connections and slow callers (see server.Options and
+	// server.ServeOptions): the longest pause in a request body and its
+	// minimum average rate in bytes per second after that, the header and
+	// keep-alive idle timeouts, and the cap on open connections.
+	BodyTimeout    time.Duration
+	BodyMinRate    int64
+	HeaderTimeout  time.Duration
+	IdleTimeout    time.Duration
+	MaxConnections int
 }
 
 // fileConfig is the YAML document as written.
@@ -126,6 +135,11 @@ type fileConfig struct {
 		MaxSchemaBytes      int    `yaml:"max_schema_bytes"`
 		ReserveOutputTokens int    `yaml:"reserve_output_tokens"`
 		BudgetRefresh       string `yaml:"budget_refresh"`
+		BodyTimeout         string `yaml:"body_timeout"`
+		BodyMinRate         int64  `yaml:"body_min_rate"`
+		HeaderTimeout       string `yaml:"header_timeout"`
+		IdleTimeout         string `yaml:"idle_timeout"`
+		MaxConnections      int    `yaml:"max_connections"`
 	} `yaml:"limits"`
 }
 
@@ -267,6 +281,7 @@ func Load(doc []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
 		MaxBodyBytes: fl.MaxBodyBytes, RPM: fl.RPM, TPM: fl.TPM,
 		MaxMessages: fl.MaxMessages, MaxParts: fl.MaxParts, MaxTools: fl.MaxTools, MaxSchemaBytes: fl.MaxSchemaBytes,
 		ReserveOutputTokens: fl.ReserveOutputTokens,
+		BodyMinRate:         fl.BodyMinRate, MaxConnections: fl.MaxConnections,
 	}}
 	at := func(path string) int {
 		if n, ok := strings.CutPrefix(path, "#line:"); ok {
@@ -459,12 +474,30 @@ func Load(doc []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
 		fl.MaxTools < 0 || fl.MaxSchemaBytes < 0 || fl.ReserveOutputTokens < 0 {
 		add("limits", "limits must not be negative (0 keeps the default)")
 	}
-	if fl.BudgetRefresh != "" {
-		d, err := time.ParseDuration(fl.BudgetRefresh)
-		if err != nil || d <= 0 {
-			add("limits.budget_refresh", "limits.budget_refresh must be a positive duration such as 1s")
+	if fl.BodyMinRate < 0 {
+		add("limits.body_min_rate", "limits.body_min_rate must not be negative (bytes per second; 0 keeps the default)")
+	}
+	if fl.MaxConnections < 0 {
+		add("limits.max_connections", "limits.max_connections must not be negative (0 derives it from the file-descriptor limit)")
+	}
+	for _, f := range []struct {
+		key, v string
+		dst    *time.Duration
+	}{
+		{"budget_refresh", fl.BudgetRefresh, &cfg.Limits.BudgetRefresh},
+		{"body_timeout", fl.BodyTimeout, &cfg.Limits.BodyTimeout},
+		{"header_timeout", fl.HeaderTimeout, &cfg.Limits.HeaderTimeout},
+		{"idle_timeout", fl.IdleTimeout, &cfg.Limits.IdleTimeout},
+	} {
+		if f.v == "" {
+			continue
 		}
-		cfg.Limits.BudgetRefresh = d
+		d, err := time.ParseDuration(f.v)
+		if err != nil || d <= 0 {
+			add("limits."+f.key, "limits.%s must be a positive duration such as 10s", f.key)
+			continue
+		}
+		*f.dst = d
 	}
 	if len(errs) > 0 {
 		sort.SliceStable(errs, func(i, j int) bool { return errs[i].Line < errs[j].Line })

@@ -53,6 +53,11 @@ func TestLoad_FullExample(t *testing.T) {
 	reasonLow := cfg.Prices[llm.TypeReason][llm.TierLow]
 	is.Equal(reasonLow.Input.String(), "1.25") // default for unpriced tiers
 	is.Equal(cfg.Limits.RPM, 600)
+	is.Equal(cfg.Limits.BodyTimeout.String(), "20s")
+	is.Equal(cfg.Limits.BodyMinRate, int64(1024))
+	is.Equal(cfg.Limits.HeaderTimeout.String(), "10s")
+	is.Equal(cfg.Limits.IdleTimeout.String(), "2m0s")
+	is.Equal(cfg.Limits.MaxConnections, 4096)
 }
 
 func TestLoad_ErrorsNameTheirLine(t *testing.T) {
@@ -74,6 +79,10 @@ func TestLoad_ErrorsNameTheirLine(t *testing.T) {
 		{"bad timeout", "upstreams:\n  a:\n    protocol: openai\n    base_url: http://x\n    timeouts:\n      idle: soon\n    models: {m: {}}\nroutes:\n  default: [a/m]\n", nil, 6, "duration"},
 		{"no default and gaps", "upstreams:\n  a:\n    protocol: fixture\n    models: {m: {}}\nroutes:\n  flash: [a/m]\n", nil, 5, "reason/high, pro/low"},
 		{"wrong type", "limits:\n  rpm: lots\n", nil, 2, "cannot unmarshal"},
+		{"bad body timeout", "upstreams:\n  a:\n    protocol: fixture\n    models: {m: {}}\nroutes:\n  default: [a/m]\nlimits:\n  rpm: 5\n  body_timeout: slow\n", nil, 9, "limits.body_timeout must be a positive duration"},
+		{"bad idle timeout", "upstreams:\n  a:\n    protocol: fixture\n    models: {m: {}}\nroutes:\n  default: [a/m]\nlimits:\n  idle_timeout: -1s\n", nil, 8, "limits.idle_timeout"},
+		{"negative connection cap", "upstreams:\n  a:\n    protocol: fixture\n    models: {m: {}}\nroutes:\n  default: [a/m]\nlimits:\n  max_connections: -1\n", nil, 8, "max_connections"},
+		{"negative body rate", "upstreams:\n  a:\n    protocol: fixture\n    models: {m: {}}\nroutes:\n  default: [a/m]\nlimits:\n  body_min_rate: -1\n", nil, 8, "body_min_rate"},
 		{"syntax", "upstreams: [\n", nil, 1, "did not find"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

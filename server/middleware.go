@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -140,29 +139,6 @@ func (s *Server) withAccessLog(next http.Handler) http.Handler {
 			slog.Bool("canceled", rec.canceled),
 		)
 	})
-}
-
-// withBodyLimit caps the request body; reading past the cap fails with an
-// *http.MaxBytesError, which readBody turns into a 413.
-func (s *Server) withBodyLimit(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r.Body = http.MaxBytesReader(w, r.Body, s.maxBody)
-		next.ServeHTTP(w, r)
-	})
-}
-
-// readBody reads the whole (limited) request body.
-func (s *Server) readBody(r *http.Request) ([]byte, error) {
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, &llm.Error{Kind: llm.KindTooLarge,
-				Message: fmt.Sprintf("request body is larger than the limit of %d bytes", s.maxBody)}
-		}
-		return nil, &llm.Error{Kind: llm.KindInvalidRequest, Message: "could not read the request body", Err: err}
-	}
-	return body, nil
 }
 
 // apiKey finds the caller's key in any of the header spellings the three

@@ -18,8 +18,10 @@ var (
 
 // routes lists every route. Each answers under /svc and, for older clients,
 // at the same path without it. The middleware around the mux is, in order:
-// recover → request id → access log (see New); inside each route: body limit
-// (413) → authentication (401) → handler. Authentication failures use the
+// recover → request id → access log → body guard (the body's read deadline
+// and size limit, see bodyGuard; nothing is read yet) (see New); inside
+// each route: authentication (401) → handler, which reads the body only
+// after the checks that need none (the request rate). Authentication failures use the
 // envelope of the surface the path belongs to.
 func (s *Server) routes() {
 	for _, p := range []string{"/svc", ""} {
@@ -59,5 +61,5 @@ func (s *Server) routes() {
 
 // handle registers an authenticated route whose errors use sf's envelope.
 func (s *Server) handle(pattern string, sf surface, h authedHandler) {
-	s.mux.Handle(pattern, s.withBodyLimit(s.withAuth(sf, h)))
+	s.mux.Handle(pattern, s.withAuth(sf, h))
 }
