@@ -46,7 +46,9 @@ func (s *Server) routes() {
 		s.handle("GET "+p+"/v1/credits", chatSurface, s.account.Credits)
 		s.handle("GET "+p+"/v1/usage", chatSurface, s.account.Usage)
 		s.handle("GET "+p+"/v1/generation", chatSurface, s.account.Generation)
-		s.handle("POST "+p+"/v1/feedback", chatSurface, s.account.Feedback)
+		// Feedback writes rows: it counts against the key's requests per
+		// minute like the count endpoints.
+		s.handle("POST "+p+"/v1/feedback", chatSurface, s.withRPM(chatSurface, s.account.Feedback))
 	}
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

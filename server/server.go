@@ -14,7 +14,9 @@
 // then on), its output tokens are taken from the tokens-per-minute bucket,
 // and then its reservation is released. A call that fails releases without
 // being charged. Count-tokens, models, account and feedback endpoints are
-// neither rate limited nor admitted: they never reach a model.
+// never admitted (they never reach a model); count-tokens and feedback,
+// which read bodies and write rows, take from the key's requests per
+// minute.
 //
 // server is the only package that ties the others together. Nothing imports
 // it except cli (and its own tests).

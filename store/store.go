@@ -71,6 +71,9 @@ var (
 	ErrInvalid = errors.New("invalid")
 	// ErrClosed means the Store has been closed.
 	ErrClosed = errors.New("store closed")
+	// ErrLimit means a bound on stored rows was reached, such as the end
+	// users that may rate one generation.
+	ErrLimit = errors.New("limit reached")
 )
 
 // Options configures a Store. The zero value is usable.
