@@ -57,7 +57,7 @@ func TestGateway_ApplicationLabelsAreBounded(t *testing.T) {
 		is.Equal(resp.StatusCode, http.StatusOK)
 		g := gw.generation(t, completionID(t, body, false))
 		is.True(utf8.RuneCountInString(g.Application) <= maxLabelRunes) // bounded
-		is.Equal(g.Application, label(g.Application))                  // normal
+		is.Equal(g.Application, label(g.Application))                   // normal
 	}
 	u := gw.usage(t, "application")
 	got := map[string]bool{}
@@ -65,6 +65,6 @@ func TestGateway_ApplicationLabelsAreBounded(t *testing.T) {
 		got[b.Bucket] = true
 	}
 	is.True(got[strings.Repeat("A", 128)]) // the 1 MB title, cut
-	is.True(got["Evil app\ufffd"])           // overrides, runs of space and broken UTF-8 gone
+	is.True(got["Evil app\ufffd"])         // overrides, runs of space and broken UTF-8 gone
 	is.True(got[strings.Repeat("x", 128)]) // a long Referer host, cut
 }
