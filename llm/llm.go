@@ -114,6 +114,18 @@ type CacheControl struct {
 type Message struct {
 	Role  Role
 	Parts []Part
+	// Turns is how many of the caller's messages this one holds: surfaces
+	// merge consecutive messages of one role (as the vendors do), and a
+	// bound on parts per message is reported in the caller's terms. 0 and
+	// 1 both mean one. It says how the request was written, not what it
+	// says: encoding a request loses it, and dumps leave it out.
+	Turns int `json:"-"`
+}
+
+// Merge appends parts, sent as another of the caller's messages, to m.
+func (m *Message) Merge(parts ...Part) {
+	m.Parts = append(m.Parts, parts...)
+	m.Turns = max(m.Turns, 1) + 1
 }
 
 // Tool is a function the model may call.

@@ -614,6 +614,22 @@ func TestRequestBounds_400InTheSurfaceEnvelope(t *testing.T) {
 			`{"contents":[{"role":"user","parts":[` + rep(`{"text":"hi"}`, 3) + `]}]}`, "3 content parts"},
 		{"gencontent", "/svc/v1beta/models/gemini-2.5-flash:generateContent", "tools",
 			`{"contents":[{"role":"user","parts":[{"text":"hi"}]}],"tools":[{"functionDeclarations":[{"name":"f"},{"name":"g"}]}]}`, "2 tools; the limit is 1"},
+		// Consecutive turns of one role are merged into one, so the bound
+		// is reported in the caller's terms: its messages, not our turn.
+		{"messages", "/svc/v1/messages", "consecutive same-role messages",
+			`{"model":"m","max_tokens":16,"messages":[` + rep(`{"role":"user","content":"hi"}`, 3) + `]}`,
+			"3 consecutive messages of one role hold 3 content parts between them; consecutive messages of one role count as one turn, and the limit is 2 content parts per turn"},
+		{"gencontent", "/svc/v1beta/models/gemini-2.5-flash:generateContent", "consecutive same-role contents",
+			`{"contents":[{"role":"user","parts":[{"text":"hi"}]},` + rep(`{"role":"model","parts":[{"text":"yo"}]}`, 3) + `]}`,
+			"3 consecutive contents of one role hold 3 content parts"},
+		{"gencontent", "/svc/v1beta/models/gemini-2.5-flash:generateContent", "consecutive user contents",
+			`{"contents":[` + rep(`{"role":"user","parts":[{"text":"hi"}]}`, 3) + `]}`,
+			"3 consecutive contents of one role hold 3 content parts"},
+		{"chat", "/svc/v1/chat/completions", "consecutive tool messages",
+			`{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","tool_calls":[` +
+				rep(`{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}`, 1) + `]},` +
+				rep(`{"role":"tool","tool_call_id":"c","content":"r"}`, 3) + `]}`,
+			"3 consecutive messages of one role hold 3 content parts"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.surface+" "+tc.name, func(t *testing.T) {

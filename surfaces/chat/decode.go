@@ -303,7 +303,7 @@ func decodeMessages(msgs []chatMessage, req *llm.Request) error {
 // when it has the same role (consecutive tool results become one turn).
 func appendMessage(req *llm.Request, role llm.Role, parts []llm.Part) {
 	if n := len(req.Messages); n > 0 && req.Messages[n-1].Role == role && isToolResults(parts) && isToolResults(req.Messages[n-1].Parts) {
-		req.Messages[n-1].Parts = append(req.Messages[n-1].Parts, parts...)
+		req.Messages[n-1].Merge(parts...)
 		return
 	}
 	req.Messages = append(req.Messages, llm.Message{Role: role, Parts: parts})

@@ -118,7 +118,7 @@ var chatDecodeCases = []struct {
 		want: &llm.Request{Model: "m", Messages: []llm.Message{
 			user(llm.TextPart("weather in Paris and Rome?")),
 			assistant(toolCall("call_1", "get_weather", `{"city":"Paris"}`), toolCall("call_2", "get_weather", `{"city":"Rome"}`)),
-			user(toolResult("call_1", "", "18C"), toolResult("call_2", "", "22C")),
+			turns(2, user(toolResult("call_1", "", "18C"), toolResult("call_2", "", "22C"))),
 			user(llm.TextPart("thanks")),
 		}},
 	},
@@ -622,8 +622,8 @@ var responsesDecodeCases = []struct {
 			{"type":"function_call_output","call_id":"call_2","output":[{"type":"input_text","text":"22"},{"type":"input_text","text":"C"}]}]}`,
 		want: &llm.Request{Model: "m", IncludeUsage: true, Messages: []llm.Message{
 			user(llm.TextPart("weather in Paris and Rome?")),
-			assistant(llm.TextPart("Checking."), toolCall("call_1", "get_weather", `{"city":"Paris"}`), toolCall("call_2", "get_weather", `{"city":"Rome"}`)),
-			user(toolResult("call_1", "", "18C"), toolResult("call_2", "", "22C")),
+			turns(3, assistant(llm.TextPart("Checking."), toolCall("call_1", "get_weather", `{"city":"Paris"}`), toolCall("call_2", "get_weather", `{"city":"Rome"}`))),
+			turns(2, user(toolResult("call_1", "", "18C"), toolResult("call_2", "", "22C"))),
 		}},
 	},
 	{
@@ -635,7 +635,7 @@ var responsesDecodeCases = []struct {
 			{"role":"user","content":"again"}]}`,
 		want: &llm.Request{Model: "m", IncludeUsage: true, Messages: []llm.Message{
 			user(llm.TextPart("think")),
-			assistant(llm.Part{Type: llm.PartReasoning, Text: "step one\nstep two", Signature: "gAAAA-opaque"}, llm.TextPart("done")),
+			turns(2, assistant(llm.Part{Type: llm.PartReasoning, Text: "step one\nstep two", Signature: "gAAAA-opaque"}, llm.TextPart("done"))),
 			user(llm.TextPart("again")),
 		}},
 	},
@@ -766,4 +766,10 @@ func TestDecodeResponses_Errors(t *testing.T) {
 			badRequest(t, err, tc.param)
 		})
 	}
+}
+
+// turns marks m as holding n of the caller's messages (merged by decoding).
+func turns(n int, m llm.Message) llm.Message {
+	m.Turns = n
+	return m
 }

@@ -271,7 +271,7 @@ func decodeMessageItem(f string, it inputItem, req *llm.Request) error {
 // function_call after assistant text is one turn), else starts a new turn.
 func addTurn(req *llm.Request, role llm.Role, parts ...llm.Part) {
 	if n := len(req.Messages); n > 0 && req.Messages[n-1].Role == role && (role == llm.RoleAssistant || isToolResults(parts) && isToolResults(req.Messages[n-1].Parts)) {
-		req.Messages[n-1].Parts = append(req.Messages[n-1].Parts, parts...)
+		req.Messages[n-1].Merge(parts...)
 		return
 	}
 	req.Messages = append(req.Messages, llm.Message{Role: role, Parts: parts})

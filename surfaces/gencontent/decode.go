@@ -184,9 +184,10 @@ func (d decoder) contents(cs []content) ([]llm.Message, error) {
 			return
 		}
 		if n := len(msgs); n > 0 && msgs[n-1].Role == llm.RoleAssistant {
-			msgs[n-1].Parts = append(msgs[n-1].Parts, turn.parts...)
+			msgs[n-1].Merge(turn.parts...)
+			msgs[n-1].Turns += turn.contents - 1
 		} else {
-			msgs = append(msgs, llm.Message{Role: llm.RoleAssistant, Parts: turn.parts})
+			msgs = append(msgs, llm.Message{Role: llm.RoleAssistant, Parts: turn.parts, Turns: turn.contents})
 		}
 		turn = nil
 	}
@@ -196,6 +197,7 @@ func (d decoder) contents(cs []content) ([]llm.Message, error) {
 			if turn == nil {
 				turn = &modelTurn{}
 			}
+			turn.contents++
 			if err := d.modelContent(turn, i, c.Parts); err != nil {
 				return nil, err
 			}
@@ -209,7 +211,7 @@ func (d decoder) contents(cs []content) ([]llm.Message, error) {
 			}
 			flush()
 			if n := len(msgs); n > 0 && msgs[n-1].Role == llm.RoleUser {
-				msgs[n-1].Parts = append(msgs[n-1].Parts, parts...)
+				msgs[n-1].Merge(parts...)
 			} else {
 				msgs = append(msgs, llm.Message{Role: llm.RoleUser, Parts: parts})
 			}
