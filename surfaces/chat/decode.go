@@ -148,7 +148,9 @@ func decodeChat(body []byte) (*llm.Request, error) {
 		req.IncludeUsage = cr.StreamOptions.IncludeUsage
 	}
 	// max_completion_tokens wins over the deprecated max_tokens when both
-	// are sent; the error names whichever field the value came from.
+	// are sent; the error names whichever field the value came from. Both
+	// must be at least 1 when sent, as OpenAI's API requires (0 is not
+	// "unset" there: it is a 400 integer_below_min_value); null is unset.
 	maxField := ""
 	switch {
 	case cr.MaxCompletionTokens != nil:
@@ -156,8 +158,8 @@ func decodeChat(body []byte) (*llm.Request, error) {
 	case cr.MaxTokens != nil:
 		req.MaxTokens, maxField = *cr.MaxTokens, "max_tokens"
 	}
-	if req.MaxTokens < 0 {
-		return nil, llm.InvalidParam(maxField, "%s must be positive", maxField)
+	if maxField != "" && req.MaxTokens < 1 {
+		return nil, llm.InvalidParam(maxField, "Invalid '%s': integer below minimum value. Expected a value >= 1, but got %d instead.", maxField, req.MaxTokens)
 	}
 	if cr.N != nil {
 		if *cr.N < 1 || *cr.N > 1 {

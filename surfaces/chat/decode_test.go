@@ -511,6 +511,8 @@ var chatErrorCases = []struct {
 	{"top_p a string", chatBody(`"top_p":"x"`), "top_p"},
 	{"max_tokens fractional", chatBody(`"max_tokens":1.5`), "max_tokens"},
 	{"max_tokens negative", chatBody(`"max_tokens":-1`), "max_tokens"},
+	{"max_tokens zero", chatBody(`"max_tokens":0`), "max_tokens"}, // as OpenAI: >= 1, not "unset"
+	{"max_completion_tokens zero", chatBody(`"max_completion_tokens":0`), "max_completion_tokens"},
 	{"max_completion_tokens negative", chatBody(`"max_completion_tokens":-5`), "max_completion_tokens"},
 	{"n greater than 1", chatBody(`"n":2`), "n"},
 	{"n zero", chatBody(`"n":0`), "n"},
@@ -751,6 +753,7 @@ var responsesErrorCases = []struct {
 	{"text.format of unknown type", responsesBody(`"text":{"format":{"type":"yaml"}}`), "text.format.type"},
 	{"text.format schema not an object", responsesBody(`"text":{"format":{"type":"json_schema","name":"x","schema":[]}}`), "text.format.schema"},
 	{"max_output_tokens zero", responsesBody(`"max_output_tokens":0`), "max_output_tokens"},
+	{"max_output_tokens below 16", responsesBody(`"max_output_tokens":15`), "max_output_tokens"}, // as OpenAI
 	{"temperature a string", responsesBody(`"temperature":"warm"`), "temperature"},
 	{"reasoning effort unknown", responsesBody(`"reasoning":{"effort":"extreme"}`), "reasoning.effort"},
 	{"instructions not a string", responsesBody(`"instructions":["a"]`), "instructions"},

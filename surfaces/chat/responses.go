@@ -93,6 +93,10 @@ func (ResponsesCodec) DecodeRequest(_ *http.Request, body []byte) (*llm.Request,
 	return decodeResponses(body)
 }
 
+// minOutputTokens is the smallest max_output_tokens the Responses API
+// takes.
+const minOutputTokens = 16
+
 func decodeResponses(body []byte) (*llm.Request, error) {
 	var rr responsesRequest
 	if err := json.Unmarshal(body, &rr); err != nil {
@@ -118,8 +122,10 @@ func decodeResponses(body []byte) (*llm.Request, error) {
 		IncludeUsage:      true,
 	}
 	if rr.MaxOutputTokens != nil {
-		if *rr.MaxOutputTokens < 1 {
-			return nil, llm.InvalidParam("max_output_tokens", "max_output_tokens must be positive")
+		// OpenAI's Responses API takes at least 16 (a 400
+		// integer_below_min_value below); null is unset.
+		if n := *rr.MaxOutputTokens; n < minOutputTokens {
+			return nil, llm.InvalidParam("max_output_tokens", "Invalid 'max_output_tokens': integer below minimum value. Expected a value >= %d, but got %d instead.", minOutputTokens, n)
 		}
 		req.MaxTokens = *rr.MaxOutputTokens
 	}

@@ -630,6 +630,9 @@ func (d decoder) generationConfig(req *llm.Request, g *generationConfig) error {
 		}
 		req.N = *c
 	}
+	// maxOutputTokens 0 is the API's default, as the official SDKs send
+	// it: genai's GenerationConfig.MaxOutputTokens is an int32 with
+	// omitempty, so 0 and absent cannot be told apart. Negative is a 400.
 	if m := g.MaxOutputTokens; m != nil {
 		if *m < 0 {
 			return llm.InvalidParam(path+".maxOutputTokens", "%s.maxOutputTokens must not be negative", path)
