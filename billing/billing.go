@@ -303,6 +303,31 @@ func FromMicros(n int64) apd.Decimal {
 // in micro-dollars always fits an int64 (the store's representation).
 const maxAmountDigits = 12
 
+// MaxCreditsMicros is the most credit an account may hold in all (every
+// credit ever added: its balance plus its total used), in micro-dollars:
+// nine trillion dollars, which leaves the ledger's int64 sums of an
+// account (at most 9,223,372,036,854.775807 USD) room for the charges and
+// overdrafts on top.
+const MaxCreditsMicros = 9_000_000_000_000 * 1_000_000
+
+// CheckCredits refuses to add amount to an account that holds credits in
+// all (balance plus total used) when the sum would pass MaxCreditsMicros,
+// with a message that says so. Errors are invalid_request *llm.Error
+// values with Param "amount".
+func CheckCredits(credits, amount apd.Decimal) error {
+	var sum, limit apd.Decimal
+	if _, err := arith.Add(&sum, &credits, &amount); err != nil {
+		return llm.InvalidParam("amount", "amount %s cannot be added: %v", Format(amount), err)
+	}
+	limit = FromMicros(MaxCreditsMicros)
+	if sum.Cmp(&limit) > 0 {
+		return llm.InvalidParam("amount",
+			"adding %s USD would bring the account's credits (balance plus total used, now %s USD) past the maximum of %s USD",
+			Format(amount), Format(credits), Format(limit))
+	}
+	return nil
+}
+
 // ParseAmount parses a positive USD amount as an operator types it for
 // `svcgw credits add`: plain decimal digits with an optional fraction of at
 // most six places ("10", "2.5", "0.000001"), surrounding spaces allowed. It
