@@ -113,14 +113,15 @@ func (sw *statusWriter) Write(b []byte) (int, error) {
 func (sw *statusWriter) Unwrap() http.ResponseWriter { return sw.ResponseWriter }
 
 // withAccessLog writes one line per request when it ends. It names the
-// backend (operators may see it); nothing a caller reads does.
+// backend (operators may see it); nothing a caller reads does. Floods of
+// caller faults are sampled (see logSampler).
 func (s *Server) withAccessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &logRecord{}
 		sw := &statusWriter{ResponseWriter: w}
 		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), logRecordKey, rec)))
-		if r.URL.Path == "/healthz" {
+		if r.URL.Path == "/healthz" || !s.sampler.allow(sw.status) {
 			return
 		}
 		s.log.LogAttrs(r.Context(), levelFor(sw.status), "request",

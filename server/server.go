@@ -93,6 +93,7 @@ type Server struct {
 	reserveOut int
 	admission  *billing.Admission
 	limiter    *rateLimiter
+	sampler    *logSampler
 
 	// inflight counts the requests being served, for Wait.
 	inflightMu   sync.Mutex
@@ -128,6 +129,7 @@ func New(opts Options) *Server {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	s.sampler = newLogSampler(s.log)
 	if s.prices == nil {
 		s.prices = billing.DefaultPrices()
 	}
