@@ -62,6 +62,11 @@ type Upstream struct {
 	// for older OpenAI-compatible servers (Ollama) that ignore
 	// max_completion_tokens.
 	LegacyMaxTokens bool
+	// PromptCacheKey (openai protocol) sends a per-account
+	// prompt_cache_key. It defaults to on for OpenAI's own API
+	// (api.openai.com) and off elsewhere: compatible servers that refuse
+	// unknown fields would fail every call.
+	PromptCacheKey bool
 	// Fixture options (protocol fixture only).
 	FixtureTTFT time.Duration
 	FixtureTPS  float64
@@ -150,7 +155,9 @@ type fileUpstream struct {
 	Headers  map[string]string `yaml:"headers"`
 	// LegacyMaxTokens: see Upstream.LegacyMaxTokens.
 	LegacyMaxTokens bool `yaml:"legacy_max_tokens"`
-	Timeouts        struct {
+	// PromptCacheKey: see Upstream.PromptCacheKey; nil takes the default.
+	PromptCacheKey *bool `yaml:"prompt_cache_key"`
+	Timeouts       struct {
 		Connect   string `yaml:"connect"`
 		FirstByte string `yaml:"first_byte"`
 		Idle      string `yaml:"idle"`
@@ -306,6 +313,12 @@ func Load(doc []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
 		case ProtocolOpenAI, ProtocolAnthropic, ProtocolGemini:
 			if u.BaseURL == "" {
 				u.BaseURL = defaultBaseURL[fu.Protocol]
+			}
+			if fu.Protocol == ProtocolOpenAI {
+				u.PromptCacheKey = strings.HasPrefix(u.BaseURL, "https://api.openai.com/")
+				if fu.PromptCacheKey != nil {
+					u.PromptCacheKey = *fu.PromptCacheKey
+				}
 			}
 			if u.BaseURL == "" {
 				add(p, "upstream %q: base_url is required for protocol openai", name)

@@ -140,3 +140,19 @@ func TestLoad_READMEExamples(t *testing.T) {
 		}
 	}
 }
+
+func TestLoad_PromptCacheKeyDefaultsToOpenAIOnly(t *testing.T) {
+	is := is.New(t)
+	doc := "upstreams:\n" +
+		"  openai:\n    protocol: openai\n    base_url: https://api.openai.com/v1\n    models: {m: {}}\n" +
+		"  local:\n    protocol: openai\n    base_url: http://127.0.0.1:8000/v1\n    models: {m: {}}\n" +
+		"  azure:\n    protocol: openai\n    base_url: https://x.openai.azure.com/openai/v1\n    prompt_cache_key: true\n    models: {m: {}}\n" +
+		"  off:\n    protocol: openai\n    base_url: https://api.openai.com/v1\n    prompt_cache_key: false\n    models: {m: {}}\n" +
+		"routes:\n  default: [openai/m]\n"
+	cfg, err := Load([]byte(doc), env(nil))
+	is.NoErr(err)
+	is.True(cfg.Upstreams["openai"].PromptCacheKey) // OpenAI's own API takes it
+	is.True(!cfg.Upstreams["local"].PromptCacheKey) // compatible servers may refuse unknown fields
+	is.True(cfg.Upstreams["azure"].PromptCacheKey)  // unless the operator says otherwise
+	is.True(!cfg.Upstreams["off"].PromptCacheKey)
+}

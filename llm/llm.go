@@ -221,6 +221,16 @@ type Request struct {
 	IncludeUsage bool
 	// CacheControl is a request-level breakpoint (automatic prefix caching).
 	CacheControl *CacheControl
+	// CacheKey is the caller's own prompt-cache routing hint (OpenAI's
+	// prompt_cache_key), if it sent one. Backends scope it to Account.
+	CacheKey string `json:",omitempty"`
+
+	// Account names, opaquely, the account the call is made for. The
+	// server sets it (never a caller), and whatever a backend shares
+	// between calls — a prompt cache, a cache key, cache affinity — is
+	// scoped to it, so that no tenant's calls ever benefit from, or learn
+	// about, another's. It is never sent upstream as it is.
+	Account string `json:"-"`
 }
 
 // FinishReason is why generation stopped.

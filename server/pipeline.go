@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -85,6 +86,9 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, sf surface, cal
 	if err := s.bounds.check(sf.name, req); err != nil {
 		return nil, err
 	}
+	// What backends share between calls (prompt caches and their keys,
+	// cache affinity) is scoped to the account.
+	req.Account = strconv.FormatInt(caller.AccountID, 10)
 	effort, err := classify.ParseEffort(r.Header.Get("X-SVC-Effort"))
 	if err != nil {
 		return nil, err

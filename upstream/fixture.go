@@ -100,11 +100,12 @@ import (
 // prefix of at least MinCacheTokens is then remembered. So a first call
 // writes the whole prefix, the same call again reads it all, and the next
 // turn of a conversation reads the previous turn's prefix and writes the
-// rest. Prefixes are keyed by a hash of their content (not of the
-// breakpoints, nor the model id), shared by every request type the fixture
-// serves, never expire, and the 10,000 least recently used are kept. Usage
-// therefore depends on what the same Fixture has seen before; content never
-// does.
+// rest. Prefixes are keyed by a hash of their content and the request's
+// Account (not of the breakpoints, nor the model id): one account's prefix
+// is never another's cache read. They are shared by every request type the
+// fixture serves, never expire, and the 10,000 least recently used are
+// kept. Usage therefore depends on what the same Fixture has seen before
+// for the same account; content never does.
 //
 // # Streams
 //

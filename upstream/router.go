@@ -54,9 +54,10 @@ type route struct {
 // a try.
 //
 // Cache affinity: among equal candidates (adjacent, same Group), a call goes
-// to the one chosen by rendezvous hashing of its cacheable prefix (tools,
-// system prompt and messages up to the last cache breakpoint, or the system
-// prompt and first message without one), so calls that share a prefix land
+// to the one chosen by rendezvous hashing of its account, its cache key and
+// its cacheable prefix (tools, system prompt and messages up to the last
+// cache breakpoint, or the system prompt and first message without one), so
+// calls of one account that share a prefix land
 // on the same backend and its prompt cache, without session pinning; the
 // choice only moves when that candidate is open.
 //
@@ -389,6 +390,12 @@ func mix(x uint64) uint64 {
 // conversation shares.
 func affinityKey(req *llm.Request) uint64 {
 	h := fnv.New64a()
+	// Scoped to the account (and the caller's own cache key): cache
+	// affinity never lands one tenant's calls on another's cache.
+	h.Write([]byte(req.Account))
+	h.Write([]byte{0})
+	h.Write([]byte(req.CacheKey))
+	h.Write([]byte{0})
 	var parts []llm.Part
 	for _, t := range req.Tools {
 		h.Write([]byte(t.Name))

@@ -43,6 +43,7 @@ type chatRequest struct {
 	TopLogprobs         *int               `json:"top_logprobs"`
 	Seed                *int64             `json:"seed"`
 	User                string             `json:"user"`
+	PromptCacheKey      string             `json:"prompt_cache_key"`
 	ReasoningEffort     string             `json:"reasoning_effort"`
 	// Reasoning is the OpenRouter-style reasoning object, which
 	// supported_parameters advertises alongside reasoning_effort.
@@ -138,6 +139,7 @@ func decodeChat(body []byte) (*llm.Request, error) {
 		Logprobs:          cr.Logprobs,
 		TopLogprobs:       cr.TopLogprobs,
 		User:              cr.User,
+		CacheKey:          cr.PromptCacheKey,
 		Stream:            cr.Stream,
 		CacheControl:      cr.CacheControl.canonical(),
 	}

@@ -363,7 +363,7 @@ var chatDecodeCases = []struct {
 	{
 		name: "unknown fields are ignored",
 		body: chatBody(`"metadata":{"a":"b"},"store":false,"service_tier":"auto","prompt_cache_key":"k","some_future_field":[1,2]`),
-		want: chatReq(nil),
+		want: chatReq(func(r *llm.Request) { r.CacheKey = "k" }), // the cache hint is kept, to be scoped to the account
 	},
 }
 

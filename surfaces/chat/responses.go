@@ -36,6 +36,7 @@ type responsesRequest struct {
 	TopP               *float64        `json:"top_p"`
 	TopLogprobs        *int            `json:"top_logprobs"`
 	User               string          `json:"user"`
+	PromptCacheKey     string          `json:"prompt_cache_key"`
 	Stream             bool            `json:"stream"`
 	PreviousResponseID *string         `json:"previous_response_id"`
 	Conversation       json.RawMessage `json:"conversation"`
@@ -118,6 +119,7 @@ func decodeResponses(body []byte) (*llm.Request, error) {
 		TopP:              rr.TopP,
 		TopLogprobs:       rr.TopLogprobs,
 		User:              rr.User,
+		CacheKey:          rr.PromptCacheKey,
 		Stream:            rr.Stream,
 		IncludeUsage:      true,
 	}
