@@ -93,7 +93,8 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, sf surface, cal
 	if err != nil {
 		return nil, err
 	}
-	class := classify.Classify(classify.Input{Request: req, Surface: sf.name, Effort: effort})
+	input := req.InputTokens()
+	class := classify.Classify(classify.Input{Request: req, Surface: sf.name, Effort: effort, InputTokens: input})
 	rec.requestType = class.Type
 	w.Header().Set("X-SVC-Request-Type", string(class.Type))
 	c := &call{
@@ -101,7 +102,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, sf surface, cal
 		caller:  caller,
 		req:     req,
 		model:   req.Model,
-		input:   req.InputTokens(),
+		input:   input,
 		class:   class,
 		id:      sf.newID(),
 		app:     application(r, caller),
