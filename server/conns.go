@@ -64,7 +64,7 @@ type limitListener struct {
 	warned    time.Time // when the log last said the cap was reached
 	done      chan struct{}
 	closeOnce sync.Once
-	open      atomic.Int64 // for tests and the log
+	open      atomic.Int64 // connections open now, against high
 }
 
 // pressureTick is how often a full listener closes the connections that

@@ -306,3 +306,20 @@ func TestServe_ConnectionCapHoldsAgainstExhaustion(t *testing.T) {
 	resp.Body.Close()
 	is.Equal(resp.StatusCode, http.StatusOK)
 }
+
+func TestDefaultMaxConns_FitsTheFileLimit(t *testing.T) {
+	is := is.New(t)
+	for _, tt := range []struct {
+		nofile uint64
+		want   int
+	}{
+		{256, 64}, {1024, 384}, {4096, 1920}, {20000, 9872}, {1 << 20, 65536}, {1<<64 - 1, 65536},
+	} {
+		got := maxConnsFor(tt.nofile)
+		is.Equal(got, tt.want)
+		if tt.nofile > 1024 {
+			is.True(uint64(2*got+fdReserve) <= tt.nofile) // a caller and an upstream connection each, and the reserve
+		}
+	}
+	is.True(DefaultMaxConns() >= 64)
+}
