@@ -133,16 +133,16 @@ func TestSlowBody_PauseLongerThanTheTimeoutIsCut(t *testing.T) {
 
 func TestSlowBody_LargeBodyOnASlowLinkGetsThrough(t *testing.T) {
 	is := is.New(t)
-	gw := newTestGateway(t, withBodyTimeout(300*time.Millisecond, 1000))
+	gw := newTestGateway(t, withBodyTimeout(time.Second, 1000))
 	rc := dialRaw(t, gw.URL)
-	body := sizedChatBody(256 << 10)
+	body := sizedChatBody(512 << 10)
 	rc.headers(t, "/svc/v1/chat/completions", gw.Key, len(body))
 	start := time.Now()
-	go rc.trickle(body, 16<<10, 80*time.Millisecond) // ~200 KiB/s, 1.3 s: four times the timeout
-	resp, closed := rc.response(t, 10*time.Second)
+	go rc.trickle(body, 16<<10, 100*time.Millisecond) // ~160 KiB/s, 3.2 s: three times the timeout
+	resp, closed := rc.response(t, 20*time.Second)
 	is.Equal(resp.StatusCode, http.StatusOK) // never cut while it keeps arriving
 	is.True(!closed)                         // and the connection stays open for the next call
-	is.True(time.Since(start) > time.Second)
+	is.True(time.Since(start) > 3*time.Second)
 }
 
 // serveGateway runs the gateway under Serve (the production server, with
@@ -226,6 +226,19 @@ func TestServe_ConnectionCapHoldsAgainstExhaustion(t *testing.T) {
 	base, ln := serveGateway(t, gw, ServeOptions{MaxConns: maxConns, HeaderTimeout: 300 * time.Millisecond})
 	addr := strings.TrimPrefix(base, "http://")
 
+	// The normal client: connected before the attack, calling back to back.
+	client := &http.Client{Timeout: 15 * time.Second}
+	normalCall := func() (*http.Response, error) {
+		req, _ := http.NewRequest(http.MethodPost, base+"/svc/v1/chat/completions",
+			strings.NewReader(`{"model":"svc-fusion","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("Authorization", "Bearer "+gw.Key)
+		return client.Do(req)
+	}
+	resp, err := normalCall()
+	is.NoErr(err)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+
 	ctx, stop := context.WithCancel(context.Background())
 	var attackers sync.WaitGroup
 	var opened atomic.Int64
@@ -262,14 +275,10 @@ func TestServe_ConnectionCapHoldsAgainstExhaustion(t *testing.T) {
 		}()
 	}
 
-	client := &http.Client{Timeout: 15 * time.Second}
 	deadline := time.Now().Add(2 * time.Second)
 	answered := 0
 	for time.Now().Before(deadline) {
-		req, _ := http.NewRequest(http.MethodPost, base+"/svc/v1/chat/completions",
-			strings.NewReader(`{"model":"svc-fusion","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`))
-		req.Header.Set("Authorization", "Bearer "+gw.Key)
-		resp, err := client.Do(req)
+		resp, err := normalCall()
 		is.NoErr(err) // the normal client is always answered
 		if err != nil {
 			break
@@ -301,7 +310,7 @@ func TestServe_ConnectionCapHoldsAgainstExhaustion(t *testing.T) {
 	is.True(answered >= 3)              // it kept getting answers
 	is.True(opened.Load() > 2*maxConns) // the attack went well past the cap
 	is.True(ln.peak.Load() <= maxConns) // the server never held more than the cap
-	resp, err := client.Get(base + "/healthz")
+	resp, err = client.Get(base + "/healthz")
 	is.NoErr(err)
 	resp.Body.Close()
 	is.Equal(resp.StatusCode, http.StatusOK)
