@@ -201,6 +201,12 @@ func (p *Prices) lookup(t llm.RequestType, tier llm.Tier) *Price {
 // decimal places, toward +infinity (apd.RoundCeiling): any call that used
 // tokens costs at least 0.000001, so tiny calls are never free and the
 // ledger never undercharges; the error is below one micro-dollar per call.
+//
+// A cost above MaxCost is charged MaxCost: it saturates rather than
+// overflowing the ledger's int64 micro-dollars, which would lose the
+// record and make the call free. Usage is bounded by the model's limits
+// before it is priced (see the upstream package), so only an absurd price
+// can reach the cap.
 func (p *Prices) Cost(t llm.RequestType, tier llm.Tier, u llm.Usage) apd.Decimal {
 	pr := p.lookup(t, tier)
 	u = llm.Usage{
@@ -238,8 +244,19 @@ func (p *Prices) Cost(t llm.RequestType, tier llm.Tier, u llm.Usage) apd.Decimal
 	sum.Exponent -= 6
 	var cost apd.Decimal
 	_, _ = chargeRounding.Quantize(&cost, &sum, -Scale)
+	if cost.Cmp(&maxCost) > 0 {
+		cost.Set(&maxCost)
+	}
 	return cost
 }
+
+// MaxCostMicros is the most one call is ever charged, in micro-dollars:
+// one billion dollars. It leaves the ledger's int64 sums (balances, totals,
+// daily spend) room for over nine thousand such charges before they could
+// overflow.
+const MaxCostMicros = 1_000_000_000 * 1_000_000
+
+var maxCost = FromMicros(MaxCostMicros)
 
 // Format renders an amount with exactly six decimal places, as every USD
 // amount appears in the API, the CLI and the store: "0.000123",
@@ -285,6 +302,31 @@ func FromMicros(n int64) apd.Decimal {
 // maxAmountDigits bounds the integer digits of a parsed amount so its value
 // in micro-dollars always fits an int64 (the store's representation).
 const maxAmountDigits = 12
+
+// MaxCreditsMicros is the most credit an account may hold in all (every
+// credit ever added: its balance plus its total used), in micro-dollars:
+// nine trillion dollars, which leaves the ledger's int64 sums of an
+// account (at most 9,223,372,036,854.775807 USD) room for the charges and
+// overdrafts on top.
+const MaxCreditsMicros = 9_000_000_000_000 * 1_000_000
+
+// CheckCredits refuses to add amount to an account that holds credits in
+// all (balance plus total used) when the sum would pass MaxCreditsMicros,
+// with a message that says so. Errors are invalid_request *llm.Error
+// values with Param "amount".
+func CheckCredits(credits, amount apd.Decimal) error {
+	var sum, limit apd.Decimal
+	if _, err := arith.Add(&sum, &credits, &amount); err != nil {
+		return llm.InvalidParam("amount", "amount %s cannot be added: %v", Format(amount), err)
+	}
+	limit = FromMicros(MaxCreditsMicros)
+	if sum.Cmp(&limit) > 0 {
+		return llm.InvalidParam("amount",
+			"adding %s USD would bring the account's credits (balance plus total used, now %s USD) past the maximum of %s USD",
+			Format(amount), Format(credits), Format(limit))
+	}
+	return nil
+}
 
 // ParseAmount parses a positive USD amount as an operator types it for
 // `svcgw credits add`: plain decimal digits with an optional fraction of at

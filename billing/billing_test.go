@@ -69,6 +69,38 @@ func TestPrices_Cost(t *testing.T) {
 	}
 }
 
+func TestPrices_Cost_saturatesInsteadOfOverflowing(t *testing.T) {
+	p := billing.DefaultPrices()
+	absurd := billing.NewPrice(dec(t, "1000000000000"), dec(t, "1000000000000")) // $10^12 per million tokens
+	p.Set(llm.TypePro, llm.TierHigh, absurd)
+	tests := []struct {
+		name string
+		t    llm.RequestType
+		tier llm.Tier
+		u    llm.Usage
+		want string
+	}{
+		{"9e18 output tokens at a real price", llm.TypeLong, llm.TierHigh,
+			llm.Usage{OutputTokens: 9_000_000_000_000_000_000}, "1000000000.000000"},
+		{"every count at the int maximum", llm.TypeLong, llm.TierHigh, llm.Usage{
+			InputTokens: 1<<63 - 1, OutputTokens: 1<<63 - 1, CachedInputTokens: 1<<63 - 1,
+			CacheCreationTokens: 1<<63 - 1, CacheCreation1hTokens: 1<<63 - 1}, "1000000000.000000"},
+		{"an absurd price", llm.TypePro, llm.TierHigh, llm.Usage{InputTokens: 1000}, "1000000000.000000"},
+		{"just under the cap is charged exactly", llm.TypeFlash, llm.TierLow,
+			llm.Usage{OutputTokens: 2_499_999_997_500_000}, "999999999.000000"}, // × 0.40 per million
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			is := is.New(t)
+			got := p.Cost(tt.t, tt.tier, tt.u)
+			is.Equal(billing.Format(got), tt.want)
+			n, err := billing.Micros(got)
+			is.NoErr(err) // always fits the ledger's int64 micro-dollars
+			is.True(n <= billing.MaxCostMicros)
+		})
+	}
+}
+
 func TestPrices_Cost_cacheRates(t *testing.T) {
 	p := billing.DefaultPrices()
 	for _, typ := range llm.RequestTypes {

@@ -72,6 +72,7 @@
 package classify
 
 import (
+	"cmp"
 	"strings"
 
 	"github.com/svcgw/svcgw/llm"
@@ -97,6 +98,9 @@ type Input struct {
 	// Effort is the parsed X-SVC-Effort header (see ParseEffort); the zero
 	// value means auto.
 	Effort llm.Effort
+	// InputTokens is Request.InputTokens() when the caller has it already
+	// (the estimate reads every byte of the prompt); 0 computes it.
+	InputTokens int
 }
 
 // Result is the outcome of classification.
@@ -121,12 +125,12 @@ func Classify(in Input) Result {
 	id := normalizeID(req.Model)
 	effort := effectiveEffort(id, in.Effort)
 
-	t := requestType(req, in.Surface, id, effort)
+	t := requestType(req, in.InputTokens, in.Surface, id, effort)
 	return Result{Type: t, Tier: tier(t, effort, req.Reasoning)}
 }
 
 // requestType applies the rules in order.
-func requestType(req *llm.Request, surface llm.Surface, id string, effort llm.Effort) llm.RequestType {
+func requestType(req *llm.Request, input int, surface llm.Surface, id string, effort llm.Effort) llm.RequestType {
 	var c contentScan
 	c.parts(req.System)
 	for _, m := range req.Messages {
@@ -141,7 +145,7 @@ func requestType(req *llm.Request, surface llm.Surface, id string, effort llm.Ef
 		return llm.TypeCode
 	case req.ResponseFormat != nil:
 		return llm.TypeJSON
-	case req.InputTokens() > LongThreshold:
+	case cmp.Or(input, req.InputTokens()) > LongThreshold:
 		return llm.TypeLong
 	case wantsReasoning(req.Reasoning, id, effort):
 		return llm.TypeReason

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/matryer/is"
 	"github.com/svcgw/svcgw/classify"
@@ -297,5 +298,17 @@ func BenchmarkClassify(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		classify.Classify(classify.Input{Request: reqs[i%len(reqs)], Surface: llm.SurfaceChat, Effort: llm.EffortAuto})
+	}
+}
+
+// 30,000 CJK characters are some 30,000 tokens, not the 7,500 a
+// characters-÷-4 estimate gave, and 30,000 emoji three times that: a
+// caller cannot slip a long prompt past the threshold by its script.
+func TestClassify_LongWhateverTheScript(t *testing.T) {
+	for _, text := range []string{strings.Repeat("漢字かな", 9000), strings.Repeat("😀", 12000)} {
+		req := &llm.Request{Model: "svc-fusion", Messages: []llm.Message{{Role: llm.RoleUser, Parts: []llm.Part{llm.TextPart(text)}}}}
+		if got := classify.Classify(classify.Input{Request: req}).Type; got != llm.TypeLong {
+			t.Errorf("%d characters of %q…: %s, want long", utf8.RuneCountInString(text), text[:12], got)
+		}
 	}
 }

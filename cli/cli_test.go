@@ -181,6 +181,28 @@ func TestCLI_CreditsAddRejectsBadAmounts(t *testing.T) {
 	is.True(strings.Contains(stderr, "nobody")) // names it
 }
 
+// An amount that would overflow the account's credits is refused with a
+// clear message, not SQLite's, and changes nothing.
+func TestCLI_CreditsAddRefusesAnOverflowingTotal(t *testing.T) {
+	is := is.New(t)
+	db := filepath.Join(t.TempDir(), "svcgw.db")
+	run(t, db, "init")
+	run(t, db, "keys", "create", "--account", "acme")
+	for range 9 {
+		code, _, stderr := run(t, db, "credits", "add", "--account", "acme", "999999999999")
+		is.Equal(code, 0) // within the maximum: nine times just under a trillion
+		_ = stderr
+	}
+	code, _, stderr := run(t, db, "credits", "add", "--account", "acme", "999999999999")
+	is.True(code != 0) // the tenth would pass it
+	is.True(strings.Contains(stderr, "past the maximum of 9000000000000.000000 USD"))
+	is.True(!strings.Contains(strings.ToLower(stderr), "sqlite"))
+	is.True(!strings.Contains(stderr, "REAL"))
+	code, out, _ := run(t, db, "credits", "show", "--account", "acme", "--json")
+	is.Equal(code, 0)
+	is.True(strings.Contains(out, `"balance": "8999999999991.000000"`)) // nothing was added
+}
+
 func TestCLI_EnvFallback(t *testing.T) {
 	is := is.New(t)
 	db := filepath.Join(t.TempDir(), "env.db")

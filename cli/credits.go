@@ -36,6 +36,13 @@ func (c *creditsAddCmd) Run(e *env) error {
 	if err != nil {
 		return err
 	}
+	var credits apd.Decimal
+	if _, err := apd.BaseContext.Add(&credits, &acct.Balance, &acct.TotalUsed); err != nil {
+		return err
+	}
+	if err := billing.CheckCredits(credits, amount); err != nil {
+		return err
+	}
 	acct, err = st.AddCredits(e.ctx, acct.ID, amount, "cli")
 	if err != nil {
 		return err

@@ -31,7 +31,7 @@ func buildRouter(cfg *config.Config, log *slog.Logger, fixture upstream.FixtureO
 		opts := upstream.HTTPOptions{
 			BaseURL: u.BaseURL, APIKey: u.APIKey, Model: c.Model, Limits: lim, Headers: u.Headers,
 			ConnectTimeout: u.Timeouts.Connect, FirstByteTimeout: u.Timeouts.FirstByte, IdleTimeout: u.Timeouts.Idle,
-			LegacyMaxTokens: u.LegacyMaxTokens,
+			LegacyMaxTokens: u.LegacyMaxTokens, PromptCacheKey: u.PromptCacheKey,
 		}
 		var b upstream.Backend
 		switch u.Protocol {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -29,6 +30,11 @@ type serveCmd struct {
 	LogFormat        string        `default:"text" env:"SVCGW_LOG_FORMAT" enum:"text,json" help:"Log format (text, json)."`
 	RPM              int64         `name:"rpm" default:"0" help:"Default requests per minute of each API key (0 = limits.rpm from --config, else unlimited); keys limit overrides it per key."`
 	TPM              int64         `name:"tpm" default:"0" help:"Default tokens per minute of each API key (0 = limits.tpm from --config, else unlimited); keys limit overrides it per key."`
+	BodyTimeout      time.Duration `default:"0s" help:"Longest pause in a request body, and how long before it must arrive at --body-min-rate (0 = limits.body_timeout from --config, else 20s)."`
+	BodyMinRate      int64         `default:"0" help:"Slowest average rate of a request body after --body-timeout, in bytes per second (0 = limits.body_min_rate from --config, else 1024)."`
+	HeaderTimeout    time.Duration `default:"0s" help:"How long a request's headers may take (0 = limits.header_timeout from --config, else 10s)."`
+	IdleTimeout      time.Duration `default:"0s" help:"How long a keep-alive connection may wait for its next request (0 = limits.idle_timeout from --config, else 120s)."`
+	MaxConnections   int           `default:"0" help:"Most caller connections open at once; more wait in the accept backlog (0 = limits.max_connections from --config, else derived from the file-descriptor limit)."`
 	FixtureTTFT      time.Duration `name:"fixture-ttft" default:"0s" help:"Fixture backend: simulated time to first token."`
 	FixtureTPS       float64       `name:"fixture-tps" default:"0" help:"Fixture backend: simulated output tokens per second (0 = instant)."`
 }
@@ -36,6 +42,9 @@ type serveCmd struct {
 func (c *serveCmd) Run(e *env) (err error) {
 	if c.RPM < 0 || c.TPM < 0 {
 		return fmt.Errorf("--rpm and --tpm must not be negative (0 is unlimited)")
+	}
+	if c.BodyTimeout < 0 || c.BodyMinRate < 0 || c.HeaderTimeout < 0 || c.IdleTimeout < 0 || c.MaxConnections < 0 {
+		return fmt.Errorf("--body-timeout, --body-min-rate, --header-timeout, --idle-timeout and --max-connections must not be negative (0 keeps the default)")
 	}
 	logOut := newLogWriter(e.stderr)
 	defer logOut.Close()
@@ -100,13 +109,21 @@ func (c *serveCmd) Run(e *env) (err error) {
 		},
 		ReserveOutputTokens: lim.ReserveOutputTokens,
 		BudgetRefresh:       lim.BudgetRefresh,
+		BodyTimeout:         cmp.Or(c.BodyTimeout, lim.BodyTimeout),
+		BodyMinRate:         firstNonZero(c.BodyMinRate, lim.BodyMinRate),
 	}
 	h := server.New(opts)
 
+	maxConns := cmp.Or(c.MaxConnections, lim.MaxConnections, server.DefaultMaxConns())
 	b := readBuild()
 	log.Info("svcgw listening", "addr", ln.Addr().String(), "db", e.global.DB,
-		"version", b.Version, "commit", b.Commit, "built", b.Date, "go", b.Go)
-	err = server.Serve(e.ctx, ln, h, log, c.ShutdownGrace)
+		"version", b.Version, "commit", b.Commit, "built", b.Date, "go", b.Go, "max_connections", maxConns)
+	err = server.Serve(e.ctx, ln, h, server.ServeOptions{
+		Logger: log, Grace: c.ShutdownGrace,
+		HeaderTimeout: cmp.Or(c.HeaderTimeout, lim.HeaderTimeout),
+		IdleTimeout:   cmp.Or(c.IdleTimeout, lim.IdleTimeout),
+		MaxConns:      maxConns,
+	})
 	// Handlers cancelled at the end of the grace period still record what
 	// their calls generated; st.Close then commits everything
 	// queued. Only a handler stuck past drainTimeout is given up on (its

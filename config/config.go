@@ -61,6 +61,11 @@ type Upstream struct {
 	// for older OpenAI-compatible servers (Ollama) that ignore
 	// max_completion_tokens.
 	LegacyMaxTokens bool
+	// PromptCacheKey (openai protocol) sends a per-account
+	// prompt_cache_key. It defaults to on for OpenAI's own API
+	// (api.openai.com) and off elsewhere: compatible servers that refuse
+	// unknown fields would fail every call.
+	PromptCacheKey bool
 	// Fixture options (protocol fixture only).
 	FixtureTTFT time.Duration
 	FixtureTPS  float64
@@ -108,6 +113,15 @@ type Limits struct {
 	MaxSchemaBytes      int   // bytes per JSON Schema
 	ReserveOutputTokens int   // output tokens a call's reservation covers
 	BudgetRefresh       time.Duration
+	// Connections and slow callers (see server.Options and
+	// server.ServeOptions): the longest pause in a request body and its
+	// minimum average rate in bytes per second after that, the header and
+	// keep-alive idle timeouts, and the cap on open connections.
+	BodyTimeout    time.Duration
+	BodyMinRate    int64
+	HeaderTimeout  time.Duration
+	IdleTimeout    time.Duration
+	MaxConnections int
 }
 
 // fileConfig is the YAML document as written.
@@ -125,6 +139,11 @@ type fileConfig struct {
 		MaxSchemaBytes      int    `yaml:"max_schema_bytes"`
 		ReserveOutputTokens int    `yaml:"reserve_output_tokens"`
 		BudgetRefresh       string `yaml:"budget_refresh"`
+		BodyTimeout         string `yaml:"body_timeout"`
+		BodyMinRate         int64  `yaml:"body_min_rate"`
+		HeaderTimeout       string `yaml:"header_timeout"`
+		IdleTimeout         string `yaml:"idle_timeout"`
+		MaxConnections      int    `yaml:"max_connections"`
 	} `yaml:"limits"`
 }
 
@@ -135,7 +154,9 @@ type fileUpstream struct {
 	Headers  map[string]string `yaml:"headers"`
 	// LegacyMaxTokens: see Upstream.LegacyMaxTokens.
 	LegacyMaxTokens bool `yaml:"legacy_max_tokens"`
-	Timeouts        struct {
+	// PromptCacheKey: see Upstream.PromptCacheKey; nil takes the default.
+	PromptCacheKey *bool `yaml:"prompt_cache_key"`
+	Timeouts       struct {
 		Connect   string `yaml:"connect"`
 		FirstByte string `yaml:"first_byte"`
 		Idle      string `yaml:"idle"`
@@ -294,6 +315,7 @@ func Load(doc []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
 		MaxBodyBytes: fl.MaxBodyBytes, RPM: fl.RPM, TPM: fl.TPM,
 		MaxMessages: fl.MaxMessages, MaxParts: fl.MaxParts, MaxTools: fl.MaxTools, MaxSchemaBytes: fl.MaxSchemaBytes,
 		ReserveOutputTokens: fl.ReserveOutputTokens,
+		BodyMinRate:         fl.BodyMinRate, MaxConnections: fl.MaxConnections,
 	}}
 	at := func(path string) int {
 		if n, ok := strings.CutPrefix(path, "#line:"); ok {
@@ -318,6 +340,12 @@ func Load(doc []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
 		case ProtocolOpenAI, ProtocolAnthropic, ProtocolGemini:
 			if u.BaseURL == "" {
 				u.BaseURL = defaultBaseURL[fu.Protocol]
+			}
+			if fu.Protocol == ProtocolOpenAI {
+				u.PromptCacheKey = strings.HasPrefix(u.BaseURL, "https://api.openai.com/")
+				if fu.PromptCacheKey != nil {
+					u.PromptCacheKey = *fu.PromptCacheKey
+				}
 			}
 			if u.BaseURL == "" {
 				add(p, "upstream %q: base_url is required for protocol openai", name)
@@ -497,12 +525,30 @@ func Load(doc []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
 		fl.MaxTools < 0 || fl.MaxSchemaBytes < 0 || fl.ReserveOutputTokens < 0 {
 		add("limits", "limits must not be negative (0 keeps the default)")
 	}
-	if fl.BudgetRefresh != "" {
-		d, err := time.ParseDuration(fl.BudgetRefresh)
-		if err != nil || d <= 0 {
-			add("limits.budget_refresh", "limits.budget_refresh must be a positive duration such as 1s")
+	if fl.BodyMinRate < 0 {
+		add("limits.body_min_rate", "limits.body_min_rate must not be negative (bytes per second; 0 keeps the default)")
+	}
+	if fl.MaxConnections < 0 {
+		add("limits.max_connections", "limits.max_connections must not be negative (0 derives it from the file-descriptor limit)")
+	}
+	for _, f := range []struct {
+		key, v string
+		dst    *time.Duration
+	}{
+		{"budget_refresh", fl.BudgetRefresh, &cfg.Limits.BudgetRefresh},
+		{"body_timeout", fl.BodyTimeout, &cfg.Limits.BodyTimeout},
+		{"header_timeout", fl.HeaderTimeout, &cfg.Limits.HeaderTimeout},
+		{"idle_timeout", fl.IdleTimeout, &cfg.Limits.IdleTimeout},
+	} {
+		if f.v == "" {
+			continue
 		}
-		cfg.Limits.BudgetRefresh = d
+		d, err := time.ParseDuration(f.v)
+		if err != nil || d <= 0 {
+			add("limits."+f.key, "limits.%s must be a positive duration such as 10s", f.key)
+			continue
+		}
+		*f.dst = d
 	}
 	if len(errs) > 0 {
 		sort.SliceStable(errs, func(i, j int) bool { return errs[i].Line < errs[j].Line })

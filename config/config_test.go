@@ -60,6 +60,11 @@ func TestLoad_FullExample(t *testing.T) {
 	reasonLow := cfg.Prices[llm.TypeReason][llm.TierLow]
 	is.Equal(reasonLow.Input.String(), "1.25") // default for unpriced tiers
 	is.Equal(cfg.Limits.RPM, 600)
+	is.Equal(cfg.Limits.BodyTimeout.String(), "20s")
+	is.Equal(cfg.Limits.BodyMinRate, int64(1024))
+	is.Equal(cfg.Limits.HeaderTimeout.String(), "10s")
+	is.Equal(cfg.Limits.IdleTimeout.String(), "2m0s")
+	is.Equal(cfg.Limits.MaxConnections, 4096)
 }
 
 func TestLoad_ErrorsNameTheirLine(t *testing.T) {
@@ -82,6 +87,10 @@ func TestLoad_ErrorsNameTheirLine(t *testing.T) {
 		{"no default and gaps", "upstreams:\n  a:\n    protocol: fixture\n    models: {m: {}}\nroutes:\n  flash: [a/m]\n", nil, 5, "reason/high, pro/low"},
 		{"wrong type", "limits:\n  rpm: lots\n", nil, 2, `limits.rpm: want a whole number, not "lots"`},
 		{"no routes", "upstreams:\n  a:\n    protocol: fixture\n    models: {m: {}}\n", nil, 0, "no routes: write routes.default"},
+		{"bad body timeout", "upstreams:\n  a:\n    protocol: fixture\n    models: {m: {}}\nroutes:\n  default: [a/m]\nlimits:\n  rpm: 5\n  body_timeout: slow\n", nil, 9, "limits.body_timeout must be a positive duration"},
+		{"bad idle timeout", "upstreams:\n  a:\n    protocol: fixture\n    models: {m: {}}\nroutes:\n  default: [a/m]\nlimits:\n  idle_timeout: -1s\n", nil, 8, "limits.idle_timeout"},
+		{"negative connection cap", "upstreams:\n  a:\n    protocol: fixture\n    models: {m: {}}\nroutes:\n  default: [a/m]\nlimits:\n  max_connections: -1\n", nil, 8, "max_connections"},
+		{"negative body rate", "upstreams:\n  a:\n    protocol: fixture\n    models: {m: {}}\nroutes:\n  default: [a/m]\nlimits:\n  body_min_rate: -1\n", nil, 8, "body_min_rate"},
 		{"syntax", "upstreams: [\n", nil, 1, "did not find"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -237,4 +246,20 @@ func TestREADME_DocumentsEveryKey(t *testing.T) {
 			t.Errorf("README.md does not document %s", where)
 		}
 	}
+}
+
+func TestLoad_PromptCacheKeyDefaultsToOpenAIOnly(t *testing.T) {
+	is := is.New(t)
+	doc := "upstreams:\n" +
+		"  openai:\n    protocol: openai\n    base_url: https://api.openai.com/v1\n    models: {m: {}}\n" +
+		"  local:\n    protocol: openai\n    base_url: http://127.0.0.1:8000/v1\n    models: {m: {}}\n" +
+		"  azure:\n    protocol: openai\n    base_url: https://x.openai.azure.com/openai/v1\n    prompt_cache_key: true\n    models: {m: {}}\n" +
+		"  off:\n    protocol: openai\n    base_url: https://api.openai.com/v1\n    prompt_cache_key: false\n    models: {m: {}}\n" +
+		"routes:\n  default: [openai/m]\n"
+	cfg, err := Load([]byte(doc), env(nil))
+	is.NoErr(err)
+	is.True(cfg.Upstreams["openai"].PromptCacheKey) // OpenAI's own API takes it
+	is.True(!cfg.Upstreams["local"].PromptCacheKey) // compatible servers may refuse unknown fields
+	is.True(cfg.Upstreams["azure"].PromptCacheKey)  // unless the operator says otherwise
+	is.True(!cfg.Upstreams["off"].PromptCacheKey)
 }

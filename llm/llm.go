@@ -121,6 +121,18 @@ type CacheControl struct {
 type Message struct {
 	Role  Role
 	Parts []Part
+	// Turns is how many of the caller's messages this one holds: surfaces
+	// merge consecutive messages of one role (as the vendors do), and a
+	// bound on parts per message is reported in the caller's terms. 0 and
+	// 1 both mean one. It says how the request was written, not what it
+	// says: encoding a request loses it, and dumps leave it out.
+	Turns int `json:"-"`
+}
+
+// Merge appends parts, sent as another of the caller's messages, to m.
+func (m *Message) Merge(parts ...Part) {
+	m.Parts = append(m.Parts, parts...)
+	m.Turns = max(m.Turns, 1) + 1
 }
 
 // Tool is a function the model may call.
@@ -230,6 +242,16 @@ type Request struct {
 	// item whole once it is complete, so that its id can carry it: set for
 	// callers that later replay streamed items by id (surfaces/chat).
 	WholeItems bool
+	// CacheKey is the caller's own prompt-cache routing hint (OpenAI's
+	// prompt_cache_key), if it sent one. Backends scope it to Account.
+	CacheKey string `json:",omitempty"`
+
+	// Account names, opaquely, the account the call is made for. The
+	// server sets it (never a caller), and whatever a backend shares
+	// between calls — a prompt cache, a cache key, cache affinity — is
+	// scoped to it, so that no tenant's calls ever benefit from, or learn
+	// about, another's. It is never sent upstream as it is.
+	Account string `json:"-"`
 }
 
 // FinishReason is why generation stopped.

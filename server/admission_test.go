@@ -483,10 +483,12 @@ func TestRateLimit_RequestsPerMinute429OnEverySurface(t *testing.T) {
 				is.True(strings.Contains(string(out), `"retryDelay":"30s"`)) // RetryInfo
 			}
 
-			// Endpoints that never reach a model are not rate limited.
+			// Count-tokens endpoints share the bucket (see
+			// TestRateLimit_CountAndFeedbackShareTheKeysRPM); reads that never
+			// reach a model are not rate limited.
 			cresp, _, err := gw.post("/svc/v1/messages/count_tokens", key, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
 			is.NoErr(err)
-			is.Equal(cresp.StatusCode, http.StatusOK) // count_tokens
+			is.Equal(cresp.StatusCode, http.StatusTooManyRequests) // count_tokens
 			mresp, _ := gw.do(t, http.MethodGet, "/svc/v1/models", "", "Authorization", "Bearer "+key)
 			is.Equal(mresp.StatusCode, http.StatusOK) // models
 			aresp, _ := gw.do(t, http.MethodGet, "/svc/v1/credits", "", "Authorization", "Bearer "+key)
@@ -496,6 +498,59 @@ func TestRateLimit_RequestsPerMinute429OnEverySurface(t *testing.T) {
 			resp, _, err = gw.post(r.path, key, r.body)
 			is.NoErr(err)
 			is.Equal(resp.StatusCode, http.StatusOK) // refilled after Retry-After
+		})
+	}
+}
+
+// Count-tokens endpoints read and decode whole bodies and feedback writes
+// rows: they are free, but they count against the key's requests per
+// minute, even for a key without credit, and are refused before the body
+// is read.
+func TestRateLimit_CountAndFeedbackShareTheKeysRPM(t *testing.T) {
+	clock := &testClock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
+	gw := newTestGateway(t, withClock(clock), func(o *Options) { o.RPM = 2 })
+	id := func(t *testing.T) string {
+		resp, out := gw.do(t, http.MethodPost, "/svc/v1/chat/completions", chatBody)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("chat: %d %s", resp.StatusCode, out)
+		}
+		var v struct{ ID string }
+		_ = json.Unmarshal(out, &v)
+		return v.ID
+	}(t)
+	for _, c := range []struct{ name, surface, path, body string }{
+		{"count_tokens", "messages", "/svc/v1/messages/count_tokens", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`},
+		{"countTokens", "gencontent", "/svc/v1beta/models/gemini-2.5-flash:countTokens", `{"contents":[{"parts":[{"text":"hi"}]}]}`},
+		{"input_tokens", "chat", "/svc/v1/responses/input_tokens", `{"model":"m","input":"hi"}`},
+		{"feedback", "chat", "/svc/v1/feedback", `{"id":"` + id + `","rating":"up"}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			is := is.New(t)
+			key, _ := gw.newKey(t, "free-"+c.name, "") // no credit at all
+			for range 2 {
+				resp, out, err := gw.post(c.path, key, c.body)
+				is.NoErr(err)
+				if c.name == "feedback" {
+					is.Equal(resp.StatusCode, http.StatusNotFound) // another account's id: still a request
+					continue
+				}
+				is.Equal(resp.StatusCode, http.StatusOK) // free, within 2 per minute
+				_ = out
+			}
+			resp, out, err := gw.post(c.path, key, c.body)
+			is.NoErr(err)
+			is.Equal(resp.StatusCode, http.StatusTooManyRequests) // the third in the minute
+			surface, _ := envelopeKind(t, out)
+			is.Equal(surface, c.surface) // native envelope
+			is.Equal(resp.Header.Get("Retry-After"), "30")
+
+			// A slow 16 MB body is refused on its headers: nothing is read.
+			rc := dialRaw(t, gw.URL)
+			rc.headers(t, c.path, key, 16<<20)
+			_, _ = io.WriteString(rc.c, "{")
+			r2, closed := rc.response(t, 5*time.Second)
+			is.Equal(r2.StatusCode, http.StatusTooManyRequests)
+			is.True(closed)
 		})
 	}
 }
@@ -559,6 +614,22 @@ func TestRequestBounds_400InTheSurfaceEnvelope(t *testing.T) {
 			`{"contents":[{"role":"user","parts":[` + rep(`{"text":"hi"}`, 3) + `]}]}`, "3 content parts"},
 		{"gencontent", "/svc/v1beta/models/gemini-2.5-flash:generateContent", "tools",
 			`{"contents":[{"role":"user","parts":[{"text":"hi"}]}],"tools":[{"functionDeclarations":[{"name":"f"},{"name":"g"}]}]}`, "2 tools; the limit is 1"},
+		// Consecutive turns of one role are merged into one, so the bound
+		// is reported in the caller's terms: its messages, not our turn.
+		{"messages", "/svc/v1/messages", "consecutive same-role messages",
+			`{"model":"m","max_tokens":16,"messages":[` + rep(`{"role":"user","content":"hi"}`, 3) + `]}`,
+			"3 consecutive messages of one role hold 3 content parts between them; consecutive messages of one role count as one turn, and the limit is 2 content parts per turn"},
+		{"gencontent", "/svc/v1beta/models/gemini-2.5-flash:generateContent", "consecutive same-role contents",
+			`{"contents":[{"role":"user","parts":[{"text":"hi"}]},` + rep(`{"role":"model","parts":[{"text":"yo"}]}`, 3) + `]}`,
+			"3 consecutive contents of one role hold 3 content parts"},
+		{"gencontent", "/svc/v1beta/models/gemini-2.5-flash:generateContent", "consecutive user contents",
+			`{"contents":[` + rep(`{"role":"user","parts":[{"text":"hi"}]}`, 3) + `]}`,
+			"3 consecutive contents of one role hold 3 content parts"},
+		{"chat", "/svc/v1/chat/completions", "consecutive tool messages",
+			`{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","tool_calls":[` +
+				rep(`{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}`, 1) + `]},` +
+				rep(`{"role":"tool","tool_call_id":"c","content":"r"}`, 3) + `]}`,
+			"3 consecutive messages of one role hold 3 content parts"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.surface+" "+tc.name, func(t *testing.T) {

@@ -16,16 +16,30 @@ import (
 // writes the native count response or error. It never reaches a backend.
 type countFunc func(w http.ResponseWriter, r *http.Request, body []byte)
 
-// handleCount serves a count-tokens endpoint: authenticated, never billed,
-// never recorded.
+// handleCount serves a count-tokens endpoint: authenticated and counted
+// against the key's requests per minute (a count reads and decodes the
+// whole body), never billed, never recorded.
 func (s *Server) handleCount(sf surface, count countFunc) authedHandler {
-	return func(w http.ResponseWriter, r *http.Request, _ store.Key) {
+	return s.withRPM(sf, func(w http.ResponseWriter, r *http.Request, _ store.Key) {
 		body, err := s.readBody(r)
 		if err != nil {
 			sf.writeError(w, err)
 			return
 		}
 		count(w, r, body)
+	})
+}
+
+// withRPM takes one request from the key's requests-per-minute bucket
+// before next runs (and before the body is read), or answers 429 in sf's
+// envelope.
+func (s *Server) withRPM(sf surface, next authedHandler) authedHandler {
+	return func(w http.ResponseWriter, r *http.Request, caller store.Key) {
+		if err := s.limiter.request(caller.ID, limitOr(caller.Limits.RPM, s.rpm), s.now()); err != nil {
+			sf.writeError(w, err)
+			return
+		}
+		next(w, r, caller)
 	}
 }
 

@@ -54,20 +54,21 @@ func (b Bounds) withDefaults() Bounds {
 }
 
 // boundFields names, per surface, the request fields the bounds are about,
-// so the error's param is the caller's own field name. Indices are left
-// out: decoding merges and moves turns, so ours would not match theirs.
-type boundFields struct{ messages, system, tools, schema string }
+// so the error's param is the caller's own field name, and what the caller
+// calls one entry of its conversation. Indices are left out: decoding
+// merges and moves turns, so ours would not match theirs.
+type boundFields struct{ messages, system, tools, schema, turn string }
 
 func fieldsOf(sf llm.Surface) boundFields {
 	switch sf {
 	case llm.SurfaceMessages:
-		return boundFields{"messages", "system", "tools", "output_config.format.schema"}
+		return boundFields{"messages", "system", "tools", "output_config.format.schema", "messages"}
 	case llm.SurfaceGenContent:
-		return boundFields{"contents", "systemInstruction", "tools", "generationConfig.responseSchema"}
+		return boundFields{"contents", "systemInstruction", "tools", "generationConfig.responseSchema", "contents"}
 	case llm.SurfaceResponses:
-		return boundFields{"input", "instructions", "tools", "text.format.schema"}
+		return boundFields{"input", "instructions", "tools", "text.format.schema", "input items"}
 	}
-	return boundFields{"messages", "messages", "tools", "response_format.json_schema.schema"}
+	return boundFields{"messages", "messages", "tools", "response_format.json_schema.schema", "messages"}
 }
 
 // check returns an invalid_request error for the first bound req exceeds.
@@ -85,6 +86,11 @@ func (b Bounds) check(sf llm.Surface, req *llm.Request) error {
 	for i := range req.Messages {
 		parts := req.Messages[i].Parts
 		if len(parts) > b.MaxParts {
+			if turns := req.Messages[i].Turns; turns > 1 {
+				return llm.InvalidParam(f.messages, "%d consecutive %s of one role hold %d content parts between them; "+
+					"consecutive %s of one role count as one turn, and the limit is %d content parts per turn",
+					turns, f.turn, len(parts), f.turn, b.MaxParts)
+			}
 			return llm.InvalidParam(f.messages, "a message has %d content parts; the limit is %d per message", len(parts), b.MaxParts)
 		}
 		for j := range parts {

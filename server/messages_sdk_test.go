@@ -730,3 +730,31 @@ func TestMessagesSDK_Disconnect(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// The fixture's prompt cache is per account: account B never reads a
+// prefix account A wrote (which would be cheaper, and would tell B that
+// someone sent that prompt), while A's own second call does.
+func TestMessagesSDK_PromptCacheIsPerAccount(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	gw := newTestGateway(t)
+	keyB, _ := gw.newKey(t, "beta", "10")
+	long := strings.Repeat("You are a meticulous assistant. Follow the house style guide exactly. ", 120)
+	params := anthropic.MessageNewParams{
+		Model:     "svc-fusion",
+		MaxTokens: 256,
+		System:    []anthropic.TextBlockParam{{Text: long, CacheControl: anthropic.NewCacheControlEphemeralParam()}},
+		Messages:  msgsUser("Summarise the style guide."),
+	}
+	clientA, clientB := msgsClient(gw), msgsClient(gw, option.WithAPIKey(keyB))
+	a1, err := clientA.Messages.New(ctx, params)
+	is.NoErr(err)
+	b1, err := clientB.Messages.New(ctx, params)
+	is.NoErr(err)
+	a2, err := clientA.Messages.New(ctx, params)
+	is.NoErr(err)
+	is.True(a1.Usage.CacheCreationInputTokens > 1024)                              // A writes the prefix
+	is.Equal(b1.Usage.CacheReadInputTokens, int64(0))                              // B does not read A's prefix
+	is.Equal(b1.Usage.CacheCreationInputTokens, a1.Usage.CacheCreationInputTokens) // it writes its own
+	is.Equal(a2.Usage.CacheReadInputTokens, a1.Usage.CacheCreationInputTokens)     // A still reads its own
+}

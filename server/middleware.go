@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -114,15 +113,16 @@ func (sw *statusWriter) Write(b []byte) (int, error) {
 func (sw *statusWriter) Unwrap() http.ResponseWriter { return sw.ResponseWriter }
 
 // withAccessLog writes one line per request when it ends. It names the
-// backend (operators may see it); nothing a caller reads does.
+// backend (operators may see it); nothing a caller reads does. Floods of
+// caller faults are sampled (see logSampler).
 func (s *Server) withAccessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &logRecord{}
 		sw := &statusWriter{ResponseWriter: w}
 		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), logRecordKey, rec)))
-		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
-			return // probes: a line each would drown the log
+		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || !s.sampler.allow(sw.status) {
+			return // probes: a line each would drown the log; floods of caller faults are sampled
 		}
 		s.log.LogAttrs(r.Context(), levelFor(sw.status), "request",
 			slog.String("request_id", RequestID(r.Context())),
@@ -140,29 +140,6 @@ func (s *Server) withAccessLog(next http.Handler) http.Handler {
 			slog.Bool("canceled", rec.canceled),
 		)
 	})
-}
-
-// withBodyLimit caps the request body; reading past the cap fails with an
-// *http.MaxBytesError, which readBody turns into a 413.
-func (s *Server) withBodyLimit(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r.Body = http.MaxBytesReader(w, r.Body, s.maxBody)
-		next.ServeHTTP(w, r)
-	})
-}
-
-// readBody reads the whole (limited) request body.
-func (s *Server) readBody(r *http.Request) ([]byte, error) {
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, &llm.Error{Kind: llm.KindTooLarge,
-				Message: fmt.Sprintf("request body is larger than the limit of %d bytes", s.maxBody)}
-		}
-		return nil, &llm.Error{Kind: llm.KindInvalidRequest, Message: "could not read the request body", Err: err}
-	}
-	return body, nil
 }
 
 // apiKey finds the caller's key in any of the header spellings the three

@@ -6,7 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strings"
+	"strconv"
 	"time"
 
 	"github.com/cockroachdb/apd/v3"
@@ -93,11 +93,15 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, sf surface, cal
 	if err := s.bounds.check(sf.name, req); err != nil {
 		return nil, err
 	}
+	// What backends share between calls (prompt caches and their keys,
+	// cache affinity) is scoped to the account.
+	req.Account = strconv.FormatInt(caller.AccountID, 10)
 	effort, err := classify.ParseEffort(r.Header.Get("X-SVC-Effort"))
 	if err != nil {
 		return nil, err
 	}
-	class := classify.Classify(classify.Input{Request: req, Surface: sf.name, Effort: effort})
+	input := req.InputTokens()
+	class := classify.Classify(classify.Input{Request: req, Surface: sf.name, Effort: effort, InputTokens: input})
 	rec.requestType = class.Type
 	w.Header().Set("X-SVC-Request-Type", string(class.Type))
 	c := &call{
@@ -105,7 +109,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, sf surface, cal
 		caller:  caller,
 		req:     req,
 		model:   req.Model,
-		input:   req.InputTokens(),
+		input:   input,
 		class:   class,
 		id:      sf.newID(),
 		app:     application(r, caller),
@@ -381,17 +385,20 @@ func (s *Server) meter(ctx context.Context, c *call, m meterInput) {
 }
 
 // application is the attribution label of a call: X-Title, else the host of
-// the Referer, else the key's name.
+// the Referer, else the key's name; normalised by label.
 func application(r *http.Request, caller store.Key) string {
-	if t := strings.TrimSpace(r.Header.Get("X-Title")); t != "" {
+	if t := label(r.Header.Get("X-Title")); t != "" {
 		return t
 	}
 	if ref := r.Header.Get("Referer"); ref != "" {
 		if u, err := url.Parse(ref); err == nil && u.Host != "" {
-			if host, _, err := net.SplitHostPort(u.Host); err == nil {
+			host := u.Host
+			if h, _, err := net.SplitHostPort(u.Host); err == nil {
+				host = h
+			}
+			if host = label(host); host != "" {
 				return host
 			}
-			return u.Host
 		}
 	}
 	return caller.Name

@@ -18,8 +18,10 @@ var (
 
 // routes lists every route. Each answers under /svc and, for older clients,
 // at the same path without it. The middleware around the mux is, in order:
-// recover → request id → access log (see New); inside each route: body limit
-// (413) → authentication (401) → handler. Authentication failures use the
+// recover → request id → access log → body guard (the body's read deadline
+// and size limit, see bodyGuard; nothing is read yet) (see New); inside
+// each route: authentication (401) → handler, which reads the body only
+// after the checks that need none (the request rate). Authentication failures use the
 // envelope of the surface the path belongs to.
 func (s *Server) routes() {
 	responsesCodec := chat.ResponsesCodec{Sealer: s.sealer}
@@ -46,7 +48,9 @@ func (s *Server) routes() {
 		s.handle("GET "+p+"/v1/credits", chatSurface, s.account.Credits)
 		s.handle("GET "+p+"/v1/usage", chatSurface, s.account.Usage)
 		s.handle("GET "+p+"/v1/generation", chatSurface, s.account.Generation)
-		s.handle("POST "+p+"/v1/feedback", chatSurface, s.account.Feedback)
+		// Feedback writes rows: it counts against the key's requests per
+		// minute like the count endpoints.
+		s.handle("POST "+p+"/v1/feedback", chatSurface, s.withRPM(chatSurface, s.account.Feedback))
 	}
 	// Liveness: the process answers. Readiness: it can take billable
 	// calls (the database answers, the ledger keeps up).
@@ -66,5 +70,5 @@ func (s *Server) routes() {
 
 // handle registers an authenticated route whose errors use sf's envelope.
 func (s *Server) handle(pattern string, sf surface, h authedHandler) {
-	s.mux.Handle(pattern, s.withBodyLimit(s.withAuth(sf, h)))
+	s.mux.Handle(pattern, s.withAuth(sf, h))
 }

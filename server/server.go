@@ -1,6 +1,6 @@
 // Package server is svcgw's HTTP front: it routes every path under /svc and
 // the same path without it, runs the middleware (recover, request id, access
-// log, body limit, authentication), and owns the inference pipeline shared by
+// log, body guard, authentication), and owns the inference pipeline shared by
 // all surfaces: ledger check → rate limit → decode → bounds → classify →
 // admit → route → encode → meter → settle.
 //
@@ -15,7 +15,9 @@
 // then on), its output tokens are taken from the tokens-per-minute bucket,
 // and then its reservation is released. A call that fails releases without
 // being charged. Count-tokens, models, account and feedback endpoints are
-// neither rate limited nor admitted: they never reach a model.
+// never admitted (they never reach a model); count-tokens and feedback,
+// which read bodies and write rows, take from the key's requests per
+// minute.
 //
 // GET /healthz is liveness (always 200 while the process serves); GET
 // /readyz is readiness (Server.Ready: 503 with the reason while the
@@ -26,6 +28,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -54,6 +57,12 @@ type Options struct {
 	// MaxBodyBytes limits request bodies (413 above it); 0 means
 	// DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// BodyTimeout and BodyMinRate bound how slowly a request body may
+	// arrive: no pause longer than BodyTimeout, and on average at least
+	// BodyMinRate bytes per second once BodyTimeout has passed (see
+	// bodyGuard); 0 means DefaultBodyTimeout and DefaultBodyMinRate.
+	BodyTimeout time.Duration
+	BodyMinRate int64
 	// Bounds limit decoded requests (400 beyond them); zero fields take
 	// their defaults.
 	Bounds Bounds
@@ -82,9 +91,12 @@ type Server struct {
 	prices  *billing.Prices
 	now     func() time.Time
 	maxBody int64
-	account *account.Handler
-	mux     *http.ServeMux
-	handler http.Handler
+	// bodyTimeout and bodyMinRate: see Options.
+	bodyTimeout time.Duration
+	bodyMinRate int64
+	account     *account.Handler
+	mux         *http.ServeMux
+	handler     http.Handler
 
 	bounds     Bounds
 	rpm, tpm   int64
@@ -92,6 +104,7 @@ type Server struct {
 	admission  *billing.Admission
 	limiter    *rateLimiter
 	sealer     *seal.Box
+	sampler    *logSampler
 
 	// inflight counts the requests being served, for Wait.
 	inflightMu   sync.Mutex
@@ -109,6 +122,9 @@ func New(opts Options) *Server {
 		now:     opts.Now,
 		maxBody: opts.MaxBodyBytes,
 		mux:     http.NewServeMux(),
+
+		bodyTimeout: cmp.Or(max(opts.BodyTimeout, 0), DefaultBodyTimeout),
+		bodyMinRate: cmp.Or(max(opts.BodyMinRate, 0), DefaultBodyMinRate),
 
 		bounds:     opts.Bounds.withDefaults(),
 		rpm:        opts.RPM,
@@ -128,6 +144,7 @@ func New(opts Options) *Server {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	s.sampler = newLogSampler(s.log)
 	if s.prices == nil {
 		s.prices = billing.DefaultPrices()
 	}
@@ -142,7 +159,7 @@ func New(opts Options) *Server {
 		chatSurface.writeError(w, err)
 	})
 	s.routes()
-	s.handler = s.withRecover(s.withRequestID(s.withAccessLog(s.mux)))
+	s.handler = s.withRecover(s.withRequestID(s.withAccessLog(s.withBody(s.mux))))
 	return s
 }
 
@@ -186,20 +203,50 @@ func (l storeLedger) Spend(ctx context.Context, accountID int64, keyID string, n
 	return billing.Spend(sp), err
 }
 
+// ServeOptions configure Serve. Zero fields take the defaults.
+type ServeOptions struct {
+	Logger *slog.Logger // nil: discard
+	// Grace is how long calls in flight may finish after ctx is done.
+	Grace time.Duration
+	// HeaderTimeout bounds reading a request's headers
+	// (DefaultHeaderTimeout); IdleTimeout bounds a keep-alive connection's
+	// wait for its next request (DefaultIdleTimeout).
+	HeaderTimeout, IdleTimeout time.Duration
+	// MaxConns caps the caller connections open at once
+	// (DefaultMaxConns(), from the file-descriptor limit). Connections
+	// beyond it wait in the accept backlog; idle keep-alive connections
+	// are closed to make room (see limitListener).
+	MaxConns int
+}
+
 // Serve serves h on ln until ctx is done, then shuts down gracefully: it
-// stops accepting, waits up to grace for calls in flight (streams included),
-// and then cancels whatever is still open. Streams need no write timeout, so
-// none is set; ReadHeaderTimeout guards against slow-loris clients.
-func Serve(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger, grace time.Duration) error {
+// stops accepting, waits up to o.Grace for calls in flight (streams
+// included), and then cancels whatever is still open. Streams need no
+// write timeout, so none is set; the header timeout guards against
+// slow-loris clients, the handler's body guard against slow bodies, and
+// the connection cap against running out of file descriptors.
+func Serve(ctx context.Context, ln net.Listener, h http.Handler, o ServeOptions) error {
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	grace := o.Grace
 	baseCtx, cancelAll := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelAll()
 	srv := &http.Server{
 		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
+		ReadHeaderTimeout: cmp.Or(max(o.HeaderTimeout, 0), DefaultHeaderTimeout),
+		IdleTimeout:       cmp.Or(max(o.IdleTimeout, 0), DefaultIdleTimeout),
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	maxConns := o.MaxConns
+	if maxConns <= 0 {
+		maxConns = DefaultMaxConns()
+	}
+	idle := newIdleConns()
+	srv.ConnState = idle.track
+	ln = newLimitListener(ln, maxConns, func() { idle.closeIdle(pressureMinIdle) }, log)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

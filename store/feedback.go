@@ -23,12 +23,19 @@ type Feedback struct {
 	Labels json.RawMessage
 }
 
+// MaxFeedbackEndUsers is how many end users may rate one generation: the
+// rows one response can add are bounded, however many end_user strings a
+// caller makes up. Replacing an existing end user's rating always works.
+const MaxFeedbackEndUsers = 100
+
 // UpsertFeedback records f against the account's generation f.ID, or
 // replaces the rating already recorded for (f.ID, f.EndUser); created
 // reports which. An unknown id, or another account's, is ErrNotFound; a
 // generation created more than maxAge before now is ErrConflict (maxAge <= 0
-// means no limit); a rating other than up or down, or labels that are not
-// JSON, are ErrInvalid. Feedback never changes usage or balances.
+// means no limit); a new end user on a generation already rated by
+// MaxFeedbackEndUsers is ErrLimit; a rating other than up or down, or
+// labels that are not JSON, are ErrInvalid. Feedback never changes usage or
+// balances.
 //
 // It reads what is committed: call Sync first if the generation may have
 // been recorded just before. Waiting for the database is bounded by
@@ -70,12 +77,15 @@ func (s *Store) UpsertFeedback(ctx context.Context, accountID int64, f Feedback,
 		return false, fmt.Errorf("feedback: generation %q is older than %s: %w", f.ID, maxAge, ErrConflict)
 	}
 
-	var existing int
+	var existing, raters int
 	err = tx.QueryRowContext(ctx,
-		`SELECT COUNT(*) FROM feedback WHERE account_id = ? AND generation_id = ? AND end_user = ?`,
-		accountID, f.ID, f.EndUser).Scan(&existing)
+		`SELECT COUNT(*) FILTER (WHERE end_user = ?), COUNT(*) FROM feedback WHERE account_id = ? AND generation_id = ?`,
+		f.EndUser, accountID, f.ID).Scan(&existing, &raters)
 	if err != nil {
 		return false, fmt.Errorf("feedback: lookup: %w", err)
+	}
+	if existing == 0 && raters >= MaxFeedbackEndUsers {
+		return false, fmt.Errorf("feedback: generation %q has %d end users' ratings: %w", f.ID, raters, ErrLimit)
 	}
 	if _, err := tx.ExecContext(ctx,
 		`INSERT INTO feedback (account_id, generation_id, end_user, rating, comment, labels, created_at, updated_at)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -83,6 +84,33 @@ func TestUpsertFeedback(t *testing.T) {
 	is.NoErr(err)                               // account
 	is.Equal(acct.Balance.String(), "9.000000") // feedback is free
 	checkLedger(t, s)
+}
+
+func TestUpsertFeedback_EndUsersPerGenerationAreBounded(t *testing.T) {
+	is := is.New(t)
+	s, _ := newTestStore(t)
+	ctx := context.Background()
+	a, k, _ := newAccount(t, s, "acme", "10")
+	s.RecordGeneration(gen(t, "chatcmpl-a", k, "1"))
+	s.RecordGeneration(gen(t, "chatcmpl-b", k, "1"))
+	is.NoErr(s.Sync(ctx)) // sync
+
+	for i := range MaxFeedbackEndUsers {
+		created, err := s.UpsertFeedback(ctx, a.ID, Feedback{ID: "chatcmpl-a", EndUser: fmt.Sprint("user-", i), Rating: "up"}, month)
+		is.NoErr(err) // within the bound
+		is.True(created)
+	}
+	_, err := s.UpsertFeedback(ctx, a.ID, Feedback{ID: "chatcmpl-a", EndUser: "one-too-many", Rating: "up"}, month)
+	is.True(errors.Is(err, ErrLimit)) // a new end user past the bound is refused
+	created, err := s.UpsertFeedback(ctx, a.ID, Feedback{ID: "chatcmpl-a", EndUser: "user-7", Rating: "down"}, month)
+	is.NoErr(err) // an existing end user may still change its rating
+	is.True(!created)
+	_, err = s.UpsertFeedback(ctx, a.ID, Feedback{ID: "chatcmpl-b", EndUser: "one-too-many", Rating: "up"}, month)
+	is.NoErr(err) // the bound is per generation
+
+	var rows int
+	is.NoErr(s.r.QueryRow(`SELECT COUNT(*) FROM feedback WHERE generation_id = 'chatcmpl-a'`).Scan(&rows))
+	is.Equal(rows, MaxFeedbackEndUsers)
 }
 
 func TestUpsertFeedback_MaxAge(t *testing.T) {

@@ -84,6 +84,9 @@ var (
 	// answer within QueryTimeout or found the database locked. Retrying
 	// later may succeed.
 	ErrUnavailable = errors.New("database unavailable")
+	// ErrLimit means a bound on stored rows was reached, such as the end
+	// users that may rate one generation.
+	ErrLimit = errors.New("limit reached")
 )
 
 // Options configures a Store. The zero value is usable.

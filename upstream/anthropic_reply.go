@@ -83,10 +83,10 @@ func (u *anUsage) canonical() llm.Usage {
 	if cc := u.CacheCreation; cc != nil {
 		w1h = n(cc.Ephemeral1h)
 		// The flat count and the split must agree; never drop a write.
-		write = max(write, n(cc.Ephemeral5m)+w1h)
+		write = max(write, addTokens(n(cc.Ephemeral5m), w1h))
 	}
 	out := llm.Usage{
-		InputTokens:           n(u.InputTokens) + read + write,
+		InputTokens:           addTokens(addTokens(n(u.InputTokens), read), write),
 		CachedInputTokens:     read,
 		CacheCreationTokens:   write,
 		CacheCreation1hTokens: min(w1h, write),

@@ -76,8 +76,8 @@ import (
 // matched string reported.
 //
 // Max tokens: reasoning and text together never exceed MaxTokens output
-// tokens. Reasoning is spent first; the text is cut to the remaining budget
-// (4 characters a token, as llm.TextTokens counts) and the finish reason is
+// tokens. Reasoning is spent first; the text is cut to the longest prefix
+// llm.TextTokens counts within the remaining budget, and the finish reason is
 // length. A JSON reply cut this way is not valid JSON, as with real models. A
 // tool call is never cut: it is dropped (finish length) only when reasoning
 // used up the whole budget.
@@ -103,11 +103,12 @@ import (
 // prefix of at least MinCacheTokens is then remembered. So a first call
 // writes the whole prefix, the same call again reads it all, and the next
 // turn of a conversation reads the previous turn's prefix and writes the
-// rest. Prefixes are keyed by a hash of their content (not of the
-// breakpoints, nor the model id), shared by every request type the fixture
-// serves, never expire, and the 10,000 least recently used are kept. Usage
-// therefore depends on what the same Fixture has seen before; content never
-// does.
+// rest. Prefixes are keyed by a hash of their content and the request's
+// Account (not of the breakpoints, nor the model id): one account's prefix
+// is never another's cache read. They are shared by every request type the
+// fixture serves, never expire, and the 10,000 least recently used are
+// kept. Usage therefore depends on what the same Fixture has seen before
+// for the same account; content never does.
 //
 // # Streams
 //
@@ -233,8 +234,8 @@ func (f *Fixture) Stream(ctx context.Context, req *llm.Request) (Stream, error) 
 	s := &fixtureStream{ctx: ctx}
 	// The first event waits for the time to first token; each later one
 	// waits for its own tokens at the configured speed.
-	push := func(ev llm.Event, runes int) {
-		d := f.tokenDelay((runes + 3) / 4)
+	push := func(ev llm.Event, text string) {
+		d := f.tokenDelay(llm.TextTokens(text))
 		if len(s.events) == 0 {
 			d = f.opts.TimeToFirstToken
 		}
@@ -248,21 +249,21 @@ func (f *Fixture) Stream(ctx context.Context, req *llm.Request) (Stream, error) 
 			if i == len(chunks)-1 {
 				ev.Signature = r.signature
 			}
-			push(ev, utf8.RuneCountInString(c))
+			push(ev, c)
 		}
 	}
 	for _, c := range splitText(r.text) {
-		push(llm.Event{Type: llm.EventTextDelta, Text: c}, utf8.RuneCountInString(c))
+		push(llm.Event{Type: llm.EventTextDelta, Text: c}, c)
 	}
 	if r.call != nil {
 		start := &llm.ToolCall{ID: r.call.ID, Name: r.call.Name}
-		push(llm.Event{Type: llm.EventToolCallStart, ToolCall: start}, utf8.RuneCountInString(r.call.Name))
+		push(llm.Event{Type: llm.EventToolCallStart, ToolCall: start}, r.call.Name)
 		for _, frag := range splitArguments(string(r.call.Arguments)) {
-			push(llm.Event{Type: llm.EventToolCallDelta, Text: frag}, utf8.RuneCountInString(frag))
+			push(llm.Event{Type: llm.EventToolCallDelta, Text: frag}, frag)
 		}
 	}
 	u := r.usage
-	push(llm.Event{Type: llm.EventFinish, FinishReason: r.finish, StopSequence: r.stopSequence, Usage: &u}, 0)
+	push(llm.Event{Type: llm.EventFinish, FinishReason: r.finish, StopSequence: r.stopSequence, Usage: &u}, "")
 	if s.events[0].Usage == nil {
 		// The prompt side is known before the reply, as at a vendor whose
 		// stream opens with it.
@@ -536,7 +537,7 @@ func truncateRunes(s string, n int) string {
 // truncateTokens keeps the longest prefix of s that llm.TextTokens counts
 // as at most n tokens.
 func truncateTokens(s string, n int) string {
-	return truncateRunes(s, 4*max(n, 0))
+	return llm.TruncateTokens(s, max(n, 0))
 }
 
 // splitText splits a text into word-sized stream deltas: each delta is a

@@ -134,6 +134,12 @@ func promptBlocks(req *llm.Request, turnOverhead int) []block {
 	}
 	blocks := make([]block, 0, n)
 	var h chainHasher
+	// Every key chains from the account: one account's prefixes are never
+	// another's cache hits (real vendors cache per API key or organisation,
+	// which here would be everyone).
+	h.begin('A')
+	h.str(req.Account)
+	h.sum()
 	tokens := 0
 	add := func(bp *llm.CacheControl) {
 		b := block{key: h.sum(), tokens: tokens}

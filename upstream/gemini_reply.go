@@ -37,9 +37,9 @@ type gmUsage struct {
 // canonical converts usage (translation.md §9).
 func (u *gmUsage) canonical() llm.Usage {
 	return llm.Usage{
-		InputTokens:       u.PromptTokenCount + u.ToolUsePromptTokenCount,
+		InputTokens:       addTokens(u.PromptTokenCount, u.ToolUsePromptTokenCount),
 		CachedInputTokens: u.CachedContentTokenCount,
-		OutputTokens:      u.CandidatesTokenCount + u.ThoughtsTokenCount,
+		OutputTokens:      addTokens(u.CandidatesTokenCount, u.ThoughtsTokenCount),
 		ReasoningTokens:   u.ThoughtsTokenCount,
 	}
 }

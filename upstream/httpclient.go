@@ -69,6 +69,11 @@ type HTTPOptions struct {
 	// OpenAI-compatible servers that know only the former. OpenAI's own
 	// reasoning models reject max_tokens.
 	LegacyMaxTokens bool
+	// PromptCacheKey (openai protocol only) sends every call a
+	// prompt_cache_key derived from its account (and the caller's own
+	// key), so that the upstream's cache routing never mixes tenants.
+	// Servers that refuse unknown fields need it off.
+	PromptCacheKey bool
 }
 
 // Sizes that bound what an upstream can make us hold in memory.

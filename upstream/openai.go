@@ -3,6 +3,9 @@ package upstream
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -36,9 +39,13 @@ import (
 //     llm package's), never zero.
 //   - Reasoning arrives as the non-standard reasoning_content (DeepSeek,
 //     vLLM) or reasoning (OpenRouter, newer vLLM) delta.
+//   - With HTTPOptions.PromptCacheKey, prompt_cache_key is derived per
+//     account (see cacheKey); the caller's own is never sent as it is.
 type OpenAI struct {
 	h   httpClient
 	url string
+	// cacheSecret keys the prompt_cache_key HMAC (see cacheKey).
+	cacheSecret []byte
 }
 
 var _ Backend = (*OpenAI)(nil)
@@ -47,7 +54,29 @@ var _ Backend = (*OpenAI)(nil)
 func NewOpenAI(o HTTPOptions) *OpenAI {
 	b := &OpenAI{h: newHTTPClient(o, "https://api.openai.com/v1", openAIErrorHint)}
 	b.url = b.h.opts.BaseURL + "/chat/completions"
+	sum := sha256.Sum256([]byte("svcgw prompt_cache_key\x00" + o.APIKey))
+	b.cacheSecret = sum[:]
 	return b
+}
+
+// cacheKey is the prompt_cache_key sent upstream (with PromptCacheKey):
+// an HMAC of the call's account and the caller's own key, if any, so that
+// calls of one account (and one caller key) share cache routing while no
+// two accounts ever do, and neither the account nor the caller's key is
+// sent as it is. The HMAC is keyed by a hash of the upstream's API key:
+// stable across restarts (a new key would throw the cache affinity away)
+// and unknown to callers; the vendor, which knows its own key, learns no
+// more than which calls come from one account, which the shared prefixes
+// tell it anyway.
+func (b *OpenAI) cacheKey(req *llm.Request) string {
+	if !b.h.opts.PromptCacheKey {
+		return ""
+	}
+	m := hmac.New(sha256.New, b.cacheSecret)
+	m.Write([]byte(req.Account))
+	m.Write([]byte{0})
+	m.Write([]byte(req.CacheKey))
+	return "svc_" + base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:24])
 }
 
 // Limits returns the backend model's limits.
@@ -162,6 +191,7 @@ type oaRequest struct {
 	FrequencyPenalty    *float64           `json:"frequency_penalty,omitempty"`
 	LogitBias           map[string]float64 `json:"logit_bias,omitempty"`
 	User                string             `json:"user,omitempty"`
+	PromptCacheKey      string             `json:"prompt_cache_key,omitempty"`
 	Stream              bool               `json:"stream,omitempty"`
 	StreamOptions       *oaStreamOptions   `json:"stream_options,omitempty"`
 }
@@ -241,6 +271,7 @@ func (b *OpenAI) body(req *llm.Request, stream bool) ([]byte, error) {
 		LogitBias:        req.LogitBias,
 		User:             req.User,
 		ReasoningEffort:  openAIEffort(req.Reasoning),
+		PromptCacheKey:   b.cacheKey(req),
 	}
 	if n := b.h.maxTokens(req, 0); n > 0 {
 		if b.h.opts.LegacyMaxTokens {

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/svcgw/svcgw/llm"
 )
@@ -246,8 +245,8 @@ type openAIStream struct {
 	// index and id the upstream id (to tell a new call reusing an index).
 	calls   []oaCallState
 	refusal bool
-	// runes counts what was streamed, for the usage estimate.
-	runes int
+	// tokens estimates what was streamed, for the usage estimate.
+	tokens int
 
 	json  frameDecoder
 	chunk oaChunk // the frame being decoded, reused
@@ -342,9 +341,9 @@ func (s *openAIStream) toolCall(out []llm.Event, tc *oaRespToolCall) []llm.Event
 
 // emit appends ev, counting its text for the usage estimate.
 func (s *openAIStream) emit(out []llm.Event, ev llm.Event) []llm.Event {
-	s.runes += utf8.RuneCountInString(ev.Text)
+	s.tokens += llm.TextTokens(ev.Text)
 	if ev.ToolCall != nil {
-		s.runes += utf8.RuneCountInString(ev.ToolCall.Name)
+		s.tokens += llm.TextTokens(ev.ToolCall.Name)
 	}
 	return append(out, ev)
 }
@@ -358,7 +357,7 @@ func (s *openAIStream) finish(out []llm.Event, _ bool) ([]llm.Event, error) {
 		u = s.usage.canonical()
 	} else {
 		// Estimated, as estimateUsage does: llm.TextTokens' rule.
-		u = llm.Usage{InputTokens: s.input, OutputTokens: (s.runes + 3) / 4}
+		u = llm.Usage{InputTokens: s.input, OutputTokens: s.tokens}
 	}
 	return append(out, llm.Event{
 		Type:         llm.EventFinish,

@@ -54,11 +54,17 @@ type route struct {
 // a try.
 //
 // Cache affinity: among equal candidates (adjacent, same Group), a call goes
-// to the one chosen by rendezvous hashing of its cacheable prefix (tools,
-// system prompt and messages up to the last cache breakpoint, or the system
-// prompt and first message without one), so calls that share a prefix land
+// to the one chosen by rendezvous hashing of its account, its cache key and
+// its cacheable prefix (tools, system prompt and messages up to the last
+// cache breakpoint, or the system prompt and first message without one), so
+// calls of one account that share a prefix land
 // on the same backend and its prompt cache, without session pinning; the
 // choice only moves when that candidate is open.
+//
+// Usage: every reply's usage is bounded by what the call could have used
+// (output at its max_tokens or the model's limit, input at the context
+// length; see checkUsage), with a WARN naming the candidate when an
+// upstream reported more.
 //
 // Errors: *llm.Error values from backends pass through unchanged (backends
 // write caller-safe messages); a cancelled or expired caller context comes
@@ -211,6 +217,9 @@ func (r *Router) Complete(ctx context.Context, t llm.RequestType, tier llm.Tier,
 	err := r.try(ctx, t, tier, req, func(c Candidate) error {
 		var err error
 		resp, err = c.Backend.Complete(ctx, req)
+		if err == nil && resp != nil {
+			resp.Usage = checkUsage(r.opts.Logger, c.Name, boundsFor(req, c.Limits), resp.Usage)
+		}
 		return err
 	})
 	return resp, err
@@ -227,8 +236,10 @@ func (r *Router) Stream(ctx context.Context, t llm.RequestType, tier llm.Tier, r
 		if err != nil {
 			return err
 		}
+		rs := &routedStream{ctx: ctx, s: s, log: r.opts.Logger, name: c.Name, bounds: boundsFor(req, c.Limits)}
 		if s.Next() {
-			out = &routedStream{ctx: ctx, s: s, cur: s.Event(), pending: true}
+			rs.cur, rs.pending = rs.bound(s.Event()), true
+			out = rs
 			return nil
 		}
 		if err := s.Err(); err != nil {
@@ -236,7 +247,7 @@ func (r *Router) Stream(ctx context.Context, t llm.RequestType, tier llm.Tier, r
 			return err
 		}
 		// Ended cleanly without an event: nothing to retry.
-		out = &routedStream{ctx: ctx, s: s}
+		out = rs
 		return nil
 	})
 	return out, err
@@ -379,6 +390,12 @@ func mix(x uint64) uint64 {
 // conversation shares.
 func affinityKey(req *llm.Request) uint64 {
 	h := fnv.New64a()
+	// Scoped to the account (and the caller's own cache key): cache
+	// affinity never lands one tenant's calls on another's cache.
+	h.Write([]byte(req.Account))
+	h.Write([]byte{0})
+	h.Write([]byte(req.CacheKey))
+	h.Write([]byte{0})
 	var parts []llm.Part
 	for _, t := range req.Tools {
 		h.Write([]byte(t.Name))
@@ -533,12 +550,16 @@ func backendError(ctx context.Context, err error) error {
 }
 
 // routedStream is a backend stream whose first event the router has already
-// read, and whose errors it makes safe.
+// read, whose errors it makes safe and whose usage it bounds.
 type routedStream struct {
 	ctx     context.Context
 	s       Stream
 	cur     llm.Event
 	pending bool // cur is the first event and Next has not yet returned it
+
+	log    *slog.Logger
+	name   string      // the candidate, for the operator's log
+	bounds usageBounds // computed at the start: the request is let go of
 }
 
 func (s *routedStream) Next() bool {
@@ -549,8 +570,20 @@ func (s *routedStream) Next() bool {
 	if !s.s.Next() {
 		return false
 	}
-	s.cur = s.s.Event()
+	s.cur = s.bound(s.s.Event())
 	return true
+}
+
+// bound bounds the usage of a finish event (see checkUsage).
+func (s *routedStream) bound(ev llm.Event) llm.Event {
+	if ev.Type == llm.EventFinish && ev.Usage != nil {
+		if u := checkUsage(s.log, s.name, s.bounds, *ev.Usage); u != *ev.Usage {
+			p := new(llm.Usage) // only then: a stream's finish stays allocation-free
+			*p = u
+			ev.Usage = p
+		}
+	}
+	return ev
 }
 
 func (s *routedStream) Event() llm.Event { return s.cur }

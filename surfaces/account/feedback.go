@@ -14,7 +14,8 @@ import (
 
 // Feedback serves POST /svc/v1/feedback: a rating of one of the account's
 // responses, by id, per end user. Resubmitting for the same (id, end_user)
-// replaces the earlier rating. Feedback is free and is not usage.
+// replaces the earlier rating; at most store.MaxFeedbackEndUsers end users
+// may rate one response (409 beyond). Feedback is free and is not usage.
 //
 // Body: {"id": string (required), "rating": "up"|"down" (required),
 // "comment": string, "labels": {flat object of strings, numbers and
@@ -66,6 +67,15 @@ func (h *Handler) Feedback(w http.ResponseWriter, r *http.Request, caller store.
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		h.writeErr(w, r, notFound(err))
+		return
+	case errors.Is(err, store.ErrLimit):
+		h.writeErr(w, r, &llm.Error{
+			Kind:  llm.KindConflict,
+			Param: "end_user",
+			Message: fmt.Sprintf("This response already has ratings from %d end users, the most one response takes; "+
+				"an end user who rated it may still change its rating.", store.MaxFeedbackEndUsers),
+			Err: err,
+		})
 		return
 	case errors.Is(err, store.ErrConflict):
 		h.writeErr(w, r, &llm.Error{

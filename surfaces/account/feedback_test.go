@@ -3,6 +3,7 @@ package account_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -157,4 +158,24 @@ func TestFeedback_MaxAge(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestFeedback_EndUsersPerResponseAreBounded(t *testing.T) {
+	is := is.New(t)
+	e := feedbackEnv(t)
+	post := func(endUser, rating string) (int, map[string]any) {
+		return call(t, e.h.Feedback, "POST", "/svc/v1/feedback",
+			`{"id":"chatcmpl-a","rating":"`+rating+`","end_user":"`+endUser+`"}`, e.acme)
+	}
+	for i := range store.MaxFeedbackEndUsers {
+		status, _ := post(fmt.Sprint("u", i), "up")
+		is.Equal(status, 200)
+	}
+	status, body := post("one-more", "up")
+	is.Equal(status, 409) // the rows one response takes are bounded
+	msg := body["error"].(map[string]any)["message"].(string)
+	is.True(strings.Contains(msg, fmt.Sprint(store.MaxFeedbackEndUsers, " end users")))
+	status, _ = post("u3", "down")
+	is.Equal(status, 200) // an end user who rated it may still change its mind
+	is.Equal(len(feedbackRows(t, e, "chatcmpl-a")), store.MaxFeedbackEndUsers)
 }

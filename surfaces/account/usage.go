@@ -3,6 +3,8 @@ package account
 import (
 	"fmt"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/cockroachdb/apd/v3"
@@ -50,7 +52,11 @@ type UsageReport struct {
 // date-only end_date includes that whole day; an RFC 3339 end_date is
 // exclusive. start_date is inclusive.
 func (h *Handler) Usage(w http.ResponseWriter, r *http.Request, caller store.Key) {
-	q := r.URL.Query()
+	q, err := usageParams(r.URL.RawQuery)
+	if err != nil {
+		h.writeErr(w, r, err)
+		return
+	}
 	uq, err := ParseUsageQuery(q.Get("group_by"), q.Get("start_date"), q.Get("end_date"))
 	if err != nil {
 		h.writeErr(w, r, err)
@@ -73,6 +79,33 @@ func (h *Handler) Usage(w http.ResponseWriter, r *http.Request, caller store.Key
 		return
 	}
 	h.writeJSON(w, r, http.StatusOK, report)
+}
+
+// usageParams parses the query string strictly: net/url drops a pair it
+// cannot parse (one with a semicolon, or a bad escape) without a word,
+// which would turn group_by=;DROP… into the default grouping; and a
+// parameter given twice would silently take its first value. Both are
+// 400s naming the parameter.
+func usageParams(raw string) (url.Values, error) {
+	q, err := url.ParseQuery(raw)
+	if err != nil {
+		param := ""
+		for _, pair := range strings.Split(raw, "&") {
+			k, _, _ := strings.Cut(pair, "=")
+			if _, perr := url.ParseQuery(pair); perr != nil {
+				param, _ = url.QueryUnescape(k)
+				break
+			}
+		}
+		return nil, &llm.Error{Kind: llm.KindInvalidRequest, Param: param, Err: err,
+			Message: "The query string is malformed: separate parameters with & and percent-encode values (a ';' is not allowed)."}
+	}
+	for _, k := range []string{"group_by", "start_date", "end_date"} {
+		if len(q[k]) > 1 {
+			return nil, llm.InvalidParam(k, "%s is given more than once.", k)
+		}
+	}
+	return q, nil
 }
 
 // ParseUsageQuery validates the usage parameters as the endpoint takes them:
@@ -155,7 +188,7 @@ func parseBound(param, v string, end bool) (time.Time, error) {
 		if end {
 			t = t.AddDate(0, 0, 1)
 		}
-		return t, nil
+		return clampBound(t), nil
 	}
 	t, err := time.Parse(time.RFC3339Nano, v)
 	if err != nil {
@@ -166,7 +199,27 @@ func parseBound(param, v string, end bool) (time.Time, error) {
 			Err:     err,
 		}
 	}
-	return t.UTC(), nil
+	return clampBound(t.UTC()), nil
+}
+
+// The range of times RFC 3339 can write (four-digit years, in UTC).
+var (
+	firstBound = time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC)
+	lastBound  = time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)
+)
+
+// clampBound keeps a bound within what the report can echo as RFC 3339:
+// the day after 9999-12-31 (a date-only end_date of 9999-12-31) or a zone
+// offset past either end would otherwise be echoed as 10000-01-01T00:00:00Z
+// or a negative year. The clamped bound selects the same generations.
+func clampBound(t time.Time) time.Time {
+	switch {
+	case t.After(lastBound):
+		return lastBound
+	case t.Before(firstBound):
+		return firstBound
+	}
+	return t
 }
 
 // rfc3339 renders a bound, or nil (JSON null) when unbounded.

@@ -101,6 +101,14 @@ func TestUsage(t *testing.T) {
 				b("vision", 1, "0.300000"))},
 		{"empty window", "start_date=2025-04-01",
 			report("day", "2025-04-01T00:00:00Z", "", total(0, "0.000000"))},
+		// The far ends are echoed as RFC 3339 can write them, never as
+		// 10000-01-01T00:00:00Z or a negative year.
+		{"the last day there is", "group_by=request_type&start_date=2025-03-11&end_date=9999-12-31",
+			report("request_type", "2025-03-11T00:00:00Z", "9999-12-31T23:59:59.999999999Z", total(2, "0.700001"),
+				b("code", 1, "0.400001"), b("vision", 1, "0.300000"))},
+		{"zone offsets past either end", "group_by=request_type&start_date=0000-01-01T00:00:00%2B01:00&end_date=9999-12-31T23:00:00-05:00",
+			report("request_type", "0000-01-01T00:00:00Z", "9999-12-31T23:59:59.999999999Z", total(4, "1.000001"),
+				b("code", 2, "0.500001"), b("pro", 1, "0.200000"), b("vision", 1, "0.300000"))},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -141,6 +149,12 @@ func TestUsage_BadQueries(t *testing.T) {
 		{"no zone", "end_date=2025-03-10T10:00:00", "end_date"},
 		{"start after end", "start_date=2025-03-12&end_date=2025-03-10", "start_date"},
 		{"start after RFC 3339 end", "start_date=2025-03-10T12:00:00Z&end_date=2025-03-10T11:59:59Z", "start_date"},
+		{"a semicolon is not dropped silently", "group_by=;DROP%20TABLE%20generations", "group_by"},
+		{"a semicolon in a date", "start_date=2025-03-01;x", "start_date"},
+		{"a bad escape", "group_by=day&end_date=%zz", "end_date"},
+		{"group_by twice", "group_by=day&group_by=api_key", "group_by"},
+		{"end_date twice", "end_date=2025-03-10&end_date=2025-03-11", "end_date"},
+		{"five-digit year", "end_date=10000-01-01", "end_date"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

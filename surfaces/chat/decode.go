@@ -43,6 +43,7 @@ type chatRequest struct {
 	TopLogprobs         *int               `json:"top_logprobs"`
 	Seed                *int64             `json:"seed"`
 	User                string             `json:"user"`
+	PromptCacheKey      string             `json:"prompt_cache_key"`
 	ReasoningEffort     string             `json:"reasoning_effort"`
 	// Reasoning is the OpenRouter-style reasoning object, which
 	// supported_parameters advertises alongside reasoning_effort.
@@ -138,6 +139,7 @@ func decodeChat(body []byte) (*llm.Request, error) {
 		Logprobs:          cr.Logprobs,
 		TopLogprobs:       cr.TopLogprobs,
 		User:              cr.User,
+		CacheKey:          cr.PromptCacheKey,
 		Stream:            cr.Stream,
 		CacheControl:      cr.CacheControl.canonical(),
 	}
@@ -148,7 +150,9 @@ func decodeChat(body []byte) (*llm.Request, error) {
 		req.IncludeUsage = cr.StreamOptions.IncludeUsage
 	}
 	// max_completion_tokens wins over the deprecated max_tokens when both
-	// are sent; the error names whichever field the value came from.
+	// are sent; the error names whichever field the value came from. Both
+	// must be at least 1 when sent, as OpenAI's API requires (0 is not
+	// "unset" there: it is a 400 integer_below_min_value); null is unset.
 	maxField := ""
 	switch {
 	case cr.MaxCompletionTokens != nil:
@@ -156,8 +160,8 @@ func decodeChat(body []byte) (*llm.Request, error) {
 	case cr.MaxTokens != nil:
 		req.MaxTokens, maxField = *cr.MaxTokens, "max_tokens"
 	}
-	if req.MaxTokens < 0 {
-		return nil, llm.InvalidParam(maxField, "%s must be positive", maxField)
+	if maxField != "" && req.MaxTokens < 1 {
+		return nil, llm.InvalidParam(maxField, "Invalid '%s': integer below minimum value. Expected a value >= 1, but got %d instead.", maxField, req.MaxTokens)
 	}
 	if cr.N != nil {
 		if *cr.N < 1 || *cr.N > 1 {
@@ -303,7 +307,7 @@ func decodeMessages(msgs []chatMessage, req *llm.Request) error {
 // when it has the same role (consecutive tool results become one turn).
 func appendMessage(req *llm.Request, role llm.Role, parts []llm.Part) {
 	if n := len(req.Messages); n > 0 && req.Messages[n-1].Role == role && isToolResults(parts) && isToolResults(req.Messages[n-1].Parts) {
-		req.Messages[n-1].Parts = append(req.Messages[n-1].Parts, parts...)
+		req.Messages[n-1].Merge(parts...)
 		return
 	}
 	req.Messages = append(req.Messages, llm.Message{Role: role, Parts: parts})

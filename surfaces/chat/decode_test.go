@@ -118,7 +118,7 @@ var chatDecodeCases = []struct {
 		want: &llm.Request{Model: "m", Messages: []llm.Message{
 			user(llm.TextPart("weather in Paris and Rome?")),
 			assistant(toolCall("call_1", "get_weather", `{"city":"Paris"}`), toolCall("call_2", "get_weather", `{"city":"Rome"}`)),
-			user(toolResult("call_1", "", "18C"), toolResult("call_2", "", "22C")),
+			turns(2, user(toolResult("call_1", "", "18C"), toolResult("call_2", "", "22C"))),
 			user(llm.TextPart("thanks")),
 		}},
 	},
@@ -363,7 +363,7 @@ var chatDecodeCases = []struct {
 	{
 		name: "unknown fields are ignored",
 		body: chatBody(`"metadata":{"a":"b"},"store":false,"service_tier":"auto","prompt_cache_key":"k","some_future_field":[1,2]`),
-		want: chatReq(nil),
+		want: chatReq(func(r *llm.Request) { r.CacheKey = "k" }), // the cache hint is kept, to be scoped to the account
 	},
 }
 
@@ -511,6 +511,8 @@ var chatErrorCases = []struct {
 	{"top_p a string", chatBody(`"top_p":"x"`), "top_p"},
 	{"max_tokens fractional", chatBody(`"max_tokens":1.5`), "max_tokens"},
 	{"max_tokens negative", chatBody(`"max_tokens":-1`), "max_tokens"},
+	{"max_tokens zero", chatBody(`"max_tokens":0`), "max_tokens"}, // as OpenAI: >= 1, not "unset"
+	{"max_completion_tokens zero", chatBody(`"max_completion_tokens":0`), "max_completion_tokens"},
 	{"max_completion_tokens negative", chatBody(`"max_completion_tokens":-5`), "max_completion_tokens"},
 	{"n greater than 1", chatBody(`"n":2`), "n"},
 	{"n zero", chatBody(`"n":0`), "n"},
@@ -615,11 +617,11 @@ var responsesDecodeCases = []struct {
 				llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{
 					{Type: llm.PartToolCall, ToolCall: &llm.ToolCall{ID: "c1", Name: "multi_agent_v1__spawn_agent", Arguments: json.RawMessage(`{"task":"x"}`)}},
 					{Type: llm.PartToolCall, ToolCall: &llm.ToolCall{ID: "c2", Name: "apply_patch", Arguments: json.RawMessage(`{"input":"*** Begin Patch"}`)}},
-				}},
+				}, Turns: 2},
 				llm.Message{Role: llm.RoleUser, Parts: []llm.Part{
 					{Type: llm.PartToolResult, ToolResult: &llm.ToolResult{CallID: "c1", Content: []llm.Part{llm.TextPart("started")}}},
 					{Type: llm.PartToolResult, ToolResult: &llm.ToolResult{CallID: "c2", Content: []llm.Part{llm.TextPart("Done!")}}},
-				}})
+				}, Turns: 2})
 		}),
 	},
 	{
@@ -665,8 +667,8 @@ var responsesDecodeCases = []struct {
 			{"type":"function_call_output","call_id":"call_2","output":[{"type":"input_text","text":"22"},{"type":"input_text","text":"C"}]}]}`,
 		want: &llm.Request{Model: "m", IncludeUsage: true, Messages: []llm.Message{
 			user(llm.TextPart("weather in Paris and Rome?")),
-			assistant(llm.TextPart("Checking."), toolCall("call_1", "get_weather", `{"city":"Paris"}`), toolCall("call_2", "get_weather", `{"city":"Rome"}`)),
-			user(toolResult("call_1", "", "18C"), toolResult("call_2", "", "22C")),
+			turns(3, assistant(llm.TextPart("Checking."), toolCall("call_1", "get_weather", `{"city":"Paris"}`), toolCall("call_2", "get_weather", `{"city":"Rome"}`))),
+			turns(2, user(toolResult("call_1", "", "18C"), toolResult("call_2", "", "22C"))),
 		}},
 	},
 	{
@@ -678,7 +680,7 @@ var responsesDecodeCases = []struct {
 			{"role":"user","content":"again"}]}`,
 		want: &llm.Request{Model: "m", IncludeUsage: true, Messages: []llm.Message{
 			user(llm.TextPart("think")),
-			assistant(llm.Part{Type: llm.PartReasoning, Text: "step one\nstep two", Signature: "gAAAA-opaque"}, llm.TextPart("done")),
+			turns(2, assistant(llm.Part{Type: llm.PartReasoning, Text: "step one\nstep two", Signature: "gAAAA-opaque"}, llm.TextPart("done"))),
 			user(llm.TextPart("again")),
 		}},
 	},
@@ -799,6 +801,7 @@ var responsesErrorCases = []struct {
 	{"text.format of unknown type", responsesBody(`"text":{"format":{"type":"yaml"}}`), "text.format.type"},
 	{"text.format schema not an object", responsesBody(`"text":{"format":{"type":"json_schema","name":"x","schema":[]}}`), "text.format.schema"},
 	{"max_output_tokens zero", responsesBody(`"max_output_tokens":0`), "max_output_tokens"},
+	{"max_output_tokens below 16", responsesBody(`"max_output_tokens":15`), "max_output_tokens"}, // as OpenAI
 	{"temperature a string", responsesBody(`"temperature":"warm"`), "temperature"},
 	{"reasoning effort unknown", responsesBody(`"reasoning":{"effort":"extreme"}`), "reasoning.effort"},
 	{"instructions not a string", responsesBody(`"instructions":["a"]`), "instructions"},
@@ -814,4 +817,10 @@ func TestDecodeResponses_Errors(t *testing.T) {
 			badRequest(t, err, tc.param)
 		})
 	}
+}
+
+// turns marks m as holding n of the caller's messages (merged by decoding).
+func turns(n int, m llm.Message) llm.Message {
+	m.Turns = n
+	return m
 }

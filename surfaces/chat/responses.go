@@ -41,6 +41,7 @@ type responsesRequest struct {
 	TopP               *float64        `json:"top_p"`
 	TopLogprobs        *int            `json:"top_logprobs"`
 	User               string          `json:"user"`
+	PromptCacheKey     string          `json:"prompt_cache_key"`
 	Stream             bool            `json:"stream"`
 	Store              *bool           `json:"store"`
 	PreviousResponseID *string         `json:"previous_response_id"`
@@ -114,6 +115,10 @@ func isAISDK(r *http.Request) bool {
 	return strings.Contains(ua, "ai-sdk-openai/") || strings.Contains(ua, "ai-sdk/openai/")
 }
 
+// minOutputTokens is the smallest max_output_tokens the Responses API
+// takes.
+const minOutputTokens = 16
+
 // decodeResponses decodes a request body; store is the caller's store flag
 // (OpenAI's default: true).
 func decodeResponses(sealer Sealer, body []byte) (*llm.Request, bool, error) {
@@ -137,12 +142,15 @@ func decodeResponses(sealer Sealer, body []byte) (*llm.Request, bool, error) {
 		TopP:              rr.TopP,
 		TopLogprobs:       rr.TopLogprobs,
 		User:              rr.User,
+		CacheKey:          rr.PromptCacheKey,
 		Stream:            rr.Stream,
 		IncludeUsage:      true,
 	}
 	if rr.MaxOutputTokens != nil {
-		if *rr.MaxOutputTokens < 1 {
-			return nil, false, llm.InvalidParam("max_output_tokens", "max_output_tokens must be positive")
+		// OpenAI's Responses API takes at least 16 (a 400
+		// integer_below_min_value below); null is unset.
+		if n := *rr.MaxOutputTokens; n < minOutputTokens {
+			return nil, false, llm.InvalidParam("max_output_tokens", "Invalid 'max_output_tokens': integer below minimum value. Expected a value >= %d, but got %d instead.", minOutputTokens, n)
 		}
 		req.MaxTokens = *rr.MaxOutputTokens
 	}
@@ -317,7 +325,7 @@ func decodeMessageItem(f string, it inputItem, req *llm.Request) error {
 // function_call after assistant text is one turn), else starts a new turn.
 func addTurn(req *llm.Request, role llm.Role, parts ...llm.Part) {
 	if n := len(req.Messages); n > 0 && req.Messages[n-1].Role == role && (role == llm.RoleAssistant || isToolResults(parts) && isToolResults(req.Messages[n-1].Parts)) {
-		req.Messages[n-1].Parts = append(req.Messages[n-1].Parts, parts...)
+		req.Messages[n-1].Merge(parts...)
 		return
 	}
 	req.Messages = append(req.Messages, llm.Message{Role: role, Parts: parts})

@@ -184,9 +184,10 @@ func (d decoder) contents(cs []content) ([]llm.Message, error) {
 			return
 		}
 		if n := len(msgs); n > 0 && msgs[n-1].Role == llm.RoleAssistant {
-			msgs[n-1].Parts = append(msgs[n-1].Parts, turn.parts...)
+			msgs[n-1].Merge(turn.parts...)
+			msgs[n-1].Turns += turn.contents - 1
 		} else {
-			msgs = append(msgs, llm.Message{Role: llm.RoleAssistant, Parts: turn.parts})
+			msgs = append(msgs, llm.Message{Role: llm.RoleAssistant, Parts: turn.parts, Turns: turn.contents})
 		}
 		turn = nil
 	}
@@ -196,6 +197,7 @@ func (d decoder) contents(cs []content) ([]llm.Message, error) {
 			if turn == nil {
 				turn = &modelTurn{}
 			}
+			turn.contents++
 			if err := d.modelContent(turn, i, c.Parts); err != nil {
 				return nil, err
 			}
@@ -209,7 +211,7 @@ func (d decoder) contents(cs []content) ([]llm.Message, error) {
 			}
 			flush()
 			if n := len(msgs); n > 0 && msgs[n-1].Role == llm.RoleUser {
-				msgs[n-1].Parts = append(msgs[n-1].Parts, parts...)
+				msgs[n-1].Merge(parts...)
 			} else {
 				msgs = append(msgs, llm.Message{Role: llm.RoleUser, Parts: parts})
 			}
@@ -628,6 +630,9 @@ func (d decoder) generationConfig(req *llm.Request, g *generationConfig) error {
 		}
 		req.N = *c
 	}
+	// maxOutputTokens 0 is the API's default, as the official SDKs send
+	// it: genai's GenerationConfig.MaxOutputTokens is an int32 with
+	// omitempty, so 0 and absent cannot be told apart. Negative is a 400.
 	if m := g.MaxOutputTokens; m != nil {
 		if *m < 0 {
 			return llm.InvalidParam(path+".maxOutputTokens", "%s.maxOutputTokens must not be negative", path)

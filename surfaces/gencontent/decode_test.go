@@ -63,6 +63,16 @@ func TestCodec_DecodeRequest(t *testing.T) {
 	}
 }
 
+// maxOutputTokens 0 means the default, as in the official SDKs (an int32
+// with omitempty): the one surface where 0 is unset.
+func TestCodec_DecodeRequest_maxOutputTokensZeroIsUnset(t *testing.T) {
+	is := is.New(t)
+	req, err := Codec{}.DecodeRequest(newRequest("gemini-2.5-flash:generateContent"),
+		[]byte(`{"contents":[{"parts":[{"text":"hi"}]}],"generationConfig":{"maxOutputTokens":0}}`))
+	is.NoErr(err)
+	is.Equal(req.MaxTokens, 0)
+}
+
 func TestCodec_DecodeRequest_path(t *testing.T) {
 	body := []byte(`{"contents":[{"parts":[{"text":"hi"}]}]}`)
 	t.Run("generateContent is not streamed", func(t *testing.T) {

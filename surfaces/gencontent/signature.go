@@ -91,7 +91,8 @@ func decodeSignature(s string) (env sigEnvelope, ok bool) {
 // modelTurn builds the canonical parts of one model turn, applying the
 // envelopes in the order the encoder wrote them.
 type modelTurn struct {
-	parts []llm.Part
+	parts    []llm.Part
+	contents int // the caller's contents this turn was built from
 }
 
 // openReasoning returns the trailing reasoning part if it is still open: no

@@ -194,7 +194,7 @@ func decodeMessages(raw json.RawMessage, turns *turnControls) ([]llm.Message, er
 			return nil, llm.InvalidParam(join(p, "content"), "all messages must have non-empty content except for the optional final assistant message")
 		}
 		if n := len(msgs); n > 0 && msgs[n-1].Role == llm.Role(role) {
-			msgs[n-1].Parts = append(msgs[n-1].Parts, parts...)
+			msgs[n-1].Merge(parts...)
 			continue
 		}
 		msgs = append(msgs, llm.Message{Role: llm.Role(role), Parts: parts})

@@ -1,0 +1,28 @@
+package upstream
+
+import (
+	"encoding/json"
+	"math"
+	"testing"
+
+	"github.com/matryer/is"
+)
+
+// Sums of reported counts saturate instead of wrapping around to a small
+// or negative number, which no later bound could tell from a real one.
+func TestCanonicalUsage_sumsSaturate(t *testing.T) {
+	is := is.New(t)
+	var an anUsage
+	is.NoErr(json.Unmarshal([]byte(`{"input_tokens":9000000000000000000,"cache_read_input_tokens":9000000000000000000,
+		"cache_creation_input_tokens":9000000000000000000,"output_tokens":9000000000000000000}`), &an))
+	u := an.canonical()
+	is.Equal(u.InputTokens, math.MaxInt) // input + reads + writes saturate
+	is.True(u.OutputTokens > 0)
+
+	var gm gmUsage
+	is.NoErr(json.Unmarshal([]byte(`{"promptTokenCount":9000000000000000000,"toolUsePromptTokenCount":9000000000000000000,
+		"candidatesTokenCount":9000000000000000000,"thoughtsTokenCount":9000000000000000000}`), &gm))
+	u = gm.canonical()
+	is.Equal(u.InputTokens, math.MaxInt)  // prompt + tool-use prompt saturate
+	is.Equal(u.OutputTokens, math.MaxInt) // candidates + thoughts saturate
+}
