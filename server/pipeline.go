@@ -214,8 +214,13 @@ func (s *Server) serveComplete(w http.ResponseWriter, r *http.Request, c *call) 
 	s.sealResponse(resp)
 	// Record before answering: a caller that reads the reply and asks
 	// /generation at once must find the record (reads Sync the ledger).
+	delivered := 0
+	for _, p := range resp.Content {
+		delivered += llm.PartTokens(p)
+	}
 	s.meter(r.Context(), c, meterInput{
 		usage:        resp.Usage,
+		delivered:    delivered,
 		finish:       string(resp.FinishReason),
 		streamed:     false,
 		firstByte:    end,
@@ -274,6 +279,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call) {
 				m.usage = *ev.Usage
 			}
 			m.finish = string(ev.FinishReason)
+			m.delivered = estimate
 			m.end = s.now()
 			// Record before the final frames: a caller that reads the end
 			// of the stream and asks /generation at once must find it.
@@ -336,7 +342,11 @@ func (s *Server) upstreamError(ctx context.Context, err error) *llm.Error {
 }
 
 type meterInput struct {
-	usage        llm.Usage
+	usage llm.Usage
+	// delivered is svcgw's estimate of the output tokens that reached the
+	// caller, which stands in for an output count the upstream did not
+	// report.
+	delivered    int
 	finish       string
 	streamed     bool
 	failed       bool // delivered nothing: recorded at zero cost
@@ -349,6 +359,9 @@ type meterInput struct {
 // batched ledger writer, which debits the account in the same transaction.
 // It runs even when the caller has gone (the record must survive it).
 func (s *Server) meter(ctx context.Context, c *call, m meterInput) {
+	if !m.failed {
+		m.usage = s.unreported(ctx, c, m.usage, m.delivered)
+	}
 	cost := apd.Decimal{}
 	if !m.failed {
 		cost = s.prices.Cost(c.class.Type, c.class.Tier, m.usage)
@@ -382,6 +395,30 @@ func (s *Server) meter(ctx context.Context, c *call, m meterInput) {
 		GenerationTimeMS:    m.end.Sub(m.upstreamFrom).Milliseconds(),
 		CreatedAt:           c.created,
 	})
+}
+
+// unreported fills in the counts an upstream left out of its usage with
+// svcgw's own estimates, so that a missing count never makes a call free:
+// a compatible server that ignores stream_options.include_usage, a stream
+// whose usage never came, or a count the router's bounds set to zero
+// because it was negative. Every real call has input, so no input is
+// always a missing count; no output is one only when output reached the
+// caller. The operator's log says so, naming the backend.
+func (s *Server) unreported(ctx context.Context, c *call, u llm.Usage, delivered int) llm.Usage {
+	in, out := u.InputTokens, u.OutputTokens
+	if u.InputTokens <= 0 {
+		u.InputTokens = c.input
+	}
+	if u.OutputTokens <= 0 && delivered > 0 {
+		u.OutputTokens = delivered
+	}
+	if u.InputTokens != in || u.OutputTokens != out {
+		s.log.Warn("upstream reported no usage for part of a call; charged svcgw's estimate",
+			"request_id", RequestID(ctx), "backend", recordFrom(ctx).backend.Candidate,
+			"reported_input", in, "reported_output", out,
+			"input", u.InputTokens, "output", u.OutputTokens)
+	}
+	return u
 }
 
 // application is the attribution label of a call: X-Title, else the host of

@@ -22,6 +22,7 @@ type absurdUpstream struct {
 	mu     sync.Mutex
 	prompt int64
 	output int64
+	none   bool // report no usage at all
 }
 
 func (u *absurdUpstream) report(prompt, output int64) {
@@ -37,16 +38,23 @@ func (u *absurdUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewDecoder(r.Body).Decode(&req)
 	u.mu.Lock()
 	usage := fmt.Sprintf(`{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":0}`, u.prompt, u.output)
+	none := u.none
 	u.mu.Unlock()
 	if !req.Stream {
 		w.Header().Set("Content-Type", "application/json")
+		if none {
+			fmt.Fprint(w, `{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Hello."},"finish_reason":"stop"}]}`)
+			return
+		}
 		fmt.Fprintf(w, `{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Hello."},"finish_reason":"stop"}],"usage":%s}`, usage)
 		return
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	fmt.Fprint(w, `data: {"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":"Hello."}}]}`+"\n\n")
 	fmt.Fprint(w, `data: {"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`+"\n\n")
-	fmt.Fprintf(w, `data: {"id":"x","object":"chat.completion.chunk","choices":[],"usage":%s}`+"\n\n", usage)
+	if !none {
+		fmt.Fprintf(w, `data: {"id":"x","object":"chat.completion.chunk","choices":[],"usage":%s}`+"\n\n", usage)
+	}
 	fmt.Fprint(w, "data: [DONE]\n\n")
 }
 
@@ -81,7 +89,10 @@ func TestGateway_AbsurdUpstreamUsageIsBoundedAndCharged(t *testing.T) {
 			128000, 16384, "0.323840", true}, // 128000×1.25 + 16384×10 µ$
 		{"9e18 tokens each way, streamed", 9e18, 9e18, "", true,
 			128000, 16384, "0.323840", true},
-		{"negative tokens", -5, -7, "", false, 0, 0, "0.000000", true},
+		// Negative counts are no counts: svcgw's own estimates stand in
+		// (-1 below), so a broken report never makes a call free.
+		{"negative tokens", -5, -7, "", false, -1, -1, "", true},
+		{"negative tokens, streamed", -5, -7, "", true, -1, -1, "", true},
 		{"1,000,000 output tokens for max_tokens 10", 12, 1_000_000, `"max_tokens":10,`, false,
 			12, 10, "0.000115", true}, // 12×1.25 + 10×10 = 115 µ$
 		{"1,000,000 output tokens for max_tokens 10, streamed", 12, 1_000_000, `"max_tokens":10,`, true,
@@ -107,6 +118,13 @@ func TestGateway_AbsurdUpstreamUsageIsBoundedAndCharged(t *testing.T) {
 			id := completionID(t, raw, tt.stream)
 
 			g := gw.generation(t, id) // the generation was recorded, not dropped
+			if tt.wantIn < 0 {
+				// svcgw's estimates of the prompt and of the reply.
+				is.True(g.Usage.PromptTokens > 0)     // input estimated
+				is.True(g.Usage.CompletionTokens > 0) // output estimated from what was delivered
+				tt.wantIn, tt.wantOu = g.Usage.PromptTokens, g.Usage.CompletionTokens
+				tt.wantCost = usd((int64(tt.wantIn)*125 + int64(tt.wantOu)*1000 + 99) / 100)
+			}
 			is.Equal(g.Usage.PromptTokens, tt.wantIn)
 			is.Equal(g.Usage.CompletionTokens, tt.wantOu)
 			is.Equal(g.TotalCost, tt.wantCost)
@@ -157,4 +175,37 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// An upstream that reports no usage at all (an OpenAI-compatible server that
+// ignores stream_options.include_usage, or omits usage from its replies)
+// must not make calls free: svcgw's estimates of the prompt and of the
+// reply it delivered are charged. (The openai backend estimates a missing
+// usage itself; a negative one, above, is filled in by the server.)
+func TestGateway_UnreportedUsageIsChargedAtTheEstimate(t *testing.T) {
+	up := &absurdUpstream{none: true}
+	hs := httptest.NewServer(up)
+	t.Cleanup(hs.Close)
+	gw := newTestGateway(t, func(o *Options) {
+		b := upstream.NewOpenAI(upstream.HTTPOptions{BaseURL: hs.URL, Model: "m"})
+		o.Router = upstream.NewRouter([]upstream.Candidate{{Name: "vendor/m", Backend: b}})
+	})
+	for _, stream := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
+			is := is.New(t)
+			before := gw.account(t, gw.Key)
+			body := `{"model":"svc-fusion","messages":[{"role":"user","content":"Hi there"}]`
+			if stream {
+				body += `,"stream":true`
+			}
+			resp, raw := gw.do(t, http.MethodPost, "/svc/v1/chat/completions", body+"}")
+			is.Equal(resp.StatusCode, http.StatusOK)
+			g := gw.generation(t, completionID(t, raw, stream))
+			is.True(g.Usage.PromptTokens > 0)     // the prompt estimate
+			is.True(g.Usage.CompletionTokens > 0) // the estimate of "Hello."
+			is.True(g.TotalCost != "0.000000")    // never free
+			after := gw.account(t, gw.Key)
+			is.Equal(usd(micros(t, before.Balance)-micros(t, after.Balance)), g.TotalCost)
+		})
+	}
 }
