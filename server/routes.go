@@ -44,6 +44,7 @@ func (s *Server) routes() {
 		s.handle("GET "+p+"/v1/credits", chatSurface, s.account.Credits)
 		s.handle("GET "+p+"/v1/usage", chatSurface, s.account.Usage)
 		s.handle("GET "+p+"/v1/generation", chatSurface, s.account.Generation)
+		s.handle("GET "+p+"/v1/generations", chatSurface, s.account.Generations)
 		s.handle("POST "+p+"/v1/feedback", chatSurface, s.account.Feedback)
 	}
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
