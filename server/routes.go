@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/svcgw/svcgw/surfaces/chat"
+	"github.com/svcgw/svcgw/surfaces/dashboard"
 	"github.com/svcgw/svcgw/surfaces/gencontent"
 	"github.com/svcgw/svcgw/surfaces/messages"
 )
@@ -53,9 +54,22 @@ func (s *Server) routes() {
 	})
 	// Anything else: 404 in the chat-completions envelope, the most common
 	// client's, rather than net/http's plain text.
-	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+	notFound := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		chatSurface.writeError(w, notFoundRoute(r))
 	})
+	s.mux.Handle("/", notFound)
+
+	// The dashboard page, for a key holder's browser: at the root and at
+	// /svc/dashboard. "GET /{$}" matches "/" alone, so every other unknown
+	// path is still the 404 above. The page signs in with a key itself and
+	// calls the account routes; the page and its files need none.
+	if s.dashboard != nil {
+		page := s.dashboard.Page()
+		s.mux.Handle("GET /{$}", page)
+		s.mux.Handle("GET /svc/dashboard", page)
+		s.mux.Handle("GET /svc/dashboard/{$}", page)
+		s.mux.Handle("GET "+dashboard.AssetPrefix+"{name...}", s.dashboard.Assets(notFound))
+	}
 }
 
 // handle registers an authenticated route whose errors use sf's envelope.

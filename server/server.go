@@ -32,6 +32,7 @@ import (
 	"github.com/svcgw/svcgw/billing"
 	"github.com/svcgw/svcgw/store"
 	"github.com/svcgw/svcgw/surfaces/account"
+	"github.com/svcgw/svcgw/surfaces/dashboard"
 	"github.com/svcgw/svcgw/upstream"
 )
 
@@ -73,8 +74,11 @@ type Server struct {
 	now     func() time.Time
 	maxBody int64
 	account *account.Handler
-	mux     *http.ServeMux
-	handler http.Handler
+	// dashboard serves the browser page; nil if its embedded files are
+	// broken (logged at New), when the page's routes are the 404.
+	dashboard *dashboard.Handler
+	mux       *http.ServeMux
+	handler   http.Handler
 
 	bounds     Bounds
 	rpm, tpm   int64
@@ -126,6 +130,11 @@ func New(opts Options) *Server {
 	s.account = account.New(s.store, s.now, func(w http.ResponseWriter, _ *http.Request, err error) {
 		chatSurface.writeError(w, err)
 	})
+	if dash, err := dashboard.New(); err != nil {
+		s.log.Error("dashboard page unavailable", "error", err)
+	} else {
+		s.dashboard = dash
+	}
 	s.routes()
 	s.handler = s.withRecover(s.withRequestID(s.withAccessLog(s.mux)))
 	return s
