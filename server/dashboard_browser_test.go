@@ -37,7 +37,7 @@ const requireChromiumEnv = "SVCGW_REQUIRE_CHROMIUM"
 const screenshotsEnv = "SVCGW_DASHBOARD_SCREENSHOTS"
 
 // chromiumPath finds the browser, or skips (fails under SVCGW_REQUIRE_CHROMIUM).
-func chromiumPath(t *testing.T) string {
+func chromiumPath(t testing.TB) string {
 	t.Helper()
 	if p := os.Getenv("SVCGW_CHROMIUM"); p != "" {
 		return p
@@ -58,7 +58,7 @@ func chromiumPath(t *testing.T) string {
 // newBrowser starts one headless Chromium for a test and its subtests, each
 // of which opens its own tab (newTab): a fresh tab has its own
 // sessionStorage, so it starts signed out.
-func newBrowser(t *testing.T) context.Context {
+func newBrowser(t testing.TB) context.Context {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromiumPath(t)),
@@ -85,7 +85,7 @@ func newBrowser(t *testing.T) context.Context {
 
 // newTab opens a tab of browser, closed when t ends; every action in it
 // must finish within 30 s.
-func newTab(t *testing.T, browser context.Context) context.Context {
+func newTab(t testing.TB, browser context.Context) context.Context {
 	t.Helper()
 	tab, cancel := chromedp.NewContext(browser)
 	tab, cancelTimeout := context.WithTimeout(tab, 30*time.Second)
@@ -97,7 +97,7 @@ func newTab(t *testing.T, browser context.Context) context.Context {
 }
 
 // do runs actions in tab and fails the test on error.
-func do(t *testing.T, tab context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
+func do(t testing.TB, tab context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
 	if err := chromedp.Do(tab, actions...); err != nil {
 		t.Fatalf("%s: %v", what, err)
@@ -105,7 +105,7 @@ func do(t *testing.T, tab context.Context, what string, actions ...chromedp.Acti
 }
 
 // eval evaluates a JavaScript expression in tab.
-func eval[T any](t *testing.T, tab context.Context, expr string) T {
+func eval[T any](t testing.TB, tab context.Context, expr string) T {
 	t.Helper()
 	v, err := chromedp.Run(tab, chromedp.Evaluate[T](expr))
 	if err != nil {
@@ -115,7 +115,7 @@ func eval[T any](t *testing.T, tab context.Context, expr string) T {
 }
 
 // waitFor polls a JavaScript predicate until it is true.
-func waitFor(t *testing.T, tab context.Context, what, predicate string) {
+func waitFor(t testing.TB, tab context.Context, what, predicate string) {
 	t.Helper()
 	if _, err := chromedp.Run(tab, chromedp.Poll[chromedp.Void](predicate, chromedp.WithPollingTimeout(15*time.Second))); err != nil {
 		t.Fatalf("waiting for %s (%s): %v", what, predicate, err)
@@ -123,7 +123,7 @@ func waitFor(t *testing.T, tab context.Context, what, predicate string) {
 }
 
 // signIn opens the page at path and signs in with key, by keyboard.
-func signIn(t *testing.T, tab context.Context, base, path, key string) {
+func signIn(t testing.TB, tab context.Context, base, path, key string) {
 	t.Helper()
 	do(t, tab, "open the page",
 		chromedp.Navigate(base+path),
@@ -134,7 +134,7 @@ func signIn(t *testing.T, tab context.Context, base, path, key string) {
 
 // setSelect picks an option of a <select> as a user does: focus, choose,
 // and the change event.
-func setSelect(t *testing.T, tab context.Context, id, value string) {
+func setSelect(t testing.TB, tab context.Context, id, value string) {
 	t.Helper()
 	eval[chromedp.Void](t, tab, fmt.Sprintf(`(() => { const s = document.getElementById(%q); s.focus(); s.value = %q; s.dispatchEvent(new Event('change')); })()`, id, value))
 }
