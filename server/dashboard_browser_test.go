@@ -446,4 +446,3 @@ func TestDashboard_InABrowser(t *testing.T) {
 		screenshot(t, tab, "dashboard-phone.png")
 	})
 }
-

@@ -64,8 +64,8 @@ func TestPage_IsSelfContained(t *testing.T) {
 	is.Equal(resp.Header.Get("Content-Type"), "text/html; charset=utf-8")
 	is.Equal(resp.Header.Get("Cache-Control"), "no-cache") // a new binary's page is always read
 	csp := resp.Header.Get("Content-Security-Policy")
-	is.True(strings.Contains(csp, "script-src 'self'"))     // no inline or foreign script
-	is.True(strings.Contains(csp, "connect-src 'self'"))    // calls only its own gateway
+	is.True(strings.Contains(csp, "script-src 'self'"))      // no inline or foreign script
+	is.True(strings.Contains(csp, "connect-src 'self'"))     // calls only its own gateway
 	is.True(strings.Contains(csp, "frame-ancestors 'none'")) // never framed
 	is.Equal(resp.Header.Get("Referrer-Policy"), "no-referrer")
 
