@@ -12,11 +12,12 @@ import (
 var allowed = map[string][]string{
 	"":                    {"cli"},
 	"cli":                 {"server", "store", "config", "billing", "upstream", "surfaces/account", "seal", "llm"},
-	"server":              {"surfaces/chat", "surfaces/messages", "surfaces/gencontent", "surfaces/account", "classify", "upstream", "billing", "store", "config", "seal", "llm"},
+	"server":              {"surfaces/chat", "surfaces/messages", "surfaces/gencontent", "surfaces/account", "surfaces/dashboard", "classify", "upstream", "billing", "store", "config", "seal", "llm"},
 	"surfaces/chat":       {"llm"},
 	"surfaces/messages":   {"llm"},
 	"surfaces/gencontent": {"llm"},
 	"surfaces/account":    {"store", "billing", "llm"},
+	"surfaces/dashboard":  {}, // the embedded browser page: files only
 	"classify":            {"llm"},
 	"upstream":            {"llm"},
 	"billing":             {"llm"},

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/svcgw/svcgw/surfaces/chat"
+	"github.com/svcgw/svcgw/surfaces/dashboard"
 	"github.com/svcgw/svcgw/surfaces/gencontent"
 	"github.com/svcgw/svcgw/surfaces/messages"
 )
@@ -48,6 +49,7 @@ func (s *Server) routes() {
 		s.handle("GET "+p+"/v1/credits", chatSurface, s.account.Credits)
 		s.handle("GET "+p+"/v1/usage", chatSurface, s.account.Usage)
 		s.handle("GET "+p+"/v1/generation", chatSurface, s.account.Generation)
+		s.handle("GET "+p+"/v1/generations", chatSurface, s.account.Generations)
 		// Feedback writes rows: it counts against the key's requests per
 		// minute like the count endpoints.
 		s.handle("POST "+p+"/v1/feedback", chatSurface, s.withRPM(chatSurface, s.account.Feedback))
@@ -63,9 +65,22 @@ func (s *Server) routes() {
 	// often): 404 in the envelope of the SDK the request's headers point
 	// to, so that the SDK can read it, rather than net/http's plain text;
 	// chat-completions when nothing points elsewhere.
-	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+	notFound := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		headerSurface(r).writeError(w, notFoundRoute(r))
 	})
+	s.mux.Handle("/", notFound)
+
+	// The dashboard page, for a key holder's browser: at the root and at
+	// /svc/dashboard. "GET /{$}" matches "/" alone, so every other unknown
+	// path is still the 404 above. The page signs in with a key itself and
+	// calls the account routes; the page and its files need none.
+	if s.dashboard != nil {
+		page := s.dashboard.Page()
+		s.mux.Handle("GET /{$}", page)
+		s.mux.Handle("GET /svc/dashboard", page)
+		s.mux.Handle("GET /svc/dashboard/{$}", page)
+		s.mux.Handle("GET "+dashboard.AssetPrefix+"{name...}", s.dashboard.Assets(notFound))
+	}
 }
 
 // handle registers an authenticated route whose errors use sf's envelope.

@@ -41,6 +41,7 @@ import (
 	"github.com/svcgw/svcgw/seal"
 	"github.com/svcgw/svcgw/store"
 	"github.com/svcgw/svcgw/surfaces/account"
+	"github.com/svcgw/svcgw/surfaces/dashboard"
 	"github.com/svcgw/svcgw/upstream"
 )
 
@@ -95,8 +96,11 @@ type Server struct {
 	bodyTimeout time.Duration
 	bodyMinRate int64
 	account     *account.Handler
-	mux         *http.ServeMux
-	handler     http.Handler
+	// dashboard serves the browser page; nil if its embedded files are
+	// broken (logged at New), when the page's routes are the 404.
+	dashboard *dashboard.Handler
+	mux       *http.ServeMux
+	handler   http.Handler
 
 	bounds     Bounds
 	rpm, tpm   int64
@@ -158,6 +162,11 @@ func New(opts Options) *Server {
 	s.account = account.New(s.store, s.now, func(w http.ResponseWriter, _ *http.Request, err error) {
 		chatSurface.writeError(w, err)
 	})
+	if dash, err := dashboard.New(); err != nil {
+		s.log.Error("dashboard page unavailable", "error", err)
+	} else {
+		s.dashboard = dash
+	}
 	s.routes()
 	s.handler = s.withRecover(s.withRequestID(s.withAccessLog(s.withBody(s.mux))))
 	return s

@@ -58,7 +58,10 @@ func New(st *store.Store, now func() time.Time, writeErr func(w http.ResponseWri
 	return &Handler{st: st, now: now, writeErr: writeErr}
 }
 
-// Credits serves GET /svc/v1/credits: the account's balance and total spend.
+// Credits serves GET /svc/v1/credits: the account's balance and total
+// spend, what it has spent in the current UTC day and month against its
+// caps, and the same for the calling key (whose caps apply on top of the
+// account's). A cap is null when none is set.
 func (h *Handler) Credits(w http.ResponseWriter, r *http.Request, caller store.Key) {
 	ctx := r.Context()
 	if err := h.st.Sync(ctx); err != nil {
@@ -70,10 +73,58 @@ func (h *Handler) Credits(w http.ResponseWriter, r *http.Request, caller store.K
 		h.internal(w, r, fmt.Errorf("credits: %w", err))
 		return
 	}
-	h.writeJSON(w, r, http.StatusOK, struct {
-		Balance   string `json:"balance"`
-		TotalUsed string `json:"total_used"`
-	}{usd(a.Balance), usd(a.TotalUsed)})
+	sp, err := h.st.Spend(ctx, caller.AccountID, caller.ID, h.now())
+	if err != nil {
+		h.internal(w, r, fmt.Errorf("credits: %w", err))
+		return
+	}
+	h.writeJSON(w, r, http.StatusOK, Credits{
+		Balance:        usd(a.Balance),
+		TotalUsed:      usd(a.TotalUsed),
+		SpendToday:     usdMicros(sp.AccountDay),
+		SpendThisMonth: usdMicros(sp.AccountMonth),
+		DailyCap:       optUSD(a.DailyCap),
+		MonthlyCap:     optUSD(a.MonthlyCap),
+		Key: CreditsKey{
+			ID:             caller.ID,
+			Name:           caller.Name,
+			SpendToday:     usdMicros(sp.KeyDay),
+			SpendThisMonth: usdMicros(sp.KeyMonth),
+			DailyCap:       optUSD(caller.Limits.DailyCap),
+			MonthlyCap:     optUSD(caller.Limits.MonthlyCap),
+		},
+	})
+}
+
+// Credits is the body of GET /svc/v1/credits. Days and months are UTC, as
+// the caps are.
+type Credits struct {
+	Balance        string     `json:"balance"`
+	TotalUsed      string     `json:"total_used"`
+	SpendToday     string     `json:"spend_today"`
+	SpendThisMonth string     `json:"spend_this_month"`
+	DailyCap       *string    `json:"daily_cap"`
+	MonthlyCap     *string    `json:"monthly_cap"`
+	Key            CreditsKey `json:"key"`
+}
+
+// CreditsKey is the calling key's part of the credits body.
+type CreditsKey struct {
+	ID             string  `json:"id"`
+	Name           string  `json:"name"`
+	SpendToday     string  `json:"spend_today"`
+	SpendThisMonth string  `json:"spend_this_month"`
+	DailyCap       *string `json:"daily_cap"`
+	MonthlyCap     *string `json:"monthly_cap"`
+}
+
+// optUSD renders an optional amount, nil (JSON null) when absent.
+func optUSD(d *apd.Decimal) *string {
+	if d == nil {
+		return nil
+	}
+	s := usd(*d)
+	return &s
 }
 
 // Generation serves GET /svc/v1/generation?id=: the cost and usage record of
@@ -203,3 +254,6 @@ func usd(d apd.Decimal) string {
 	}
 	return q.Text('f')
 }
+
+// usdMicros renders an amount of micro-dollars.
+func usdMicros(v int64) string { return usd(*apd.New(v, -6)) }

@@ -169,20 +169,38 @@ func errorOf(t *testing.T, body map[string]any) (kind, param string) {
 func TestCredits(t *testing.T) {
 	is := is.New(t)
 	e := newEnv(t)
+	ctx := context.Background()
 	status, body := call(t, e.h.Credits, "GET", "/svc/v1/credits", "", e.acme)
-	is.Equal(status, 200)                                                        // credits
-	is.Equal(body, jsonOf(t, `{"balance":"10.000000","total_used":"0.000000"}`)) // fresh account
+	is.Equal(status, 200) // credits
+	is.Equal(body, jsonOf(t, `{"balance":"10.000000","total_used":"0.000000",
+		"spend_today":"0.000000","spend_this_month":"0.000000","daily_cap":null,"monthly_cap":null,
+		"key":{"id":"`+e.acme.ID+`","name":"default","spend_today":"0.000000","spend_this_month":"0.000000",
+		       "daily_cap":null,"monthly_cap":null}}`)) // fresh account
 
-	g := store.Generation{ID: "chatcmpl-1", AccountID: e.acme.AccountID, KeyID: e.acme.ID, Cost: *apd.New(5, -1)}
-	e.record(t, e.clock.Now(), g)
-	// No Sync here: the handler must make the call that just completed visible.
-	status, body = call(t, e.h.Credits, "GET", "/svc/v1/credits", "", e.acme2)
-	is.Equal(status, 200)                                                       // credits after a call
-	is.Equal(body, jsonOf(t, `{"balance":"9.500000","total_used":"0.500000"}`)) // debited, any key of the account
+	// Caps of the account and of the second key; the handler reports the
+	// caller's key as authenticated, with its limits.
+	_, err := e.st.UpdateAccountCaps(ctx, e.acme.AccountID, func(c *store.Caps) { c.Monthly = apd.New(20, 0) })
+	is.NoErr(err)
+	acme2, err := e.st.UpdateKeyLimits(ctx, e.acme2.ID, func(l *store.KeyLimits) { l.DailyCap = apd.New(15, -1) })
+	is.NoErr(err)
+
+	now := e.clock.Now() // 2025-03-10 12:00 UTC
+	e.record(t, now.AddDate(0, 0, -9), store.Generation{ID: "chatcmpl-0", AccountID: e.acme.AccountID, KeyID: e.acme2.ID, Cost: *apd.New(1, -1)})
+	e.record(t, now.AddDate(0, -1, 0), store.Generation{ID: "chatcmpl-old", AccountID: e.acme.AccountID, KeyID: e.acme.ID, Cost: *apd.New(2, -1)})
+	e.record(t, now, store.Generation{ID: "chatcmpl-1", AccountID: e.acme.AccountID, KeyID: e.acme2.ID, Cost: *apd.New(5, -1)})
+	e.record(t, now, store.Generation{ID: "chatcmpl-2", AccountID: e.acme.AccountID, KeyID: e.acme.ID, Cost: *apd.New(25, -2)})
+	// No Sync here: the handler must make the calls that just completed visible.
+	status, body = call(t, e.h.Credits, "GET", "/svc/v1/credits", "", acme2)
+	is.Equal(status, 200) // credits after calls
+	is.Equal(body, jsonOf(t, `{"balance":"8.950000","total_used":"1.050000",
+		"spend_today":"0.750000","spend_this_month":"0.850000","daily_cap":null,"monthly_cap":"20.000000",
+		"key":{"id":"`+e.acme2.ID+`","name":"ci","spend_today":"0.500000","spend_this_month":"0.600000",
+		       "daily_cap":"1.500000","monthly_cap":null}}`)) // the account's spend, and the key's own
 
 	status, body = call(t, e.h.Credits, "GET", "/svc/v1/credits", "", e.beta)
-	is.Equal(status, 200)                                                        // other account
-	is.Equal(body, jsonOf(t, `{"balance":"10.000000","total_used":"0.000000"}`)) // untouched
+	is.Equal(status, 200)                          // other account
+	is.Equal(body["balance"], "10.000000")         // untouched
+	is.Equal(body["spend_this_month"], "0.000000") // nothing of acme's
 }
 
 func TestGeneration(t *testing.T) {

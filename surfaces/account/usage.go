@@ -46,7 +46,8 @@ type UsageReport struct {
 
 // Usage serves GET /svc/v1/usage?group_by=&start_date=&end_date=: the
 // account's requests, tokens and cost, grouped by day (the default),
-// request_type, application or api_key.
+// request_type, application or api_key, or by day and one of the other
+// three (group_by=day,request_type; see usageByDay).
 //
 // start_date and end_date are YYYY-MM-DD (midnight UTC) or RFC 3339. A
 // date-only end_date includes that whole day; an RFC 3339 end_date is
@@ -55,6 +56,10 @@ func (h *Handler) Usage(w http.ResponseWriter, r *http.Request, caller store.Key
 	q, err := usageParams(r.URL.RawQuery)
 	if err != nil {
 		h.writeErr(w, r, err)
+		return
+	}
+	if axis, ok := dayAxis(q.Get("group_by")); ok {
+		h.usageByDay(w, r, caller, axis, q)
 		return
 	}
 	uq, err := ParseUsageQuery(q.Get("group_by"), q.Get("start_date"), q.Get("end_date"))
@@ -119,7 +124,7 @@ func ParseUsageQuery(groupBy, startDate, endDate string) (store.UsageQuery, erro
 	case store.GroupByDay, store.GroupByRequestType, store.GroupByApplication, store.GroupByAPIKey:
 	default:
 		return store.UsageQuery{}, llm.InvalidParam("group_by",
-			"group_by must be one of day, request_type, application, api_key.")
+			"group_by must be one of day, request_type, application, api_key, or day and one of the last three (day,request_type).")
 	}
 	start, err := parseBound("start_date", startDate, false)
 	if err != nil {
