@@ -11,7 +11,7 @@ import (
 // reverse).
 var allowed = map[string][]string{
 	"":                    {"cli"},
-	"cli":                 {"server", "store", "config", "billing", "upstream", "surfaces/account", "seal", "llm"},
+	"cli":                 {"server", "store", "config", "billing", "upstream", "upstream/fixture", "surfaces/account", "seal", "llm"},
 	"server":              {"surfaces/chat", "surfaces/messages", "surfaces/gencontent", "surfaces/account", "classify", "upstream", "billing", "store", "config", "seal", "llm"},
 	"surfaces/chat":       {"llm"},
 	"surfaces/messages":   {"llm"},
@@ -19,6 +19,7 @@ var allowed = map[string][]string{
 	"surfaces/account":    {"store", "billing", "llm"},
 	"classify":            {"llm"},
 	"upstream":            {"llm"},
+	"upstream/fixture":    {"upstream", "llm"},
 	"billing":             {"llm"},
 	"store":               {"llm"},
 	"config":              {"llm", "billing"},

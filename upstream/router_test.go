@@ -10,6 +10,7 @@ import (
 	"github.com/matryer/is"
 	"github.com/svcgw/svcgw/llm"
 	"github.com/svcgw/svcgw/upstream"
+	"github.com/svcgw/svcgw/upstream/fixture"
 )
 
 // fakeBackend is a Backend of function fields that counts its calls.
@@ -82,6 +83,34 @@ func (s *sliceStream) Err() error {
 }
 func (s *sliceStream) Close() error { s.closed = true; return nil }
 
+// chatRequest is a conversation of user turns.
+func chatRequest(texts ...string) *llm.Request {
+	r := &llm.Request{Model: "svc-fusion"}
+	for _, t := range texts {
+		r.Messages = append(r.Messages, llm.Message{Role: llm.RoleUser, Parts: []llm.Part{llm.TextPart(t)}})
+	}
+	return r
+}
+
+// streamed reads s to its end, failing the test on a stream error, and
+// returns what its reasoning and text deltas add up to.
+func streamed(t *testing.T, s upstream.Stream) (out struct{ reasoning, text string }) {
+	t.Helper()
+	defer s.Close()
+	for s.Next() {
+		switch ev := s.Event(); ev.Type {
+		case llm.EventReasoningDelta:
+			out.reasoning += ev.Text
+		case llm.EventTextDelta:
+			out.text += ev.Text
+		}
+	}
+	if err := s.Err(); err != nil {
+		t.Fatalf("stream: %v", err)
+	}
+	return out
+}
+
 func cand(name string, b upstream.Backend) upstream.Candidate {
 	return upstream.Candidate{Name: name, Backend: b}
 }
@@ -102,7 +131,7 @@ func TestRouter_selection(t *testing.T) {
 
 	s, err := r.Stream(context.Background(), llm.TypeCode, llm.TierHigh, chatRequest("x"))
 	is.NoErr(err)
-	is.Equal(fold(t, collect(t, s)).text, "code")
+	is.Equal(streamed(t, s).text, "code")
 
 	is.Equal(len(r.Candidates(llm.TypeCode, llm.TierHigh)), 1)
 	is.Equal(r.Candidates(llm.TypeCode, llm.TierHigh)[0].Name, "code")
@@ -192,7 +221,7 @@ func TestRouter_Stream_fallback(t *testing.T) {
 		r := upstream.NewRouter([]upstream.Candidate{cand("a", first), cand("b", answering("second"))})
 		s, err := r.Stream(context.Background(), llm.TypePro, llm.TierMedium, chatRequest("x"))
 		is.NoErr(err)
-		is.Equal(fold(t, collect(t, s)).text, "second")
+		is.Equal(streamed(t, s).text, "second")
 		is.True(failed.closed) // the failed stream was closed
 	})
 
@@ -202,7 +231,7 @@ func TestRouter_Stream_fallback(t *testing.T) {
 		r := upstream.NewRouter([]upstream.Candidate{cand("a", first), cand("b", answering("second"))})
 		s, err := r.Stream(context.Background(), llm.TypePro, llm.TierMedium, chatRequest("x"))
 		is.NoErr(err)
-		is.Equal(fold(t, collect(t, s)).text, "second")
+		is.Equal(streamed(t, s).text, "second")
 	})
 
 	t.Run("failure after the first event is the caller's", func(t *testing.T) {
@@ -229,7 +258,7 @@ func TestRouter_cancel(t *testing.T) {
 	cancel()
 	second := answering("second")
 	r := upstream.NewRouter([]upstream.Candidate{
-		cand("fixture", upstream.NewFixture(upstream.FixtureOptions{})),
+		cand("fixture", fixture.New(fixture.Options{})),
 		cand("b", second),
 	})
 	_, err := r.Complete(ctx, llm.TypePro, llm.TierMedium, chatRequest("x"))
@@ -241,7 +270,7 @@ func TestRouter_cancel(t *testing.T) {
 
 func TestRouter_Limits(t *testing.T) {
 	is := is.New(t)
-	r := upstream.NewRouter([]upstream.Candidate{cand("fixture", upstream.NewFixture(upstream.FixtureOptions{}))})
+	r := upstream.NewRouter([]upstream.Candidate{cand("fixture", fixture.New(fixture.Options{}))})
 	is.Equal(r.Limits(), upstream.Limits{ContextLength: 200000, MaxCompletionTokens: 32000}) // filled in from the fixture
 
 	r.Set(llm.TypeFlash, llm.TierLow, []upstream.Candidate{
@@ -259,13 +288,21 @@ func TestRouter_Limits(t *testing.T) {
 
 func TestRouter_withFixture(t *testing.T) {
 	is := is.New(t)
-	r := upstream.NewRouter([]upstream.Candidate{cand("fixture", upstream.NewFixture(upstream.FixtureOptions{}))})
-	req := withReasoning(chatRequest("hello"))
+	r := upstream.NewRouter([]upstream.Candidate{cand("fixture", fixture.New(fixture.Options{}))})
+	req := chatRequest("hello")
+	req.Reasoning = &llm.Reasoning{Enabled: true, Effort: "high"}
 	resp, err := r.Complete(context.Background(), llm.TypeReason, llm.TierHigh, req)
 	is.NoErr(err)
 	s, err := r.Stream(context.Background(), llm.TypeReason, llm.TierHigh, req)
 	is.NoErr(err)
-	got := fold(t, collect(t, s))
-	is.Equal(got.reasoning, fromResponse(resp).reasoning)
+	got := streamed(t, s)
+	var reasoning string
+	for _, p := range resp.Content {
+		if p.Type == llm.PartReasoning {
+			reasoning += p.Text
+		}
+	}
+	is.True(reasoning != "")
+	is.Equal(got.reasoning, reasoning)
 	is.Equal(got.text, resp.Text()) // the router's first-event read loses nothing
 }

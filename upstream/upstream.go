@@ -1,11 +1,11 @@
 // Package upstream owns everything behind the canonical model: the Backend
 // interface, the Router that maps a request type and effort tier to an
 // ordered list of backends (with retries, fallback, circuit breakers and
-// cache affinity), and the backends themselves: clients of the three vendor
-// protocols (OpenAI chat-completions and compatible servers, Anthropic
-// messages, Gemini generate-content) and the deterministic fixture backend.
+// cache affinity), and the clients of the three vendor protocols (OpenAI
+// chat-completions and compatible servers, Anthropic messages, Gemini
+// generate-content). The deterministic fixture backend is upstream/fixture.
 //
-// upstream imports only llm. Nothing above it learns which backend served a
+// upstream imports only llm, and never its own subpackages. Nothing above it learns which backend served a
 // call: responses and events come back in canonical form, and ids, model names
 // and vendor errors never cross this boundary.
 package upstream
