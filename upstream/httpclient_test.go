@@ -302,16 +302,6 @@ func TestBackends_Unreachable(t *testing.T) {
 	is.True(upstream.Retryable(err))
 }
 
-func TestRetryable(t *testing.T) {
-	is := is.New(t)
-	is.True(!upstream.Retryable(nil))
-	is.True(!upstream.Retryable(context.Canceled))
-	is.True(!upstream.Retryable(fmt.Errorf("post: %w", context.DeadlineExceeded)))
-	is.True(!upstream.Retryable(llm.InvalidParam("x", "bad")))
-	is.True(upstream.Retryable(&llm.Error{Kind: llm.KindOverloaded}))
-	is.True(!upstream.Retryable(errors.New("something else")))
-}
-
 // TestBackends_Limits checks that the router fills a candidate's limits
 // from a protocol backend.
 func TestBackends_Limits(t *testing.T) {

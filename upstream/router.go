@@ -546,7 +546,7 @@ func backendError(ctx context.Context, err error) error {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return &llm.Error{Kind: llm.KindTimeout, Message: "the upstream model timed out", Err: err}
 	}
-	return &llm.Error{Kind: llm.KindUpstream, Message: "the upstream model failed", Err: err}
+	return &llm.Error{Kind: llm.KindUpstream, Message: msgFailed, Err: err}
 }
 
 // routedStream is a backend stream whose first event the router has already

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/matryer/is"
 	"github.com/svcgw/svcgw/llm"
@@ -84,24 +83,6 @@ func TestSSEReader(t *testing.T) {
 		is.NoErr(err) // a long line within the maximum
 		is.Equal(len(got[0].Data), 40<<10)
 	})
-}
-
-func TestRetryAfter(t *testing.T) {
-	is := is.New(t)
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	h := func(kv ...string) map[string][]string {
-		m := map[string][]string{}
-		for i := 0; i < len(kv); i += 2 {
-			m[kv[i]] = []string{kv[i+1]}
-		}
-		return m
-	}
-	is.Equal(retryAfter(h("Retry-After", "Thu, 01 Jan 2026 00:00:30 GMT"), now), 30*time.Second)
-	is.Equal(retryAfter(h("Retry-After", "0.5"), now), 500*time.Millisecond)
-	is.Equal(retryAfter(h("Retry-After", "soon"), now), time.Duration(0))
-	is.Equal(retryAfter(h("Retry-After", "-3"), now), time.Duration(0))
-	is.Equal(retryAfter(h("Retry-After-Ms", "250", "Retry-After", "9"), now), 250*time.Millisecond)
-	is.Equal(retryAfter(nil, now), time.Duration(0))
 }
 
 func TestAnthropicUsage(t *testing.T) {
