@@ -2,7 +2,6 @@ package upstream
 
 import (
 	"bytes"
-	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"strings"
@@ -17,16 +16,9 @@ import (
 // call_…, or none at all from Gemini), so that no id tells a caller which
 // backend answered. The caller sends it back with the result, and the next
 // request carries it on both the call and the result, which is all the
-// vendors check.
-func newCallID() string {
-	const alphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-	var b [24]byte
-	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
-	for i := range b {
-		b[i] = alphabet[int(b[i])%len(alphabet)]
-	}
-	return "call_" + string(b[:])
-}
+// vendors check. It is llm.NewID's: 24 base62 characters, drawn without
+// the modulo bias of a byte taken mod 62.
+func newCallID() string { return llm.NewID("call_", 24) }
 
 // Reasoning signatures.
 //
