@@ -15,7 +15,6 @@ import (
 	"github.com/svcgw/svcgw/classify"
 	"github.com/svcgw/svcgw/llm"
 	"github.com/svcgw/svcgw/store"
-	"github.com/svcgw/svcgw/upstream"
 )
 
 // FinishCanceled is the finish reason recorded for a call whose caller went
@@ -201,8 +200,8 @@ func capMicros(c *apd.Decimal) int64 {
 
 func (s *Server) serveComplete(w http.ResponseWriter, r *http.Request, c *call) {
 	upStart := s.now()
-	ctx := upstream.WithReport(r.Context(), &recordFrom(r.Context()).backend)
-	resp, err := s.router.Complete(ctx, c.class.Type, c.class.Tier, c.req)
+	resp, rep, err := s.router.Complete(r.Context(), c.class.Type, c.class.Tier, c.req)
+	recordFrom(r.Context()).backend = rep
 	if err != nil {
 		c.sf.writeError(w, s.upstreamError(r.Context(), err))
 		return
@@ -241,7 +240,8 @@ func (s *Server) serveComplete(w http.ResponseWriter, r *http.Request, c *call) 
 func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call) {
 	ctx := r.Context()
 	upStart := s.now()
-	st, err := s.router.Stream(upstream.WithReport(ctx, &recordFrom(ctx).backend), c.class.Type, c.class.Tier, c.req)
+	st, rep, err := s.router.Stream(ctx, c.class.Type, c.class.Tier, c.req)
+	recordFrom(ctx).backend = rep
 	if err != nil {
 		c.sf.writeError(w, s.upstreamError(ctx, err))
 		return

@@ -121,15 +121,15 @@ func TestRouter_selection(t *testing.T) {
 	r := upstream.NewRouter([]upstream.Candidate{cand("def", def)})
 	r.Set(llm.TypeCode, llm.TierHigh, []upstream.Candidate{cand("code", code)})
 
-	resp, err := r.Complete(context.Background(), llm.TypeCode, llm.TierHigh, chatRequest("x"))
+	resp, _, err := r.Complete(context.Background(), llm.TypeCode, llm.TierHigh, chatRequest("x"))
 	is.NoErr(err)
 	is.Equal(resp.Text(), "code") // the route's own candidate
 
-	resp, err = r.Complete(context.Background(), llm.TypeCode, llm.TierLow, chatRequest("x"))
+	resp, _, err = r.Complete(context.Background(), llm.TypeCode, llm.TierLow, chatRequest("x"))
 	is.NoErr(err)
 	is.Equal(resp.Text(), "default") // another tier uses the default
 
-	s, err := r.Stream(context.Background(), llm.TypeCode, llm.TierHigh, chatRequest("x"))
+	s, _, err := r.Stream(context.Background(), llm.TypeCode, llm.TierHigh, chatRequest("x"))
 	is.NoErr(err)
 	is.Equal(streamed(t, s).text, "code")
 
@@ -163,7 +163,7 @@ func TestRouter_Complete_fallback(t *testing.T) {
 			is := is.New(t)
 			second := answering("second")
 			r := upstream.NewRouter([]upstream.Candidate{cand("a", tt.first), cand("b", second)})
-			resp, err := r.Complete(context.Background(), llm.TypePro, llm.TierMedium, chatRequest("x"))
+			resp, _, err := r.Complete(context.Background(), llm.TypePro, llm.TierMedium, chatRequest("x"))
 			is.Equal(second.calls.Load(), tt.wantCalls)
 			if tt.wantKind != "" {
 				var e *llm.Error
@@ -182,27 +182,27 @@ func TestRouter_errorsAreSafe(t *testing.T) {
 	secret := errors.New("vendor-x: 500 internal error at https://api.vendor-x.example")
 	r := upstream.NewRouter([]upstream.Candidate{cand("a", failing(secret)), cand("b", failing(secret))})
 
-	_, err := r.Complete(context.Background(), llm.TypePro, llm.TierMedium, chatRequest("x"))
+	_, _, err := r.Complete(context.Background(), llm.TypePro, llm.TierMedium, chatRequest("x"))
 	var e *llm.Error
 	is.True(errors.As(err, &e))
 	is.Equal(e.Kind, llm.KindUpstream)
 	is.True(!strings.Contains(e.Message, "vendor")) // never the backend's text
 	is.True(errors.Is(err, secret))                 // kept as the cause for logs
 
-	_, err = r.Stream(context.Background(), llm.TypePro, llm.TierMedium, chatRequest("x"))
+	_, _, err = r.Stream(context.Background(), llm.TypePro, llm.TierMedium, chatRequest("x"))
 	is.True(errors.As(err, &e))
 	is.Equal(e.Kind, llm.KindUpstream)
 
 	timeout := upstream.NewRouter([]upstream.Candidate{cand("a", failing(context.DeadlineExceeded))})
-	_, err = timeout.Complete(context.Background(), llm.TypePro, llm.TierMedium, chatRequest("x"))
+	_, _, err = timeout.Complete(context.Background(), llm.TypePro, llm.TierMedium, chatRequest("x"))
 	is.True(errors.As(err, &e))
 	is.Equal(e.Kind, llm.KindTimeout) // a backend's own deadline, not the caller's
 
 	empty := upstream.NewRouter(nil)
-	_, err = empty.Complete(context.Background(), llm.TypePro, llm.TierMedium, chatRequest("x"))
+	_, _, err = empty.Complete(context.Background(), llm.TypePro, llm.TierMedium, chatRequest("x"))
 	is.True(errors.As(err, &e))
 	is.Equal(e.Kind, llm.KindInternal)
-	_, err = empty.Stream(context.Background(), llm.TypePro, llm.TierMedium, chatRequest("x"))
+	_, _, err = empty.Stream(context.Background(), llm.TypePro, llm.TierMedium, chatRequest("x"))
 	is.True(errors.As(err, &e))
 	is.Equal(e.Kind, llm.KindInternal)
 }
@@ -219,7 +219,7 @@ func TestRouter_Stream_fallback(t *testing.T) {
 			return failed, nil
 		}}
 		r := upstream.NewRouter([]upstream.Candidate{cand("a", first), cand("b", answering("second"))})
-		s, err := r.Stream(context.Background(), llm.TypePro, llm.TierMedium, chatRequest("x"))
+		s, _, err := r.Stream(context.Background(), llm.TypePro, llm.TierMedium, chatRequest("x"))
 		is.NoErr(err)
 		is.Equal(streamed(t, s).text, "second")
 		is.True(failed.closed) // the failed stream was closed
@@ -229,7 +229,7 @@ func TestRouter_Stream_fallback(t *testing.T) {
 		is := is.New(t)
 		first := &fakeBackend{StreamFn: func(context.Context, *llm.Request) (upstream.Stream, error) { return nil, secret }}
 		r := upstream.NewRouter([]upstream.Candidate{cand("a", first), cand("b", answering("second"))})
-		s, err := r.Stream(context.Background(), llm.TypePro, llm.TierMedium, chatRequest("x"))
+		s, _, err := r.Stream(context.Background(), llm.TypePro, llm.TierMedium, chatRequest("x"))
 		is.NoErr(err)
 		is.Equal(streamed(t, s).text, "second")
 	})
@@ -238,7 +238,7 @@ func TestRouter_Stream_fallback(t *testing.T) {
 		is := is.New(t)
 		second := answering("second")
 		r := upstream.NewRouter([]upstream.Candidate{cand("a", failing(secret, text)), cand("b", second)})
-		s, err := r.Stream(context.Background(), llm.TypePro, llm.TierMedium, chatRequest("x"))
+		s, _, err := r.Stream(context.Background(), llm.TypePro, llm.TierMedium, chatRequest("x"))
 		is.NoErr(err)
 		defer s.Close()
 		is.True(s.Next())
@@ -261,9 +261,9 @@ func TestRouter_cancel(t *testing.T) {
 		cand("fixture", fixture.New(fixture.Options{})),
 		cand("b", second),
 	})
-	_, err := r.Complete(ctx, llm.TypePro, llm.TierMedium, chatRequest("x"))
+	_, _, err := r.Complete(ctx, llm.TypePro, llm.TierMedium, chatRequest("x"))
 	is.True(errors.Is(err, context.Canceled)) // the caller left: ctx.Err() itself
-	_, err = r.Stream(ctx, llm.TypePro, llm.TierMedium, chatRequest("x"))
+	_, _, err = r.Stream(ctx, llm.TypePro, llm.TierMedium, chatRequest("x"))
 	is.True(errors.Is(err, context.Canceled))
 	is.Equal(second.calls.Load(), int32(0)) // no fallback for a caller that left
 }
@@ -291,9 +291,9 @@ func TestRouter_withFixture(t *testing.T) {
 	r := upstream.NewRouter([]upstream.Candidate{cand("fixture", fixture.New(fixture.Options{}))})
 	req := chatRequest("hello")
 	req.Reasoning = &llm.Reasoning{Enabled: true, Effort: "high"}
-	resp, err := r.Complete(context.Background(), llm.TypeReason, llm.TierHigh, req)
+	resp, _, err := r.Complete(context.Background(), llm.TypeReason, llm.TierHigh, req)
 	is.NoErr(err)
-	s, err := r.Stream(context.Background(), llm.TypeReason, llm.TierHigh, req)
+	s, _, err := r.Stream(context.Background(), llm.TypeReason, llm.TierHigh, req)
 	is.NoErr(err)
 	got := streamed(t, s)
 	var reasoning string
