@@ -102,7 +102,7 @@ type Server struct {
 	rpm, tpm   int64
 	reserveOut int
 	admission  *billing.Admission
-	limiter    *rateLimiter
+	limiter    *billing.RateLimiter
 	sealer     *seal.Box
 	sampler    *logSampler
 
@@ -130,7 +130,7 @@ func New(opts Options) *Server {
 		rpm:        opts.RPM,
 		tpm:        opts.TPM,
 		reserveOut: opts.ReserveOutputTokens,
-		limiter:    newRateLimiter(),
+		limiter:    billing.NewRateLimiter(),
 		sealer:     opts.Sealer,
 	}
 	if s.sealer == nil {
