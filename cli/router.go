@@ -9,7 +9,10 @@ import (
 	"github.com/svcgw/svcgw/billing"
 	"github.com/svcgw/svcgw/config"
 	"github.com/svcgw/svcgw/upstream"
+	"github.com/svcgw/svcgw/upstream/anthropic"
 	"github.com/svcgw/svcgw/upstream/fixture"
+	"github.com/svcgw/svcgw/upstream/gemini"
+	"github.com/svcgw/svcgw/upstream/openai"
 )
 
 // buildRouter turns a configuration into a router: one backend per
@@ -37,11 +40,11 @@ func buildRouter(cfg *config.Config, log *slog.Logger, fixtureOpts fixture.Optio
 		var b upstream.Backend
 		switch u.Protocol {
 		case config.ProtocolOpenAI:
-			b = upstream.NewOpenAI(opts)
+			b = openai.New(opts)
 		case config.ProtocolAnthropic:
-			b = upstream.NewAnthropic(opts)
+			b = anthropic.New(opts)
 		case config.ProtocolGemini:
-			b = upstream.NewGemini(opts)
+			b = gemini.New(opts)
 		case config.ProtocolFixture:
 			fo := fixtureOpts
 			if u.FixtureTTFT > 0 {

@@ -15,38 +15,42 @@ import (
 
 // The caller-safe error vocabulary: the messages every failure of a backend
 // carries, the mapping of an upstream's error reply to a kind and a message
-// (statusError, refined by what a vendor's error body says: errorHint),
+// (ErrorFromStatus, refined by what a vendor's error body says: ErrorHint),
 // and Retryable, the router's test of whether another try may help. The
 // vendor's own text is kept only as the cause, for operator logs
 // (StatusError).
 
-// Caller-safe messages. None names a backend, a model or a vendor.
+// Caller-safe messages. None names a backend, a model or a vendor. The
+// exported ones are for failures a backend finds itself; ErrorFromStatus
+// writes the others.
 const (
-	msgRejected     = "the upstream model rejected the request"
-	msgContext      = "the request does not fit the model's context window"
-	msgTooLarge     = "the request is too large for the upstream model"
-	msgCredentials  = "the gateway's upstream credentials were rejected"
-	msgQuota        = "the gateway's upstream quota is exhausted"
-	msgNotFound     = "the upstream model is not available"
-	msgRateLimited  = "the upstream model is rate limited; retry later"
-	msgOverloaded   = "the upstream model is overloaded; retry later"
-	msgTimeout      = "the upstream model did not respond in time"
-	msgStalled      = "the upstream model stopped responding"
-	msgFailed       = "the upstream model failed"
-	msgUnreachable  = "the upstream model could not be reached"
-	msgConnection   = "the connection to the upstream model failed"
-	msgMalformed    = "the upstream model sent a malformed reply"
-	msgCut          = "the upstream reply ended unexpectedly"
-	msgNoReply      = "the upstream model returned no reply"
-	msgRemoteImages = "remote image URLs are not supported by this route"
+	msgRejected    = "the upstream model rejected the request"
+	msgContext     = "the request does not fit the model's context window"
+	msgTooLarge    = "the request is too large for the upstream model"
+	msgCredentials = "the gateway's upstream credentials were rejected"
+	msgQuota       = "the gateway's upstream quota is exhausted"
+	msgNotFound    = "the upstream model is not available"
+	msgRateLimited = "the upstream model is rate limited; retry later"
+	msgOverloaded  = "the upstream model is overloaded; retry later"
+	msgFailed      = "the upstream model failed"
+	MsgTimeout     = "the upstream model did not respond in time"
+	MsgStalled     = "the upstream model stopped responding"
+	MsgUnreachable = "the upstream model could not be reached"
+	MsgConnection  = "the connection to the upstream model failed"
+	MsgMalformed   = "the upstream model sent a malformed reply"
+	MsgCut         = "the upstream reply ended unexpectedly"
+	MsgNoReply     = "the upstream model returned no reply"
 )
 
-// errorHint is what a vendor's error body says beyond its status.
-type errorHint struct {
-	credentials   bool          // the key is bad (Gemini answers 400)
-	quota         bool          // the account is out of credit (OpenAI 429)
-	contextLength bool          // the prompt does not fit the context
-	retryAfter    time.Duration // from the body (Gemini RetryInfo)
+// errorLogBytes is how much of an error body a StatusError keeps.
+const errorLogBytes = 1 << 10
+
+// ErrorHint is what a vendor's error body says beyond its status.
+type ErrorHint struct {
+	Credentials   bool          // the key is bad (Gemini answers 400)
+	Quota         bool          // the account is out of credit (OpenAI 429)
+	ContextLength bool          // the prompt does not fit the context
+	RetryAfter    time.Duration // from the body (Gemini RetryInfo)
 }
 
 // StatusError is the cause, for operator logs, of an *llm.Error made from
@@ -62,29 +66,32 @@ func (e *StatusError) Error() string {
 	return fmt.Sprintf("upstream status %d: %s", e.StatusCode, e.Body)
 }
 
-// statusError maps an upstream error reply to a caller-safe *llm.Error.
-func statusError(status int, h http.Header, body []byte, hint errorHint) *llm.Error {
+// ErrorFromStatus maps an upstream error reply, or an in-stream error event
+// described by an HTTP-like status (the vendors' error types map onto one;
+// h is then nil), to a caller-safe *llm.Error. body is kept, cut short, in
+// its StatusError cause, for operator logs.
+func ErrorFromStatus(status int, h http.Header, body []byte, hint ErrorHint) *llm.Error {
 	if len(body) > errorLogBytes {
 		body = body[:errorLogBytes]
 	}
 	cause := &StatusError{StatusCode: status, Body: string(body)}
 	e := &llm.Error{Err: cause}
 	switch {
-	case hint.credentials || status == http.StatusUnauthorized || status == http.StatusForbidden:
+	case hint.Credentials || status == http.StatusUnauthorized || status == http.StatusForbidden:
 		e.Kind, e.Message = llm.KindUpstream, msgCredentials
-	case hint.quota || status == http.StatusPaymentRequired:
+	case hint.Quota || status == http.StatusPaymentRequired:
 		e.Kind, e.Message = llm.KindUpstream, msgQuota
 	case status == http.StatusTooManyRequests:
 		e.Kind, e.Message, cause.retry = llm.KindRateLimited, msgRateLimited, true
 	case status == http.StatusServiceUnavailable || status == 529:
 		e.Kind, e.Message, cause.retry = llm.KindOverloaded, msgOverloaded, true
 	case status == http.StatusRequestTimeout || status == http.StatusGatewayTimeout:
-		e.Kind, e.Message, cause.retry = llm.KindTimeout, msgTimeout, true
+		e.Kind, e.Message, cause.retry = llm.KindTimeout, MsgTimeout, true
 	case status >= 500:
 		e.Kind, e.Message, cause.retry = llm.KindUpstream, msgFailed, true
 	case status == http.StatusRequestEntityTooLarge:
 		e.Kind, e.Message = llm.KindTooLarge, msgTooLarge
-	case hint.contextLength:
+	case hint.ContextLength:
 		e.Kind, e.Message = llm.KindInvalidRequest, msgContext
 	case status == http.StatusNotFound:
 		e.Kind, e.Message = llm.KindUpstream, msgNotFound
@@ -96,7 +103,7 @@ func statusError(status int, h http.Header, body []byte, hint errorHint) *llm.Er
 	if cause.retry {
 		e.RetryAfter = retryAfter(h, time.Now())
 		if e.RetryAfter == 0 {
-			e.RetryAfter = hint.retryAfter
+			e.RetryAfter = hint.RetryAfter
 		}
 	}
 	return e
@@ -129,12 +136,6 @@ func retryAfter(h http.Header, now time.Time) time.Duration {
 	return 0
 }
 
-// streamError maps an in-stream error event, described by an HTTP-like
-// status (the vendors' error types map onto one), to an *llm.Error.
-func streamError(status int, body []byte, hint errorHint) *llm.Error {
-	return statusError(status, nil, body, hint)
-}
-
 // committedError marks an error that a stream reported after it had
 // produced events: the call can no longer be retried or moved.
 type committedError struct{ err error }
@@ -146,6 +147,10 @@ func (e *committedError) Error() string {
 	return "after the first event: " + e.err.Error()
 }
 func (e *committedError) Unwrap() error { return e.err }
+
+// Committed marks err as reported by a stream after its first event: the
+// call can no longer be retried or moved (see Retryable).
+func Committed(err error) error { return &committedError{err: err} }
 
 // Retryable reports whether a failed call may be tried again, on the same
 // candidate after a backoff or on the next one: connection failures,
@@ -179,7 +184,7 @@ func Retryable(err error) bool {
 	return errors.As(err, &ne)
 }
 
-// malformed is the error for an upstream reply we cannot read.
-func malformed(err error) error {
-	return &llm.Error{Kind: llm.KindUpstream, Message: msgMalformed, Err: err}
+// Malformed is the error for an upstream reply that cannot be read.
+func Malformed(err error) error {
+	return &llm.Error{Kind: llm.KindUpstream, Message: MsgMalformed, Err: err}
 }
