@@ -4,11 +4,9 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	"github.com/matryer/is"
 
 	"github.com/svcgw/svcgw/llm"
-	"github.com/svcgw/svcgw/upstream/internal/protocol"
 	"github.com/svcgw/svcgw/upstream/internal/protocoltest"
 )
 
@@ -51,24 +49,9 @@ func TestTranslate_SystemGuidance(t *testing.T) {
 }
 
 func TestStopRule(t *testing.T) {
-	tests := []struct {
-		name    string
-		stops   []string
-		sent    []string
-		gateway []string
-	}{
-		{"any number", []string{"a", "b", "c", "d", "e", "f", "g"}, []string{"a", "b", "c", "d", "e", "f", "g"}, nil},
-		{"white space only and empty are the gateway's", []string{"\n", "END", "", " \t"}, []string{"END"}, []string{"\n", "END", " \t"}},
-		{"white space around text goes up", []string{"\nHuman:"}, []string{"\nHuman:"}, nil},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if d := cmp.Diff(tt.sent, anthropicStops(tt.stops)); d != "" {
-				t.Errorf("sent (-want +got):\n%s", d)
-			}
-			if d := cmp.Diff(tt.gateway, protocol.GatewayStops(anthropicStops, tt.stops)); d != "" {
-				t.Errorf("gateway (-want +got):\n%s", d)
-			}
-		})
-	}
+	protocoltest.CheckStopRule(t, anthropicStops, []protocoltest.StopRuleCase{
+		{Name: "any number", Stops: []string{"a", "b", "c", "d", "e", "f", "g"}, Sent: []string{"a", "b", "c", "d", "e", "f", "g"}},
+		{Name: "white space only and empty are the gateway's", Stops: []string{"\n", "END", "", " \t"}, Sent: []string{"END"}, Gateway: []string{"\n", "END", " \t"}},
+		{Name: "white space around text goes up", Stops: []string{"\nHuman:"}, Sent: []string{"\nHuman:"}},
+	})
 }

@@ -5,11 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	"github.com/matryer/is"
 
 	"github.com/svcgw/svcgw/llm"
-	"github.com/svcgw/svcgw/upstream/internal/protocol"
 	"github.com/svcgw/svcgw/upstream/internal/protocoltest"
 )
 
@@ -72,23 +70,8 @@ func TestTranslate_SystemGuidance(t *testing.T) {
 }
 
 func TestStopRule(t *testing.T) {
-	tests := []struct {
-		name    string
-		stops   []string
-		sent    []string
-		gateway []string
-	}{
-		{"five go up", []string{"a", "b", "c", "d", "e"}, []string{"a", "b", "c", "d", "e"}, nil},
-		{"a sixth is the gateway's", []string{"a", "b", "c", "d", "e", "f"}, []string{"a", "b", "c", "d", "e"}, []string{"a", "b", "c", "d", "e", "f"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if d := cmp.Diff(tt.sent, geminiStops(tt.stops)); d != "" {
-				t.Errorf("sent (-want +got):\n%s", d)
-			}
-			if d := cmp.Diff(tt.gateway, protocol.GatewayStops(geminiStops, tt.stops)); d != "" {
-				t.Errorf("gateway (-want +got):\n%s", d)
-			}
-		})
-	}
+	protocoltest.CheckStopRule(t, geminiStops, []protocoltest.StopRuleCase{
+		{Name: "five go up", Stops: []string{"a", "b", "c", "d", "e"}, Sent: []string{"a", "b", "c", "d", "e"}},
+		{Name: "a sixth is the gateway's", Stops: []string{"a", "b", "c", "d", "e", "f"}, Sent: []string{"a", "b", "c", "d", "e"}, Gateway: []string{"a", "b", "c", "d", "e", "f"}},
+	})
 }

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	"github.com/matryer/is"
 
 	"github.com/svcgw/svcgw/llm"
@@ -88,24 +87,9 @@ func TestTranslate_SystemGuidance(t *testing.T) {
 }
 
 func TestStopRule(t *testing.T) {
-	tests := []struct {
-		name    string
-		stops   []string
-		sent    []string
-		gateway []string
-	}{
-		{"four go up", []string{"a", "b", "c", "d"}, []string{"a", "b", "c", "d"}, nil},
-		{"a fifth is the gateway's", []string{"a", "b", "c", "d", "e"}, []string{"a", "b", "c", "d"}, []string{"a", "b", "c", "d", "e"}},
-		{"none", nil, nil, nil},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if d := cmp.Diff(tt.sent, openAIStops(tt.stops)); d != "" {
-				t.Errorf("sent (-want +got):\n%s", d)
-			}
-			if d := cmp.Diff(tt.gateway, protocol.GatewayStops(openAIStops, tt.stops)); d != "" {
-				t.Errorf("gateway (-want +got):\n%s", d)
-			}
-		})
-	}
+	protocoltest.CheckStopRule(t, openAIStops, []protocoltest.StopRuleCase{
+		{Name: "four go up", Stops: []string{"a", "b", "c", "d"}, Sent: []string{"a", "b", "c", "d"}},
+		{Name: "a fifth is the gateway's", Stops: []string{"a", "b", "c", "d", "e"}, Sent: []string{"a", "b", "c", "d"}, Gateway: []string{"a", "b", "c", "d", "e"}},
+		{Name: "none"},
+	})
 }

@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/matryer/is"
 
 	"github.com/svcgw/svcgw/llm"
 	"github.com/svcgw/svcgw/upstream"
+	"github.com/svcgw/svcgw/upstream/internal/protocol"
 )
 
 // StopCase is a call with more stop sequences than a protocol accepts: the
@@ -58,6 +60,27 @@ func StopsOverTheLimit(t *testing.T, c StopCase) {
 		is.Equal(r.StopSequence, c.Seq)
 		is.Equal(r.Usage, c.StreamUsage(req))
 	})
+}
+
+// StopRuleCase is what a protocol's stop rule sends upstream out of Stops,
+// and what it leaves the gateway to apply.
+type StopRuleCase struct {
+	Name                 string
+	Stops, Sent, Gateway []string
+}
+
+// CheckStopRule checks rule on each case.
+func CheckStopRule(t *testing.T, rule protocol.StopRule, cases []StopRuleCase) {
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			if d := cmp.Diff(c.Sent, rule(c.Stops)); d != "" {
+				t.Errorf("sent (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff(c.Gateway, protocol.GatewayStops(rule, c.Stops)); d != "" {
+				t.Errorf("gateway (-want +got):\n%s", d)
+			}
+		})
+	}
 }
 
 // StopRequest asks for stops on a plain question.

@@ -1,6 +1,8 @@
 package protocoltest
 
 import (
+	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,9 +13,47 @@ import (
 	"github.com/svcgw/svcgw/upstream/internal/protocol"
 )
 
-// SeedStreams adds every recorded stream, testdata/*.sse beside the test,
+// FuzzDecoder feeds arbitrary bytes to the stream reader through the
+// decoders newDecoder makes, seeded with the recorded streams beside the
+// test (testdata/*.sse) and seeds. It must never panic, and a stream that
+// succeeds has the shape every stream has (see CheckStream).
+func FuzzDecoder(f *testing.F, newDecoder func() protocol.Decoder, seeds ...string) {
+	seedStreams(f)
+	for _, s := range seeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := protocol.DecodeStream(io.NopCloser(bytes.NewReader(data)), newDecoder())
+		if err == nil {
+			CheckStream(t, s)
+		}
+	})
+}
+
+// StreamText decodes sse through dec and returns its text deltas, each
+// followed by "|", failing t on an error.
+func StreamText(t *testing.T, dec protocol.Decoder, sse string) string {
+	t.Helper()
+	s, err := protocol.DecodeStream(io.NopCloser(strings.NewReader(sse)), dec)
+	if err != nil {
+		t.Fatalf("stream: %v", err)
+	}
+	defer s.Close()
+	var text strings.Builder
+	for s.Next() {
+		if ev := s.Event(); ev.Type == llm.EventTextDelta {
+			text.WriteString(ev.Text + "|")
+		}
+	}
+	if err := s.Err(); err != nil {
+		t.Fatalf("stream: %v", err)
+	}
+	return text.String()
+}
+
+// seedStreams adds every recorded stream, testdata/*.sse beside the test,
 // to a fuzz target's corpus.
-func SeedStreams(f *testing.F) {
+func seedStreams(f *testing.F) {
 	files, err := filepath.Glob(filepath.Join("testdata", "*.sse"))
 	if err != nil || len(files) == 0 {
 		f.Fatalf("no recorded streams in testdata: %v", err)
