@@ -21,7 +21,7 @@ import (
 	"github.com/svcgw/svcgw/upstream/internal/protocol"
 )
 
-// Backend is a backend for the messages protocol
+// Backend serves canonical requests over the messages protocol
 // (protocols/messages.md). It posts to {BaseURL}/v1/messages.
 //
 // Translation notes (translation.md):

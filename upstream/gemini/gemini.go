@@ -23,7 +23,7 @@ import (
 	"github.com/svcgw/svcgw/upstream/internal/protocol"
 )
 
-// Backend is a backend for the generate-content protocol
+// Backend serves canonical requests over the generate-content protocol
 // (protocols/generate-content.md). It posts to
 // {BaseURL}/v1beta/models/{Model}:generateContent, or
 // :streamGenerateContent?alt=sse.

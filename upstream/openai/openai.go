@@ -26,9 +26,10 @@ import (
 	"github.com/svcgw/svcgw/upstream/internal/protocol"
 )
 
-// Backend is a backend for any server that speaks chat-completions
-// (protocols/chat-completions.md): OpenAI itself, OpenRouter, vLLM,
-// llama.cpp, Ollama. It posts to {BaseURL}/chat/completions.
+// Backend serves canonical requests through any server that speaks
+// chat-completions (protocols/chat-completions.md): OpenAI itself,
+// OpenRouter, vLLM, llama.cpp, Ollama. It posts to
+// {BaseURL}/chat/completions.
 //
 // Translation notes (translation.md):
 //   - System parts become one system message, and system guidance inside
