@@ -11,7 +11,7 @@ import (
 // reverse).
 var allowed = map[string][]string{
 	"":                    {"cli"},
-	"cli":                 {"server", "store", "config", "billing", "upstream", "surfaces/account", "seal", "llm"},
+	"cli":                 {"server", "store", "config", "billing", "upstream", "upstream/openai", "upstream/anthropic", "upstream/gemini", "upstream/fixture", "surfaces/account", "seal", "llm"},
 	"server":              {"surfaces/chat", "surfaces/messages", "surfaces/gencontent", "surfaces/account", "surfaces/dashboard", "classify", "upstream", "billing", "store", "config", "seal", "llm"},
 	"surfaces/chat":       {"llm"},
 	"surfaces/messages":   {"llm"},
@@ -19,13 +19,24 @@ var allowed = map[string][]string{
 	"surfaces/account":    {"store", "billing", "llm"},
 	"surfaces/dashboard":  {}, // the embedded browser page: files only
 	"classify":            {"llm"},
-	"upstream":            {"llm"},
+	"upstream":            {"llm"}, // Backend, Router, errors; never its own subpackages
+	"upstream/openai":     {"upstream", "upstream/internal/protocol", "llm"},
+	"upstream/anthropic":  {"upstream", "upstream/internal/protocol", "llm"},
+	"upstream/gemini":     {"upstream", "upstream/internal/protocol", "llm"},
+	"upstream/fixture":    {"upstream", "llm"},
 	"billing":             {"llm"},
 	"store":               {"llm"},
 	"config":              {"llm", "billing"},
 	"llm":                 {},
 	"seal":                {}, // authenticated encryption of caller-held tokens (golang.org/x/crypto only)
 	"internal/golden":     {}, // golden-file helpers, imported by the surfaces' tests only
+
+	// what the vendor protocols share: HTTP transport, SSE reader, frame
+	// decoder, stop sequences, translation helpers
+	"upstream/internal/protocol": {"upstream", "llm"},
+	// the protocol backends' test helpers and conformance suite, imported by
+	// their tests only
+	"upstream/internal/protocoltest": {"upstream", "upstream/internal/protocol", "llm"},
 }
 
 // forbiddenStd are standard packages a module package must not import.

@@ -1,7 +1,8 @@
 // Package billing owns what a call costs the caller: the price table (USD per
 // million tokens for each request type and effort tier), the cost arithmetic,
-// the parsing and rendering of USD amounts, and admission: whether a call
-// may run against its account's prepaid balance and spend caps.
+// the parsing and rendering of USD amounts, and the limits a call is
+// admitted under: its account's prepaid balance and spend caps (Admission)
+// and its key's requests and tokens per minute (RateLimiter).
 //
 // Admission reserves a call's cost ceiling before it runs (Prices.Ceiling:
 // the estimated input, uncached or at the dearest cache-write rate the

@@ -9,12 +9,16 @@ import (
 	"github.com/svcgw/svcgw/billing"
 	"github.com/svcgw/svcgw/config"
 	"github.com/svcgw/svcgw/upstream"
+	"github.com/svcgw/svcgw/upstream/anthropic"
+	"github.com/svcgw/svcgw/upstream/fixture"
+	"github.com/svcgw/svcgw/upstream/gemini"
+	"github.com/svcgw/svcgw/upstream/openai"
 )
 
 // buildRouter turns a configuration into a router: one backend per
 // upstream model, shared by every route that names it (so its circuit
 // breaker and connection pool are shared too).
-func buildRouter(cfg *config.Config, log *slog.Logger, fixture upstream.FixtureOptions) (*upstream.Router, error) {
+func buildRouter(cfg *config.Config, log *slog.Logger, fixtureOpts fixture.Options) (*upstream.Router, error) {
 	backends := map[config.Candidate]upstream.Candidate{}
 	backend := func(c config.Candidate) (upstream.Candidate, error) {
 		key := config.Candidate{Upstream: c.Upstream, Model: c.Model}
@@ -36,13 +40,13 @@ func buildRouter(cfg *config.Config, log *slog.Logger, fixture upstream.FixtureO
 		var b upstream.Backend
 		switch u.Protocol {
 		case config.ProtocolOpenAI:
-			b = upstream.NewOpenAI(opts)
+			b = openai.New(opts)
 		case config.ProtocolAnthropic:
-			b = upstream.NewAnthropic(opts)
+			b = anthropic.New(opts)
 		case config.ProtocolGemini:
-			b = upstream.NewGemini(opts)
+			b = gemini.New(opts)
 		case config.ProtocolFixture:
-			fo := fixture
+			fo := fixtureOpts
 			if u.FixtureTTFT > 0 {
 				fo.TimeToFirstToken = u.FixtureTTFT
 			}
@@ -52,7 +56,7 @@ func buildRouter(cfg *config.Config, log *slog.Logger, fixture upstream.FixtureO
 			if lim != (upstream.Limits{}) {
 				fo.Limits = lim
 			}
-			b = upstream.NewFixture(fo)
+			b = fixture.New(fo)
 		default:
 			return upstream.Candidate{}, fmt.Errorf("upstream %q: unknown protocol %q", u.Name, u.Protocol)
 		}

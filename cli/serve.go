@@ -17,7 +17,7 @@ import (
 	"github.com/svcgw/svcgw/seal"
 	"github.com/svcgw/svcgw/server"
 	"github.com/svcgw/svcgw/store"
-	"github.com/svcgw/svcgw/upstream"
+	"github.com/svcgw/svcgw/upstream/fixture"
 )
 
 type serveCmd struct {
@@ -62,7 +62,7 @@ func (c *serveCmd) Run(e *env) (err error) {
 			return err // each error names the file and line
 		}
 	}
-	router, err := buildRouter(cfg, log, upstream.FixtureOptions{TimeToFirstToken: c.FixtureTTFT, TokensPerSecond: c.FixtureTPS})
+	router, err := buildRouter(cfg, log, fixture.Options{TimeToFirstToken: c.FixtureTTFT, TokensPerSecond: c.FixtureTPS})
 	if err != nil {
 		return err
 	}

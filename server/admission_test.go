@@ -19,6 +19,7 @@ import (
 	"github.com/svcgw/svcgw/llm"
 	"github.com/svcgw/svcgw/store"
 	"github.com/svcgw/svcgw/upstream"
+	"github.com/svcgw/svcgw/upstream/fixture"
 )
 
 // testClock is a hand-moved clock for Options.Now.
@@ -224,7 +225,7 @@ func TestAdmission_ConcurrentCallsCannotOverdraw(t *testing.T) {
 // overspender is the fixture, except that every reply reports output tokens
 // far beyond what was reserved (as a backend ignoring max_tokens would).
 type overspender struct {
-	fx     *upstream.Fixture
+	fx     *fixture.Backend
 	output int
 }
 
@@ -243,7 +244,7 @@ func (o overspender) Stream(ctx context.Context, req *llm.Request) (upstream.Str
 func TestAdmission_OverdraftIsBoundedByUnreservedOutput(t *testing.T) {
 	is := is.New(t)
 	const output = 10000 // 5904 tokens beyond the 4096 reserved
-	gw := newTestGateway(t, withBackend(overspender{fx: upstream.NewFixture(upstream.FixtureOptions{}), output: output}))
+	gw := newTestGateway(t, withBackend(overspender{fx: fixture.New(fixture.Options{}), output: output}))
 	const body = `{"model":"m","max_tokens":20000,"messages":[{"role":"user","content":"hi"}]}`
 	cost := gw.probeCost(t, "/svc/v1/messages", body)
 	req := &llm.Request{MaxTokens: 20000, Messages: []llm.Message{{Role: llm.RoleUser, Parts: []llm.Part{llm.TextPart("hi")}}}}
@@ -648,7 +649,7 @@ func TestRequestBounds_400InTheSurfaceEnvelope(t *testing.T) {
 
 // slow is the fixture behind a gate: Complete waits until the gate opens.
 type slow struct {
-	fx      *upstream.Fixture
+	fx      *fixture.Backend
 	started chan struct{}
 	gate    chan struct{}
 }
@@ -665,7 +666,7 @@ func (s slow) Stream(ctx context.Context, req *llm.Request) (upstream.Stream, er
 
 func TestServer_WaitWaitsForHandlersToRecord(t *testing.T) {
 	is := is.New(t)
-	b := slow{fx: upstream.NewFixture(upstream.FixtureOptions{}), started: make(chan struct{}, 1), gate: make(chan struct{})}
+	b := slow{fx: fixture.New(fixture.Options{}), started: make(chan struct{}, 1), gate: make(chan struct{})}
 	gw := newTestGateway(t, withBackend(b))
 	go func() { _, _, _ = gw.post("/svc/v1/messages", gw.Key, capped16) }()
 	<-b.started

@@ -14,6 +14,7 @@ import (
 
 	"github.com/svcgw/svcgw/store"
 	"github.com/svcgw/svcgw/upstream"
+	"github.com/svcgw/svcgw/upstream/fixture"
 )
 
 // benchGateway is the real handler over a temp SQLite file and the instant
@@ -39,7 +40,7 @@ func benchGateway(b *testing.B, router ...*upstream.Router) (http.Handler, strin
 	if _, err := st.AddCredits(ctx, acct.ID, *amt, "bench"); err != nil {
 		b.Fatal(err)
 	}
-	fx := upstream.NewFixture(upstream.FixtureOptions{})
+	fx := fixture.New(fixture.Options{})
 	r := upstream.NewRouter([]upstream.Candidate{{Name: "fixture", Backend: fx}})
 	if len(router) > 0 {
 		r = router[0]

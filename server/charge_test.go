@@ -14,6 +14,9 @@ import (
 	"github.com/svcgw/svcgw/billing"
 	"github.com/svcgw/svcgw/llm"
 	"github.com/svcgw/svcgw/upstream"
+	"github.com/svcgw/svcgw/upstream/anthropic"
+	"github.com/svcgw/svcgw/upstream/gemini"
+	"github.com/svcgw/svcgw/upstream/openai"
 )
 
 // One end-to-end test per upstream protocol pins a call's absolute charge:
@@ -62,7 +65,7 @@ var chargeCases = []chargeCase{
 		// 1,500 output × 15 = 37,800.3 per million → 0.0378003 → 0.037801.
 		name: "chat-completions",
 		backend: func(url string) upstream.Backend {
-			return upstream.NewOpenAI(upstream.HTTPOptions{BaseURL: url + "/v1", APIKey: "sk-test", Model: "m"})
+			return openai.New(upstream.HTTPOptions{BaseURL: url + "/v1", APIKey: "sk-test", Model: "m"})
 		},
 		json: `{"id":"chatcmpl-x","object":"chat.completion","created":1767225600,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"Paris."},"finish_reason":"stop"}],` +
 			`"usage":{"prompt_tokens":10001,"completion_tokens":1500,"total_tokens":11501,"prompt_tokens_details":{"cached_tokens":6001,"cache_write_tokens":2000},"completion_tokens_details":{"reasoning_tokens":500}}}`,
@@ -80,7 +83,7 @@ var chargeCases = []chargeCase{
 		// = 40,050.3 per million → 0.040051.
 		name: "messages",
 		backend: func(url string) upstream.Backend {
-			return upstream.NewAnthropic(upstream.HTTPOptions{BaseURL: url, APIKey: "sk-test", Model: "m"})
+			return anthropic.New(upstream.HTTPOptions{BaseURL: url, APIKey: "sk-test", Model: "m"})
 		},
 		json: `{"id":"msg_x","type":"message","role":"assistant","model":"m","content":[{"type":"text","text":"Paris."}],"stop_reason":"end_turn","stop_sequence":null,` +
 			`"usage":{"input_tokens":2000,"cache_read_input_tokens":6001,"cache_creation_input_tokens":2000,"cache_creation":{"ephemeral_5m_input_tokens":1000,"ephemeral_1h_input_tokens":1000},"output_tokens":1500,"output_tokens_details":{"thinking_tokens":500}}}`,
@@ -101,7 +104,7 @@ var chargeCases = []chargeCase{
 		// million → 0.036301.
 		name: "generate-content",
 		backend: func(url string) upstream.Backend {
-			return upstream.NewGemini(upstream.HTTPOptions{BaseURL: url, APIKey: "test", Model: "m"})
+			return gemini.New(upstream.HTTPOptions{BaseURL: url, APIKey: "test", Model: "m"})
 		},
 		json: `{"candidates":[{"content":{"role":"model","parts":[{"text":"Paris."}]},"finishReason":"STOP","index":0}],` +
 			`"usageMetadata":{"promptTokenCount":10001,"cachedContentTokenCount":6001,"candidatesTokenCount":1000,"thoughtsTokenCount":500,"totalTokenCount":11501},"responseId":"r"}`,

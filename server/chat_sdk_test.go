@@ -26,6 +26,7 @@ import (
 	"github.com/svcgw/svcgw/classify"
 	"github.com/svcgw/svcgw/llm"
 	"github.com/svcgw/svcgw/upstream"
+	"github.com/svcgw/svcgw/upstream/fixture"
 )
 
 // End-to-end tests of the chat-completions and Responses surfaces, driven by
@@ -951,7 +952,7 @@ func oaiWithBackend(b upstream.Backend, lim upstream.Limits) gatewayOption {
 
 func TestChat_StreamDisconnectIsMetered(t *testing.T) {
 	is := is.New(t)
-	slow := upstream.NewFixture(upstream.FixtureOptions{TokensPerSecond: 8})
+	slow := fixture.New(fixture.Options{TokensPerSecond: 8})
 	spy := &oaiCancelSpy{Backend: slow, canceled: make(chan struct{})}
 	gw := newTestGateway(t, oaiWithBackend(spy, slow.Limits()))
 	client := oaiClient(gw, gw.Key)

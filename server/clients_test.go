@@ -14,6 +14,7 @@ import (
 
 	"github.com/svcgw/svcgw/llm"
 	"github.com/svcgw/svcgw/upstream"
+	"github.com/svcgw/svcgw/upstream/fixture"
 )
 
 // Requests shaped like those of the tools people point at a gateway (coding
@@ -215,7 +216,7 @@ type responsesItem struct {
 }
 
 func newRecordingGateway(t *testing.T) (*testGateway, *recordingBackend) {
-	fx := upstream.NewFixture(upstream.FixtureOptions{})
+	fx := fixture.New(fixture.Options{})
 	rec := &recordingBackend{Backend: fx}
 	return newTestGateway(t, oaiWithBackend(rec, fx.Limits())), rec
 }

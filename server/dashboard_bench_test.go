@@ -18,6 +18,7 @@ import (
 	"github.com/svcgw/svcgw/llm"
 	"github.com/svcgw/svcgw/store"
 	"github.com/svcgw/svcgw/upstream"
+	"github.com/svcgw/svcgw/upstream/fixture"
 )
 
 // BenchmarkDashboard_SignIn measures what issue 17 targets: from pressing
@@ -64,7 +65,7 @@ func BenchmarkDashboard_SignIn(b *testing.B) {
 	}
 	defer st.RevokeKey(ctx, key.ID)
 
-	fx := upstream.NewFixture(upstream.FixtureOptions{})
+	fx := fixture.New(fixture.Options{})
 	hs := httptest.NewServer(New(Options{
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Store:  st,

@@ -17,6 +17,7 @@ import (
 
 	"github.com/svcgw/svcgw/store"
 	"github.com/svcgw/svcgw/upstream"
+	"github.com/svcgw/svcgw/upstream/fixture"
 )
 
 // testGateway is a real gateway for end-to-end tests: a SQLite file in a
@@ -30,7 +31,7 @@ type testGateway struct {
 	KeyID   string // its public id
 	Store   *store.Store
 	Server  *Server
-	Fixture *upstream.Fixture
+	Fixture *fixture.Backend
 	now     func() time.Time
 }
 
@@ -49,7 +50,7 @@ func newTestGateway(t *testing.T, opts ...gatewayOption) *testGateway {
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
-	fx := upstream.NewFixture(upstream.FixtureOptions{})
+	fx := fixture.New(fixture.Options{})
 	router := upstream.NewRouter([]upstream.Candidate{{Name: "fixture", Backend: fx, Limits: fx.Limits()}})
 	o := Options{
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),

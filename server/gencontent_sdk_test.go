@@ -16,6 +16,7 @@ import (
 
 	"github.com/svcgw/svcgw/llm"
 	"github.com/svcgw/svcgw/upstream"
+	"github.com/svcgw/svcgw/upstream/fixture"
 )
 
 // End-to-end tests of the generate-content surface: Google's official Go
@@ -148,7 +149,7 @@ func TestGenContentSDK_FunctionCalling(t *testing.T) {
 
 	t.Run("generateContent", func(t *testing.T) {
 		is := is.New(t)
-		rec := &gcRecorder{Backend: upstream.NewFixture(upstream.FixtureOptions{})}
+		rec := &gcRecorder{Backend: fixture.New(fixture.Options{})}
 		gw := newTestGateway(t, gcWithBackend(rec))
 		client := genaiClient(t, gw.URL+"/svc/", gw.Key)
 		chat, err := client.Chats.Create(ctx, "gemini-2.5-flash", config, nil)
@@ -186,7 +187,7 @@ func TestGenContentSDK_FunctionCalling(t *testing.T) {
 
 	t.Run("streamGenerateContent", func(t *testing.T) {
 		is := is.New(t)
-		rec := &gcRecorder{Backend: upstream.NewFixture(upstream.FixtureOptions{})}
+		rec := &gcRecorder{Backend: fixture.New(fixture.Options{})}
 		gw := newTestGateway(t, gcWithBackend(rec))
 		client := genaiClient(t, gw.URL+"/svc/", gw.Key)
 		chat, err := client.Chats.Create(ctx, "gemini-2.5-flash", config, nil)

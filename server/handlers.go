@@ -35,7 +35,7 @@ func (s *Server) handleCount(sf surface, count countFunc) authedHandler {
 // envelope.
 func (s *Server) withRPM(sf surface, next authedHandler) authedHandler {
 	return func(w http.ResponseWriter, r *http.Request, caller store.Key) {
-		if err := s.limiter.request(caller.ID, limitOr(caller.Limits.RPM, s.rpm), s.now()); err != nil {
+		if err := s.limiter.Request(caller.ID, limitOr(caller.Limits.RPM, s.rpm), s.now()); err != nil {
 			sf.writeError(w, err)
 			return
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/svcgw/svcgw/llm"
 	"github.com/svcgw/svcgw/store"
 	"github.com/svcgw/svcgw/upstream"
+	"github.com/svcgw/svcgw/upstream/fixture"
 )
 
 // syncLog is a log destination shared by the gateway's goroutines and the
@@ -53,7 +54,7 @@ func (f *ledgerFault) hook() error {
 // heldFixture is the fixture, except that calls for model "held" wait in
 // the upstream until release is closed.
 type heldFixture struct {
-	fx      *upstream.Fixture
+	fx      *fixture.Backend
 	started chan struct{}
 	release chan struct{}
 }
@@ -108,7 +109,7 @@ func TestLedgerFailure_RefusesHoldsAndRecordsOnRecovery(t *testing.T) {
 		Logger: logger, CommitHook: f.hook, RetryInterval: 20 * time.Millisecond})
 	is.NoErr(err) // open store
 	const inFlight = 8
-	backend := heldFixture{fx: upstream.NewFixture(upstream.FixtureOptions{}),
+	backend := heldFixture{fx: fixture.New(fixture.Options{}),
 		started: make(chan struct{}, inFlight), release: make(chan struct{})}
 	gw := newTestGateway(t, withStore(st), withBackend(backend), func(o *Options) { o.Logger = logger })
 	const credits = 10_000_000

@@ -12,6 +12,9 @@ import (
 	"testing"
 
 	"github.com/svcgw/svcgw/upstream"
+	"github.com/svcgw/svcgw/upstream/anthropic"
+	"github.com/svcgw/svcgw/upstream/gemini"
+	"github.com/svcgw/svcgw/upstream/openai"
 )
 
 // Fake upstreams for the end-to-end matrix: httptest servers that speak the
@@ -104,13 +107,13 @@ func (f *mxFake) backend() upstream.Backend {
 	switch f.proto {
 	case mxOpenAI:
 		o.BaseURL = f.srv.URL + "/v1"
-		return upstream.NewOpenAI(o)
+		return openai.New(o)
 	case mxAnthropic:
 		o.BaseURL = f.srv.URL
-		return upstream.NewAnthropic(o)
+		return anthropic.New(o)
 	}
 	o.BaseURL = f.srv.URL
-	return upstream.NewGemini(o)
+	return gemini.New(o)
 }
 
 // candidate is the fake as a router candidate named name.

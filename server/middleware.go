@@ -131,7 +131,7 @@ func (s *Server) withAccessLog(next http.Handler) http.Handler {
 			slog.String("request_type", string(rec.requestType)),
 			slog.String("key_id", rec.keyID),
 			slog.String("backend", rec.backend.Candidate),
-			slog.Int("attempts", rec.backend.Attempts),
+			slog.Int("attempts", len(rec.backend.Attempts)),
 			slog.Int("status", sw.status),
 			slog.Int("input_tokens", rec.usage.InputTokens),
 			slog.Int("output_tokens", rec.usage.OutputTokens),

@@ -15,7 +15,6 @@ import (
 	"github.com/svcgw/svcgw/classify"
 	"github.com/svcgw/svcgw/llm"
 	"github.com/svcgw/svcgw/store"
-	"github.com/svcgw/svcgw/upstream"
 )
 
 // FinishCanceled is the finish reason recorded for a call whose caller went
@@ -55,7 +54,7 @@ func (s *Server) handleInference(sf surface) authedHandler {
 		}
 		// Requests per minute come next: a caller over its rate costs
 		// nothing more than this check, not even reading its body.
-		if err := s.limiter.request(caller.ID, limitOr(caller.Limits.RPM, s.rpm), s.now()); err != nil {
+		if err := s.limiter.Request(caller.ID, limitOr(caller.Limits.RPM, s.rpm), s.now()); err != nil {
 			sf.writeError(w, err)
 			return
 		}
@@ -128,7 +127,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, sf surface, cal
 // account's and key's spend caps.
 func (s *Server) admit(ctx context.Context, c *call) error {
 	input := c.input
-	if err := s.limiter.admitTokens(c.caller.ID, c.tpm, input, c.start); err != nil {
+	if err := s.limiter.AdmitTokens(c.caller.ID, c.tpm, input, c.start); err != nil {
 		return err
 	}
 	output := billing.ReservedOutputTokens(c.req.MaxTokens, s.router.Limits().MaxCompletionTokens, s.reserveOut)
@@ -143,7 +142,7 @@ func (s *Server) admit(ctx context.Context, c *call) error {
 	res, err := s.admission.Admit(ctx, claim)
 	if err != nil {
 		// A refused call used no tokens.
-		s.limiter.spendTokens(c.caller.ID, c.tpm, -input, c.start)
+		s.limiter.SpendTokens(c.caller.ID, c.tpm, -input, c.start)
 		var le *llm.Error
 		if errors.As(err, &le) {
 			return le // a refusal
@@ -201,8 +200,8 @@ func capMicros(c *apd.Decimal) int64 {
 
 func (s *Server) serveComplete(w http.ResponseWriter, r *http.Request, c *call) {
 	upStart := s.now()
-	ctx := upstream.WithReport(r.Context(), &recordFrom(r.Context()).backend)
-	resp, err := s.router.Complete(ctx, c.class.Type, c.class.Tier, c.req)
+	resp, rep, err := s.router.Complete(r.Context(), c.class.Type, c.class.Tier, c.req)
+	recordFrom(r.Context()).backend = rep
 	if err != nil {
 		c.sf.writeError(w, s.upstreamError(r.Context(), err))
 		return
@@ -241,7 +240,8 @@ func (s *Server) serveComplete(w http.ResponseWriter, r *http.Request, c *call) 
 func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call) {
 	ctx := r.Context()
 	upStart := s.now()
-	st, err := s.router.Stream(upstream.WithReport(ctx, &recordFrom(ctx).backend), c.class.Type, c.class.Tier, c.req)
+	st, rep, err := s.router.Stream(ctx, c.class.Type, c.class.Tier, c.req)
+	recordFrom(ctx).backend = rep
 	if err != nil {
 		c.sf.writeError(w, s.upstreamError(ctx, err))
 		return
@@ -373,7 +373,7 @@ func (s *Server) meter(ctx context.Context, c *call, m meterInput) {
 	// the actual cost, and only then is the reservation released, so the
 	// cost is never counted neither as spent nor as reserved.
 	defer c.res.Release()
-	s.limiter.spendTokens(c.caller.ID, c.tpm, m.usage.OutputTokens, s.now())
+	s.limiter.SpendTokens(c.caller.ID, c.tpm, m.usage.OutputTokens, s.now())
 	s.store.RecordGeneration(store.Generation{
 		ID:                  c.id,
 		AccountID:           c.caller.AccountID,

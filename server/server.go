@@ -8,9 +8,10 @@
 // caps and limits"): the ledger's health (503 while it cannot record usage:
 // store.CheckLedger); the key's requests per minute (429, before the body is
 // read); the body size (413); the request bounds (400, Bounds); the key's
-// tokens per minute, taking the input estimate (429); then billing's
-// admission, which reserves the call's cost ceiling against the balance and
-// the account's and key's daily and monthly spend caps (402). When the call
+// tokens per minute, taking the input estimate (429; both rates are
+// billing.RateLimiter's); then billing's admission, which reserves the
+// call's cost ceiling against the balance and the account's and key's
+// daily and monthly spend caps (402). When the call
 // ends its generation is recorded (the ledger counts its actual cost from
 // then on), its output tokens are taken from the tokens-per-minute bucket,
 // and then its reservation is released. A call that fails releases without
@@ -106,7 +107,7 @@ type Server struct {
 	rpm, tpm   int64
 	reserveOut int
 	admission  *billing.Admission
-	limiter    *rateLimiter
+	limiter    *billing.RateLimiter
 	sealer     *seal.Box
 	sampler    *logSampler
 
@@ -134,7 +135,7 @@ func New(opts Options) *Server {
 		rpm:        opts.RPM,
 		tpm:        opts.TPM,
 		reserveOut: opts.ReserveOutputTokens,
-		limiter:    newRateLimiter(),
+		limiter:    billing.NewRateLimiter(),
 		sealer:     opts.Sealer,
 	}
 	if s.sealer == nil {

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/svcgw/svcgw/upstream"
+	"github.com/svcgw/svcgw/upstream/openai"
 )
 
 // BenchmarkOpenStreamMemory is what one open stream holds in the gateway:
@@ -51,7 +52,7 @@ func benchOpenStreams(b *testing.B, prompt int) {
 	}))
 	defer up.Close()
 
-	be := upstream.NewOpenAI(upstream.HTTPOptions{BaseURL: up.URL + "/v1", Model: "m",
+	be := openai.New(upstream.HTTPOptions{BaseURL: up.URL + "/v1", Model: "m",
 		Limits: upstream.Limits{ContextLength: 1 << 20, MaxCompletionTokens: 16384}})
 	h, key, _ := benchGateway(b, upstream.NewRouter([]upstream.Candidate{{Name: "up", Backend: be, Limits: be.Limits()}}))
 	gw := httptest.NewServer(h)

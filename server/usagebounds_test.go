@@ -14,6 +14,7 @@ import (
 	"github.com/matryer/is"
 
 	"github.com/svcgw/svcgw/upstream"
+	"github.com/svcgw/svcgw/upstream/openai"
 )
 
 // absurdUpstream is a chat-completions upstream that reports whatever usage
@@ -69,7 +70,7 @@ func TestGateway_AbsurdUpstreamUsageIsBoundedAndCharged(t *testing.T) {
 	var logs bytes.Buffer
 	gw := newTestGateway(t, func(o *Options) {
 		lim := upstream.Limits{ContextLength: 128000, MaxCompletionTokens: 16384}
-		b := upstream.NewOpenAI(upstream.HTTPOptions{BaseURL: hs.URL, Model: "m", Limits: lim})
+		b := openai.New(upstream.HTTPOptions{BaseURL: hs.URL, Model: "m", Limits: lim})
 		o.Router = upstream.NewRouterWithOptions(
 			upstream.RouterOptions{Logger: slog.New(slog.NewTextHandler(&lockedWriter{mu: &logMu, w: &logs}, nil))},
 			[]upstream.Candidate{{Name: "vendor/m", Backend: b, Limits: lim}})
@@ -187,7 +188,7 @@ func TestGateway_UnreportedUsageIsChargedAtTheEstimate(t *testing.T) {
 	hs := httptest.NewServer(up)
 	t.Cleanup(hs.Close)
 	gw := newTestGateway(t, func(o *Options) {
-		b := upstream.NewOpenAI(upstream.HTTPOptions{BaseURL: hs.URL, Model: "m"})
+		b := openai.New(upstream.HTTPOptions{BaseURL: hs.URL, Model: "m"})
 		o.Router = upstream.NewRouter([]upstream.Candidate{{Name: "vendor/m", Backend: b}})
 	})
 	for _, stream := range []bool{false, true} {

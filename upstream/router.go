@@ -73,6 +73,10 @@ type route struct {
 // deadline) with a generic message that never names the backend, keeping
 // the original as the cause for logs.
 //
+// Report: Complete and Stream also return what they did, for the operator:
+// every attempt with its candidate, outcome, duration, backoff and the
+// candidate's breaker state, and the candidate that served the call.
+//
 // A Router is safe for concurrent use, Set included.
 type Router struct {
 	mu     sync.RWMutex
@@ -211,10 +215,10 @@ func minKnown(a, b int) int {
 }
 
 // Complete sends req to the route's candidates (see Router) until one
-// answers.
-func (r *Router) Complete(ctx context.Context, t llm.RequestType, tier llm.Tier, req *llm.Request) (*llm.Response, error) {
+// answers. The report says what was tried, failed or not.
+func (r *Router) Complete(ctx context.Context, t llm.RequestType, tier llm.Tier, req *llm.Request) (*llm.Response, Report, error) {
 	var resp *llm.Response
-	err := r.try(ctx, t, tier, req, func(c Candidate) error {
+	rep, err := r.try(ctx, t, tier, req, func(c Candidate) error {
 		var err error
 		resp, err = c.Backend.Complete(ctx, req)
 		if err == nil && resp != nil {
@@ -222,16 +226,18 @@ func (r *Router) Complete(ctx context.Context, t llm.RequestType, tier llm.Tier,
 		}
 		return err
 	})
-	return resp, err
+	return resp, rep, err
 }
 
 // Stream sends req to the route's candidates (see Router) until one starts
 // a stream. It returns once that stream has produced its first event (or
 // ended), so that a failure before any output can still be retried or fall
-// back and the caller can still choose an HTTP status.
-func (r *Router) Stream(ctx context.Context, t llm.RequestType, tier llm.Tier, req *llm.Request) (Stream, error) {
+// back and the caller can still choose an HTTP status. The report says what
+// was tried up to then, failed or not: once a stream has begun, the call is
+// committed to its candidate and makes no more attempts.
+func (r *Router) Stream(ctx context.Context, t llm.RequestType, tier llm.Tier, req *llm.Request) (Stream, Report, error) {
 	var out Stream
-	err := r.try(ctx, t, tier, req, func(c Candidate) error {
+	rep, err := r.try(ctx, t, tier, req, func(c Candidate) error {
 		s, err := c.Backend.Stream(ctx, req)
 		if err != nil {
 			return err
@@ -250,43 +256,48 @@ func (r *Router) Stream(ctx context.Context, t llm.RequestType, tier llm.Tier, r
 		out = rs
 		return nil
 	})
-	return out, err
+	return out, rep, err
 }
 
 // try runs attempt against the route's candidates with retries, backoff,
-// fallback and the circuit breaker; it returns nil after the first success.
-func (r *Router) try(ctx context.Context, t llm.RequestType, tier llm.Tier, req *llm.Request, attempt func(Candidate) error) error {
+// fallback and the circuit breaker; it returns nil after the first success,
+// and reports every attempt either way.
+func (r *Router) try(ctx context.Context, t llm.RequestType, tier llm.Tier, req *llm.Request, attempt func(Candidate) error) (Report, error) {
+	var rep Report
 	cands := r.order(r.candidates(t, tier), req)
 	if len(cands) == 0 {
-		return errNoCandidates()
+		return rep, errNoCandidates()
 	}
 	o := r.opts
-	rep, _ := ctx.Value(reportKey{}).(*Report)
-	if rep == nil {
-		rep = &Report{}
-	}
 	var err error
 	for _, c := range cands {
 		h := r.healthOf(c.Name)
+		var wait time.Duration // before this attempt
 		for retry := 0; ; retry++ {
-			rep.Attempts++
+			start := o.Now()
 			err = attempt(c)
+			a := Attempt{Candidate: c.Name, Retry: retry > 0, Backoff: wait, Duration: o.Now().Sub(start)}
 			if err == nil {
 				h.success(o, c.Name)
-				rep.Candidate = c.Name
-				return nil
+				a.Outcome = OutcomeOK
+				rep.Candidate, rep.Attempts = c.Name, append(rep.Attempts, a)
+				return rep, nil
 			}
 			if ctx.Err() != nil || !fallBack(ctx, err) {
-				return backendError(ctx, err)
+				safe := backendError(ctx, err)
+				rep.Attempts = append(rep.Attempts, a.failed(err, safe, h.open(o.Now())))
+				return rep, safe
 			}
 			h.failure(o, c.Name)
+			open := h.open(o.Now())
+			rep.Attempts = append(rep.Attempts, a.failed(err, backendError(ctx, err), open))
 			// Retry the same candidate only when waiting may help (not for
 			// rejected credentials, exhausted quota or a 4xx); fall back
 			// to the next candidate either way.
-			if !Retryable(err) || retry >= o.MaxRetries || h.open(o.Now()) {
+			if !Retryable(err) || retry >= o.MaxRetries || open {
 				break
 			}
-			wait := backoff(o, retry)
+			wait = backoff(o, retry)
 			var e *llm.Error
 			if errors.As(err, &e) && e.RetryAfter > 0 {
 				if e.RetryAfter > o.MaxBackoff {
@@ -296,12 +307,12 @@ func (r *Router) try(ctx context.Context, t llm.RequestType, tier llm.Tier, req 
 			}
 			o.Logger.Warn("upstream retry", "candidate", c.Name, "retry", retry+1, "wait", wait.String(), "err", err)
 			if serr := o.Sleep(ctx, wait); serr != nil {
-				return backendError(ctx, serr)
+				return rep, backendError(ctx, serr)
 			}
 		}
 		o.Logger.Warn("upstream fallback", "candidate", c.Name, "err", err)
 	}
-	return backendError(ctx, err)
+	return rep, backendError(ctx, err)
 }
 
 // backoff is the jittered exponential wait before retry n (0-based):
@@ -497,20 +508,6 @@ func (h *health) failure(o RouterOptions, name string) {
 	}
 }
 
-// Report is what the router tells the operator about one call: which
-// candidate served it and after how many attempts. Callers never see it.
-type Report struct {
-	Candidate string // Candidate.Name; "" when none succeeded
-	Attempts  int    // calls made, retries and fallbacks included
-}
-
-type reportKey struct{}
-
-// WithReport returns a context under which Complete and Stream fill in rep.
-func WithReport(ctx context.Context, rep *Report) context.Context {
-	return context.WithValue(ctx, reportKey{}, rep)
-}
-
 // errNoCandidates answers a route with no backend: a configuration bug.
 func errNoCandidates() error {
 	return &llm.Error{Kind: llm.KindInternal, Message: "no backend is configured for this request"}
@@ -546,7 +543,7 @@ func backendError(ctx context.Context, err error) error {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return &llm.Error{Kind: llm.KindTimeout, Message: "the upstream model timed out", Err: err}
 	}
-	return &llm.Error{Kind: llm.KindUpstream, Message: "the upstream model failed", Err: err}
+	return &llm.Error{Kind: llm.KindUpstream, Message: msgFailed, Err: err}
 }
 
 // routedStream is a backend stream whose first event the router has already

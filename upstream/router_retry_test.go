@@ -95,7 +95,7 @@ func TestRouter_RetriesTransientFailuresWithBackoff(t *testing.T) {
 			clock := &testClock{now: time.Unix(0, 0)}
 			b := flaky(2, tc.err)
 			r := newRetryRouter(clock, cand("a", b))
-			resp, err := r.Complete(context.Background(), llm.TypePro, llm.TierMedium, hello)
+			resp, _, err := r.Complete(context.Background(), llm.TypePro, llm.TierMedium, hello)
 			is.NoErr(err)                                                                             // recovered after two retries
 			is.Equal(resp.Text(), "recovered")                                                        // from the same candidate
 			is.Equal(b.calls.Load(), int32(3))                                                        // 1 + 2 retries
@@ -111,7 +111,7 @@ func TestRouter_HonoursShortRetryAfter(t *testing.T) {
 	clock := &testClock{now: time.Unix(0, 0)}
 	b := flaky(1, &llm.Error{Kind: llm.KindRateLimited, Message: "slow down", RetryAfter: 1500 * time.Millisecond})
 	r := newRetryRouter(clock, cand("a", b))
-	_, err := r.Complete(context.Background(), llm.TypePro, llm.TierMedium, hello)
+	_, _, err := r.Complete(context.Background(), llm.TypePro, llm.TierMedium, hello)
 	is.NoErr(err)
 	is.Equal(clock.waits, []time.Duration{1500 * time.Millisecond}) // the upstream's own wait
 }
@@ -121,7 +121,7 @@ func TestRouter_LongRetryAfterFallsBackAtOnce(t *testing.T) {
 	clock := &testClock{now: time.Unix(0, 0)}
 	limited := failing(&llm.Error{Kind: llm.KindRateLimited, Message: "quota", RetryAfter: time.Minute})
 	r := newRetryRouter(clock, cand("a", limited), cand("b", answering("from b")))
-	resp, err := r.Complete(context.Background(), llm.TypePro, llm.TierMedium, hello)
+	resp, _, err := r.Complete(context.Background(), llm.TypePro, llm.TierMedium, hello)
 	is.NoErr(err)
 	is.Equal(resp.Text(), "from b")
 	is.Equal(limited.calls.Load(), int32(1)) // not retried
@@ -134,7 +134,7 @@ func TestRouter_NoRetryForRejectedCredentialsButFallBack(t *testing.T) {
 	creds := failing(&llm.Error{Kind: llm.KindUpstream, Message: "the gateway's upstream credentials were rejected",
 		Err: &upstream.StatusError{StatusCode: 401}})
 	r := newRetryRouter(clock, cand("a", creds), cand("b", answering("from b")))
-	resp, err := r.Complete(context.Background(), llm.TypePro, llm.TierMedium, hello)
+	resp, _, err := r.Complete(context.Background(), llm.TypePro, llm.TierMedium, hello)
 	is.NoErr(err)
 	is.Equal(resp.Text(), "from b")
 	is.Equal(creds.calls.Load(), int32(1)) // not retried: waiting cannot fix a bad key
@@ -146,7 +146,7 @@ func TestRouter_NoRetryForCallerFaults(t *testing.T) {
 	bad := failing(&llm.Error{Kind: llm.KindInvalidRequest, Message: "bad"})
 	other := answering("b")
 	r := newRetryRouter(clock, cand("a", bad), cand("b", other))
-	_, err := r.Complete(context.Background(), llm.TypePro, llm.TierMedium, hello)
+	_, _, err := r.Complete(context.Background(), llm.TypePro, llm.TierMedium, hello)
 	is.True(err != nil)
 	is.Equal(bad.calls.Load(), int32(1))   // not retried
 	is.Equal(other.calls.Load(), int32(0)) // no fallback
@@ -157,7 +157,7 @@ func TestRouter_StreamRetriesOnlyBeforeTheFirstEvent(t *testing.T) {
 	clock := &testClock{now: time.Unix(0, 0)}
 	b := flaky(1, &llm.Error{Kind: llm.KindOverloaded, Message: "busy"})
 	r := newRetryRouter(clock, cand("a", b))
-	s, err := r.Stream(context.Background(), llm.TypePro, llm.TierMedium, hello)
+	s, _, err := r.Stream(context.Background(), llm.TypePro, llm.TierMedium, hello)
 	is.NoErr(err) // retried before the first event
 	defer s.Close()
 	is.True(s.Next())
@@ -166,7 +166,7 @@ func TestRouter_StreamRetriesOnlyBeforeTheFirstEvent(t *testing.T) {
 	// A failure after the first event is the caller's to see, not retried.
 	mid := failing(&llm.Error{Kind: llm.KindUpstream, Message: "broke"}, llm.Event{Type: llm.EventTextDelta, Text: "partial"})
 	r = newRetryRouter(clock, cand("m", mid), cand("n", answering("never")))
-	s, err = r.Stream(context.Background(), llm.TypePro, llm.TierMedium, hello)
+	s, _, err = r.Stream(context.Background(), llm.TypePro, llm.TierMedium, hello)
 	is.NoErr(err)
 	is.True(s.Next())
 	is.True(!s.Next())
@@ -182,14 +182,14 @@ func TestRouter_CircuitBreaker(t *testing.T) {
 	r := newRetryRouter(clock, cand("a", down), cand("b", up))
 
 	// First call: a fails 3 times (1 + 2 retries) → breaker opens; b answers.
-	resp, err := r.Complete(context.Background(), llm.TypePro, llm.TierMedium, hello)
+	resp, _, err := r.Complete(context.Background(), llm.TypePro, llm.TierMedium, hello)
 	is.NoErr(err)
 	is.Equal(resp.Text(), "from b")
 	is.Equal(down.calls.Load(), int32(3))
 
 	// While open, a is skipped entirely.
 	for i := 0; i < 5; i++ {
-		_, err := r.Complete(context.Background(), llm.TypePro, llm.TierMedium, hello)
+		_, _, err := r.Complete(context.Background(), llm.TypePro, llm.TierMedium, hello)
 		is.NoErr(err)
 	}
 	is.Equal(down.calls.Load(), int32(3)) // not called while open
@@ -197,20 +197,20 @@ func TestRouter_CircuitBreaker(t *testing.T) {
 	// After the cooldown one call probes a (half open); it fails and the
 	// breaker opens again without retries.
 	clock.Advance(31 * time.Second)
-	_, err = r.Complete(context.Background(), llm.TypePro, llm.TierMedium, hello)
+	_, _, err = r.Complete(context.Background(), llm.TypePro, llm.TierMedium, hello)
 	is.NoErr(err)
 	is.Equal(down.calls.Load(), int32(4)) // one probe, no retries
-	_, _ = r.Complete(context.Background(), llm.TypePro, llm.TierMedium, hello)
+	_, _, _ = r.Complete(context.Background(), llm.TypePro, llm.TierMedium, hello)
 	is.Equal(down.calls.Load(), int32(4)) // open again
 
 	// When every candidate is open, the route still tries them.
 	onlyDown := failing(&llm.Error{Kind: llm.KindUpstream, Message: "down"})
 	r = newRetryRouter(clock, cand("x", onlyDown))
 	for i := 0; i < 3; i++ {
-		_, _ = r.Complete(context.Background(), llm.TypePro, llm.TierMedium, hello)
+		_, _, _ = r.Complete(context.Background(), llm.TypePro, llm.TierMedium, hello)
 	}
 	before := onlyDown.calls.Load()
-	_, err = r.Complete(context.Background(), llm.TypePro, llm.TierMedium, hello)
+	_, _, err = r.Complete(context.Background(), llm.TypePro, llm.TierMedium, hello)
 	is.True(err != nil)
 	is.True(onlyDown.calls.Load() > before) // tried despite the open breaker
 }
@@ -229,7 +229,7 @@ func TestRouter_CacheAffinityAmongEquals(t *testing.T) {
 	call := func(system, user string) string {
 		req := &llm.Request{Model: "m", System: []llm.Part{{Type: llm.PartText, Text: system, CacheControl: &llm.CacheControl{TTL: "5m"}}},
 			Messages: []llm.Message{{Role: llm.RoleUser, Parts: []llm.Part{llm.TextPart(user)}}}}
-		resp, err := r.Complete(context.Background(), llm.TypePro, llm.TierMedium, req)
+		resp, _, err := r.Complete(context.Background(), llm.TypePro, llm.TierMedium, req)
 		is.NoErr(err)
 		return resp.Text()
 	}

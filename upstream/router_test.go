@@ -10,6 +10,7 @@ import (
 	"github.com/matryer/is"
 	"github.com/svcgw/svcgw/llm"
 	"github.com/svcgw/svcgw/upstream"
+	"github.com/svcgw/svcgw/upstream/fixture"
 )
 
 // fakeBackend is a Backend of function fields that counts its calls.
@@ -82,6 +83,34 @@ func (s *sliceStream) Err() error {
 }
 func (s *sliceStream) Close() error { s.closed = true; return nil }
 
+// chatRequest is a conversation of user turns.
+func chatRequest(texts ...string) *llm.Request {
+	r := &llm.Request{Model: "svc-fusion"}
+	for _, t := range texts {
+		r.Messages = append(r.Messages, llm.Message{Role: llm.RoleUser, Parts: []llm.Part{llm.TextPart(t)}})
+	}
+	return r
+}
+
+// streamed reads s to its end, failing the test on a stream error, and
+// returns what its reasoning and text deltas add up to.
+func streamed(t *testing.T, s upstream.Stream) (out struct{ reasoning, text string }) {
+	t.Helper()
+	defer s.Close()
+	for s.Next() {
+		switch ev := s.Event(); ev.Type {
+		case llm.EventReasoningDelta:
+			out.reasoning += ev.Text
+		case llm.EventTextDelta:
+			out.text += ev.Text
+		}
+	}
+	if err := s.Err(); err != nil {
+		t.Fatalf("stream: %v", err)
+	}
+	return out
+}
+
 func cand(name string, b upstream.Backend) upstream.Candidate {
 	return upstream.Candidate{Name: name, Backend: b}
 }
@@ -92,17 +121,17 @@ func TestRouter_selection(t *testing.T) {
 	r := upstream.NewRouter([]upstream.Candidate{cand("def", def)})
 	r.Set(llm.TypeCode, llm.TierHigh, []upstream.Candidate{cand("code", code)})
 
-	resp, err := r.Complete(context.Background(), llm.TypeCode, llm.TierHigh, chatRequest("x"))
+	resp, _, err := r.Complete(context.Background(), llm.TypeCode, llm.TierHigh, chatRequest("x"))
 	is.NoErr(err)
 	is.Equal(resp.Text(), "code") // the route's own candidate
 
-	resp, err = r.Complete(context.Background(), llm.TypeCode, llm.TierLow, chatRequest("x"))
+	resp, _, err = r.Complete(context.Background(), llm.TypeCode, llm.TierLow, chatRequest("x"))
 	is.NoErr(err)
 	is.Equal(resp.Text(), "default") // another tier uses the default
 
-	s, err := r.Stream(context.Background(), llm.TypeCode, llm.TierHigh, chatRequest("x"))
+	s, _, err := r.Stream(context.Background(), llm.TypeCode, llm.TierHigh, chatRequest("x"))
 	is.NoErr(err)
-	is.Equal(fold(t, collect(t, s)).text, "code")
+	is.Equal(streamed(t, s).text, "code")
 
 	is.Equal(len(r.Candidates(llm.TypeCode, llm.TierHigh)), 1)
 	is.Equal(r.Candidates(llm.TypeCode, llm.TierHigh)[0].Name, "code")
@@ -134,7 +163,7 @@ func TestRouter_Complete_fallback(t *testing.T) {
 			is := is.New(t)
 			second := answering("second")
 			r := upstream.NewRouter([]upstream.Candidate{cand("a", tt.first), cand("b", second)})
-			resp, err := r.Complete(context.Background(), llm.TypePro, llm.TierMedium, chatRequest("x"))
+			resp, _, err := r.Complete(context.Background(), llm.TypePro, llm.TierMedium, chatRequest("x"))
 			is.Equal(second.calls.Load(), tt.wantCalls)
 			if tt.wantKind != "" {
 				var e *llm.Error
@@ -153,27 +182,27 @@ func TestRouter_errorsAreSafe(t *testing.T) {
 	secret := errors.New("vendor-x: 500 internal error at https://api.vendor-x.example")
 	r := upstream.NewRouter([]upstream.Candidate{cand("a", failing(secret)), cand("b", failing(secret))})
 
-	_, err := r.Complete(context.Background(), llm.TypePro, llm.TierMedium, chatRequest("x"))
+	_, _, err := r.Complete(context.Background(), llm.TypePro, llm.TierMedium, chatRequest("x"))
 	var e *llm.Error
 	is.True(errors.As(err, &e))
 	is.Equal(e.Kind, llm.KindUpstream)
 	is.True(!strings.Contains(e.Message, "vendor")) // never the backend's text
 	is.True(errors.Is(err, secret))                 // kept as the cause for logs
 
-	_, err = r.Stream(context.Background(), llm.TypePro, llm.TierMedium, chatRequest("x"))
+	_, _, err = r.Stream(context.Background(), llm.TypePro, llm.TierMedium, chatRequest("x"))
 	is.True(errors.As(err, &e))
 	is.Equal(e.Kind, llm.KindUpstream)
 
 	timeout := upstream.NewRouter([]upstream.Candidate{cand("a", failing(context.DeadlineExceeded))})
-	_, err = timeout.Complete(context.Background(), llm.TypePro, llm.TierMedium, chatRequest("x"))
+	_, _, err = timeout.Complete(context.Background(), llm.TypePro, llm.TierMedium, chatRequest("x"))
 	is.True(errors.As(err, &e))
 	is.Equal(e.Kind, llm.KindTimeout) // a backend's own deadline, not the caller's
 
 	empty := upstream.NewRouter(nil)
-	_, err = empty.Complete(context.Background(), llm.TypePro, llm.TierMedium, chatRequest("x"))
+	_, _, err = empty.Complete(context.Background(), llm.TypePro, llm.TierMedium, chatRequest("x"))
 	is.True(errors.As(err, &e))
 	is.Equal(e.Kind, llm.KindInternal)
-	_, err = empty.Stream(context.Background(), llm.TypePro, llm.TierMedium, chatRequest("x"))
+	_, _, err = empty.Stream(context.Background(), llm.TypePro, llm.TierMedium, chatRequest("x"))
 	is.True(errors.As(err, &e))
 	is.Equal(e.Kind, llm.KindInternal)
 }
@@ -190,9 +219,9 @@ func TestRouter_Stream_fallback(t *testing.T) {
 			return failed, nil
 		}}
 		r := upstream.NewRouter([]upstream.Candidate{cand("a", first), cand("b", answering("second"))})
-		s, err := r.Stream(context.Background(), llm.TypePro, llm.TierMedium, chatRequest("x"))
+		s, _, err := r.Stream(context.Background(), llm.TypePro, llm.TierMedium, chatRequest("x"))
 		is.NoErr(err)
-		is.Equal(fold(t, collect(t, s)).text, "second")
+		is.Equal(streamed(t, s).text, "second")
 		is.True(failed.closed) // the failed stream was closed
 	})
 
@@ -200,16 +229,16 @@ func TestRouter_Stream_fallback(t *testing.T) {
 		is := is.New(t)
 		first := &fakeBackend{StreamFn: func(context.Context, *llm.Request) (upstream.Stream, error) { return nil, secret }}
 		r := upstream.NewRouter([]upstream.Candidate{cand("a", first), cand("b", answering("second"))})
-		s, err := r.Stream(context.Background(), llm.TypePro, llm.TierMedium, chatRequest("x"))
+		s, _, err := r.Stream(context.Background(), llm.TypePro, llm.TierMedium, chatRequest("x"))
 		is.NoErr(err)
-		is.Equal(fold(t, collect(t, s)).text, "second")
+		is.Equal(streamed(t, s).text, "second")
 	})
 
 	t.Run("failure after the first event is the caller's", func(t *testing.T) {
 		is := is.New(t)
 		second := answering("second")
 		r := upstream.NewRouter([]upstream.Candidate{cand("a", failing(secret, text)), cand("b", second)})
-		s, err := r.Stream(context.Background(), llm.TypePro, llm.TierMedium, chatRequest("x"))
+		s, _, err := r.Stream(context.Background(), llm.TypePro, llm.TierMedium, chatRequest("x"))
 		is.NoErr(err)
 		defer s.Close()
 		is.True(s.Next())
@@ -229,19 +258,19 @@ func TestRouter_cancel(t *testing.T) {
 	cancel()
 	second := answering("second")
 	r := upstream.NewRouter([]upstream.Candidate{
-		cand("fixture", upstream.NewFixture(upstream.FixtureOptions{})),
+		cand("fixture", fixture.New(fixture.Options{})),
 		cand("b", second),
 	})
-	_, err := r.Complete(ctx, llm.TypePro, llm.TierMedium, chatRequest("x"))
+	_, _, err := r.Complete(ctx, llm.TypePro, llm.TierMedium, chatRequest("x"))
 	is.True(errors.Is(err, context.Canceled)) // the caller left: ctx.Err() itself
-	_, err = r.Stream(ctx, llm.TypePro, llm.TierMedium, chatRequest("x"))
+	_, _, err = r.Stream(ctx, llm.TypePro, llm.TierMedium, chatRequest("x"))
 	is.True(errors.Is(err, context.Canceled))
 	is.Equal(second.calls.Load(), int32(0)) // no fallback for a caller that left
 }
 
 func TestRouter_Limits(t *testing.T) {
 	is := is.New(t)
-	r := upstream.NewRouter([]upstream.Candidate{cand("fixture", upstream.NewFixture(upstream.FixtureOptions{}))})
+	r := upstream.NewRouter([]upstream.Candidate{cand("fixture", fixture.New(fixture.Options{}))})
 	is.Equal(r.Limits(), upstream.Limits{ContextLength: 200000, MaxCompletionTokens: 32000}) // filled in from the fixture
 
 	r.Set(llm.TypeFlash, llm.TierLow, []upstream.Candidate{
@@ -259,13 +288,21 @@ func TestRouter_Limits(t *testing.T) {
 
 func TestRouter_withFixture(t *testing.T) {
 	is := is.New(t)
-	r := upstream.NewRouter([]upstream.Candidate{cand("fixture", upstream.NewFixture(upstream.FixtureOptions{}))})
-	req := withReasoning(chatRequest("hello"))
-	resp, err := r.Complete(context.Background(), llm.TypeReason, llm.TierHigh, req)
+	r := upstream.NewRouter([]upstream.Candidate{cand("fixture", fixture.New(fixture.Options{}))})
+	req := chatRequest("hello")
+	req.Reasoning = &llm.Reasoning{Enabled: true, Effort: "high"}
+	resp, _, err := r.Complete(context.Background(), llm.TypeReason, llm.TierHigh, req)
 	is.NoErr(err)
-	s, err := r.Stream(context.Background(), llm.TypeReason, llm.TierHigh, req)
+	s, _, err := r.Stream(context.Background(), llm.TypeReason, llm.TierHigh, req)
 	is.NoErr(err)
-	got := fold(t, collect(t, s))
-	is.Equal(got.reasoning, fromResponse(resp).reasoning)
+	got := streamed(t, s)
+	var reasoning string
+	for _, p := range resp.Content {
+		if p.Type == llm.PartReasoning {
+			reasoning += p.Text
+		}
+	}
+	is.True(reasoning != "")
+	is.Equal(got.reasoning, reasoning)
 	is.Equal(got.text, resp.Text()) // the router's first-event read loses nothing
 }

@@ -1,17 +1,26 @@
-// Package upstream owns everything behind the canonical model: the Backend
-// interface, the Router that maps a request type and effort tier to an
-// ordered list of backends (with retries, fallback, circuit breakers and
-// cache affinity), and the backends themselves: clients of the three vendor
-// protocols (OpenAI chat-completions and compatible servers, Anthropic
-// messages, Gemini generate-content) and the deterministic fixture backend.
+// Package upstream owns what every backend shares and no vendor decides:
+// the Backend contract (Backend, Stream, Limits, and HTTPOptions for the
+// backends that speak a vendor protocol over HTTP), the caller-safe error
+// vocabulary backends fail with (errors.go), and the Router that maps a
+// request type and effort tier to an ordered list of candidates, with
+// retries, fallback, circuit breakers, cache affinity and usage bounds, and
+// reports every attempt it made.
 //
-// upstream imports only llm. Nothing above it learns which backend served a
-// call: responses and events come back in canonical form, and ids, model names
-// and vendor errors never cross this boundary.
+// The backends are packages of their own: one per vendor protocol
+// (upstream/openai, upstream/anthropic, upstream/gemini, over the shared
+// transport of upstream/internal/protocol) and the deterministic
+// upstream/fixture. cli builds them by protocol name.
+//
+// upstream imports only llm, and never its own subpackages. Nothing above
+// it learns which backend served a call: responses and events come back in
+// canonical form, and ids, model names and vendor errors never cross this
+// boundary.
 package upstream
 
 import (
 	"context"
+	"net/http"
+	"time"
 
 	"github.com/svcgw/svcgw/llm"
 )
@@ -49,4 +58,61 @@ type Stream interface {
 type Limits struct {
 	ContextLength       int
 	MaxCompletionTokens int
+}
+
+// HTTPOptions configures a backend that speaks a vendor protocol over HTTP
+// (openai.New, anthropic.New, gemini.New).
+//
+// Timeouts (zero means none):
+//
+//   - ConnectTimeout bounds getting a connection: dial and TLS handshake.
+//   - FirstByteTimeout bounds the wait from sending the request to the
+//     response headers and, for a stream, to its first event. A
+//     non-streaming upstream sends its headers only once it has generated
+//     the whole reply, so for Complete this is the longest reply accepted.
+//   - IdleTimeout bounds every later gap: between two stream events (the
+//     timer restarts on each event; SSE comments do not count), or between
+//     two reads of a non-streaming body.
+//
+// A timeout fails the call with an llm.KindTimeout error. There is no
+// overall deadline: the caller's context is one.
+type HTTPOptions struct {
+	// BaseURL is the vendor's base URL: for openai it includes /v1
+	// (https://api.openai.com/v1, http://localhost:8000/v1); for anthropic
+	// and gemini it does not (https://api.anthropic.com,
+	// https://generativelanguage.googleapis.com). Empty means the vendor's
+	// public API.
+	BaseURL string
+	// APIKey authenticates the gateway upstream; empty sends none (local
+	// servers).
+	APIKey string
+	// Model is the backend model name sent upstream. It never reaches a
+	// caller.
+	Model string
+	// Limits are the model's context length and max completion tokens.
+	Limits Limits
+
+	ConnectTimeout   time.Duration
+	FirstByteTimeout time.Duration
+	IdleTimeout      time.Duration
+
+	// Client sends the requests; nil means a transport shared by every
+	// backend that has none, tuned for many concurrent streams: HTTP/2
+	// where the server offers it, up to 256 idle connections per host, and
+	// no overall timeout (the timeouts above time each phase).
+	Client *http.Client
+	// Headers are extra request headers (for example OpenRouter's
+	// HTTP-Referer and X-Title).
+	Headers map[string]string
+
+	// LegacyMaxTokens (openai protocol only) sends the output cap as
+	// max_tokens instead of max_completion_tokens, for older
+	// OpenAI-compatible servers that know only the former. OpenAI's own
+	// reasoning models reject max_tokens.
+	LegacyMaxTokens bool
+	// PromptCacheKey (openai protocol only) sends every call a
+	// prompt_cache_key derived from its account (and the caller's own
+	// key), so that the upstream's cache routing never mixes tenants.
+	// Servers that refuse unknown fields need it off.
+	PromptCacheKey bool
 }

@@ -2,7 +2,6 @@ package upstream
 
 import (
 	"log/slog"
-	"math"
 
 	"github.com/svcgw/svcgw/llm"
 )
@@ -10,7 +9,7 @@ import (
 // Usage reported by an upstream is what the call is billed by, so it is
 // bounded here, at the boundary, before anything above sees it. A real
 // model cannot exceed what it was asked for: its output is capped by the
-// max_tokens sent (never above the caller's, see httpClient.maxTokens), and
+// max_tokens sent (never above the caller's: the protocol backends cap it), and
 // its input by the model's context length. An upstream that reports more
 // (a bug, a proxy that adds up several calls, a hostile server) is charged
 // at those bounds, and the operator's log says so (WARN, naming the
@@ -74,14 +73,4 @@ func checkUsage(log *slog.Logger, candidate string, b usageBounds, u llm.Usage) 
 			"max_input", b.input, "max_output", b.output)
 	}
 	return out
-}
-
-// addTokens adds two reported counts without wrapping around: a sum past
-// the int range saturates (and is then bounded like any other count).
-func addTokens(a, b int) int {
-	a, b = max(a, 0), max(b, 0)
-	if a > math.MaxInt-b {
-		return math.MaxInt
-	}
-	return a + b
 }

@@ -77,7 +77,7 @@ func TestRouter_boundsReportedUsage(t *testing.T) {
 				req := &llm.Request{MaxTokens: tt.maxTokens, Messages: []llm.Message{{Role: llm.RoleUser, Parts: []llm.Part{llm.TextPart("hi")}}}}
 				var got llm.Usage
 				if stream {
-					s, err := r.Stream(context.Background(), llm.TypePro, llm.TierMedium, req)
+					s, _, err := r.Stream(context.Background(), llm.TypePro, llm.TierMedium, req)
 					is.NoErr(err) // stream
 					for s.Next() {
 						if ev := s.Event(); ev.Type == llm.EventFinish {
@@ -87,7 +87,7 @@ func TestRouter_boundsReportedUsage(t *testing.T) {
 					is.NoErr(s.Err())
 					s.Close()
 				} else {
-					resp, err := r.Complete(context.Background(), llm.TypePro, llm.TierMedium, req)
+					resp, _, err := r.Complete(context.Background(), llm.TypePro, llm.TierMedium, req)
 					is.NoErr(err) // complete
 					got = resp.Usage
 				}

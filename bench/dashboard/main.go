@@ -44,6 +44,7 @@ import (
 	"github.com/svcgw/svcgw/server"
 	"github.com/svcgw/svcgw/store"
 	"github.com/svcgw/svcgw/upstream"
+	"github.com/svcgw/svcgw/upstream/fixture"
 )
 
 func main() {
@@ -163,7 +164,7 @@ func measure(args []string) error {
 		return err
 	}
 	defer st.RevokeKey(ctx, k.ID)
-	fx := upstream.NewFixture(upstream.FixtureOptions{})
+	fx := fixture.New(fixture.Options{})
 	srv := server.New(server.Options{
 		Logger: slog.New(slog.DiscardHandler),
 		Store:  st,

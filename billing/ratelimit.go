@@ -1,0 +1,170 @@
+package billing
+
+import (
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/svcgw/svcgw/llm"
+)
+
+// RateLimiter holds a requests-per-minute and a tokens-per-minute token
+// bucket per API key. A bucket holds up to a minute's worth (the limit) and
+// refills continuously at limit/60 per second; a call takes from it, and a
+// call that finds too little is refused with a rate_limited *llm.Error
+// (429) carrying the time until enough is back. The token bucket may go below zero (output is only known after
+// the call), and later calls wait for it to refill.
+//
+// Buckets live in memory, per process: a restart forgets them, and they
+// hold for one svcgw serve per database. An entry whose buckets are full
+// is indistinguishable from no entry, so sweeps drop those, which keeps the
+// map to the keys active in the last minute or so. It is safe for
+// concurrent use.
+//
+// A call's path through it: Request before the body is read, AdmitTokens
+// with the estimated input before Admission reserves the cost (SpendTokens
+// gives the estimate back when the call is refused), and SpendTokens with
+// the output once the call is metered.
+type RateLimiter struct {
+	mu        sync.Mutex
+	keys      map[string]*keyBuckets
+	nextSweep int
+	lastSweep time.Time
+}
+
+// keyBuckets are one key's buckets.
+type keyBuckets struct {
+	requests, tokens tokenBucket
+}
+
+// tokenBucket is a token bucket; limit 0 means the bucket is not in use.
+type tokenBucket struct {
+	limit  int64 // per minute, which is also the capacity
+	level  float64
+	filled time.Time // when level was last brought up to date
+}
+
+// minSweep is the map size below which sweeps are only time-driven.
+const minSweep = 1024
+
+// NewRateLimiter returns a rate limiter without buckets.
+func NewRateLimiter() *RateLimiter {
+	return &RateLimiter{keys: make(map[string]*keyBuckets), nextSweep: minSweep}
+}
+
+// refill brings b up to date at now under limit, which may have changed
+// since the last call (a key's limit was edited): the level is then capped
+// at the new capacity.
+func (b *tokenBucket) refill(limit int64, now time.Time) {
+	if b.limit == 0 || b.filled.IsZero() {
+		b.limit, b.level, b.filled = limit, float64(limit), now
+		return
+	}
+	b.limit = limit
+	if dt := now.Sub(b.filled); dt > 0 {
+		b.level += dt.Seconds() * float64(limit) / 60
+		b.filled = now
+	}
+	b.level = math.Min(b.level, float64(limit))
+}
+
+// full reports whether b would be back at capacity at now.
+func (b *tokenBucket) full(now time.Time) bool {
+	if b.limit == 0 {
+		return true
+	}
+	return b.level+now.Sub(b.filled).Seconds()*float64(b.limit)/60 >= float64(b.limit)
+}
+
+// wait is how long until b holds need, at its refill rate; at least a
+// second, which is the resolution of Retry-After.
+func (b *tokenBucket) wait(need float64) time.Duration {
+	d := time.Duration((need - b.level) / (float64(b.limit) / 60) * float64(time.Second))
+	return max(d.Round(time.Millisecond), time.Second)
+}
+
+// entry returns keyID's buckets, creating them. Callers hold rl.mu.
+func (rl *RateLimiter) entry(keyID string, now time.Time) *keyBuckets {
+	kb := rl.keys[keyID]
+	if kb == nil {
+		if len(rl.keys) >= rl.nextSweep || now.Sub(rl.lastSweep) > time.Minute {
+			rl.sweep(now)
+		}
+		kb = &keyBuckets{}
+		rl.keys[keyID] = kb
+	}
+	return kb
+}
+
+// sweep drops the entries that are full again. Callers hold rl.mu.
+func (rl *RateLimiter) sweep(now time.Time) {
+	for id, kb := range rl.keys {
+		if kb.requests.full(now) && kb.tokens.full(now) {
+			delete(rl.keys, id)
+		}
+	}
+	rl.lastSweep = now
+	rl.nextSweep = max(2*len(rl.keys), minSweep)
+}
+
+// Request takes one request from the key's requests-per-minute bucket, or
+// returns a rate_limited error. limit 0 is unlimited.
+func (rl *RateLimiter) Request(keyID string, limit int64, now time.Time) error {
+	if limit <= 0 {
+		return nil
+	}
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	b := &rl.entry(keyID, now).requests
+	b.refill(limit, now)
+	if b.level < 1 {
+		wait := b.wait(1)
+		return &llm.Error{Kind: llm.KindRateLimited, RetryAfter: wait,
+			Message: fmt.Sprintf("rate limit reached: this key allows %d requests per minute; retry in %s", limit, roundUp(wait))}
+	}
+	b.level--
+	return nil
+}
+
+// AdmitTokens takes a call's estimated input tokens from the key's
+// tokens-per-minute bucket, or returns a rate_limited error. A call needs
+// the bucket to hold its estimate, or to be full when the estimate is
+// larger than a minute's worth; it may then take the bucket below zero.
+func (rl *RateLimiter) AdmitTokens(keyID string, limit int64, tokens int, now time.Time) error {
+	if limit <= 0 {
+		return nil
+	}
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	b := &rl.entry(keyID, now).tokens
+	b.refill(limit, now)
+	need := math.Min(float64(tokens), float64(limit))
+	if b.level < need {
+		wait := b.wait(need)
+		return &llm.Error{Kind: llm.KindRateLimited, RetryAfter: wait, Err: llm.ErrTokenRate,
+			Message: fmt.Sprintf("rate limit reached: this key allows %d tokens per minute and this call needs about %d; retry in %s", limit, tokens, roundUp(wait))}
+	}
+	b.level -= float64(tokens)
+	return nil
+}
+
+// SpendTokens takes tokens from the key's tokens-per-minute bucket without
+// checking (output, known after the call), or gives them back when
+// negative (a call refused after its input was taken).
+func (rl *RateLimiter) SpendTokens(keyID string, limit int64, tokens int, now time.Time) {
+	if limit <= 0 || tokens == 0 {
+		return
+	}
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	b := &rl.entry(keyID, now).tokens
+	b.refill(limit, now)
+	b.level = math.Min(b.level-float64(tokens), float64(limit))
+}
+
+// roundUp renders a wait as whole seconds, rounded up, as Retry-After
+// carries it.
+func roundUp(d time.Duration) time.Duration {
+	return (d + time.Second - 1).Truncate(time.Second)
+}

@@ -1,0 +1,82 @@
+package billing
+
+import (
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/matryer/is"
+
+	"github.com/svcgw/svcgw/llm"
+)
+
+func retryAfter(t *testing.T, err error) time.Duration {
+	t.Helper()
+	var e *llm.Error
+	if !errors.As(err, &e) || e.Kind != llm.KindRateLimited {
+		t.Fatalf("want rate_limited, got %v", err)
+	}
+	return e.RetryAfter
+}
+
+func TestRateLimiter_Requests(t *testing.T) {
+	is := is.New(t)
+	rl := NewRateLimiter()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for range 6 {
+		is.NoErr(rl.Request("k", 6, now)) // a minute's worth at once
+	}
+	is.Equal(retryAfter(t, rl.Request("k", 6, now)), 10*time.Second) // one request per 10s
+	is.NoErr(rl.Request("other", 6, now))                            // per key
+	is.NoErr(rl.Request("k", 0, now))                                // 0 is unlimited
+	now = now.Add(10 * time.Second)
+	is.NoErr(rl.Request("k", 6, now)) // refilled one
+	is.True(rl.Request("k", 6, now) != nil)
+
+	// Lowering the limit caps what the bucket holds.
+	now = now.Add(time.Hour)
+	is.NoErr(rl.Request("k", 1, now))
+	is.Equal(retryAfter(t, rl.Request("k", 1, now)), time.Minute)
+	is.Equal(retryAfter(t, rl.Request("k", 120, now.Add(-time.Second))), time.Second) // at least a second
+}
+
+func TestRateLimiter_Tokens(t *testing.T) {
+	is := is.New(t)
+	rl := NewRateLimiter()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	is.NoErr(rl.AdmitTokens("k", 600, 100, now)) // 500 left
+	rl.SpendTokens("k", 600, 900, now)           // output: -400
+	wait := retryAfter(t, rl.AdmitTokens("k", 600, 100, now))
+	is.Equal(wait, 50*time.Second) // 500 tokens at 10 a second
+	is.NoErr(rl.AdmitTokens("k", 600, 100, now.Add(wait)))
+
+	// An estimate above a minute's worth waits for a full bucket, then may
+	// take it far below zero.
+	now = now.Add(time.Hour)
+	is.NoErr(rl.AdmitTokens("big", 600, 5000, now))
+	is.Equal(retryAfter(t, rl.AdmitTokens("big", 600, 1, now)), 440100*time.Millisecond) // back to 1 from -4400
+
+	// A refused call gives its estimate back, never above capacity.
+	is.NoErr(rl.AdmitTokens("r", 600, 600, now))
+	rl.SpendTokens("r", 600, -600, now)
+	rl.SpendTokens("r", 600, -600, now)
+	is.NoErr(rl.AdmitTokens("r", 600, 600, now))
+	is.True(rl.AdmitTokens("r", 600, 1, now) != nil) // full was 600, not 1200
+}
+
+func TestRateLimiter_SweepsOnlyFullBuckets(t *testing.T) {
+	is := is.New(t)
+	rl := NewRateLimiter()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 3 * minSweep {
+		is.NoErr(rl.Request("k"+strconv.Itoa(i), 60, now))
+	}
+	is.Equal(len(rl.keys), 3*minSweep) // none full yet: nothing to drop
+	now = now.Add(2 * time.Second)     // every bucket has refilled
+	is.NoErr(rl.Request("busy", 60, now))
+	is.NoErr(rl.Request("newcomer", 60, now.Add(2*time.Minute)))
+	is.Equal(len(rl.keys), 1) // every refilled entry is gone; only the newcomer's is left
+	_, ok := rl.keys["newcomer"]
+	is.True(ok)
+}

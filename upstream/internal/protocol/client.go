@@ -1,0 +1,350 @@
+package protocol
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/upstream"
+)
+
+// Sizes that bound what an upstream can make us hold in memory.
+const (
+	// MaxEventSize caps one upstream SSE event. Gemini sends a function
+	// call's arguments whole in one event, so this is generous.
+	MaxEventSize = 16 << 20
+	// maxBodySize caps a non-streaming reply.
+	maxBodySize = 64 << 20
+	// maxErrorBody is how much of an error body is read.
+	maxErrorBody = 64 << 10
+)
+
+// sharedTransport is the transport of backends without an
+// HTTPOptions.Client, created on first use.
+var sharedTransport = sync.OnceValue(newTransport)
+
+func newTransport() *http.Transport {
+	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	return &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           d.DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   256,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		// An HTTP/1.1 connection holds both buffers as long as it lives,
+		// through a whole stream: with 1,000 streams open the defaults
+		// (4 KiB each) are 8 MiB. Smaller ones cost little here: a
+		// request goes out as its headers and one write of its body, a
+		// stream's reader asks for at most 1 KiB at a time
+		// (sseBufferSize), and a read of a whole reply larger than the
+		// buffer bypasses it.
+		WriteBufferSize: 1 << 10,
+		ReadBufferSize:  2 << 10,
+	}
+}
+
+// Client is what the protocol backends share: options, the client, and
+// the call machinery.
+type Client struct {
+	Opts   upstream.HTTPOptions
+	client *http.Client
+	// vendorError refines the mapping of an error reply (see
+	// upstream.ErrorFromStatus).
+	vendorError func(status int, body []byte) upstream.ErrorHint
+}
+
+// NewClient returns the client of a protocol backend: BaseURL without a
+// trailing slash, defaultBase when empty, and the shared transport when
+// o.Client is nil. vendorError reads what an error body says beyond its
+// status.
+func NewClient(o upstream.HTTPOptions, defaultBase string, vendorError func(int, []byte) upstream.ErrorHint) Client {
+	o.BaseURL = strings.TrimRight(o.BaseURL, "/")
+	if o.BaseURL == "" {
+		o.BaseURL = defaultBase
+	}
+	c := o.Client
+	if c == nil {
+		c = &http.Client{Transport: sharedTransport()}
+	}
+	return Client{Opts: o, client: c, vendorError: vendorError}
+}
+
+// MaxTokens is the output cap to send: the caller's, never above the
+// model's limit; def when the caller gave none.
+func (h *Client) MaxTokens(req *llm.Request, def int) int {
+	n := req.MaxTokens
+	if n <= 0 {
+		n = def
+	}
+	if lim := h.Opts.Limits.MaxCompletionTokens; lim > 0 && n > lim {
+		n = lim
+	}
+	return n
+}
+
+// timeoutError is the cause a call's context is cancelled with when one of
+// its timers fires.
+type timeoutError struct {
+	phase string
+	after time.Duration
+}
+
+func (e *timeoutError) Error() string {
+	return fmt.Sprintf("upstream %s timeout after %v", e.phase, e.after)
+}
+
+// Call is one HTTP exchange with an upstream: its own context, cancelled
+// with a *timeoutError cause by the connect, first-byte and idle timers, or
+// by Release.
+type Call struct {
+	parent context.Context
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	idle   time.Duration
+
+	timer *time.Timer
+	// cause is what the timer cancels with: first-byte, then idle.
+	cause atomic.Pointer[timeoutError]
+
+	connMu    sync.Mutex
+	connTimer *time.Timer
+}
+
+// Post sends body to url. It returns once the response headers have come
+// with a 2xx status; any other status is read and mapped to an *llm.Error.
+// The caller must call c.Release when done with the response.
+func (h *Client) Post(ctx context.Context, url string, header http.Header, body []byte) (*Call, *http.Response, error) {
+	c := &Call{parent: ctx, idle: h.Opts.IdleTimeout}
+	c.ctx, c.cancel = context.WithCancelCause(ctx)
+	if d := h.Opts.FirstByteTimeout; d > 0 {
+		c.cause.Store(&timeoutError{phase: "first byte", after: d})
+		c.timer = time.AfterFunc(d, c.fire)
+	}
+	rb := &requestBody{b: body}
+	trace := &httptrace.ClientTrace{WroteRequest: rb.wroteRequest}
+	if d := h.Opts.ConnectTimeout; d > 0 {
+		trace.GetConn = func(string) {
+			c.connMu.Lock()
+			defer c.connMu.Unlock()
+			if c.connTimer != nil {
+				c.connTimer.Stop()
+			}
+			c.connTimer = time.AfterFunc(d, func() { c.cancel(&timeoutError{phase: "connect", after: d}) })
+		}
+		trace.GotConn = func(httptrace.GotConnInfo) {
+			c.connMu.Lock()
+			defer c.connMu.Unlock()
+			if c.connTimer != nil {
+				c.connTimer.Stop()
+			}
+		}
+	}
+	rctx := httptrace.WithClientTrace(c.ctx, trace)
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, url, rb.reader())
+	if err != nil {
+		c.Release()
+		return nil, nil, &llm.Error{Kind: llm.KindInternal, Message: "internal error", Err: fmt.Errorf("build upstream request: %w", err)}
+	}
+	req.GetBody = rb.get
+	defer rb.release()
+	req.Header = header
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "svcgw")
+	for k, v := range h.Opts.Headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		err = c.fail(err, upstream.MsgUnreachable)
+		c.Release()
+		return nil, nil, err
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		resp.Body.Close()
+		c.Release()
+		var hint upstream.ErrorHint
+		if h.vendorError != nil {
+			hint = h.vendorError(resp.StatusCode, b)
+		}
+		return nil, nil, upstream.ErrorFromStatus(resp.StatusCode, resp.Header, b, hint)
+	}
+	return c, resp, nil
+}
+
+// requestBody is an upstream request's body, which lets go of its bytes
+// once they are sent. The transport holds the request until the response
+// ends, a whole stream's length, but the body, often the whole
+// conversation and the largest thing a call holds, is needed only until
+// the response begins: the transport rewinds it (GetBody) only to resend
+// the request on a new connection before that.
+//
+// The transport reads the body as a *bytes.Reader: for its in-memory body
+// types it sends the headers and the body in one write, for any other
+// reader in two.
+type requestBody struct {
+	mu       sync.Mutex
+	b        []byte
+	released bool
+	readers  []*bytes.Reader // every reader handed to the transport
+	// wrote is set by the transport's writer once it has written the
+	// request whole, after its last read of the body.
+	wrote atomic.Bool
+}
+
+// reader returns a new reader of the body; nil once it is released.
+func (rb *requestBody) reader() *bytes.Reader {
+	rb.mu.Lock()
+	defer rb.mu.Unlock()
+	if rb.released {
+		return nil
+	}
+	r := bytes.NewReader(rb.b)
+	rb.readers = append(rb.readers, r)
+	return r
+}
+
+// get is the request's GetBody.
+func (rb *requestBody) get() (io.ReadCloser, error) {
+	r := rb.reader()
+	if r == nil {
+		return nil, errors.New("upstream request body already released")
+	}
+	return io.NopCloser(r), nil
+}
+
+// wroteRequest is the request's httptrace WroteRequest hook.
+func (rb *requestBody) wroteRequest(info httptrace.WroteRequestInfo) {
+	if info.Err == nil {
+		rb.wrote.Store(true)
+	}
+}
+
+// release drops the bytes once the response has begun (or the call
+// failed): GetBody can no longer rewind, and once the transport has
+// written the request whole its readers are emptied. A request answered
+// before it was written whole keeps them, as its writer may still be
+// reading.
+func (rb *requestBody) release() {
+	rb.mu.Lock()
+	defer rb.mu.Unlock()
+	rb.b, rb.released = nil, true
+	if rb.wrote.Load() {
+		for _, r := range rb.readers {
+			r.Reset(nil)
+		}
+	}
+	rb.readers = nil
+}
+
+// fire cancels the call with the current timer's cause.
+func (c *Call) fire() { c.cancel(c.cause.Load()) }
+
+// started switches the timer from the first-byte timeout to the idle one,
+// restarting it; call it on every event.
+func (c *Call) started() {
+	if c.idle <= 0 {
+		if c.timer != nil {
+			c.timer.Stop()
+		}
+		return
+	}
+	if c.timer == nil {
+		c.cause.Store(&timeoutError{phase: "idle", after: c.idle})
+		c.timer = time.AfterFunc(c.idle, c.fire)
+		return
+	}
+	if c.cause.Load().phase != "idle" {
+		c.cause.Store(&timeoutError{phase: "idle", after: c.idle})
+	}
+	c.timer.Reset(c.idle)
+}
+
+// Release stops the timers and cancels the call's context.
+func (c *Call) Release() {
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	c.connMu.Lock()
+	if c.connTimer != nil {
+		c.connTimer.Stop()
+	}
+	c.connMu.Unlock()
+	c.cancel(errCallDone)
+}
+
+var errCallDone = errors.New("upstream call finished")
+
+// fail maps a transport or read error: one of the call's timeouts, the
+// caller's own context (returned as is, so the server can tell a caller
+// that left), or an upstream failure with the given caller-safe message.
+func (c *Call) fail(err error, msg string) error {
+	var te *timeoutError
+	if errors.As(context.Cause(c.ctx), &te) {
+		m := upstream.MsgTimeout
+		if te.phase == "idle" {
+			m = upstream.MsgStalled
+		}
+		return &llm.Error{Kind: llm.KindTimeout, Message: m, Err: te}
+	}
+	if err := c.parent.Err(); err != nil {
+		return err
+	}
+	if errors.Is(err, errEventTooLarge) {
+		msg = upstream.MsgMalformed
+	}
+	return &llm.Error{Kind: llm.KindUpstream, Message: msg, Err: err}
+}
+
+// ReadBody reads a whole non-streaming reply, restarting the idle timer on
+// every read.
+func (c *Call) ReadBody(r io.Reader) ([]byte, error) {
+	c.started()
+	b, err := io.ReadAll(io.LimitReader(&idleReader{r: r, c: c}, maxBodySize+1))
+	if err != nil {
+		return nil, c.fail(err, upstream.MsgConnection)
+	}
+	if len(b) > maxBodySize {
+		return nil, &llm.Error{Kind: llm.KindUpstream, Message: upstream.MsgMalformed, Err: errors.New("upstream reply too large")}
+	}
+	return b, nil
+}
+
+type idleReader struct {
+	r io.Reader
+	c *Call
+}
+
+func (r *idleReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if n > 0 {
+		r.c.started()
+	}
+	return n, err
+}
+
+// EncodeJSON marshals v without HTML escaping, so prompts go upstream as
+// written.
+func EncodeJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, &llm.Error{Kind: llm.KindInternal, Message: "internal error", Err: fmt.Errorf("encode upstream request: %w", err)}
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}

@@ -1,0 +1,67 @@
+package protocol
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httptrace"
+	"testing"
+
+	"github.com/matryer/is"
+
+	"github.com/svcgw/svcgw/upstream"
+)
+
+// TestRequestBody checks that an upstream request's body is sent whole
+// with its length, can be rewound until the response begins, and is let
+// go after that, but only once the transport has written it.
+func TestRequestBody(t *testing.T) {
+	is := is.New(t)
+	data := bytes.Repeat([]byte(`{"role":"user","content":"lorem ipsum"},`), 1000)
+
+	var got []byte
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, _ = io.ReadAll(r.Body)
+		is.Equal(r.ContentLength, int64(len(data))) // sent with its length, not chunked
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer srv.Close()
+
+	h := NewClient(upstream.HTTPOptions{BaseURL: srv.URL}, "", nil)
+	c, resp, err := h.Post(t.Context(), srv.URL, http.Header{}, data)
+	is.NoErr(err)
+	resp.Body.Close()
+	c.Release()
+	is.Equal(got, data) // the server got the body whole
+
+	// What post does, step by step.
+	rb := &requestBody{b: data}
+	body := rb.reader()
+	req, err := http.NewRequestWithContext(
+		httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{WroteRequest: rb.wroteRequest}),
+		http.MethodPost, srv.URL, body)
+	is.NoErr(err)
+	req.GetBody = rb.get
+	again, err := req.GetBody()
+	is.NoErr(err) // rewinds before the response
+	b, err := io.ReadAll(again)
+	is.NoErr(err)
+	is.Equal(b, data)
+	resp, err = sharedTransport().RoundTrip(req)
+	is.NoErr(err)
+	resp.Body.Close()
+	is.True(rb.wrote.Load()) // the transport reported the request written
+	rb.release()
+	is.Equal(body.Size(), int64(0)) // the transport's reader let go of the bytes
+	_, err = req.GetBody()
+	is.True(err != nil) // nothing to rewind once released
+
+	// A request answered before it was written whole keeps its reader
+	// intact: the transport's writer may still be reading it.
+	rb = &requestBody{b: data}
+	body = rb.reader()
+	rb.release()
+	is.Equal(body.Size(), int64(len(data)))
+}

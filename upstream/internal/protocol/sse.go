@@ -1,0 +1,187 @@
+package protocol
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+)
+
+// Reading upstream SSE.
+//
+// STYLE.md says to read upstream SSE with go-sse's sse.Read and an explicit
+// MaxEventSize. This small reader replaces it here, for three reasons:
+//
+//   - sse.Read drops every line that is not an SSE field, as the SSE spec
+//     says, but Gemini may report a mid-stream error as a bare JSON object
+//     without a data: prefix (generate-content.md §5), and an
+//     OpenAI-compatible server may answer a stream request with a plain
+//     JSON error body and status 200. Dropped, those would look like a
+//     stream cut short, losing the error's kind (429 vs 503) and its
+//     retry guidance.
+//   - sse.Read is a push iterator, while Stream is pulled like sql.Rows;
+//     bridging them needs iter.Pull, a coroutine per stream.
+//   - It hands out each event's data in a reused buffer, so decoding a
+//     frame allocates only what the JSON decoder does.
+//
+// It keeps go-sse's limits: an explicit maximum event size, and an event
+// still pending at EOF is dispatched. Lines end with LF or CRLF (a lone CR
+// is not a line end; no vendor sends one). A UTF-8 BOM at the start is
+// skipped.
+
+// errEventTooLarge is returned for an event over the reader's maximum.
+var errEventTooLarge = errors.New("upstream SSE event too large")
+
+// SSEEvent is one event. Data and Bare are valid until the next call to
+// next.
+type SSEEvent struct {
+	Type string // the event field; "" when absent
+	Data []byte // the data lines joined by "\n"
+	// Bare holds lines that are not SSE fields: a JSON object or array
+	// written without data: (it starts at a line beginning with { or [,
+	// which also ends an event in progress, and runs to the next blank
+	// line).
+	Bare []byte
+}
+
+// SSEReader reads the events of one upstream stream (see above).
+type SSEReader struct {
+	r          *bufio.Reader
+	max        int
+	data, bare []byte
+	carry      []byte // a bare line that ended the previous event
+	long       []byte // a line longer than the bufio buffer
+	begun      bool
+}
+
+// sseBufferSize is the read buffer of one upstream stream. Events are
+// usually a few hundred bytes (a chat-completions chunk is ~250); longer
+// lines are gathered in SSEReader.long, so a small buffer only costs an
+// extra copy for big events, while 1,000 open streams hold 1 MiB instead of
+// 4 (the connection under it has its own 4 KiB read buffer).
+const sseBufferSize = 1 << 10
+
+// NewSSEReader returns a reader of r whose events are at most maxEvent
+// bytes.
+func NewSSEReader(r io.Reader, maxEvent int) *SSEReader {
+	return &SSEReader{r: bufio.NewReaderSize(r, sseBufferSize), max: maxEvent}
+}
+
+// ready reports whether a whole event (up to its blank line) is already
+// buffered, so reading it will not wait for the network.
+func (s *SSEReader) ready() bool {
+	n := s.r.Buffered()
+	if n == 0 {
+		return false
+	}
+	b, _ := s.r.Peek(n)
+	return bytes.Contains(b, []byte("\n\n")) || bytes.Contains(b, []byte("\r\n\r\n"))
+}
+
+// Next returns the next event; io.EOF when the input ends cleanly.
+func (s *SSEReader) Next() (SSEEvent, error) {
+	s.data, s.bare = s.data[:0], s.bare[:0]
+	var ev SSEEvent
+	hasData, inBare := false, false
+	if len(s.carry) > 0 {
+		s.bare, s.carry, inBare = append(s.bare, s.carry...), s.carry[:0], true
+	}
+	for {
+		line, err := s.readLine()
+		if err != nil {
+			if err == io.EOF && (hasData || len(s.bare) > 0) {
+				return s.event(ev, hasData), nil
+			}
+			return SSEEvent{}, err
+		}
+		if !s.begun {
+			s.begun = true
+			line = bytes.TrimPrefix(line, []byte("\xEF\xBB\xBF"))
+		}
+		if len(line) == 0 {
+			if hasData || len(s.bare) > 0 {
+				return s.event(ev, hasData), nil
+			}
+			ev.Type, inBare = "", false
+			continue
+		}
+		if !inBare && (line[0] == '{' || line[0] == '[') && hasData {
+			// JSON right after an event's data, without the blank line:
+			// the event ends here and the JSON starts the next one.
+			s.carry = append(append(s.carry[:0], line...), '\n')
+			return s.event(ev, hasData), nil
+		}
+		if inBare || line[0] == '{' || line[0] == '[' {
+			inBare = true
+			s.bare = append(append(s.bare, line...), '\n')
+		} else if line[0] != ':' { // a comment otherwise
+			name, value, _ := bytes.Cut(line, []byte(":"))
+			value = bytes.TrimPrefix(value, []byte(" "))
+			switch string(name) {
+			case "data":
+				s.data = append(append(s.data, value...), '\n')
+				hasData = true
+			case "event":
+				ev.Type = eventType(value)
+			}
+			// id, retry and unknown fields are ignored.
+		}
+		if len(s.data)+len(s.bare) > s.max {
+			return SSEEvent{}, errEventTooLarge
+		}
+	}
+}
+
+func (s *SSEReader) event(ev SSEEvent, hasData bool) SSEEvent {
+	if hasData {
+		ev.Data = s.data[:len(s.data)-1] // the last "\n"
+	}
+	ev.Bare = s.bare
+	return ev
+}
+
+// readLine returns the next line without its line end; a last line without
+// one is returned before io.EOF.
+func (s *SSEReader) readLine() ([]byte, error) {
+	line, err := s.r.ReadSlice('\n')
+	if err == bufio.ErrBufferFull {
+		s.long = append(s.long[:0], line...)
+		for err == bufio.ErrBufferFull {
+			if len(s.long) > s.max {
+				return nil, errEventTooLarge
+			}
+			line, err = s.r.ReadSlice('\n')
+			s.long = append(s.long, line...)
+		}
+		line = s.long
+	}
+	if err != nil && (err != io.EOF || len(line) == 0) {
+		return nil, err
+	}
+	line = bytes.TrimSuffix(line, []byte("\n"))
+	return bytes.TrimSuffix(line, []byte("\r")), nil
+}
+
+// eventType returns the event name, without allocating for the names the
+// vendors send.
+func eventType(b []byte) string {
+	switch string(b) {
+	case "message_start":
+		return "message_start"
+	case "content_block_start":
+		return "content_block_start"
+	case "content_block_delta":
+		return "content_block_delta"
+	case "content_block_stop":
+		return "content_block_stop"
+	case "message_delta":
+		return "message_delta"
+	case "message_stop":
+		return "message_stop"
+	case "ping":
+		return "ping"
+	case "error":
+		return "error"
+	}
+	return string(b)
+}

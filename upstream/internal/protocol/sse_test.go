@@ -1,0 +1,136 @@
+package protocol
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/matryer/is"
+)
+
+// readAll reads every event of input.
+func readAll(input string, maxEvent int) ([]SSEEvent, error) {
+	rd := NewSSEReader(strings.NewReader(input), maxEvent)
+	var out []SSEEvent
+	for {
+		ev, err := rd.Next()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		// Data and Bare are only valid until the next call.
+		ev.Data, ev.Bare = bytes.Clone(ev.Data), bytes.Clone(ev.Bare)
+		out = append(out, ev)
+	}
+}
+
+func TestSSEReader(t *testing.T) {
+	ev := func(typ, data, bare string) SSEEvent {
+		e := SSEEvent{Type: typ}
+		if data != "" {
+			e.Data = []byte(data)
+		}
+		if bare != "" {
+			e.Bare = []byte(bare)
+		}
+		return e
+	}
+	cases := []struct {
+		name, input string
+		want        []SSEEvent
+	}{
+		{"data events", "data: a\n\ndata: b\n\n", []SSEEvent{ev("", "a", ""), ev("", "b", "")}},
+		{"named event, CRLF", "event: ping\r\ndata: {}\r\n\r\n", []SSEEvent{ev("ping", "{}", "")}},
+		{"multi-line data", "data: a\ndata:b\n\n", []SSEEvent{ev("", "a\nb", "")}},
+		{"comments and ids are skipped", ": keepalive\n\nid: 7\nretry: 10\ndata: x\n\n", []SSEEvent{ev("", "x", "")}},
+		{"no blank line before EOF", "data: [DONE]", []SSEEvent{ev("", "[DONE]", "")}},
+		{"bare JSON error line", "data: a\n\n{\"error\":{\"code\":503}}\n", []SSEEvent{ev("", "a", ""), ev("", "", "{\"error\":{\"code\":503}}\n")}},
+		{"pretty-printed bare JSON", "{\n  \"error\": {\n    \"code\": 429\n  }\n}\n", []SSEEvent{ev("", "", "{\n  \"error\": {\n    \"code\": 429\n  }\n}\n")}},
+		{"bare JSON right after data", "data: a\n{\"error\":{}}\n", []SSEEvent{ev("", "a", ""), ev("", "", "{\"error\":{}}\n")}},
+		{"BOM", "\xEF\xBB\xBFdata: a\n\n", []SSEEvent{ev("", "a", "")}},
+		{"event name without data is dropped", "event: x\n\ndata: y\n\n", []SSEEvent{ev("", "y", "")}},
+		{"empty data line", "data:\n\n", []SSEEvent{{Data: []byte{}}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			is := is.New(t)
+			got, err := readAll(c.input, 1<<10)
+			is.NoErr(err) // read
+			is.Equal(len(got), len(c.want))
+			for i := range got {
+				is.Equal(got[i].Type, c.want[i].Type)
+				is.Equal(string(got[i].Data), string(c.want[i].Data))
+				is.Equal(string(got[i].Bare), string(c.want[i].Bare))
+			}
+		})
+	}
+
+	t.Run("event over the maximum", func(t *testing.T) {
+		is := is.New(t)
+		_, err := readAll("data: "+strings.Repeat("x", 100)+"\n\n", 64)
+		is.True(errors.Is(err, errEventTooLarge))
+		_, err = readAll("data: "+strings.Repeat("x", 40<<10)+"\n\n", 32<<10) // a line longer than the read buffer
+		is.True(errors.Is(err, errEventTooLarge))
+		got, err := readAll("data: "+strings.Repeat("x", 40<<10)+"\n\n", 64<<10)
+		is.NoErr(err) // a long line within the maximum
+		is.Equal(len(got[0].Data), 40<<10)
+	})
+}
+
+// FuzzSSEReader checks that the SSE reader is stable on arbitrary bytes:
+// the events it read, written back as SSE, read the same. It is seeded
+// with every protocol's recorded streams.
+func FuzzSSEReader(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join("..", "..", "*", "testdata", "*.sse"))
+	if len(files) == 0 {
+		f.Fatal("no recorded streams in upstream/*/testdata")
+	}
+	for _, file := range files {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte("data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":1000000000,\"function\":{\"arguments\":\"x\"}}]},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"))
+	f.Add([]byte("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":-1,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\"}}\n\n"))
+	f.Add([]byte("[{\"error\":{\"code\":429}}]\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		first, err := readAll(string(data), MaxEventSize)
+		if err != nil || bytes.ContainsRune(data, '\r') {
+			return
+		}
+		var buf strings.Builder
+		for _, ev := range first {
+			if ev.Type != "" {
+				buf.WriteString("event: " + ev.Type + "\n")
+			}
+			if ev.Data != nil {
+				for _, line := range strings.Split(string(ev.Data), "\n") {
+					buf.WriteString("data: " + line + "\n")
+				}
+			}
+			buf.Write(ev.Bare)
+			buf.WriteString("\n")
+		}
+		second, err := readAll(buf.String(), MaxEventSize)
+		if err != nil {
+			t.Fatalf("re-read: %v", err)
+		}
+		if len(first) != len(second) {
+			t.Fatalf("read %d events, then %d:\n%q", len(first), len(second), buf.String())
+		}
+		for i := range first {
+			a, b := first[i], second[i]
+			if a.Type != b.Type || !bytes.Equal(a.Data, b.Data) || (a.Data == nil) != (b.Data == nil) || !bytes.Equal(a.Bare, b.Bare) {
+				t.Fatalf("event %d: %+v, then %+v", i, a, b)
+			}
+		}
+	})
+}

@@ -1,0 +1,142 @@
+package protocoltest
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/upstream"
+	"github.com/svcgw/svcgw/upstream/internal/protocol"
+)
+
+// FuzzDecoder feeds arbitrary bytes to the stream reader through the
+// decoders newDecoder makes, seeded with the recorded streams beside the
+// test (testdata/*.sse) and seeds. It must never panic, and a stream that
+// succeeds has the shape every stream has (see CheckStream).
+func FuzzDecoder(f *testing.F, newDecoder func() protocol.Decoder, seeds ...string) {
+	seedStreams(f)
+	for _, s := range seeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := protocol.DecodeStream(io.NopCloser(bytes.NewReader(data)), newDecoder())
+		if err == nil {
+			CheckStream(t, s)
+		}
+	})
+}
+
+// StreamText decodes sse through dec and returns its text deltas, each
+// followed by "|", failing t on an error.
+func StreamText(t *testing.T, dec protocol.Decoder, sse string) string {
+	t.Helper()
+	s, err := protocol.DecodeStream(io.NopCloser(strings.NewReader(sse)), dec)
+	if err != nil {
+		t.Fatalf("stream: %v", err)
+	}
+	defer s.Close()
+	var text strings.Builder
+	for s.Next() {
+		if ev := s.Event(); ev.Type == llm.EventTextDelta {
+			text.WriteString(ev.Text + "|")
+		}
+	}
+	if err := s.Err(); err != nil {
+		t.Fatalf("stream: %v", err)
+	}
+	return text.String()
+}
+
+// seedStreams adds every recorded stream, testdata/*.sse beside the test,
+// to a fuzz target's corpus.
+func seedStreams(f *testing.F) {
+	files, err := filepath.Glob(filepath.Join("testdata", "*.sse"))
+	if err != nil || len(files) == 0 {
+		f.Fatalf("no recorded streams in testdata: %v", err)
+	}
+	for _, file := range files {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+}
+
+// CheckStream reads s to its end and fails t unless it has the shape every
+// stream has: tool-call fragments follow their start, a finish event comes
+// last and carries usage, and a stream that ends without an error ends with
+// one.
+func CheckStream(t *testing.T, s upstream.Stream) {
+	t.Helper()
+	defer s.Close()
+	var evs []llm.Event
+	for s.Next() {
+		evs = append(evs, s.Event())
+	}
+	started := map[int]bool{}
+	for i, ev := range evs {
+		switch ev.Type {
+		case llm.EventToolCallStart:
+			if ev.ToolCall == nil {
+				t.Fatalf("tool call start without a call")
+			}
+			started[ev.Index] = true
+		case llm.EventToolCallDelta:
+			if !started[ev.Index] {
+				t.Fatalf("fragment of tool call %d before its start", ev.Index)
+			}
+		case llm.EventFinish:
+			if i != len(evs)-1 || ev.Usage == nil {
+				t.Fatalf("finish event %d of %d, usage %v", i, len(evs), ev.Usage)
+			}
+		}
+	}
+	if s.Err() == nil && (len(evs) == 0 || evs[len(evs)-1].Type != llm.EventFinish) {
+		t.Fatalf("stream ended cleanly without a finish event")
+	}
+}
+
+// cycle is an endless reader repeating one frame.
+type cycle struct {
+	frame []byte
+	off   int
+}
+
+func (c *cycle) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		k := copy(p[n:], c.frame[c.off:])
+		n += k
+		c.off = (c.off + k) % len(c.frame)
+	}
+	return n, nil
+}
+
+// BenchmarkChunk measures reading and decoding one typical stream frame
+// through dec, after the events of prime (which sets dec up for frame).
+func BenchmarkChunk(b *testing.B, dec protocol.Decoder, prime, frame string) {
+	out := make([]llm.Event, 0, 8)
+	if prime != "" {
+		ev, _ := protocol.NewSSEReader(strings.NewReader(prime), protocol.MaxEventSize).Next()
+		out, _, _ = dec.Decode(ev, out)
+	}
+	rd := protocol.NewSSEReader(&cycle{frame: []byte(frame)}, protocol.MaxEventSize)
+	b.SetBytes(int64(len(frame)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		ev, err := rd.Next()
+		if err != nil {
+			b.Fatal(err)
+		}
+		out, _, err = dec.Decode(ev, out[:0])
+		if err != nil || len(out) != 1 {
+			b.Fatalf("decode: %v, %d events", err, len(out))
+		}
+	}
+}
