@@ -335,12 +335,13 @@ func BenchmarkSSERead(b *testing.B) {
 	b.Run("reader=go-sse", func(b *testing.B) {
 		b.SetBytes(int64(len(frame)))
 		b.ReportAllocs()
+		b.ResetTimer()
 		n := 0
 		for ev, err := range sse.Read(&cycle{frame: frame}, &sse.ReadConfig{MaxEventSize: maxEventSize}) {
 			if err != nil || len(ev.Data) == 0 {
 				b.Fatal(err)
 			}
-			if n++; !b.Loop() {
+			if n++; n >= b.N {
 				break
 			}
 		}
