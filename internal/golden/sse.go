@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"testing"
 
 	sse "github.com/tmaxmax/go-sse"
+
+	"github.com/svcgw/svcgw/llm"
 )
 
 // SSE streams are checked against github.com/tmaxmax/go-sse, an SSE parser
@@ -124,22 +127,90 @@ func diffEvents(got, meant []SSEEvent) string {
 	return b.String()
 }
 
-// FuzzOp is one step of a fuzzed stream: an operation code and its text.
-type FuzzOp struct {
-	Op   byte
-	Text string
+// StreamEncoder is the part of a surface's stream encoder the server
+// drives.
+type StreamEncoder interface {
+	Start(w io.Writer) error
+	Event(w io.Writer, ev llm.Event) error
+	Error(w io.Writer, err *llm.Error) error
 }
 
-// FuzzOps splits fuzz input into steps: a byte for the operation, then its
-// text up to the next 0xFF byte. The texts are arbitrary bytes — line ends,
-// "data:" and invalid UTF-8 included — which is the point.
-func FuzzOps(b []byte) []FuzzOp {
-	var ops []FuzzOp
+// WriteFrames drives s as the server does — Start, the events, then Error
+// when fail is set — and returns what it wrote, one frame per Write.
+func WriteFrames(t testing.TB, s StreamEncoder, events []llm.Event, fail *llm.Error) Frames {
+	t.Helper()
+	var frames Frames
+	if err := s.Start(&frames); err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range events {
+		if err := s.Event(&frames, ev); err != nil {
+			t.Fatalf("event %+v: %v", ev, err)
+		}
+	}
+	if fail != nil {
+		if err := s.Error(&frames, fail); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return frames
+}
+
+// FuzzStream turns fuzz input into a streamed request and a canonical event
+// sequence any encoder accepts. The input is a series of steps: a byte
+// choosing the step, then its text up to the next 0xFF byte — arbitrary
+// bytes, line ends, "data:" and invalid UTF-8 included, which is the point.
+// The first step's text is the caller's model id (echoed in every frame)
+// and its high bits ask for usage and shown thoughts. Tool calls are
+// numbered as they start, arguments go to a started call, and the sequence
+// ends at a finish or with an error (fail).
+func FuzzStream(b []byte) (req *llm.Request, events []llm.Event, fail *llm.Error) {
+	req = &llm.Request{Model: "svc-fusion", Stream: true}
+	first, calls := true, 0
 	for len(b) > 0 {
 		op := b[0]
-		text, rest, _ := bytes.Cut(b[1:], []byte{0xFF})
-		ops = append(ops, FuzzOp{Op: op, Text: string(text)})
+		raw, rest, _ := bytes.Cut(b[1:], []byte{0xFF})
 		b = rest
+		text, n := string(raw), len(raw)
+		if first {
+			first = false
+			req.Model, req.IncludeUsage = text, op&0x80 != 0
+			if op&0x40 != 0 {
+				req.Reasoning = &llm.Reasoning{Enabled: true, IncludeThoughts: true}
+			}
+		}
+		switch op % 7 {
+		case 0:
+			events = append(events, llm.Event{Type: llm.EventTextDelta, Text: text})
+		case 1:
+			events = append(events, llm.Event{Type: llm.EventReasoningDelta, Text: text})
+		case 2:
+			events = append(events, llm.Event{Type: llm.EventReasoningDelta, Signature: text})
+		case 3:
+			events = append(events, llm.Event{Type: llm.EventToolCallStart, Index: calls,
+				ToolCall: &llm.ToolCall{ID: text, Name: text, Arguments: raw[:n/2]}})
+			calls++
+		case 4:
+			if calls > 0 {
+				events = append(events, llm.Event{Type: llm.EventToolCallDelta, Index: n % calls, Text: text})
+			}
+		case 5:
+			reasons := []llm.FinishReason{llm.FinishStop, llm.FinishLength, llm.FinishToolCalls, llm.FinishContentFilter, llm.FinishStopSequence}
+			u := llm.Usage{InputTokens: n, OutputTokens: int(op), CachedInputTokens: n / 2, ReasoningTokens: int(op) / 2}
+			return req, append(events, llm.Event{Type: llm.EventFinish, FinishReason: reasons[n%len(reasons)], StopSequence: text, Usage: &u}), nil
+		case 6:
+			kinds := []llm.Kind{llm.KindOverloaded, llm.KindUpstream, llm.KindRateLimited, llm.KindInternal, llm.KindInvalidRequest}
+			return req, events, &llm.Error{Kind: kinds[n%len(kinds)], Message: text}
+		}
 	}
-	return ops
+	return req, events, nil
+}
+
+// SeedStreams adds FuzzStream inputs that step through every kind of
+// event, with texts that look like SSE.
+func SeedStreams(f *testing.F) {
+	f.Add([]byte("\x00Hel\xff\x00lo\xff\x05"))
+	f.Add([]byte("\xc1think\n\nhard\xff\x02sig\xff\x00data: x\r\n\r\n\xff\x03call_1\xff\x04{\"a\":\xff\x041}\xff\x05"))
+	f.Add([]byte("\x80partial\xff\x06event: error\ndata: {}\n\n"))
+	f.Add([]byte("\x03{\"x\":1}\xff\x03\xff\x04[\xff\x00\u2028\xfe\r\xff\x05stop"))
 }

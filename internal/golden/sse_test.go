@@ -73,8 +73,4 @@ func TestSplitFrames(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("SplitFrames = %q, want %q", got, want)
 	}
-	ops := FuzzOps([]byte("\x01ab\xff\x02\xff"))
-	if !reflect.DeepEqual(ops, []FuzzOp{{1, "ab"}, {2, ""}}) {
-		t.Errorf("FuzzOps = %q", ops)
-	}
 }
