@@ -45,7 +45,7 @@ func (c *chunked) Read(p []byte) (int, error) {
 }
 
 // readSVCGW reads every event of b with svcgw's reader, chunk bytes per
-// read. Events carrying only bare (non-SSE) lines are an error here: the
+// read. An event with bare (non-SSE) lines is an error here: the
 // comparison is only made on input without them.
 func readSVCGW(b []byte, chunk int) ([]refEvent, error) {
 	rd := newSSEReader(&chunked{b: b, n: chunk}, len(b)+1)
