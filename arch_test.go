@@ -28,8 +28,8 @@ var allowed = map[string][]string{
 	"store":               {"llm"},
 	"config":              {"llm", "billing"},
 	"llm":                 {},
-	"seal":                {}, // authenticated encryption of caller-held tokens (golang.org/x/crypto only)
-	"internal/golden":     {}, // golden-file helpers, imported by the surfaces' tests only
+	"seal":                {},      // authenticated encryption of caller-held tokens (golang.org/x/crypto only)
+	"internal/golden":     {"llm"}, // golden-file helpers, imported by the surfaces' tests only
 
 	// what the vendor protocols share: HTTP transport, SSE reader, frame
 	// decoder, stop sequences, translation helpers

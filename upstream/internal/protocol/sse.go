@@ -25,9 +25,8 @@ import (
 //     frame allocates only what the JSON decoder does.
 //
 // It keeps go-sse's limits: an explicit maximum event size, and an event
-// still pending at EOF is dispatched. Lines end with LF or CRLF (a lone CR
-// is not a line end; no vendor sends one). A UTF-8 BOM at the start is
-// skipped.
+// still pending at EOF is dispatched. Lines end with LF, CRLF or a lone CR,
+// as the SSE spec says. A UTF-8 BOM at the start is skipped.
 
 // errEventTooLarge is returned for an event over the reader's maximum.
 var errEventTooLarge = errors.New("upstream SSE event too large")
@@ -52,6 +51,7 @@ type SSEReader struct {
 	carry      []byte // a bare line that ended the previous event
 	long       []byte // a line longer than the bufio buffer
 	begun      bool
+	cr         bool // the last line ended with a CR: skip a LF right after it
 }
 
 // sseBufferSize is the read buffer of one upstream stream. Events are
@@ -74,8 +74,9 @@ func (s *SSEReader) ready() bool {
 	if n == 0 {
 		return false
 	}
+	// Two line ends in a row, whichever of LF, CRLF and CR they are.
 	b, _ := s.r.Peek(n)
-	return bytes.Contains(b, []byte("\n\n")) || bytes.Contains(b, []byte("\r\n\r\n"))
+	return bytes.Contains(b, []byte("\n\n")) || bytes.Contains(b, []byte("\n\r")) || bytes.Contains(b, []byte("\r\r"))
 }
 
 // Next returns the next event; io.EOF when the input ends cleanly.
@@ -140,26 +141,77 @@ func (s *SSEReader) event(ev SSEEvent, hasData bool) SSEEvent {
 	return ev
 }
 
-// readLine returns the next line without its line end; a last line without
-// one is returned before io.EOF.
+// readLine returns the next line without its line end — LF, CRLF or a
+// lone CR, the SSE spec's three; a last line without one is returned before
+// io.EOF. A CR last in the buffer may be the first half of a CRLF: the LF,
+// if it comes, is skipped by the next call, so a line never waits for the
+// byte after it.
 func (s *SSEReader) readLine() ([]byte, error) {
-	line, err := s.r.ReadSlice('\n')
-	if err == bufio.ErrBufferFull {
-		s.long = append(s.long[:0], line...)
-		for err == bufio.ErrBufferFull {
+	s.long = s.long[:0]
+	for {
+		buf, err := s.buffered()
+		if err != nil {
+			if err == io.EOF && len(s.long) > 0 {
+				return s.long, nil
+			}
+			return nil, err
+		}
+		if s.cr {
+			s.cr = false
+			if buf[0] == '\n' {
+				_, _ = s.r.Discard(1)
+				continue
+			}
+		}
+		end, n := lineEnd(buf)
+		if n == 0 {
+			s.long = append(s.long, buf...)
+			_, _ = s.r.Discard(len(buf))
 			if len(s.long) > s.max {
 				return nil, errEventTooLarge
 			}
-			line, err = s.r.ReadSlice('\n')
-			s.long = append(s.long, line...)
+			continue
 		}
-		line = s.long
+		line := buf[:end]
+		if len(s.long) > 0 {
+			s.long = append(s.long, line...)
+			line = s.long
+		}
+		s.cr = n == 1 && buf[end] == '\r'
+		_, _ = s.r.Discard(end + n)
+		return line, nil
 	}
-	if err != nil && (err != io.EOF || len(line) == 0) {
-		return nil, err
+}
+
+// buffered returns the buffered input, reading more when there is none.
+// It is valid until the next read.
+func (s *SSEReader) buffered() ([]byte, error) {
+	if s.r.Buffered() == 0 {
+		if _, err := s.r.Peek(1); err != nil {
+			return nil, err
+		}
 	}
-	line = bytes.TrimSuffix(line, []byte("\n"))
-	return bytes.TrimSuffix(line, []byte("\r")), nil
+	return s.r.Peek(s.r.Buffered())
+}
+
+// lineEnd returns where the first line end of b is and its length: 2 for
+// CRLF, 1 for LF or CR, 0 when b has none.
+func lineEnd(b []byte) (at, n int) {
+	lf := bytes.IndexByte(b, '\n')
+	head := b
+	if lf >= 0 {
+		head = b[:lf]
+	}
+	if cr := bytes.IndexByte(head, '\r'); cr >= 0 {
+		if cr == lf-1 {
+			return cr, 2
+		}
+		return cr, 1
+	}
+	if lf >= 0 {
+		return lf, 1
+	}
+	return len(b), 0
 }
 
 // eventType returns the event name, without allocating for the names the

@@ -3,10 +3,14 @@ package protocoltest
 import (
 	"bytes"
 	"io"
+	"iter"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"unsafe"
+
+	sse "github.com/tmaxmax/go-sse"
 
 	"github.com/svcgw/svcgw/llm"
 	"github.com/svcgw/svcgw/upstream"
@@ -118,25 +122,57 @@ func (c *cycle) Read(p []byte) (int, error) {
 }
 
 // BenchmarkChunk measures reading and decoding one typical stream frame
-// through dec, after the events of prime (which sets dec up for frame).
+// through dec, after the events of prime (which sets dec up for frame),
+// with svcgw's SSE reader and, for comparison (docs/sse.md), with go-sse's
+// sse.Read pulled through iter.Pull as a pulled Stream would need it: its
+// data handed to the decoder without a copy (unsafe, its best case) and
+// copied as plain code would.
 func BenchmarkChunk(b *testing.B, dec protocol.Decoder, prime, frame string) {
 	out := make([]llm.Event, 0, 8)
 	if prime != "" {
 		ev, _ := protocol.NewSSEReader(strings.NewReader(prime), protocol.MaxEventSize).Next()
 		out, _, _ = dec.Decode(ev, out)
 	}
-	rd := protocol.NewSSEReader(&cycle{frame: []byte(frame)}, protocol.MaxEventSize)
-	b.SetBytes(int64(len(frame)))
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		ev, err := rd.Next()
-		if err != nil {
-			b.Fatal(err)
-		}
+	decode := func(b *testing.B, ev protocol.SSEEvent) {
+		var err error
 		out, _, err = dec.Decode(ev, out[:0])
 		if err != nil || len(out) != 1 {
 			b.Fatalf("decode: %v, %d events", err, len(out))
 		}
+	}
+	b.Run("reader=svcgw", func(b *testing.B) {
+		rd := protocol.NewSSEReader(&cycle{frame: []byte(frame)}, protocol.MaxEventSize)
+		b.SetBytes(int64(len(frame)))
+		b.ReportAllocs()
+		for b.Loop() {
+			ev, err := rd.Next()
+			if err != nil {
+				b.Fatal(err)
+			}
+			decode(b, ev)
+		}
+	})
+	for _, copied := range []bool{false, true} {
+		name := "reader=go-sse"
+		if copied {
+			name += "-copy"
+		}
+		b.Run(name, func(b *testing.B) {
+			next, stop := iter.Pull2(sse.Read(&cycle{frame: []byte(frame)}, &sse.ReadConfig{MaxEventSize: protocol.MaxEventSize}))
+			defer stop()
+			b.SetBytes(int64(len(frame)))
+			b.ReportAllocs()
+			for b.Loop() {
+				e, err, ok := next()
+				if !ok || err != nil {
+					b.Fatal(err)
+				}
+				ev := protocol.SSEEvent{Type: e.Type, Data: unsafe.Slice(unsafe.StringData(e.Data), len(e.Data))}
+				if copied {
+					ev.Data = []byte(e.Data)
+				}
+				decode(b, ev)
+			}
+		})
 	}
 }

@@ -1,0 +1,42 @@
+package messages
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/svcgw/svcgw/internal/golden"
+)
+
+// The streams this surface writes, read with go-sse, the reference SSE
+// parser (docs/sse.md): every golden stream, and streams made from fuzzed
+// events, must read as exactly the events the surface wrote.
+
+func TestStream_SSEReference(t *testing.T) {
+	files, _ := filepath.Glob("testdata/stream/*.sse")
+	if len(files) == 0 {
+		t.Fatal("no golden streams")
+	}
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			b, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden.CheckSSE(t, golden.SplitFrames(b), false)
+		})
+	}
+}
+
+// FuzzStream_SSEReference drives the stream encoder with fuzzed events
+// (golden.FuzzStream): go-sse must read what it writes as exactly the
+// events of its frames.
+func FuzzStream_SSEReference(f *testing.F) {
+	golden.SeedStreams(f)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		req, events, fail := golden.FuzzStream(b)
+		s := Codec{}.NewStream(req, Codec{}.NewID(), time.Unix(1767225600, 0))
+		golden.CheckSSE(t, golden.WriteFrames(t, s, events, fail), false)
+	})
+}
