@@ -4,8 +4,9 @@
 // native requests into llm.Request, encodes llm.Response and llm.Event back
 // into native bodies and SSE frames, and owns the OpenAI error envelope.
 //
-// chat imports only llm (and the standard library); it never imports server,
-// upstream or another surface. Wire details: shared/protocols/chat-completions.md.
+// chat imports only llm and surface (and the standard library); it never
+// imports server, upstream or another surface. Wire details:
+// shared/protocols/chat-completions.md.
 package chat
 
 import (
@@ -16,13 +17,28 @@ import (
 	"time"
 
 	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/surfaces/surface"
 )
 
-// Codec is the chat-completions endpoint.
+// Codec is the chat-completions endpoint. It is also the server's default
+// surface: its envelope answers what no surface claims (the account
+// endpoints, unknown paths), and its models list is the /v1/models of
+// clients that say nothing else.
 type Codec struct{}
 
 // Surface names the wire format.
 func (Codec) Surface() llm.Surface { return llm.SurfaceChat }
+
+// Routes lists POST /v1/chat/completions.
+func (Codec) Routes() []surface.Route {
+	return []surface.Route{{Method: http.MethodPost, Path: "/v1/chat/completions", Endpoint: surface.Generate}}
+}
+
+// Fields names the bounded fields: system prompts are messages here too.
+func (Codec) Fields() surface.Fields {
+	return surface.Fields{Messages: "messages", System: "messages", Tools: "tools",
+		Schema: "response_format.json_schema.schema", Turn: "messages"}
+}
 
 // NewID returns a gateway-issued completion id, chatcmpl-<24 base62> (see
 // llm.NewID).
@@ -162,7 +178,7 @@ type Stream struct {
 }
 
 // NewStream returns the encoder of one streamed completion.
-func (Codec) NewStream(req *llm.Request, id string, created time.Time) *Stream {
+func (Codec) NewStream(req *llm.Request, id string, created time.Time) surface.Stream {
 	s := &Stream{id: id, model: req.Model, created: created.Unix(), includeUsage: req.IncludeUsage}
 	s.enc = json.NewEncoder(&s.buf)
 	return s

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/surfaces/surface"
 )
 
 // ResponsesCodec is the Responses API endpoint, served statelessly: the
@@ -22,6 +23,28 @@ type ResponsesCodec struct {
 
 // Surface names the wire format.
 func (ResponsesCodec) Surface() llm.Surface { return llm.SurfaceResponses }
+
+// Routes lists POST /v1/responses, its input-token count, and the lookup
+// of a stored response, which is always a 404: svcgw serves the Responses
+// API statelessly and keeps no response objects.
+func (ResponsesCodec) Routes() []surface.Route {
+	return []surface.Route{
+		{Method: http.MethodPost, Path: "/v1/responses", Endpoint: surface.Generate},
+		{Method: http.MethodPost, Path: "/v1/responses/input_tokens", Endpoint: surface.CountTokens},
+		{Method: http.MethodGet, Path: "/v1/responses/{id}", Pick: notStored},
+	}
+}
+
+func notStored(*http.Request) (surface.Endpoint, error) {
+	return 0, &llm.Error{Kind: llm.KindNotFound, Param: "response_id",
+		Message: "responses are not stored: this gateway serves the Responses API statelessly (send store: false and replay the conversation)"}
+}
+
+// Fields names the bounded fields in the Responses API's words.
+func (ResponsesCodec) Fields() surface.Fields {
+	return surface.Fields{Messages: "input", System: "instructions", Tools: "tools",
+		Schema: "text.format.schema", Turn: "input items"}
+}
 
 // NewID returns a gateway-issued response id, resp_<24 base62>.
 func (ResponsesCodec) NewID() string { return llm.NewID("resp_", 24) }
