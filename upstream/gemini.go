@@ -453,7 +453,7 @@ func responsesFirst(ps []gmPart) {
 func geminiResult(res *llm.ToolResult) json.RawMessage {
 	text := textOf(res.Content)
 	if isJSONObject(text) {
-		obj := compactJSON([]byte(text))
+		obj := llm.CompactJSON([]byte(text))
 		if !res.IsError || onlyKey(obj, "error") {
 			return obj
 		}

@@ -113,19 +113,10 @@ func argsObject(raw json.RawMessage) json.RawMessage {
 		return json.RawMessage(`{}`)
 	}
 	if raw[0] == '{' && json.Valid(raw) {
-		return compactJSON(raw)
+		return llm.CompactJSON(raw)
 	}
 	b, _ := json.Marshal(map[string]string{"_raw": string(raw)})
 	return b
-}
-
-// compactJSON compacts valid JSON; anything else is returned as is.
-func compactJSON(raw []byte) json.RawMessage {
-	var buf bytes.Buffer
-	if json.Compact(&buf, raw) != nil {
-		return json.RawMessage(raw)
-	}
-	return buf.Bytes()
 }
 
 // isJSONObject reports whether s is a JSON object.

@@ -145,7 +145,7 @@ func (Codec) WriteResponse(w http.ResponseWriter, _ *llm.Request, resp *llm.Resp
 	if hasReasoning {
 		ch.Message.Reasoning = &reasoning
 	}
-	return writeJSON(w, completion{
+	return surface.WriteJSON(w, http.StatusOK, completion{
 		ID:      resp.ID,
 		Object:  "chat.completion",
 		Created: resp.Created.Unix(),
@@ -153,12 +153,6 @@ func (Codec) WriteResponse(w http.ResponseWriter, _ *llm.Request, resp *llm.Resp
 		Choices: []completionChoice{ch},
 		Usage:   usageOf(resp.Usage),
 	})
-}
-
-func writeJSON(w http.ResponseWriter, v any) error {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	return json.NewEncoder(w).Encode(v)
 }
 
 // Stream encodes one streamed chat completion as `data:` frames. It

@@ -64,7 +64,7 @@ func (Codec) WriteModels(w http.ResponseWriter, lim surface.Limits) {
 	for _, id := range modelIDs {
 		list.Data = append(list.Data, entry(id, lim.ContextLength, lim.MaxCompletionTokens))
 	}
-	_ = writeJSON(w, list)
+	_ = surface.WriteJSON(w, http.StatusOK, list)
 }
 
 // WriteModel writes one model entry. Any id resolves: model ids are intent.
@@ -73,5 +73,5 @@ func (Codec) WriteModel(w http.ResponseWriter, id string, lim surface.Limits) {
 		WriteError(w, llm.InvalidParam("model", "model id is required"))
 		return
 	}
-	_ = writeJSON(w, entry(id, lim.ContextLength, lim.MaxCompletionTokens))
+	_ = surface.WriteJSON(w, http.StatusOK, entry(id, lim.ContextLength, lim.MaxCompletionTokens))
 }

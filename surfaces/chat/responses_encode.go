@@ -308,7 +308,7 @@ func (c ResponsesCodec) WriteResponse(w http.ResponseWriter, req *llm.Request, r
 			ro.Output[i].ID = sealID(c.Sealer, ro.Output[i].Type, sealedOf(ro.Output[i]))
 		}
 	}
-	return writeJSON(w, ro)
+	return surface.WriteJSON(w, http.StatusOK, ro)
 }
 
 // ResponsesStream encodes one streamed Response: lifecycle events, items

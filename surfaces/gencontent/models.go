@@ -95,7 +95,7 @@ func (Codec) CountTokens(w http.ResponseWriter, r *http.Request, body []byte) {
 		GenerateContentRequest json.RawMessage `json:"generateContentRequest"`
 	}
 	prefix := ""
-	if json.Unmarshal(body, &wrapped) == nil && present(wrapped.GenerateContentRequest) {
+	if surface.Decode(body, &wrapped, surface.EncodingJSON) == nil && present(wrapped.GenerateContentRequest) {
 		body, prefix = wrapped.GenerateContentRequest, "generateContentRequest."
 	}
 	req, err := decodeRequest(body, prefix)

@@ -1,6 +1,10 @@
 package messages
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/svcgw/svcgw/surfaces/surface"
+)
 
 // CountTokens serves POST /v1/messages/count_tokens: {"input_tokens": N}, an
 // estimate from the same decoder as /v1/messages (max_tokens not required).
@@ -11,7 +15,7 @@ func (Codec) CountTokens(w http.ResponseWriter, _ *http.Request, body []byte) {
 		Codec{}.WriteError(w, err)
 		return
 	}
-	_ = writeJSON(w, http.StatusOK, struct {
+	_ = surface.WriteJSON(w, http.StatusOK, struct {
 		InputTokens int `json:"input_tokens"`
 	}{req.InputTokens()})
 }

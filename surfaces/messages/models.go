@@ -50,7 +50,7 @@ func (Codec) WriteModels(w http.ResponseWriter, lim surface.Limits) {
 		list.Data = append(list.Data, newModelInfo(m.id, m.name, lim))
 	}
 	list.FirstID, list.LastID = list.Data[0].ID, list.Data[len(list.Data)-1].ID
-	_ = writeJSON(w, http.StatusOK, list)
+	_ = surface.WriteJSON(w, http.StatusOK, list)
 }
 
 // WriteModel writes GET /v1/models/{id}. Any id resolves (SPEC.md: model ids
@@ -67,5 +67,5 @@ func (Codec) WriteModel(w http.ResponseWriter, id string, lim surface.Limits) {
 			name = m.name
 		}
 	}
-	_ = writeJSON(w, http.StatusOK, newModelInfo(id, name, lim))
+	_ = surface.WriteJSON(w, http.StatusOK, newModelInfo(id, name, lim))
 }

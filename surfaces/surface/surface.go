@@ -7,8 +7,14 @@
 // surface as a Codec and switches on none of them, so adding a surface is
 // one package and one line in the server's route table.
 //
-// surface imports only llm (and the standard library); the surfaces import
-// it, and it never imports them or the server.
+// It also holds what every surface does the same way with JSON (json.go):
+// decoding a request body in one pass into typed wire structs, with the
+// failure located for the surface to word (Decode, DecodeError), and
+// writing a JSON body (WriteJSON).
+//
+// surface imports only llm, the standard library and the JSON decoder
+// (github.com/go-json-experiment/json); the surfaces import it, and it never
+// imports them or the server.
 package surface
 
 import (
