@@ -61,14 +61,14 @@ func (echoCodec) WriteResponse(w http.ResponseWriter, _ *llm.Request, resp *llm.
 	for _, p := range resp.Content {
 		text.WriteString(p.Text)
 	}
-	return echoJSON(w, http.StatusOK, map[string]string{"id": resp.ID, "text": text.String()})
+	return surface.WriteJSON(w, http.StatusOK, map[string]string{"id": resp.ID, "text": text.String()})
 }
 
 func (echoCodec) NewStream(*llm.Request, string, time.Time) surface.Stream { return echoStream{} }
 
 func (echoCodec) WriteError(w http.ResponseWriter, err error) {
 	e := llm.AsError(err)
-	_ = echoJSON(w, e.Kind.Status(), map[string]any{"echo_error": map[string]string{"kind": string(e.Kind), "param": e.Param}})
+	_ = surface.WriteJSON(w, e.Kind.Status(), map[string]any{"echo_error": map[string]string{"kind": string(e.Kind), "param": e.Param}})
 }
 
 func (echoCodec) CountTokens(w http.ResponseWriter, r *http.Request, body []byte) {
@@ -77,24 +77,18 @@ func (echoCodec) CountTokens(w http.ResponseWriter, r *http.Request, body []byte
 		echoCodec{}.WriteError(w, err)
 		return
 	}
-	_ = echoJSON(w, http.StatusOK, map[string]int{"tokens": req.InputTokens()})
+	_ = surface.WriteJSON(w, http.StatusOK, map[string]int{"tokens": req.InputTokens()})
 }
 
 func (echoCodec) WriteModels(w http.ResponseWriter, lim surface.Limits) {
-	_ = echoJSON(w, http.StatusOK, map[string]any{"echo_models": []string{"echo-1"}, "context": lim.ContextLength})
+	_ = surface.WriteJSON(w, http.StatusOK, map[string]any{"echo_models": []string{"echo-1"}, "context": lim.ContextLength})
 }
 
 func (echoCodec) WriteModel(w http.ResponseWriter, id string, lim surface.Limits) {
-	_ = echoJSON(w, http.StatusOK, map[string]any{"echo_model": id, "context": lim.ContextLength})
+	_ = surface.WriteJSON(w, http.StatusOK, map[string]any{"echo_model": id, "context": lim.ContextLength})
 }
 
 func (echoCodec) Claims(r *http.Request) bool { return r.Header.Get("X-Echo-Version") != "" }
-
-func echoJSON(w http.ResponseWriter, status int, v any) error {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	return json.NewEncoder(w).Encode(v)
-}
 
 type echoStream struct{}
 
