@@ -1,6 +1,9 @@
 package server
 
-import "github.com/svcgw/svcgw/llm"
+import (
+	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/surfaces/surface"
+)
 
 // Default request bounds (see Bounds).
 const (
@@ -46,59 +49,41 @@ func (b Bounds) withDefaults() Bounds {
 	return b
 }
 
-// boundFields names, per surface, the request fields the bounds are about,
-// so the error's param is the caller's own field name, and what the caller
-// calls one entry of its conversation. Indices are left out: decoding
-// merges and moves turns, so ours would not match theirs.
-type boundFields struct{ messages, system, tools, schema, turn string }
-
-func fieldsOf(sf llm.Surface) boundFields {
-	switch sf {
-	case llm.SurfaceMessages:
-		return boundFields{"messages", "system", "tools", "output_config.format.schema", "messages"}
-	case llm.SurfaceGenContent:
-		return boundFields{"contents", "systemInstruction", "tools", "generationConfig.responseSchema", "contents"}
-	case llm.SurfaceResponses:
-		return boundFields{"input", "instructions", "tools", "text.format.schema", "input items"}
-	}
-	return boundFields{"messages", "messages", "tools", "response_format.json_schema.schema", "messages"}
-}
-
-// check returns an invalid_request error for the first bound req exceeds.
-func (b Bounds) check(sf llm.Surface, req *llm.Request) error {
-	f := fieldsOf(sf)
+// check returns an invalid_request error for the first bound req exceeds,
+// naming the caller's field (f, the surface's words for the fields).
+func (b Bounds) check(f surface.Fields, req *llm.Request) error {
 	if n := len(req.Messages); n > b.MaxMessages {
-		return llm.InvalidParam(f.messages, "the request has %d messages; the limit is %d", n, b.MaxMessages)
+		return llm.InvalidParam(f.Messages, "the request has %d messages; the limit is %d", n, b.MaxMessages)
 	}
 	if n := len(req.Tools); n > b.MaxTools {
-		return llm.InvalidParam(f.tools, "the request defines %d tools; the limit is %d", n, b.MaxTools)
+		return llm.InvalidParam(f.Tools, "the request defines %d tools; the limit is %d", n, b.MaxTools)
 	}
 	if n := len(req.System); n > b.MaxParts {
-		return llm.InvalidParam(f.system, "the system prompt has %d content parts; the limit is %d", n, b.MaxParts)
+		return llm.InvalidParam(f.System, "the system prompt has %d content parts; the limit is %d", n, b.MaxParts)
 	}
 	for i := range req.Messages {
 		parts := req.Messages[i].Parts
 		if len(parts) > b.MaxParts {
 			if turns := req.Messages[i].Turns; turns > 1 {
-				return llm.InvalidParam(f.messages, "%d consecutive %s of one role hold %d content parts between them; "+
+				return llm.InvalidParam(f.Messages, "%d consecutive %s of one role hold %d content parts between them; "+
 					"consecutive %s of one role count as one turn, and the limit is %d content parts per turn",
-					turns, f.turn, len(parts), f.turn, b.MaxParts)
+					turns, f.Turn, len(parts), f.Turn, b.MaxParts)
 			}
-			return llm.InvalidParam(f.messages, "a message has %d content parts; the limit is %d per message", len(parts), b.MaxParts)
+			return llm.InvalidParam(f.Messages, "a message has %d content parts; the limit is %d per message", len(parts), b.MaxParts)
 		}
 		for j := range parts {
 			if tr := parts[j].ToolResult; tr != nil && len(tr.Content) > b.MaxParts {
-				return llm.InvalidParam(f.messages, "a tool result has %d content parts; the limit is %d", len(tr.Content), b.MaxParts)
+				return llm.InvalidParam(f.Messages, "a tool result has %d content parts; the limit is %d", len(tr.Content), b.MaxParts)
 			}
 		}
 	}
 	for i := range req.Tools {
 		if n := len(req.Tools[i].Parameters); n > b.MaxSchemaBytes {
-			return llm.InvalidParam(f.tools, "the parameter schema of tool %q is %d bytes; the limit is %d bytes per schema", req.Tools[i].Name, n, b.MaxSchemaBytes)
+			return llm.InvalidParam(f.Tools, "the parameter schema of tool %q is %d bytes; the limit is %d bytes per schema", req.Tools[i].Name, n, b.MaxSchemaBytes)
 		}
 	}
 	if rf := req.ResponseFormat; rf != nil && len(rf.Schema) > b.MaxSchemaBytes {
-		return llm.InvalidParam(f.schema, "the response schema is %d bytes; the limit is %d bytes", len(rf.Schema), b.MaxSchemaBytes)
+		return llm.InvalidParam(f.Schema, "the response schema is %d bytes; the limit is %d bytes", len(rf.Schema), b.MaxSchemaBytes)
 	}
 	return nil
 }

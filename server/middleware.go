@@ -13,6 +13,7 @@ import (
 
 	"github.com/svcgw/svcgw/llm"
 	"github.com/svcgw/svcgw/store"
+	"github.com/svcgw/svcgw/surfaces/surface"
 	"github.com/svcgw/svcgw/upstream"
 )
 
@@ -72,7 +73,7 @@ func (s *Server) withRecover(next http.Handler) http.Handler {
 				panic(v) // net/http's own way to abort a response: let it through
 			}
 			s.log.Error("panic", "request_id", RequestID(r.Context()), "panic", fmt.Sprint(v))
-			chatSurface.writeError(w, &llm.Error{Kind: llm.KindInternal, Message: "internal error"})
+			fallback.WriteError(w, &llm.Error{Kind: llm.KindInternal, Message: "internal error"})
 		}()
 		next.ServeHTTP(w, r)
 	})
@@ -183,11 +184,11 @@ func apiKey(r *http.Request) (string, error) {
 
 // withAuth resolves the caller's key; missing, unknown and revoked keys get
 // a 401 in sf's envelope.
-func (s *Server) withAuth(sf surface, next authedHandler) http.Handler {
+func (s *Server) withAuth(sf surface.Codec, next authedHandler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key, err := s.authenticate(r)
 		if err != nil {
-			sf.writeError(w, err)
+			sf.WriteError(w, err)
 			return
 		}
 		rec := recordFrom(r.Context())

@@ -15,6 +15,7 @@ import (
 	"github.com/svcgw/svcgw/classify"
 	"github.com/svcgw/svcgw/llm"
 	"github.com/svcgw/svcgw/store"
+	"github.com/svcgw/svcgw/surfaces/surface"
 )
 
 // FinishCanceled is the finish reason recorded for a call whose caller went
@@ -23,7 +24,7 @@ const FinishCanceled = "canceled"
 
 // call is one inference call on its way through the pipeline.
 type call struct {
-	sf     surface
+	sf     surface.Codec
 	caller store.Key
 	// req is the decoded request. A stream drops it once the upstream
 	// reply has begun (the conversation is not needed after that); what
@@ -43,24 +44,24 @@ type call struct {
 // handleInference serves one inference endpoint of a surface: ledger check
 // → rate limit → decode → bounds → classify → admit → route → encode →
 // meter → settle.
-func (s *Server) handleInference(sf surface) authedHandler {
+func (s *Server) handleInference(sf surface.Codec) authedHandler {
 	return func(w http.ResponseWriter, r *http.Request, caller store.Key) {
 		// A call the ledger could not record would be free: while it
 		// cannot (failing, stalled or backed up), no billable call is
 		// taken. The store logs the incident; nothing is logged per call.
 		if err := s.store.CheckLedger(); err != nil {
-			sf.writeError(w, ledgerUnavailable(err))
+			sf.WriteError(w, ledgerUnavailable(err))
 			return
 		}
 		// Requests per minute come next: a caller over its rate costs
 		// nothing more than this check, not even reading its body.
 		if err := s.limiter.Request(caller.ID, limitOr(caller.Limits.RPM, s.rpm), s.now()); err != nil {
-			sf.writeError(w, err)
+			sf.WriteError(w, err)
 			return
 		}
 		c, err := s.prepare(w, r, sf, caller)
 		if err != nil {
-			sf.writeError(w, err)
+			sf.WriteError(w, err)
 			return
 		}
 		// A call that fails before meter gives its reservation back;
@@ -76,20 +77,20 @@ func (s *Server) handleInference(sf surface) authedHandler {
 
 // prepare decodes, classifies and admits a call. It sets X-SVC-Request-Type
 // as soon as the type is known, so even a 402 carries it.
-func (s *Server) prepare(w http.ResponseWriter, r *http.Request, sf surface, caller store.Key) (*call, error) {
+func (s *Server) prepare(w http.ResponseWriter, r *http.Request, sf surface.Codec, caller store.Key) (*call, error) {
 	start := s.now()
 	rec := recordFrom(r.Context())
-	rec.surface = sf.name
+	rec.surface = sf.Surface()
 	body, err := s.readBody(r)
 	if err != nil {
 		return nil, err
 	}
-	req, err := sf.decode(r, body)
+	req, err := sf.DecodeRequest(r, body)
 	if err != nil {
 		return nil, err
 	}
 	s.openSignatures(req)
-	if err := s.bounds.check(sf.name, req); err != nil {
+	if err := s.bounds.check(sf.Fields(), req); err != nil {
 		return nil, err
 	}
 	// What backends share between calls (prompt caches and their keys,
@@ -100,7 +101,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, sf surface, cal
 		return nil, err
 	}
 	input := req.InputTokens()
-	class := classify.Classify(classify.Input{Request: req, Surface: sf.name, Effort: effort, InputTokens: input})
+	class := classify.Classify(classify.Input{Request: req, Surface: sf.Surface(), Effort: effort, InputTokens: input})
 	rec.requestType = class.Type
 	w.Header().Set("X-SVC-Request-Type", string(class.Type))
 	c := &call{
@@ -110,7 +111,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, sf surface, cal
 		model:   req.Model,
 		input:   input,
 		class:   class,
-		id:      sf.newID(),
+		id:      sf.NewID(),
 		app:     application(r, caller),
 		start:   start,
 		created: start,
@@ -203,7 +204,7 @@ func (s *Server) serveComplete(w http.ResponseWriter, r *http.Request, c *call) 
 	resp, rep, err := s.router.Complete(r.Context(), c.class.Type, c.class.Tier, c.req)
 	recordFrom(r.Context()).backend = rep
 	if err != nil {
-		c.sf.writeError(w, s.upstreamError(r.Context(), err))
+		c.sf.WriteError(w, s.upstreamError(r.Context(), err))
 		return
 	}
 	end := s.now()
@@ -226,7 +227,7 @@ func (s *Server) serveComplete(w http.ResponseWriter, r *http.Request, c *call) 
 		upstreamFrom: upStart,
 		end:          end,
 	})
-	if err := c.sf.writeResponse(w, c.req, resp); err != nil {
+	if err := c.sf.WriteResponse(w, c.req, resp); err != nil {
 		s.log.Debug("write response", "request_id", RequestID(r.Context()), "err", err)
 	}
 }
@@ -243,7 +244,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call) {
 	st, rep, err := s.router.Stream(ctx, c.class.Type, c.class.Tier, c.req)
 	recordFrom(ctx).backend = rep
 	if err != nil {
-		c.sf.writeError(w, s.upstreamError(ctx, err))
+		c.sf.WriteError(w, s.upstreamError(ctx, err))
 		return
 	}
 	defer st.Close()
@@ -254,7 +255,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call) {
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
-	enc := c.sf.newStream(c.req, c.id, c.created)
+	enc := c.sf.NewStream(c.req, c.id, c.created)
 	c.req = nil // the conversation: often most of what a call holds, for as long as it streams
 
 	m := meterInput{streamed: true, upstreamFrom: upStart}
@@ -379,7 +380,7 @@ func (s *Server) meter(ctx context.Context, c *call, m meterInput) {
 		AccountID:           c.caller.AccountID,
 		KeyID:               c.caller.ID,
 		Application:         c.app,
-		Surface:             string(c.sf.name),
+		Surface:             string(c.sf.Surface()),
 		Model:               c.model,
 		RequestType:         string(c.class.Type),
 		Tier:                string(c.class.Tier),

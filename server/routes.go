@@ -1,21 +1,21 @@
 package server
 
 import (
+	"fmt"
 	"net/http"
 
+	"github.com/svcgw/svcgw/store"
 	"github.com/svcgw/svcgw/surfaces/chat"
 	"github.com/svcgw/svcgw/surfaces/dashboard"
 	"github.com/svcgw/svcgw/surfaces/gencontent"
 	"github.com/svcgw/svcgw/surfaces/messages"
+	"github.com/svcgw/svcgw/surfaces/surface"
 )
 
-// The inference surfaces, one per endpoint. The Responses surface seals
-// with the server's key, so each Server builds its own (routes).
-var (
-	chatSurface       = adapt(chat.Codec{})
-	messagesSurface   = adapt(messages.Codec{})
-	genContentSurface = adapt(gencontent.Codec{})
-)
+// fallback is the surface of what no surface claims: its envelope answers
+// the account endpoints, unknown paths and panics, and its models list is
+// the /v1/models of clients that say nothing else (see claimant).
+var fallback surface.Codec = chat.Codec{}
 
 // routes lists every route. Each answers under /svc and, for older clients,
 // at the same path without it. The middleware around the mux is, in order:
@@ -25,34 +25,31 @@ var (
 // after the checks that need none (the request rate). Authentication failures use the
 // envelope of the surface the path belongs to.
 func (s *Server) routes() {
-	responsesCodec := chat.ResponsesCodec{Sealer: s.sealer}
-	responsesSurface := adapt(responsesCodec)
+	// The inference surfaces, one line each: a surface's routes, envelope,
+	// models list and bounded fields are its codec's (see mount). The
+	// Responses surface seals with the server's key.
+	s.surfaces = []surface.Codec{
+		chat.Codec{},
+		chat.ResponsesCodec{Sealer: s.sealer},
+		messages.Codec{},
+		gencontent.Codec{},
+	}
+	for _, sf := range s.surfaces {
+		s.mount(sf)
+	}
 	for _, p := range []string{"/svc", ""} {
-		s.handle("POST "+p+"/v1/chat/completions", chatSurface, s.handleInference(chatSurface))
-		s.handle("POST "+p+"/v1/responses", responsesSurface, s.handleInference(responsesSurface))
-		s.handle("POST "+p+"/v1/responses/input_tokens", responsesSurface, s.handleCount(responsesSurface, responsesCodec.CountTokens))
-		s.handle("GET "+p+"/v1/responses/{id}", responsesSurface, s.handleStateless())
-		s.handle("POST "+p+"/v1/messages", messagesSurface, s.handleInference(messagesSurface))
-		s.handle("POST "+p+"/v1/messages/count_tokens", messagesSurface, s.handleCount(messagesSurface, messages.CountTokens))
-		s.handle("POST "+p+"/v1beta/models/{rest...}", genContentSurface, s.handleGenContent())
-		// The genai SDKs configured with APIVersion "v1" call the same
-		// methods under /v1/models/.
-		s.handle("POST "+p+"/v1/models/{rest...}", genContentSurface, s.handleGenContent())
-		s.handle("GET "+p+"/v1beta/models", genContentSurface, s.handleGenContentModels())
-		s.handle("GET "+p+"/v1beta/models/{rest...}", genContentSurface, s.handleGenContentModels())
-
 		// /v1/models is shared by all three SDKs; the caller's headers pick
-		// the shape (see headerSurface), and so the error envelope.
-		s.mux.Handle("GET "+p+"/v1/models", s.withModelsAuth(s.handleModels()))
-		s.mux.Handle("GET "+p+"/v1/models/{model...}", s.withModelsAuth(s.handleModels()))
+		// the shape (see claimant), and so the error envelope.
+		s.mux.Handle("GET "+p+"/v1/models", s.withModelsAuth(s.handleModels(nil)))
+		s.mux.Handle("GET "+p+"/v1/models/{model...}", s.withModelsAuth(s.handleModels(nil)))
 
-		s.handle("GET "+p+"/v1/credits", chatSurface, s.account.Credits)
-		s.handle("GET "+p+"/v1/usage", chatSurface, s.account.Usage)
-		s.handle("GET "+p+"/v1/generation", chatSurface, s.account.Generation)
-		s.handle("GET "+p+"/v1/generations", chatSurface, s.account.Generations)
+		s.handle("GET "+p+"/v1/credits", fallback, s.account.Credits)
+		s.handle("GET "+p+"/v1/usage", fallback, s.account.Usage)
+		s.handle("GET "+p+"/v1/generation", fallback, s.account.Generation)
+		s.handle("GET "+p+"/v1/generations", fallback, s.account.Generations)
 		// Feedback writes rows: it counts against the key's requests per
 		// minute like the count endpoints.
-		s.handle("POST "+p+"/v1/feedback", chatSurface, s.withRPM(chatSurface, s.account.Feedback))
+		s.handle("POST "+p+"/v1/feedback", fallback, s.withRPM(fallback, s.account.Feedback))
 	}
 	// Liveness: the process answers. Readiness: it can take billable
 	// calls (the database answers, the ledger keeps up).
@@ -66,7 +63,7 @@ func (s *Server) routes() {
 	// to, so that the SDK can read it, rather than net/http's plain text;
 	// chat-completions when nothing points elsewhere.
 	notFound := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		headerSurface(r).writeError(w, notFoundRoute(r))
+		s.claimant(r).WriteError(w, notFoundRoute(r))
 	})
 	s.mux.Handle("/", notFound)
 
@@ -83,7 +80,65 @@ func (s *Server) routes() {
 	}
 }
 
+// mount registers sf's routes, each under /svc and at its bare path, with
+// sf's envelope for authentication failures. A route whose endpoint sf
+// cannot serve (a count without a Counter, a list without a Lister) is a
+// programming error, refused when the server is built.
+func (s *Server) mount(sf surface.Codec) {
+	endpoints := map[surface.Endpoint]authedHandler{surface.Generate: s.handleInference(sf)}
+	if c, ok := sf.(surface.Counter); ok {
+		endpoints[surface.CountTokens] = s.handleCount(sf, c)
+	}
+	if l, ok := sf.(surface.Lister); ok {
+		endpoints[surface.Models] = s.handleModels(l)
+	}
+	for _, rt := range sf.Routes() {
+		h := endpoints[rt.Endpoint]
+		if rt.Pick != nil {
+			h = s.pick(sf, rt.Pick, endpoints)
+		}
+		if h == nil {
+			panic(fmt.Sprintf("server: surface %s routes %s %s to an endpoint it does not serve", sf.Surface(), rt.Method, rt.Path))
+		}
+		for _, p := range []string{"/svc", ""} {
+			s.handle(rt.Method+" "+p+rt.Path, sf, h)
+		}
+	}
+}
+
+// pick serves a route that serves several endpoints: pick says which one
+// each request is for.
+func (s *Server) pick(sf surface.Codec, pick func(*http.Request) (surface.Endpoint, error), endpoints map[surface.Endpoint]authedHandler) authedHandler {
+	return func(w http.ResponseWriter, r *http.Request, caller store.Key) {
+		e, err := pick(r)
+		if err != nil {
+			sf.WriteError(w, err)
+			return
+		}
+		h := endpoints[e]
+		if h == nil {
+			err := fmt.Errorf("surface %s picked endpoint %d, which it does not serve", sf.Surface(), e)
+			s.log.Error("route", "request_id", RequestID(r.Context()), "err", err)
+			sf.WriteError(w, err)
+			return
+		}
+		h(w, r, caller)
+	}
+}
+
 // handle registers an authenticated route whose errors use sf's envelope.
-func (s *Server) handle(pattern string, sf surface, h authedHandler) {
+func (s *Server) handle(pattern string, sf surface.Codec, h authedHandler) {
 	s.mux.Handle(pattern, s.withAuth(sf, h))
+}
+
+// claimant is the surface whose SDK sent r, for a path that does not say
+// (the shared /v1/models, an unknown path): the first surface that claims
+// r by its headers, or the fallback.
+func (s *Server) claimant(r *http.Request) surface.Codec {
+	for _, sf := range s.surfaces {
+		if c, ok := sf.(surface.Claimer); ok && c.Claims(r) {
+			return sf
+		}
+	}
+	return fallback
 }

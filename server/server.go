@@ -43,6 +43,7 @@ import (
 	"github.com/svcgw/svcgw/store"
 	"github.com/svcgw/svcgw/surfaces/account"
 	"github.com/svcgw/svcgw/surfaces/dashboard"
+	"github.com/svcgw/svcgw/surfaces/surface"
 	"github.com/svcgw/svcgw/upstream"
 )
 
@@ -102,6 +103,8 @@ type Server struct {
 	dashboard *dashboard.Handler
 	mux       *http.ServeMux
 	handler   http.Handler
+	// surfaces are the inference wire formats served (see routes).
+	surfaces []surface.Codec
 
 	bounds     Bounds
 	rpm, tpm   int64
@@ -161,7 +164,7 @@ func New(opts Options) *Server {
 	}
 	// The account endpoints speak the chat-completions envelope.
 	s.account = account.New(s.store, s.now, func(w http.ResponseWriter, _ *http.Request, err error) {
-		chatSurface.writeError(w, err)
+		fallback.WriteError(w, err)
 	})
 	if dash, err := dashboard.New(); err != nil {
 		s.log.Error("dashboard page unavailable", "error", err)

@@ -4,8 +4,9 @@
 // native requests into llm.Request, encodes llm.Response and llm.Event back
 // into native bodies and SSE frames, and owns the OpenAI error envelope.
 //
-// chat imports only llm (and the standard library); it never imports server,
-// upstream or another surface. Wire details: shared/protocols/chat-completions.md.
+// chat imports only llm and surface (and the standard library); it never
+// imports server, upstream or another surface. Wire details:
+// shared/protocols/chat-completions.md.
 package chat
 
 import (
@@ -16,13 +17,28 @@ import (
 	"time"
 
 	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/surfaces/surface"
 )
 
-// Codec is the chat-completions endpoint.
+// Codec is the chat-completions endpoint. It is also the server's default
+// surface: its envelope answers what no surface claims (the account
+// endpoints, unknown paths), and its models list is the /v1/models of
+// clients that say nothing else.
 type Codec struct{}
 
 // Surface names the wire format.
 func (Codec) Surface() llm.Surface { return llm.SurfaceChat }
+
+// Routes lists POST /v1/chat/completions.
+func (Codec) Routes() []surface.Route {
+	return []surface.Route{{Method: http.MethodPost, Path: "/v1/chat/completions", Endpoint: surface.Generate}}
+}
+
+// Fields names the bounded fields: system prompts are messages here too.
+func (Codec) Fields() surface.Fields {
+	return surface.Fields{Messages: "messages", System: "messages", Tools: "tools",
+		Schema: "response_format.json_schema.schema", Turn: "messages"}
+}
 
 // NewID returns a gateway-issued completion id, chatcmpl-<24 base62> (see
 // llm.NewID).
@@ -129,7 +145,7 @@ func (Codec) WriteResponse(w http.ResponseWriter, _ *llm.Request, resp *llm.Resp
 	if hasReasoning {
 		ch.Message.Reasoning = &reasoning
 	}
-	return writeJSON(w, completion{
+	return surface.WriteJSON(w, http.StatusOK, completion{
 		ID:      resp.ID,
 		Object:  "chat.completion",
 		Created: resp.Created.Unix(),
@@ -137,12 +153,6 @@ func (Codec) WriteResponse(w http.ResponseWriter, _ *llm.Request, resp *llm.Resp
 		Choices: []completionChoice{ch},
 		Usage:   usageOf(resp.Usage),
 	})
-}
-
-func writeJSON(w http.ResponseWriter, v any) error {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	return json.NewEncoder(w).Encode(v)
 }
 
 // Stream encodes one streamed chat completion as `data:` frames. It
@@ -162,7 +172,7 @@ type Stream struct {
 }
 
 // NewStream returns the encoder of one streamed completion.
-func (Codec) NewStream(req *llm.Request, id string, created time.Time) *Stream {
+func (Codec) NewStream(req *llm.Request, id string, created time.Time) surface.Stream {
 	s := &Stream{id: id, model: req.Model, created: created.Unix(), includeUsage: req.IncludeUsage}
 	s.enc = json.NewEncoder(&s.buf)
 	return s

@@ -227,7 +227,7 @@ func TestConformance_ResponseStreamEvents(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			req := *conformanceRequest
 			req.Stream = true
-			enc := ResponsesCodec{}.NewStream(&req, "resp_conformance", goldenCreated)
+			enc := ResponsesCodec{}.newStream(&req, "resp_conformance", goldenCreated)
 			enc.now = func() time.Time { return goldenCreated.Add(2 * time.Second) }
 			for _, f := range parseSSE(t, runStream(t, enc, st.events, st.fail)) {
 				var ev struct {

@@ -1,14 +1,16 @@
 package chat
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"reflect"
 	"strings"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/surfaces/surface"
 )
 
 // cacheControl is a prompt-cache breakpoint as clients send it
@@ -52,49 +54,24 @@ type content struct {
 	set   bool // a string or array was present (not null/absent)
 }
 
-func (c *content) UnmarshalJSON(b []byte) error {
-	b = bytes.TrimSpace(b)
-	switch {
-	case bytes.Equal(b, []byte("null")):
-		return nil
-	case len(b) > 0 && b[0] == '"':
+// UnmarshalJSONFrom decodes the form it finds in one pass (see
+// surface.Decode).
+func (c *content) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	switch dec.PeekKind() {
+	case 'n':
+		return dec.SkipValue()
+	case '"':
 		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
+		if err := jsonv2.UnmarshalDecode(dec, &s); err != nil {
 			return err
 		}
 		c.parts, c.set = []contentPart{{Type: "text", Text: s}}, true
 		return nil
-	case len(b) > 0 && b[0] == '[':
-		c.set = true
-		return json.Unmarshal(b, &c.parts)
-	}
-	// An *json.UnmarshalTypeError gets the field path filled in by
-	// encoding/json, so the 400 names the param (decodeError words it).
-	return &json.UnmarshalTypeError{Value: jsonValueKind(b), Type: contentType}
-}
-
-// contentType marks the content union in type errors (see decodeError).
-var contentType = reflect.TypeFor[content]()
-
-// jsonValueKind names the kind of a JSON value as encoding/json's type
-// errors do ("number", "object", …).
-func jsonValueKind(b []byte) string {
-	if len(b) == 0 {
-		return "nothing"
-	}
-	switch b[0] {
-	case '{':
-		return "object"
 	case '[':
-		return "array"
-	case '"':
-		return "string"
-	case 't', 'f':
-		return "bool"
-	case 'n':
-		return "null"
+		c.set = true
+		return jsonv2.UnmarshalDecode(dec, &c.parts)
 	}
-	return "number"
+	return surface.WrongKind(dec, "a string or an array of content parts")
 }
 
 // canonicalParts converts content parts; field names the content for errors

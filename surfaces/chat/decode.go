@@ -7,7 +7,11 @@ import (
 	"net/http"
 	"slices"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/surfaces/surface"
 )
 
 // chatRequest is a chat-completions request body. Unknown fields are
@@ -89,21 +93,24 @@ type chatTool struct {
 // stopList is the `string | []string` union of stop.
 type stopList []string
 
-func (s *stopList) UnmarshalJSON(b []byte) error {
-	b = bytes.TrimSpace(b)
-	switch {
-	case bytes.Equal(b, []byte("null")):
-		return nil
-	case len(b) > 0 && b[0] == '"':
+func (s *stopList) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	switch dec.PeekKind() {
+	case 'n':
+		return dec.SkipValue()
+	case '"':
 		var one string
-		if err := json.Unmarshal(b, &one); err != nil {
+		if err := jsonv2.UnmarshalDecode(dec, &one); err != nil {
 			return err
 		}
 		*s = stopList{one}
 		return nil
 	}
+	v, err := dec.ReadValue()
+	if err != nil {
+		return err
+	}
 	var many []string
-	if err := json.Unmarshal(b, &many); err != nil {
+	if err := jsonv2.Unmarshal(v, &many); err != nil {
 		return llm.InvalidParam("stop", "stop must be a string or an array of strings")
 	}
 	*s = many
@@ -117,7 +124,7 @@ func (Codec) DecodeRequest(_ *http.Request, body []byte) (*llm.Request, error) {
 
 func decodeChat(body []byte) (*llm.Request, error) {
 	var cr chatRequest
-	if err := json.Unmarshal(body, &cr); err != nil {
+	if err := surface.Decode(body, &cr, surface.EncodingJSON); err != nil {
 		return nil, decodeError(err)
 	}
 	if cr.Model == nil || *cr.Model == "" {

@@ -1,12 +1,12 @@
 package chat
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
 
 	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/surfaces/surface"
 )
 
 // errorBody is the OpenAI error envelope. All four keys are always present
@@ -85,55 +85,31 @@ func WriteError(w http.ResponseWriter, err error) {
 		h.Set("Retry-After", strconv.Itoa(secs))
 		h.Set("Retry-After-Ms", strconv.FormatInt(e.RetryAfter.Milliseconds(), 10))
 	}
-	w.WriteHeader(e.Kind.Status())
-	_ = json.NewEncoder(w).Encode(errorBody{Error: errorPayload(e)})
+	_ = surface.WriteJSON(w, e.Kind.Status(), errorBody{Error: errorPayload(e)})
 }
 
-// decodeError turns a JSON decoding failure into a 400 that names the field.
+// decodeError words a body's decoding failure (surface.Decode) as OpenAI
+// does, naming the field as encoding/json does ("messages.content": no
+// indexes), or "body" for the body itself. A wire type's own *llm.Error
+// passes as it is.
 func decodeError(err error) *llm.Error {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		field := te.Field
-		if field == "" {
-			field = "body"
-		}
-		want := "a value of another type"
-		switch {
-		case te.Type == contentType:
-			want = "a string or an array of content parts"
-		case te.Type != nil:
-			want = jsonKind(te.Type.Kind().String())
-		}
-		return &llm.Error{Kind: llm.KindInvalidRequest, Param: field,
-			Message: "invalid type for '" + field + "': expected " + want + ", got " + te.Value, Err: err}
-	}
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		return &llm.Error{Kind: llm.KindInvalidRequest,
-			Message: "the request body is not valid JSON (at byte " + strconv.FormatInt(se.Offset, 10) + ")", Err: err}
-	}
 	var pe *llm.Error
 	if errors.As(err, &pe) {
 		return pe
 	}
-	return &llm.Error{Kind: llm.KindInvalidRequest, Message: "the request body is not valid JSON", Err: err}
-}
-
-// jsonKind names a Go kind the way a JSON caller thinks of it.
-func jsonKind(k string) string {
-	switch k {
-	case "string":
-		return "a string"
-	case "bool":
-		return "a boolean"
-	case "slice", "array":
-		return "an array"
-	case "struct", "map":
-		return "an object"
-	case "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64":
-		return "an integer"
-	case "float32", "float64":
-		return "a number"
+	var de *surface.DecodeError
+	switch {
+	case !errors.As(err, &de):
+	case de.Syntax != nil:
+		return &llm.Error{Kind: llm.KindInvalidRequest,
+			Message: "the request body is not valid JSON (at byte " + strconv.FormatInt(de.Syntax.Offset, 10) + ")", Err: err}
+	default:
+		field := de.Field()
+		if field == "" {
+			field = "body"
+		}
+		return &llm.Error{Kind: llm.KindInvalidRequest, Param: field,
+			Message: "invalid type for '" + field + "': expected " + de.Wanted() + ", got " + de.Value(), Err: err}
 	}
-	return k
+	return &llm.Error{Kind: llm.KindInvalidRequest, Message: "the request body is not valid JSON", Err: err}
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -16,28 +15,18 @@ import (
 
 	"github.com/svcgw/svcgw/internal/golden"
 	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/surfaces/surface"
 )
 
-// The server's codec contract (server/surface.go), restated so this
-// package's tests check it structurally without importing server.
-type codecContract[S streamContract] interface {
-	Surface() llm.Surface
-	NewID() string
-	DecodeRequest(r *http.Request, body []byte) (*llm.Request, error)
-	WriteResponse(w http.ResponseWriter, req *llm.Request, resp *llm.Response) error
-	NewStream(req *llm.Request, id string, created time.Time) S
-	WriteError(w http.ResponseWriter, err error)
-}
-
-type streamContract interface {
-	Start(w io.Writer) error
-	Event(w io.Writer, ev llm.Event) error
-	Error(w io.Writer, err *llm.Error) error
-}
-
+// The codecs satisfy the server's contract (surface.Codec) and its optional
+// parts.
 var (
-	_ codecContract[*Stream]          = Codec{}
-	_ codecContract[*ResponsesStream] = ResponsesCodec{}
+	_ surface.Codec   = Codec{}
+	_ surface.Lister  = Codec{}
+	_ surface.Stream  = (*Stream)(nil)
+	_ surface.Codec   = ResponsesCodec{}
+	_ surface.Counter = ResponsesCodec{}
+	_ surface.Stream  = (*ResponsesStream)(nil)
 )
 
 // goldenCreated is the fixed creation time of every golden reply.
@@ -162,7 +151,7 @@ func frameJSON(t *testing.T, f sseFrame, v any) {
 }
 
 // runStream encodes events with enc as the server's streaming loop does.
-func runStream(t *testing.T, enc streamContract, events []llm.Event, fail *llm.Error) []byte {
+func runStream(t *testing.T, enc surface.Stream, events []llm.Event, fail *llm.Error) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	if err := enc.Start(&buf); err != nil {
@@ -456,7 +445,7 @@ func TestResponsesStream_Golden(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			enc := ResponsesCodec{}.NewStream(req, "resp_golden", goldenCreated)
+			enc := ResponsesCodec{}.newStream(req, "resp_golden", goldenCreated)
 			enc.now = func() time.Time { return goldenCreated.Add(2 * time.Second) }
 			got := runStream(t, enc, tc.events, tc.fail)
 			goldenSSE(t, tc.file, got)
@@ -595,7 +584,7 @@ func (e errString) Error() string { return string(e) }
 
 func TestWriteModels_Golden(t *testing.T) {
 	rec := httptest.NewRecorder()
-	WriteModels(rec, 200000, 64000)
+	Codec{}.WriteModels(rec, surface.Limits{ContextLength: 200000, MaxCompletionTokens: 64000})
 	goldenJSON(t, "models.json", rec.Body.Bytes())
 
 	var list struct {
@@ -624,7 +613,7 @@ func TestWriteModels_Golden(t *testing.T) {
 	}
 
 	rec = httptest.NewRecorder()
-	WriteModel(rec, "anything-at-all", 200000, 64000)
+	Codec{}.WriteModel(rec, "anything-at-all", surface.Limits{ContextLength: 200000, MaxCompletionTokens: 64000})
 	var one map[string]any
 	if err := json.Unmarshal(rec.Body.Bytes(), &one); err != nil || one["id"] != "anything-at-all" {
 		t.Errorf("WriteModel: %v %s", err, rec.Body)

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/surfaces/surface"
 )
 
 // The model ids svcgw lists. They are one model at three effort pins, not
@@ -55,22 +56,22 @@ func entry(id string, contextLength, maxCompletion int) modelEntry {
 
 // WriteModels writes the chat-completions model list. The limits are read
 // from the routed backends at the time of the call.
-func WriteModels(w http.ResponseWriter, contextLength, maxCompletion int) {
+func (Codec) WriteModels(w http.ResponseWriter, lim surface.Limits) {
 	list := struct {
 		Object string       `json:"object"`
 		Data   []modelEntry `json:"data"`
 	}{Object: "list"}
 	for _, id := range modelIDs {
-		list.Data = append(list.Data, entry(id, contextLength, maxCompletion))
+		list.Data = append(list.Data, entry(id, lim.ContextLength, lim.MaxCompletionTokens))
 	}
-	_ = writeJSON(w, list)
+	_ = surface.WriteJSON(w, http.StatusOK, list)
 }
 
 // WriteModel writes one model entry. Any id resolves: model ids are intent.
-func WriteModel(w http.ResponseWriter, id string, contextLength, maxCompletion int) {
+func (Codec) WriteModel(w http.ResponseWriter, id string, lim surface.Limits) {
 	if id == "" {
 		WriteError(w, llm.InvalidParam("model", "model id is required"))
 		return
 	}
-	_ = writeJSON(w, entry(id, contextLength, maxCompletion))
+	_ = surface.WriteJSON(w, http.StatusOK, entry(id, lim.ContextLength, lim.MaxCompletionTokens))
 }

@@ -3,11 +3,16 @@ package chat
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/surfaces/surface"
 )
 
 // ResponsesCodec is the Responses API endpoint, served statelessly: the
@@ -23,6 +28,28 @@ type ResponsesCodec struct {
 // Surface names the wire format.
 func (ResponsesCodec) Surface() llm.Surface { return llm.SurfaceResponses }
 
+// Routes lists POST /v1/responses, its input-token count, and the lookup
+// of a stored response, which is always a 404: svcgw serves the Responses
+// API statelessly and keeps no response objects.
+func (ResponsesCodec) Routes() []surface.Route {
+	return []surface.Route{
+		{Method: http.MethodPost, Path: "/v1/responses", Endpoint: surface.Generate},
+		{Method: http.MethodPost, Path: "/v1/responses/input_tokens", Endpoint: surface.CountTokens},
+		{Method: http.MethodGet, Path: "/v1/responses/{id}", Pick: notStored},
+	}
+}
+
+func notStored(*http.Request) (surface.Endpoint, error) {
+	return 0, &llm.Error{Kind: llm.KindNotFound, Param: "response_id",
+		Message: "responses are not stored: this gateway serves the Responses API statelessly (send store: false and replay the conversation)"}
+}
+
+// Fields names the bounded fields in the Responses API's words.
+func (ResponsesCodec) Fields() surface.Fields {
+	return surface.Fields{Messages: "input", System: "instructions", Tools: "tools",
+		Schema: "text.format.schema", Turn: "input items"}
+}
+
 // NewID returns a gateway-issued response id, resp_<24 base62>.
 func (ResponsesCodec) NewID() string { return llm.NewID("resp_", 24) }
 
@@ -31,7 +58,7 @@ func (ResponsesCodec) WriteError(w http.ResponseWriter, err error) { WriteError(
 
 type responsesRequest struct {
 	Model              *string         `json:"model"`
-	Input              json.RawMessage `json:"input"`
+	Input              input           `json:"input"`
 	Instructions       string          `json:"instructions"`
 	Tools              []responsesTool `json:"tools"`
 	ToolChoice         json.RawMessage `json:"tool_choice"`
@@ -63,20 +90,90 @@ type responsesRequest struct {
 // inputItem is one element of `input`; which fields matter depends on Type
 // (a message when Type is empty or "message").
 type inputItem struct {
-	Type             string          `json:"type"`
-	ID               string          `json:"id"`
-	Role             string          `json:"role"`
-	Content          json.RawMessage `json:"content"`
-	CallID           string          `json:"call_id"`
-	Name             string          `json:"name"`
-	Arguments        string          `json:"arguments"`
-	Namespace        string          `json:"namespace"`
-	Input            string          `json:"input"`
-	Output           json.RawMessage `json:"output"`
-	EncryptedContent string          `json:"encrypted_content"`
+	Type             string      `json:"type"`
+	ID               string      `json:"id"`
+	Role             string      `json:"role"`
+	Content          itemContent `json:"content"`
+	CallID           string      `json:"call_id"`
+	Name             string      `json:"name"`
+	Arguments        string      `json:"arguments"`
+	Namespace        string      `json:"namespace"`
+	Input            string      `json:"input"`
+	Output           itemOutput  `json:"output"`
+	EncryptedContent string      `json:"encrypted_content"`
 	Summary          []struct {
 		Text string `json:"text"`
 	} `json:"summary"`
+}
+
+// input is the `string | []item` union of input. Like the item unions
+// below, it keeps a value of another kind for decodeInput to refuse, after
+// the checks that come first.
+type input struct {
+	text  *string
+	items []inputItem
+	other bool // a value of another kind
+}
+
+func (in *input) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	*in = input{} // a repeated member's last value wins
+	switch dec.PeekKind() {
+	case 'n':
+		return dec.SkipValue()
+	case '"':
+		return jsonv2.UnmarshalDecode(dec, &in.text)
+	case '[':
+		in.items = []inputItem{}
+		return jsonv2.UnmarshalDecode(dec, &in.items)
+	}
+	in.other = true
+	return dec.SkipValue()
+}
+
+// itemContent is the `string | []part` union of a message item's content.
+// Null is no parts; absent is an error (see contentParts).
+type itemContent struct {
+	sent  bool // the member was there, null included
+	other bool // a value of another kind
+	text  *string
+	parts []inputPart
+}
+
+func (c *itemContent) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	*c = itemContent{sent: true} // a repeated member's last value wins
+	switch dec.PeekKind() {
+	case 'n':
+		return dec.SkipValue()
+	case '"':
+		return jsonv2.UnmarshalDecode(dec, &c.text)
+	case '[':
+		return jsonv2.UnmarshalDecode(dec, &c.parts)
+	}
+	c.other = true
+	return dec.SkipValue()
+}
+
+// itemOutput is the `string | []part` union of a tool call's output. Null
+// is empty output; absent is an error (see outputText).
+type itemOutput struct {
+	sent  bool
+	other bool
+	text  string
+	parts []inputPart
+}
+
+func (o *itemOutput) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	*o = itemOutput{sent: true} // a repeated member's last value wins
+	switch dec.PeekKind() {
+	case 'n':
+		return dec.SkipValue()
+	case '"':
+		return jsonv2.UnmarshalDecode(dec, &o.text)
+	case '[':
+		return jsonv2.UnmarshalDecode(dec, &o.parts)
+	}
+	o.other = true
+	return dec.SkipValue()
 }
 
 // inputPart is one content part of a message item.
@@ -123,8 +220,8 @@ const minOutputTokens = 16
 // (OpenAI's default: true).
 func decodeResponses(sealer Sealer, body []byte) (*llm.Request, bool, error) {
 	var rr responsesRequest
-	if err := json.Unmarshal(body, &rr); err != nil {
-		return nil, false, decodeError(err)
+	if err := surface.Decode(body, &rr, surface.EncodingJSON); err != nil {
+		return nil, false, inputError(err)
 	}
 	if rr.Model == nil || *rr.Model == "" {
 		return nil, false, llm.InvalidParam("model", "model is required")
@@ -200,23 +297,44 @@ func decodeResponses(sealer Sealer, body []byte) (*llm.Request, bool, error) {
 	return req, rr.Store == nil || *rr.Store, nil
 }
 
-// decodeInput turns `input` (a string or an array of items) into messages.
-func decodeInput(sealer Sealer, raw json.RawMessage, req *llm.Request) error {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
-		return llm.InvalidParam("input", "input is required")
+// inputError words a decoding failure: a value in input that does not fit
+// is worded by what holds it (the item's content or output, else input
+// itself), the others as decodeError words them.
+func inputError(err error) *llm.Error {
+	var de *surface.DecodeError
+	var le *llm.Error
+	if errors.As(err, &le) || !errors.As(err, &de) || len(de.Path) == 0 || !strings.EqualFold(de.Path[0], "input") {
+		return decodeError(err)
 	}
-	if raw[0] == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return decodeError(err)
+	if len(de.Path) >= 3 {
+		f := "input[" + de.Path[1] + "]." + strings.ToLower(de.Path[2])
+		switch {
+		case strings.EqualFold(de.Path[2], "content"):
+			return withCause(llm.InvalidParam(f, "%s must be a string or an array of content parts", f), err)
+		case strings.EqualFold(de.Path[2], "output"):
+			return withCause(llm.InvalidParam(f, "%s must be a string or an array of text parts", f), err)
 		}
-		req.Messages = []llm.Message{{Role: llm.RoleUser, Parts: []llm.Part{llm.TextPart(s)}}}
+	}
+	return withCause(llm.InvalidParam("input", "input must be a string or an array of input items"), err)
+}
+
+func withCause(e *llm.Error, cause error) *llm.Error {
+	e.Err = cause
+	return e
+}
+
+// decodeInput turns `input` (a string or an array of items) into messages.
+func decodeInput(sealer Sealer, in input, req *llm.Request) error {
+	if in.text != nil {
+		req.Messages = []llm.Message{{Role: llm.RoleUser, Parts: []llm.Part{llm.TextPart(*in.text)}}}
 		return nil
 	}
-	var items []inputItem
-	if err := json.Unmarshal(raw, &items); err != nil {
+	items := in.items
+	switch {
+	case in.other:
 		return llm.InvalidParam("input", "input must be a string or an array of input items")
+	case items == nil:
+		return llm.InvalidParam("input", "input is required")
 	}
 	for i, it := range items {
 		f := fmt.Sprintf("input[%d]", i)
@@ -291,7 +409,7 @@ func decodeInput(sealer Sealer, raw json.RawMessage, req *llm.Request) error {
 }
 
 func decodeMessageItem(f string, it inputItem, req *llm.Request) error {
-	parts, err := itemContent(f+".content", it.Content)
+	parts, err := contentParts(f+".content", it.Content)
 	if err != nil {
 		return err
 	}
@@ -331,20 +449,15 @@ func addTurn(req *llm.Request, role llm.Role, parts ...llm.Part) {
 	req.Messages = append(req.Messages, llm.Message{Role: role, Parts: parts})
 }
 
-// itemContent decodes a message item's content: a string or input parts.
-func itemContent(f string, raw json.RawMessage) ([]llm.Part, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) > 0 && raw[0] == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, decodeError(err)
-		}
-		return []llm.Part{llm.TextPart(s)}, nil
+// contentParts converts a message item's content: a string or input parts.
+func contentParts(f string, c itemContent) ([]llm.Part, error) {
+	if c.text != nil {
+		return []llm.Part{llm.TextPart(*c.text)}, nil
 	}
-	var parts []inputPart
-	if err := json.Unmarshal(raw, &parts); err != nil || len(raw) == 0 {
+	if !c.sent || c.other {
 		return nil, llm.InvalidParam(f, "%s must be a string or an array of content parts", f)
 	}
+	parts := c.parts
 	out := make([]llm.Part, 0, len(parts))
 	for i, p := range parts {
 		pf := fmt.Sprintf("%s[%d]", f, i)
@@ -381,19 +494,15 @@ func itemContent(f string, raw json.RawMessage) ([]llm.Part, error) {
 
 // outputText reads a function_call_output's output: a string, or an array
 // of text parts.
-func outputText(f string, raw json.RawMessage) (string, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) > 0 && raw[0] == '"' {
-		var s string
-		err := json.Unmarshal(raw, &s)
-		return s, err
-	}
-	var parts []inputPart
-	if err := json.Unmarshal(raw, &parts); err != nil {
+func outputText(f string, o itemOutput) (string, error) {
+	if !o.sent || o.other {
 		return "", llm.InvalidParam(f, "%s must be a string or an array of text parts", f)
 	}
+	if o.parts == nil {
+		return o.text, nil
+	}
 	var sb strings.Builder
-	for _, p := range parts {
+	for _, p := range o.parts {
 		sb.WriteString(p.Text)
 	}
 	return sb.String(), nil
@@ -407,7 +516,7 @@ func (c ResponsesCodec) CountTokens(w http.ResponseWriter, _ *http.Request, body
 		WriteError(w, err)
 		return
 	}
-	_ = writeJSON(w, struct {
+	_ = surface.WriteJSON(w, http.StatusOK, struct {
 		Object      string `json:"object"`
 		InputTokens int    `json:"input_tokens"`
 	}{"response.input_tokens", req.InputTokens()})

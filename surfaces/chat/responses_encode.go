@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/surfaces/surface"
 )
 
 // responseObject is the Responses API's Response. Fields the SDKs declare as
@@ -307,7 +308,7 @@ func (c ResponsesCodec) WriteResponse(w http.ResponseWriter, req *llm.Request, r
 			ro.Output[i].ID = sealID(c.Sealer, ro.Output[i].Type, sealedOf(ro.Output[i]))
 		}
 	}
-	return writeJSON(w, ro)
+	return surface.WriteJSON(w, http.StatusOK, ro)
 }
 
 // ResponsesStream encodes one streamed Response: lifecycle events, items
@@ -338,7 +339,11 @@ type ResponsesStream struct {
 }
 
 // NewStream returns the encoder of one streamed Response.
-func (c ResponsesCodec) NewStream(req *llm.Request, id string, created time.Time) *ResponsesStream {
+func (c ResponsesCodec) NewStream(req *llm.Request, id string, created time.Time) surface.Stream {
+	return c.newStream(req, id, created)
+}
+
+func (c ResponsesCodec) newStream(req *llm.Request, id string, created time.Time) *ResponsesStream {
 	return &ResponsesStream{ro: newResponseObject(req, id, created), suffix: itemSuffix(id), shapes: shapesOf(req),
 		whole: req.WholeItems && c.Sealer != nil, sealer: c.Sealer, ids: map[int]string{}, now: time.Now}
 }

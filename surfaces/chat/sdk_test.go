@@ -129,7 +129,7 @@ func TestResponsesWriteResponse_SDK(t *testing.T) {
 func TestResponsesStream_SDK(t *testing.T) {
 	is := is.New(t)
 	req := &llm.Request{Model: "svc-fusion", Stream: true, IncludeUsage: true}
-	enc := ResponsesCodec{}.NewStream(req, "resp_sdk", goldenCreated)
+	enc := ResponsesCodec{}.newStream(req, "resp_sdk", goldenCreated)
 	enc.now = func() time.Time { return goldenCreated }
 	wire := runStream(t, enc, completeEvents, nil)
 
@@ -165,7 +165,7 @@ func TestResponsesStream_SDK(t *testing.T) {
 func TestResponsesStream_SDKError(t *testing.T) {
 	is := is.New(t)
 	req := &llm.Request{Model: "m", Stream: true, IncludeUsage: true}
-	wire := runStream(t, ResponsesCodec{}.NewStream(req, "resp_sdk", goldenCreated), partialEvents, overloaded)
+	wire := runStream(t, ResponsesCodec{}.newStream(req, "resp_sdk", goldenCreated), partialEvents, overloaded)
 	st := ssestream.NewStream[responses.ResponseStreamEventUnion](ssestream.NewDecoder(sseResponse(wire)), nil)
 	for st.Next() {
 	}

@@ -8,11 +8,11 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"reflect"
 	"slices"
 	"strings"
 
 	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/surfaces/surface"
 )
 
 // DecodeRequest turns a generateContent or streamGenerateContent body into a
@@ -48,55 +48,33 @@ func decodeRequest(body []byte, prefix string) (*llm.Request, error) {
 	return d.request(&w)
 }
 
-// unmarshal decodes JSON, turning failures into invalid_request errors that
-// name the offending field.
+// unmarshal decodes JSON (surface.Decode), turning failures into
+// invalid_request errors worded as Google's are, naming the offending field
+// as encoding/json does (without indexes) after prefix, the path of data in
+// the body.
 func unmarshal(data []byte, v any, prefix string) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return llm.InvalidParam(strings.TrimSuffix(prefix, "."), "Invalid JSON payload received: the body is empty; send a JSON GenerateContentRequest")
 	}
-	err := json.Unmarshal(data, v)
-	if err == nil {
-		return nil
-	}
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
+	err := surface.Decode(data, v, surface.EncodingJSON)
+	var de *surface.DecodeError
 	switch {
-	case errors.As(err, &se):
-		return llm.InvalidParam(strings.TrimSuffix(prefix, "."), "Invalid JSON payload received at byte %d: %s", se.Offset, se.Error())
-	case errors.As(err, &te):
-		field := prefix + te.Field
-		if te.Field == "" {
+	case err == nil:
+		return nil
+	case !errors.As(err, &de):
+	case de.Syntax != nil:
+		return llm.InvalidParam(strings.TrimSuffix(prefix, "."), "Invalid JSON payload received at byte %d: %s", de.Syntax.Offset, de.Syntax.Error())
+	default:
+		field := prefix + de.Field()
+		if de.Field() == "" {
 			field = strings.TrimSuffix(prefix, ".")
 		}
-		got, _, _ := strings.Cut(te.Value, " ") // "number 1.5" → "number"
 		if field == "" {
-			return llm.InvalidParam("", "Invalid JSON payload received: expected %s, got %s", jsonKind(te.Type), article(got))
+			return llm.InvalidParam("", "Invalid JSON payload received: expected %s, got %s", de.Wanted(), article(de.Got))
 		}
-		return llm.InvalidParam(field, "Invalid value at '%s': expected %s, got %s", field, jsonKind(te.Type), article(got))
+		return llm.InvalidParam(field, "Invalid value at '%s': expected %s, got %s", field, de.Wanted(), article(de.Got))
 	}
 	return llm.InvalidParam(strings.TrimSuffix(prefix, "."), "Invalid JSON payload received")
-}
-
-// jsonKind names the JSON type a Go type decodes from.
-func jsonKind(t reflect.Type) string {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "a boolean"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return "an integer"
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "a non-negative integer"
-	case reflect.Float32, reflect.Float64:
-		return "a number"
-	case reflect.Slice, reflect.Array:
-		return "an array"
-	}
-	return "an object"
 }
 
 func article(kind string) string {
@@ -449,15 +427,7 @@ func objectJSON(raw json.RawMessage, path string) (json.RawMessage, error) {
 	if raw[0] != '{' {
 		return nil, llm.InvalidParam(path, "%s must be a JSON object", path)
 	}
-	return compactJSON(raw)
-}
-
-func compactJSON(raw []byte) (json.RawMessage, error) {
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, raw); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return llm.CompactJSON(raw), nil
 }
 
 // pairToolResults gives every tool call and tool result an id. Gemini's

@@ -236,7 +236,7 @@ func TestCountTokens(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			is := is.New(t)
 			rec := httptest.NewRecorder()
-			CountTokens(rec, newRequest("gemini-2.5-flash:countTokens"), []byte(tt.body))
+			Codec{}.CountTokens(rec, newRequest("gemini-2.5-flash:countTokens"), []byte(tt.body))
 			is.Equal(rec.Code, tt.status)
 			is.True(strings.HasPrefix(rec.Header().Get("Content-Type"), "application/json"))
 			if tt.want != "" {
@@ -259,7 +259,7 @@ func TestCountTokens(t *testing.T) {
 	t.Run("field path names the wrapper", func(t *testing.T) {
 		is := is.New(t)
 		rec := httptest.NewRecorder()
-		CountTokens(rec, newRequest("x:countTokens"), []byte(`{"generateContentRequest":{"contents":[{"parts":[{"text":1}]}]}}`))
+		Codec{}.CountTokens(rec, newRequest("x:countTokens"), []byte(`{"generateContentRequest":{"contents":[{"parts":[{"text":1}]}]}}`))
 		is.True(strings.Contains(rec.Body.String(), "generateContentRequest.contents.parts.text"))
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/surfaces/surface"
 )
 
 // WriteResponse encodes a complete reply as a GenerateContentResponse with
@@ -72,15 +73,9 @@ func marshal(v any) ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
-// writeJSON writes v with status. js-genai reads error bodies only when
-// the Content-Type says JSON.
+// writeJSON writes v with status, typed as Google's API types its JSON
+// (js-genai reads error bodies only when the Content-Type says JSON).
 func writeJSON(w http.ResponseWriter, status int, v any) error {
-	b, err := marshal(v)
-	if err != nil {
-		return err
-	}
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.WriteHeader(status)
-	_, err = w.Write(append(b, '\n'))
-	return err
+	return surface.WriteJSON(w, status, v)
 }

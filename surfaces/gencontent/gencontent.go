@@ -6,16 +6,19 @@
 // It decodes native requests into llm.Request and encodes llm.Response and
 // llm.Event values back; it holds only wire types and pure converters. The
 // wire details it follows are in protocols/generate-content.md. It imports
-// only llm (and the standard library): never server, upstream or store.
+// only llm and surface (and the standard library): never server, upstream
+// or store.
 package gencontent
 
 import (
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/surfaces/surface"
 )
 
 // The methods a model path can name (…/models/{model}:{method}).
@@ -25,12 +28,49 @@ const (
 	MethodCountTokens    = "countTokens"
 )
 
-// Codec is the generate-content surface: it satisfies the server's codec
-// contract (server/surface.go) structurally.
+// Codec is the generate-content surface.
 type Codec struct{}
 
 // Surface names the wire format.
 func (Codec) Surface() llm.Surface { return llm.SurfaceGenContent }
+
+// Routes lists the model methods (…/models/{model}:{method}: generate,
+// stream or count) and the models list, under /v1beta and, for the genai
+// SDKs configured with APIVersion "v1", the methods under /v1 too (the
+// /v1/models list is the path the SDKs share; see Claims).
+func (Codec) Routes() []surface.Route {
+	return []surface.Route{
+		{Method: http.MethodPost, Path: "/v1beta/models/{rest...}", Pick: pickMethod},
+		{Method: http.MethodPost, Path: "/v1/models/{rest...}", Pick: pickMethod},
+		{Method: http.MethodGet, Path: "/v1beta/models", Endpoint: surface.Models},
+		{Method: http.MethodGet, Path: "/v1beta/models/{model...}", Endpoint: surface.Models},
+	}
+}
+
+// pickMethod routes POST …/models/{model}:{method}: the ServeMux cannot
+// match a wildcard followed by ":method" in one segment.
+func pickMethod(r *http.Request) (surface.Endpoint, error) {
+	_, method, err := ParseModelMethod(r.PathValue("rest"))
+	if err != nil {
+		return 0, err
+	}
+	if method == MethodCountTokens {
+		return surface.CountTokens, nil
+	}
+	return surface.Generate, nil // generateContent, streamGenerateContent
+}
+
+// Fields names the bounded fields in the API's words.
+func (Codec) Fields() surface.Fields {
+	return surface.Fields{Messages: "contents", System: "systemInstruction", Tools: "tools",
+		Schema: "generationConfig.responseSchema", Turn: "contents"}
+}
+
+// Claims reports whether r carries its key the way only Google's SDKs do:
+// in x-goog-api-key (x-gen-api-key is SPEC.md's spelling) or ?key=.
+func (Codec) Claims(r *http.Request) bool {
+	return r.Header.Get("X-Goog-Api-Key") != "" || r.Header.Get("X-Gen-Api-Key") != "" || r.URL.Query().Has("key")
+}
 
 // NewID returns a fresh responseId: "gw" and 22 URL-safe characters (128
 // random bits). Gemini's own ids are unprefixed base64url strings of about
@@ -39,7 +79,7 @@ func (Codec) Surface() llm.Surface { return llm.SurfaceGenContent }
 func (Codec) NewID() string { return llm.NewID("gw", 22) }
 
 // NewStream returns the encoder of one streamed reply.
-func (Codec) NewStream(req *llm.Request, id string, created time.Time) *Stream {
+func (Codec) NewStream(req *llm.Request, id string, created time.Time) surface.Stream {
 	return newStream(req, id)
 }
 

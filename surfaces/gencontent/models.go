@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/surfaces/surface"
 )
 
 // model is one entry of GET /v1beta/models (protocols/generate-content.md
@@ -37,14 +38,14 @@ var listed = []struct{ id, description string }{
 	{"svc-max", "svcgw's model with effort pinned high: the strongest routing for each kind of call."},
 }
 
-func newModel(id, description string, contextLength, maxCompletionTokens int) model {
+func newModel(id, description string, lim surface.Limits) model {
 	return model{
 		Name:                       "models/" + id,
 		Version:                    "001",
 		DisplayName:                id,
 		Description:                description,
-		InputTokenLimit:            contextLength,
-		OutputTokenLimit:           maxCompletionTokens,
+		InputTokenLimit:            lim.ContextLength,
+		OutputTokenLimit:           lim.MaxCompletionTokens,
 		SupportedGenerationMethods: []string{MethodGenerate, MethodStreamGenerate, MethodCountTokens},
 		Thinking:                   true,
 	}
@@ -53,10 +54,10 @@ func newModel(id, description string, contextLength, maxCompletionTokens int) mo
 // WriteModels writes GET /v1beta/models: svc-fusion, svc-saver and svc-max,
 // with the token limits the routed backends report now. pageSize and
 // pageToken are ignored: there is one page.
-func WriteModels(w http.ResponseWriter, contextLength, maxCompletionTokens int) {
+func (Codec) WriteModels(w http.ResponseWriter, lim surface.Limits) {
 	list := modelList{Models: make([]model, 0, len(listed))}
 	for _, m := range listed {
-		list.Models = append(list.Models, newModel(m.id, m.description, contextLength, maxCompletionTokens))
+		list.Models = append(list.Models, newModel(m.id, m.description, lim))
 	}
 	_ = writeJSON(w, http.StatusOK, list)
 }
@@ -64,7 +65,7 @@ func WriteModels(w http.ResponseWriter, contextLength, maxCompletionTokens int) 
 // WriteModel writes GET /v1beta/models/{model}. Any id resolves (SPEC.md:
 // model ids are intent, never unknown) and is echoed as the name; only an
 // empty one is an error.
-func WriteModel(w http.ResponseWriter, id string, contextLength, maxCompletionTokens int) {
+func (Codec) WriteModel(w http.ResponseWriter, id string, lim surface.Limits) {
 	id = strings.TrimPrefix(id, "models/")
 	if strings.TrimSpace(id) == "" {
 		writeError(w, &llm.Error{Kind: llm.KindNotFound, Message: "no model id in the path: call models/{model}"})
@@ -76,7 +77,7 @@ func WriteModel(w http.ResponseWriter, id string, contextLength, maxCompletionTo
 			description = m.description
 		}
 	}
-	_ = writeJSON(w, http.StatusOK, newModel(id, description, contextLength, maxCompletionTokens))
+	_ = writeJSON(w, http.StatusOK, newModel(id, description, lim))
 }
 
 // countTokensResponse is the body of :countTokens.
@@ -89,12 +90,12 @@ type countTokensResponse struct {
 // {contents} (what the SDKs send; systemInstruction, tools and
 // generationConfig are counted too if present) or
 // {generateContentRequest: {…}} (REST clients).
-func CountTokens(w http.ResponseWriter, r *http.Request, body []byte) {
+func (Codec) CountTokens(w http.ResponseWriter, r *http.Request, body []byte) {
 	var wrapped struct {
 		GenerateContentRequest json.RawMessage `json:"generateContentRequest"`
 	}
 	prefix := ""
-	if json.Unmarshal(body, &wrapped) == nil && present(wrapped.GenerateContentRequest) {
+	if surface.Decode(body, &wrapped, surface.EncodingJSON) == nil && present(wrapped.GenerateContentRequest) {
 		body, prefix = wrapped.GenerateContentRequest, "generateContentRequest."
 	}
 	req, err := decodeRequest(body, prefix)

@@ -6,12 +6,14 @@ import (
 	"testing"
 
 	"github.com/matryer/is"
+
+	"github.com/svcgw/svcgw/surfaces/surface"
 )
 
 func TestWriteModels(t *testing.T) {
 	is := is.New(t)
 	rec := httptest.NewRecorder()
-	WriteModels(rec, 1048576, 65536)
+	Codec{}.WriteModels(rec, surface.Limits{ContextLength: 1048576, MaxCompletionTokens: 65536})
 	is.Equal(rec.Code, 200)
 	goldenJSON(t, "models.json", rec.Body.Bytes())
 
@@ -35,7 +37,7 @@ func TestWriteModel(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			is := is.New(t)
 			rec := httptest.NewRecorder()
-			WriteModel(rec, tt.id, 200000, 8192)
+			Codec{}.WriteModel(rec, tt.id, surface.Limits{ContextLength: 200000, MaxCompletionTokens: 8192})
 			is.Equal(rec.Code, tt.status)
 			if tt.status != 200 {
 				return

@@ -238,10 +238,8 @@ func callArgs(raw []byte) json.RawMessage {
 	if s == "" {
 		return json.RawMessage("{}")
 	}
-	if s[0] == '{' {
-		if c, err := compactJSON([]byte(s)); err == nil {
-			return c
-		}
+	if s[0] == '{' && json.Valid([]byte(s)) {
+		return llm.CompactJSON([]byte(s))
 	}
 	b, _ := json.Marshal(map[string]string{"_raw": string(raw)})
 	return b

@@ -1,11 +1,13 @@
 package messages
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"net/url"
 
 	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/surfaces/surface"
 )
 
 // decodeRequest turns a messages request body into a canonical request.
@@ -13,130 +15,102 @@ import (
 // stream flag means nothing. Unknown fields are ignored (the vendor answers
 // 400 to them, but SDKs newer than this gateway send fields it does not know).
 func decodeRequest(body []byte, count bool) (*llm.Request, error) {
-	if !json.Valid(body) {
-		return nil, &llm.Error{Kind: llm.KindInvalidRequest, Message: "The request body is not valid JSON."}
-	}
-	if jsonKind(body) != '{' {
+	if b := bytes.TrimLeft(body, " \t\r\n"); len(b) == 0 || b[0] != '{' {
+		if !json.Valid(body) {
+			return nil, &llm.Error{Kind: llm.KindInvalidRequest, Message: "The request body is not valid JSON."}
+		}
 		return nil, &llm.Error{Kind: llm.KindInvalidRequest, Message: "The request body must be a JSON object."}
 	}
-	top, err := decodeObject(body, "")
-	if err != nil {
-		return nil, err
+	var top request
+	if err := surface.Decode(body, &top, surface.Exact); err != nil {
+		return nil, decodeError(err)
 	}
 	req := &llm.Request{}
-
-	if req.Model, err = reqString(top, "model", ""); err != nil {
+	var err error
+	if req.Model, err = reqString(top.Model, "model"); err != nil {
 		return nil, err
 	}
 	if !count {
-		raw := top.get("max_tokens")
-		if raw == nil {
+		if rawKind(top.MaxTokens) == 0 {
 			return nil, missing("max_tokens")
 		}
-		if req.MaxTokens, err = decodeInt(raw, "max_tokens"); err != nil {
+		if req.MaxTokens, err = decodeInt(top.MaxTokens, "max_tokens"); err != nil {
 			return nil, err
 		}
 		if req.MaxTokens < 1 {
 			return nil, llm.InvalidParam("max_tokens", "Input should be greater than or equal to 1")
 		}
 	}
-	raw := top.get("messages")
-	if raw == nil {
+	if top.Messages == nil {
 		return nil, missing("messages")
 	}
 	var turns turnControls
-	if req.Messages, err = decodeMessages(raw, &turns); err != nil {
+	if req.Messages, err = decodeMessages(top.Messages, &turns); err != nil {
 		return nil, err
 	}
-	if raw := top.get("system"); raw != nil {
-		if req.System, err = decodeSystem(raw); err != nil {
-			return nil, err
-		}
-	}
-	if raw := top.get("tools"); raw != nil {
-		if req.Tools, err = decodeTools(raw); err != nil {
-			return nil, err
-		}
-	}
-	if raw := top.get("tool_choice"); raw != nil {
-		if err := decodeToolChoice(raw, req); err != nil {
-			return nil, err
-		}
-	}
-	if err := decodeOutput(top, req); err != nil {
+	if req.System, err = decodeSystem(top.System); err != nil {
 		return nil, err
 	}
-	if raw := top.get("thinking"); raw != nil {
-		if err := decodeThinking(raw, req, count); err != nil {
+	if top.Tools != nil {
+		if req.Tools, err = decodeTools(top.Tools); err != nil {
+			return nil, err
+		}
+	}
+	if top.ToolChoice != nil {
+		if err := decodeToolChoice(top.ToolChoice, req); err != nil {
+			return nil, err
+		}
+	}
+	if err := decodeOutput(&top, req); err != nil {
+		return nil, err
+	}
+	if top.Thinking != nil {
+		if err := decodeThinking(top.Thinking, req, count); err != nil {
 			return nil, err
 		}
 	}
 	turns.apply(req)
-	if err := decodeSampling(top, req); err != nil {
+	if err := decodeSampling(&top, req); err != nil {
 		return nil, err
 	}
-	if raw := top.get("metadata"); raw != nil {
-		md, err := decodeObject(raw, "metadata")
-		if err != nil {
-			return nil, err
-		}
-		if req.User, err = optString(md, "user_id", "metadata"); err != nil {
+	if md := top.Metadata; md != nil {
+		req.User = optString(md.UserID)
+	}
+	if rawKind(top.Stream) != 0 && !count {
+		if req.Stream, err = decodeBool(top.Stream, "stream"); err != nil {
 			return nil, err
 		}
 	}
-	if raw := top.get("stream"); raw != nil && !count {
-		if req.Stream, err = decodeBool(raw, "stream"); err != nil {
-			return nil, err
-		}
-	}
-	if req.CacheControl, err = decodeCacheControl(top, ""); err != nil {
+	if req.CacheControl, err = decodeCacheControl(top.CacheControl, ""); err != nil {
 		return nil, err
 	}
 	return req, nil
 }
 
-// decodeSampling decodes temperature, top_p, top_k and stop_sequences, with
-// the vendor's ranges.
-func decodeSampling(top object, req *llm.Request) error {
+// decodeSampling checks temperature, top_p, top_k and stop_sequences
+// against the vendor's ranges.
+func decodeSampling(top *request, req *llm.Request) error {
 	for _, f := range []struct {
 		key string
-		dst **float64
-	}{{"temperature", &req.Temperature}, {"top_p", &req.TopP}} {
-		raw := top.get(f.key)
-		if raw == nil {
-			continue
-		}
-		v, err := decodeFloat(raw, f.key)
-		if err != nil {
-			return err
-		}
-		if v < 0 || v > 1 {
+		v   *float64
+	}{{"temperature", top.Temperature}, {"top_p", top.TopP}} {
+		if f.v != nil && (*f.v < 0 || *f.v > 1) {
 			return llm.InvalidParam(f.key, "Input should be between 0 and 1")
 		}
-		*f.dst = &v
 	}
-	if raw := top.get("top_k"); raw != nil {
-		k, err := decodeInt(raw, "top_k")
-		if err != nil {
-			return err
-		}
+	req.Temperature, req.TopP = top.Temperature, top.TopP
+	if top.TopK != nil {
+		k := int(*top.TopK)
 		if k < 0 {
 			return llm.InvalidParam("top_k", "Input should be greater than or equal to 0")
 		}
 		req.TopK = &k
 	}
-	if raw := top.get("stop_sequences"); raw != nil {
-		arr, err := decodeArray(raw, "stop_sequences")
-		if err != nil {
-			return err
+	for i, s := range top.StopSequences {
+		if s == nil {
+			return llm.InvalidParam(index("stop_sequences", i), "Input should be a string")
 		}
-		for i, r := range arr {
-			s, err := decodeString(r, index("stop_sequences", i))
-			if err != nil {
-				return err
-			}
-			req.Stop = append(req.Stop, s)
-		}
+		req.Stop = append(req.Stop, *s)
 	}
 	return nil
 }
@@ -145,23 +119,18 @@ func decodeSampling(top object, req *llm.Request) error {
 // merged, as the vendor's API does; an empty final assistant turn (an empty
 // prefill) is dropped. System messages inside the conversation are decoded
 // by decodeSystemTurn, which records their per-turn controls in turns.
-func decodeMessages(raw json.RawMessage, turns *turnControls) ([]llm.Message, error) {
-	arr, err := decodeArray(raw, "messages")
-	if err != nil {
-		return nil, err
-	}
+func decodeMessages(arr []*inMessage, turns *turnControls) ([]llm.Message, error) {
 	if len(arr) == 0 {
 		return nil, llm.InvalidParam("messages", "List should have at least 1 item")
 	}
 	var msgs []llm.Message
 	cleared := map[int]bool{} // system messages that end at the next user message
-	for i, r := range arr {
+	for i, o := range arr {
 		p := index("messages", i)
-		o, err := decodeObject(r, p)
-		if err != nil {
-			return nil, err
+		if o == nil {
+			return nil, llm.InvalidParam(p, "Input should be an object")
 		}
-		role, err := reqString(o, "role", p)
+		role, err := reqString(o.Role, join(p, "role"))
 		if err != nil {
 			return nil, err
 		}
@@ -179,11 +148,10 @@ func decodeMessages(raw json.RawMessage, turns *turnControls) ([]llm.Message, er
 			}
 			continue
 		}
-		craw := o.get("content")
-		if craw == nil {
+		if !o.Content.sent {
 			return nil, missing(join(p, "content"))
 		}
-		parts, err := decodeContent(craw, join(p, "content"), llm.Role(role))
+		parts, err := decodeContent(o.Content, join(p, "content"), llm.Role(role))
 		if err != nil {
 			return nil, err
 		}
@@ -209,23 +177,18 @@ func decodeMessages(raw json.RawMessage, turns *turnControls) ([]llm.Message, er
 }
 
 // decodeContent decodes a message's content: a string or an array of blocks.
-func decodeContent(raw json.RawMessage, param string, role llm.Role) ([]llm.Part, error) {
-	if jsonKind(raw) == '"' {
-		s, err := decodeString(raw, param)
-		if err != nil || s == "" {
-			return nil, err
+func decodeContent(c content, param string, role llm.Role) ([]llm.Part, error) {
+	if c.text != nil {
+		if *c.text == "" {
+			return nil, nil
 		}
-		return []llm.Part{llm.TextPart(s)}, nil
+		return []llm.Part{llm.TextPart(*c.text)}, nil
 	}
-	if jsonKind(raw) != '[' {
+	if c.other {
 		return nil, llm.InvalidParam(param, "Input should be a string or an array of content blocks")
 	}
-	arr, err := decodeArray(raw, param)
-	if err != nil {
-		return nil, err
-	}
-	parts := make([]llm.Part, 0, len(arr))
-	for j, b := range arr {
+	parts := make([]llm.Part, 0, len(c.blocks))
+	for j, b := range c.blocks {
 		part, err := decodeBlock(b, index(param, j), role)
 		if err != nil {
 			return nil, err
@@ -244,13 +207,17 @@ var blockRoles = map[string]llm.Role{
 	"tool_result":       llm.RoleUser,
 }
 
-// decodeBlock decodes one content block of a message.
-func decodeBlock(raw json.RawMessage, p string, role llm.Role) (llm.Part, error) {
-	o, err := decodeObject(raw, p)
-	if err != nil {
-		return llm.Part{}, err
+// blockType is a block's type; b nil is a null element of the array.
+func blockType(b *inBlock, p string) (string, error) {
+	if b == nil {
+		return "", llm.InvalidParam(p, "Input should be an object")
 	}
-	typ, err := reqString(o, "type", p)
+	return reqString(b.Type, join(p, "type"))
+}
+
+// decodeBlock decodes one content block of a message.
+func decodeBlock(b *inBlock, p string, role llm.Role) (llm.Part, error) {
+	typ, err := blockType(b, p)
 	if err != nil {
 		return llm.Part{}, err
 	}
@@ -260,60 +227,52 @@ func decodeBlock(raw json.RawMessage, p string, role llm.Role) (llm.Part, error)
 	var part llm.Part
 	switch typ {
 	case "text":
-		part, err = decodeText(o, p)
+		part, err = decodeText(b, p)
 	case "image":
-		part, err = decodeImage(o, p)
+		part, err = decodeImage(b, p)
 	case "document":
-		part, err = decodeDocument(o, p)
+		part, err = decodeDocument(b, p)
 	case "tool_use":
-		part, err = decodeToolUse(o, p)
+		part, err = decodeToolUse(b, p)
 	case "tool_result":
-		part, err = decodeToolResult(o, p)
+		part, err = decodeToolResult(b, p)
 	case "thinking":
-		part.Type = llm.PartReasoning
-		if part.Text, err = optString(o, "thinking", p); err == nil {
-			part.Signature, err = optString(o, "signature", p)
-		}
+		part = llm.Part{Type: llm.PartReasoning, Text: optString(b.Thinking), Signature: optString(b.Signature)}
 	case "redacted_thinking":
 		part = llm.Part{Type: llm.PartReasoning, Redacted: true}
-		part.Signature, err = reqString(o, "data", p)
+		part.Signature, err = reqString(b.Data, join(p, "data"))
 	default:
 		return llm.Part{}, llm.InvalidParam(join(p, "type"), "unsupported content block type %q: this gateway accepts text, image, document, tool_use, tool_result, thinking and redacted_thinking", typ)
 	}
 	if err != nil {
 		return llm.Part{}, err
 	}
-	if part.CacheControl, err = decodeCacheControl(o, p); err != nil {
+	if part.CacheControl, err = decodeCacheControl(b.CacheControl, p); err != nil {
 		return llm.Part{}, err
 	}
 	return part, nil
 }
 
-func decodeText(o object, p string) (llm.Part, error) {
-	raw := o.get("text")
-	if raw == nil {
+func decodeText(b *inBlock, p string) (llm.Part, error) {
+	switch {
+	case b.Text == nil:
 		return llm.Part{}, missing(join(p, "text"))
-	}
-	s, err := decodeString(raw, join(p, "text"))
-	if err != nil {
-		return llm.Part{}, err
-	}
-	if s == "" {
+	case *b.Text == "":
 		return llm.Part{}, llm.InvalidParam(join(p, "text"), "text content blocks must be non-empty")
 	}
-	return llm.TextPart(s), nil
+	return llm.TextPart(*b.Text), nil
 }
 
 // decodeImage accepts base64 and URL sources; file ids (the vendor's Files
 // API) are not portable across backends.
-func decodeImage(o object, p string) (llm.Part, error) {
-	src, sp, typ, err := decodeSource(o, p)
+func decodeImage(b *inBlock, p string) (llm.Part, error) {
+	src, sp, typ, err := decodeSource(b, p)
 	if err != nil {
 		return llm.Part{}, err
 	}
 	switch typ {
 	case "base64":
-		mt, err := reqString(src, "media_type", sp)
+		mt, err := reqString(src.MediaType, join(sp, "media_type"))
 		if err != nil {
 			return llm.Part{}, err
 		}
@@ -326,7 +285,7 @@ func decodeImage(o object, p string) (llm.Part, error) {
 		}
 		return llm.Part{Type: llm.PartImage, MediaType: mt, Data: data}, nil
 	case "url":
-		u, err := reqString(src, "url", sp)
+		u, err := reqString(src.URL, join(sp, "url"))
 		if err != nil {
 			return llm.Part{}, err
 		}
@@ -340,15 +299,15 @@ func decodeImage(o object, p string) (llm.Part, error) {
 
 // decodeDocument accepts only base64 PDFs (SPEC.md: URL sources, file-id
 // sources, text sources and other media types are a 400).
-func decodeDocument(o object, p string) (llm.Part, error) {
-	src, sp, typ, err := decodeSource(o, p)
+func decodeDocument(b *inBlock, p string) (llm.Part, error) {
+	src, sp, typ, err := decodeSource(b, p)
 	if err != nil {
 		return llm.Part{}, err
 	}
 	if typ != "base64" {
 		return llm.Part{}, llm.InvalidParam(sp, "unsupported document source type %q: only base64 PDF documents (media_type application/pdf) are supported", typ)
 	}
-	mt, err := reqString(src, "media_type", sp)
+	mt, err := reqString(src.MediaType, join(sp, "media_type"))
 	if err != nil {
 		return llm.Part{}, err
 	}
@@ -359,34 +318,22 @@ func decodeDocument(o object, p string) (llm.Part, error) {
 	if err != nil {
 		return llm.Part{}, err
 	}
-	title, err := optString(o, "title", p)
-	if err != nil {
-		return llm.Part{}, err
-	}
-	if _, err := optString(o, "context", p); err != nil {
-		return llm.Part{}, err
-	}
-	return llm.Part{Type: llm.PartDocument, MediaType: mt, Data: data, Title: title}, nil
+	return llm.Part{Type: llm.PartDocument, MediaType: mt, Data: data, Title: optString(b.Title)}, nil
 }
 
-// decodeSource returns a block's source object, its path and its type.
-func decodeSource(o object, p string) (object, string, string, error) {
+// decodeSource returns a block's source, its path and its type.
+func decodeSource(b *inBlock, p string) (*source, string, string, error) {
 	sp := join(p, "source")
-	raw := o.get("source")
-	if raw == nil {
+	if b.Source == nil {
 		return nil, sp, "", missing(sp)
 	}
-	src, err := decodeObject(raw, sp)
-	if err != nil {
-		return nil, sp, "", err
-	}
-	typ, err := reqString(src, "type", sp)
-	return src, sp, typ, err
+	typ, err := reqString(b.Source.Type, join(sp, "type"))
+	return b.Source, sp, typ, err
 }
 
 // decodeData decodes a source's standard base64 data.
-func decodeData(src object, sp string) ([]byte, error) {
-	s, err := reqString(src, "data", sp)
+func decodeData(src *source, sp string) ([]byte, error) {
+	s, err := reqString(src.Data, join(sp, "data"))
 	if err != nil {
 		return nil, err
 	}
@@ -397,115 +344,90 @@ func decodeData(src object, sp string) ([]byte, error) {
 	return data, nil
 }
 
-func decodeToolUse(o object, p string) (llm.Part, error) {
-	id, err := reqString(o, "id", p)
+func decodeToolUse(b *inBlock, p string) (llm.Part, error) {
+	id, err := reqString(b.ID, join(p, "id"))
 	if err != nil {
 		return llm.Part{}, err
 	}
-	name, err := reqString(o, "name", p)
+	name, err := reqString(b.Name, join(p, "name"))
 	if err != nil {
 		return llm.Part{}, err
 	}
-	raw := o.get("input")
-	if raw == nil {
+	switch rawKind(b.Input) {
+	case 0:
 		return llm.Part{}, missing(join(p, "input"))
-	}
-	if jsonKind(raw) != '{' {
+	case '{':
+	default:
 		return llm.Part{}, llm.InvalidParam(join(p, "input"), "Input should be an object")
 	}
-	return llm.Part{Type: llm.PartToolCall, ToolCall: &llm.ToolCall{ID: id, Name: name, Arguments: compact(raw)}}, nil
+	return llm.Part{Type: llm.PartToolCall, ToolCall: &llm.ToolCall{ID: id, Name: name, Arguments: llm.CompactJSON(b.Input)}}, nil
 }
 
 // decodeToolResult decodes a tool_result block; its content is a string or
 // an array of text, image and document blocks.
-func decodeToolResult(o object, p string) (llm.Part, error) {
-	id, err := reqString(o, "tool_use_id", p)
+func decodeToolResult(b *inBlock, p string) (llm.Part, error) {
+	id, err := reqString(b.ToolUseID, join(p, "tool_use_id"))
 	if err != nil {
 		return llm.Part{}, err
 	}
 	res := &llm.ToolResult{CallID: id}
-	if raw := o.get("is_error"); raw != nil {
-		if res.IsError, err = decodeBool(raw, join(p, "is_error")); err != nil {
-			return llm.Part{}, err
-		}
+	if b.IsError != nil {
+		res.IsError = *b.IsError
 	}
 	cp := join(p, "content")
-	switch raw := o.get("content"); jsonKind(raw) {
-	case 0:
-	case '"':
-		s, err := decodeString(raw, cp)
-		if err != nil {
-			return llm.Part{}, err
+	switch c := b.Content; {
+	case c.text != nil:
+		if *c.text != "" {
+			res.Content = []llm.Part{llm.TextPart(*c.text)}
 		}
-		if s != "" {
-			res.Content = []llm.Part{llm.TextPart(s)}
-		}
-	case '[':
-		arr, err := decodeArray(raw, cp)
-		if err != nil {
-			return llm.Part{}, err
-		}
-		for k, b := range arr {
+	case c.other:
+		return llm.Part{}, llm.InvalidParam(cp, "Input should be a string or an array of content blocks")
+	default:
+		for k, cb := range c.blocks {
 			bp := index(cp, k)
-			bo, err := decodeObject(b, bp)
-			if err != nil {
-				return llm.Part{}, err
-			}
-			typ, err := reqString(bo, "type", bp)
+			typ, err := blockType(cb, bp)
 			if err != nil {
 				return llm.Part{}, err
 			}
 			if err := oneOf(typ, join(bp, "type"), "text", "image", "document"); err != nil {
 				return llm.Part{}, err
 			}
-			part, err := decodeBlock(b, bp, llm.RoleUser)
+			part, err := decodeBlock(cb, bp, llm.RoleUser)
 			if err != nil {
 				return llm.Part{}, err
 			}
 			res.Content = append(res.Content, part)
 		}
-	default:
-		return llm.Part{}, llm.InvalidParam(cp, "Input should be a string or an array of content blocks")
 	}
 	return llm.Part{Type: llm.PartToolResult, ToolResult: res}, nil
 }
 
 // decodeSystem decodes the system prompt: a string or text blocks.
-func decodeSystem(raw json.RawMessage) ([]llm.Part, error) {
-	switch jsonKind(raw) {
-	case '"':
-		s, err := decodeString(raw, "system")
-		if err != nil || s == "" {
-			return nil, err
+func decodeSystem(c content) ([]llm.Part, error) {
+	switch {
+	case c.text != nil:
+		if *c.text == "" {
+			return nil, nil
 		}
-		return []llm.Part{llm.TextPart(s)}, nil
-	case '[':
-	default:
+		return []llm.Part{llm.TextPart(*c.text)}, nil
+	case c.other:
 		return nil, llm.InvalidParam("system", "Input should be a string or an array of text blocks")
 	}
-	arr, err := decodeArray(raw, "system")
-	if err != nil {
-		return nil, err
-	}
 	var parts []llm.Part
-	for i, b := range arr {
+	for i, b := range c.blocks {
 		p := index("system", i)
-		o, err := decodeObject(b, p)
-		if err != nil {
-			return nil, err
-		}
-		typ, err := reqString(o, "type", p)
+		typ, err := blockType(b, p)
 		if err != nil {
 			return nil, err
 		}
 		if err := oneOf(typ, join(p, "type"), "text"); err != nil {
 			return nil, err
 		}
-		part, err := decodeText(o, p)
+		part, err := decodeText(b, p)
 		if err != nil {
 			return nil, err
 		}
-		if part.CacheControl, err = decodeCacheControl(o, p); err != nil {
+		if part.CacheControl, err = decodeCacheControl(b.CacheControl, p); err != nil {
 			return nil, err
 		}
 		parts = append(parts, part)
@@ -516,11 +438,7 @@ func decodeSystem(raw json.RawMessage) ([]llm.Part, error) {
 // decodeTools decodes custom tools. Server tools (a type such as
 // web_search_20250305) run inside the vendor's API and have no portable
 // equivalent, so they are a 400 rather than silently dropped.
-func decodeTools(raw json.RawMessage) ([]llm.Tool, error) {
-	arr, err := decodeArray(raw, "tools")
-	if err != nil {
-		return nil, err
-	}
+func decodeTools(arr []*tool) ([]llm.Tool, error) {
 	seen := make(map[string]bool, len(arr))
 	tools := make([]llm.Tool, 0, len(arr))
 	for i, r := range arr {
@@ -540,50 +458,38 @@ func decodeTools(raw json.RawMessage) ([]llm.Tool, error) {
 
 // decodeTool decodes one custom tool definition. Its defer_loading flag
 // (tool search) is ignored: every tool is loaded from the start.
-func decodeTool(raw json.RawMessage, p string) (llm.Tool, error) {
-	o, err := decodeObject(raw, p)
-	if err != nil {
-		return llm.Tool{}, err
+func decodeTool(o *tool, p string) (llm.Tool, error) {
+	if o == nil {
+		return llm.Tool{}, llm.InvalidParam(p, "Input should be an object")
 	}
-	typ, err := optString(o, "type", p)
-	if err != nil {
-		return llm.Tool{}, err
-	}
-	if typ != "" && typ != "custom" {
+	if typ := optString(o.Type); typ != "" && typ != "custom" {
 		return llm.Tool{}, llm.InvalidParam(join(p, "type"), "unsupported tool type %q: only custom tools ({name, description, input_schema}) are supported", typ)
 	}
 	var t llm.Tool
-	if t.Name, err = reqString(o, "name", p); err != nil {
+	var err error
+	if t.Name, err = reqString(o.Name, join(p, "name")); err != nil {
 		return llm.Tool{}, err
 	}
-	if t.Description, err = optString(o, "description", p); err != nil {
-		return llm.Tool{}, err
-	}
-	schema := o.get("input_schema")
-	if schema == nil {
+	t.Description = optString(o.Description)
+	switch rawKind(o.InputSchema) {
+	case 0:
 		return llm.Tool{}, missing(join(p, "input_schema"))
-	}
-	if jsonKind(schema) != '{' {
+	case '{':
+	default:
 		return llm.Tool{}, llm.InvalidParam(join(p, "input_schema"), "Input should be an object")
 	}
-	t.Parameters = compact(schema)
-	if raw := o.get("strict"); raw != nil {
-		if t.Strict, err = decodeBool(raw, join(p, "strict")); err != nil {
-			return llm.Tool{}, err
-		}
+	t.Parameters = llm.CompactJSON(o.InputSchema)
+	if o.Strict != nil {
+		t.Strict = *o.Strict
 	}
-	if t.CacheControl, err = decodeCacheControl(o, p); err != nil {
+	if t.CacheControl, err = decodeCacheControl(o.CacheControl, p); err != nil {
 		return llm.Tool{}, err
 	}
 	return t, nil
 }
 
-func decodeToolChoice(raw json.RawMessage, req *llm.Request) error {
-	o, err := decodeObject(raw, "tool_choice")
-	if err != nil {
-		return err
-	}
-	typ, err := reqString(o, "type", "tool_choice")
+func decodeToolChoice(o *toolChoice, req *llm.Request) error {
+	typ, err := reqString(o.Type, "tool_choice.type")
 	if err != nil {
 		return err
 	}
@@ -599,16 +505,12 @@ func decodeToolChoice(raw json.RawMessage, req *llm.Request) error {
 		req.ToolChoice.Mode = llm.ToolChoiceNone
 	case "tool":
 		req.ToolChoice.Mode = llm.ToolChoiceTool
-		if req.ToolChoice.Name, err = reqString(o, "name", "tool_choice"); err != nil {
+		if req.ToolChoice.Name, err = reqString(o.Name, "tool_choice.name"); err != nil {
 			return err
 		}
 	}
-	if raw := o.get("disable_parallel_tool_use"); raw != nil {
-		off, err := decodeBool(raw, "tool_choice.disable_parallel_tool_use")
-		if err != nil {
-			return err
-		}
-		parallel := !off
+	if o.DisableParallelToolUse != nil {
+		parallel := !*o.DisableParallelToolUse
 		req.ParallelToolCalls = &parallel
 	}
 	return nil
@@ -616,22 +518,10 @@ func decodeToolChoice(raw json.RawMessage, req *llm.Request) error {
 
 // decodeOutput decodes output_config (effort and format) and the legacy beta
 // output_format, which output_config.format supersedes.
-func decodeOutput(top object, req *llm.Request) error {
-	var format json.RawMessage
-	param := "output_format"
-	if raw := top.get("output_format"); raw != nil {
-		format = raw
-	}
-	if raw := top.get("output_config"); raw != nil {
-		oc, err := decodeObject(raw, "output_config")
-		if err != nil {
-			return err
-		}
-		effort, err := optString(oc, "effort", "output_config")
-		if err != nil {
-			return err
-		}
-		if effort != "" {
+func decodeOutput(top *request, req *llm.Request) error {
+	format, param := top.OutputFormat, "output_format"
+	if oc := top.OutputConfig; oc != nil {
+		if effort := optString(oc.Effort); effort != "" {
 			if err := oneOf(effort, "output_config.effort", "low", "medium", "high", "xhigh", "max"); err != nil {
 				return err
 			}
@@ -640,55 +530,44 @@ func decodeOutput(top object, req *llm.Request) error {
 			}
 			req.Reasoning.Effort = effort
 		}
-		if raw := oc.get("format"); raw != nil {
-			format, param = raw, "output_config.format"
+		if oc.Format != nil {
+			format, param = oc.Format, "output_config.format"
 		}
 	}
 	if format == nil {
 		return nil
 	}
-	o, err := decodeObject(format, param)
-	if err != nil {
-		return err
-	}
-	typ, err := reqString(o, "type", param)
+	typ, err := reqString(format.Type, join(param, "type"))
 	if err != nil {
 		return err
 	}
 	if err := oneOf(typ, join(param, "type"), "json_schema"); err != nil {
 		return err
 	}
-	schema := o.get("schema")
-	if schema == nil {
+	switch rawKind(format.Schema) {
+	case 0:
 		return missing(join(param, "schema"))
-	}
-	if jsonKind(schema) != '{' {
+	case '{':
+	default:
 		return llm.InvalidParam(join(param, "schema"), "Input should be an object")
 	}
 	// Structured outputs are constrained decoding: the reply always matches
 	// the schema, which is what Strict means for the other formats.
-	req.ResponseFormat = &llm.ResponseFormat{Schema: compact(schema), Strict: true}
+	req.ResponseFormat = &llm.ResponseFormat{Schema: llm.CompactJSON(format.Schema), Strict: true}
 	return nil
 }
 
 // decodeThinking decodes thinking; output_config.effort (decoded before it)
 // may already have created req.Reasoning.
-func decodeThinking(raw json.RawMessage, req *llm.Request, count bool) error {
-	o, err := decodeObject(raw, "thinking")
-	if err != nil {
-		return err
-	}
-	typ, err := reqString(o, "type", "thinking")
+func decodeThinking(o *thinking, req *llm.Request, count bool) error {
+	typ, err := reqString(o.Type, "thinking.type")
 	if err != nil {
 		return err
 	}
 	if err := oneOf(typ, "thinking.type", "enabled", "adaptive", "disabled"); err != nil {
 		return err
 	}
-	display, err := optString(o, "display", "thinking")
-	if err != nil {
-		return err
-	}
+	display := optString(o.Display)
 	if display != "" {
 		// "updates" (beta thinking-display-updates-2026-08-18, Claude Code's
 		// default) streams the thinking as progress updates; a backend
@@ -704,13 +583,10 @@ func decodeThinking(raw json.RawMessage, req *llm.Request, count bool) error {
 	}
 	switch typ {
 	case "enabled":
-		braw := o.get("budget_tokens")
-		if braw == nil {
+		if o.BudgetTokens == nil {
 			return missing("thinking.budget_tokens")
 		}
-		if r.BudgetTokens, err = decodeInt(braw, "thinking.budget_tokens"); err != nil {
-			return err
-		}
+		r.BudgetTokens = int(*o.BudgetTokens)
 		if r.BudgetTokens < 1024 {
 			return llm.InvalidParam("thinking.budget_tokens", "Input should be greater than or equal to 1024")
 		}
@@ -728,28 +604,20 @@ func decodeThinking(raw json.RawMessage, req *llm.Request, count bool) error {
 	return nil
 }
 
-// decodeCacheControl decodes the cache_control member of o, if any.
-func decodeCacheControl(o object, p string) (*llm.CacheControl, error) {
-	raw := o.get("cache_control")
-	if raw == nil {
+// decodeCacheControl decodes a cache_control member, if any.
+func decodeCacheControl(cc *cacheControl, p string) (*llm.CacheControl, error) {
+	if cc == nil {
 		return nil, nil
 	}
 	cp := join(p, "cache_control")
-	cc, err := decodeObject(raw, cp)
-	if err != nil {
-		return nil, err
-	}
-	typ, err := reqString(cc, "type", cp)
+	typ, err := reqString(cc.Type, join(cp, "type"))
 	if err != nil {
 		return nil, err
 	}
 	if err := oneOf(typ, join(cp, "type"), "ephemeral"); err != nil {
 		return nil, err
 	}
-	ttl, err := optString(cc, "ttl", cp)
-	if err != nil {
-		return nil, err
-	}
+	ttl := optString(cc.TTL)
 	if ttl == "" {
 		ttl = "5m"
 	}

@@ -261,7 +261,7 @@ func TestCountTokens(t *testing.T) {
 		is := is.New(t)
 		body := `{"model":"svc-fusion","system":"Be brief.","messages":[{"role":"user","content":"Hello there, how are you?"}],"stream":"ignored","tools":[{"name":"f","input_schema":{"type":"object"}}]}`
 		rec := httptest.NewRecorder()
-		CountTokens(rec, httptest.NewRequest("POST", "/v1/messages/count_tokens", nil), []byte(body))
+		Codec{}.CountTokens(rec, httptest.NewRequest("POST", "/v1/messages/count_tokens", nil), []byte(body))
 		is.Equal(rec.Code, http.StatusOK)
 		is.Equal(rec.Header().Get("Content-Type"), "application/json")
 		req, err := decodeRequest([]byte(body), true)
@@ -277,14 +277,14 @@ func TestCountTokens(t *testing.T) {
 		is := is.New(t)
 		body := `{"model":"m","messages":[{"role":"user","content":[{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"JVBERi0="}}]}]}`
 		rec := httptest.NewRecorder()
-		CountTokens(rec, httptest.NewRequest("POST", "/v1/messages/count_tokens", nil), []byte(body))
+		Codec{}.CountTokens(rec, httptest.NewRequest("POST", "/v1/messages/count_tokens", nil), []byte(body))
 		is.Equal(rec.Code, http.StatusOK)
 		is.True(strings.Contains(rec.Body.String(), `"input_tokens":15`)) // one page ≈ 1500 tokens
 	})
 	t.Run("invalid request in the native envelope", func(t *testing.T) {
 		is := is.New(t)
 		rec := httptest.NewRecorder()
-		CountTokens(rec, httptest.NewRequest("POST", "/v1/messages/count_tokens", nil),
+		Codec{}.CountTokens(rec, httptest.NewRequest("POST", "/v1/messages/count_tokens", nil),
 			[]byte(`{"model":"m","messages":[{"role":"user","content":[{"type":"document","source":{"type":"url","url":"https://x/a.pdf"}}]}]}`))
 		is.Equal(rec.Code, http.StatusBadRequest)
 		var env errorEnvelope

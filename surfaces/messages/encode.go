@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/surfaces/surface"
 )
 
 // message is a complete reply (protocols/messages.md §4), also the message
@@ -91,8 +92,8 @@ func toolInput(args json.RawMessage) json.RawMessage {
 	if len(bytes.TrimSpace(args)) == 0 {
 		return json.RawMessage(`{}`)
 	}
-	if jsonKind(args) == '{' && json.Valid(args) {
-		return compact(args)
+	if args := bytes.TrimSpace(args); args[0] == '{' && json.Valid(args) {
+		return llm.CompactJSON(args)
 	}
 	raw, _ := json.Marshal(map[string]string{"_raw": string(args)})
 	return raw
@@ -139,7 +140,7 @@ func toolID(id string) string {
 // resp.Model (the caller's model id) are set by the server.
 func (Codec) WriteResponse(w http.ResponseWriter, _ *llm.Request, resp *llm.Response) error {
 	reason, seq := stopReason(resp.FinishReason, resp.StopSequence)
-	return writeJSON(w, http.StatusOK, message{
+	return surface.WriteJSON(w, http.StatusOK, message{
 		ID:           resp.ID,
 		Type:         "message",
 		Role:         "assistant",
@@ -149,28 +150,4 @@ func (Codec) WriteResponse(w http.ResponseWriter, _ *llm.Request, resp *llm.Resp
 		StopSequence: seq,
 		Usage:        toUsage(resp.Usage),
 	})
-}
-
-// writeJSON writes v as the JSON body with status code. HTML escaping is off:
-// the vendor sends <, > and & literally, and so do we.
-func writeJSON(w http.ResponseWriter, code int, v any) error {
-	body, err := marshal(v)
-	if err != nil {
-		return err
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_, err = w.Write(body)
-	return err
-}
-
-// marshal encodes v without HTML escaping and with a trailing newline.
-func marshal(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return b.Bytes(), nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/matryer/is"
 
 	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/surfaces/surface"
 )
 
 // responseCases are the replies whose encoding is golden in
@@ -107,7 +108,7 @@ func TestCodec_NewID(t *testing.T) {
 func TestWriteModels(t *testing.T) {
 	is := is.New(t)
 	rec := httptest.NewRecorder()
-	WriteModels(rec, 200000, 64000)
+	Codec{}.WriteModels(rec, surface.Limits{ContextLength: 200000, MaxCompletionTokens: 64000})
 	is.Equal(rec.Code, http.StatusOK)
 	goldenJSON(t, "models.json", rec.Body.Bytes())
 	page := sdkModelsPage(t, rec.Body.Bytes())
@@ -119,7 +120,7 @@ func TestWriteModels(t *testing.T) {
 	t.Run("one model, any id", func(t *testing.T) {
 		is := is.New(t)
 		rec := httptest.NewRecorder()
-		WriteModel(rec, "claude-opus-4-1", 100, 10)
+		Codec{}.WriteModel(rec, "claude-opus-4-1", surface.Limits{ContextLength: 100, MaxCompletionTokens: 10})
 		is.Equal(rec.Code, http.StatusOK)
 		goldenJSON(t, "model.json", rec.Body.Bytes())
 	})

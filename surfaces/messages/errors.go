@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/surfaces/surface"
 )
 
 // errorEnvelope is the native error body (protocols/messages.md §6).
@@ -110,7 +111,7 @@ func (Codec) WriteError(w http.ResponseWriter, err error) {
 		env.RequestID = &id
 		h.Set("Request-Id", id)
 	}
-	_ = writeJSON(w, status, env)
+	_ = surface.WriteJSON(w, status, env)
 }
 
 // requestID is the id the server gave the request, read back from the

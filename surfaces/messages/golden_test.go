@@ -3,36 +3,24 @@ package messages
 import (
 	"bufio"
 	"bytes"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/svcgw/svcgw/internal/golden"
-	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/surfaces/surface"
 )
 
-// The server's codec contract (server/surface.go), restated so this package's
-// tests check it structurally without importing server.
-type codecContract[S streamContract] interface {
-	Surface() llm.Surface
-	NewID() string
-	DecodeRequest(r *http.Request, body []byte) (*llm.Request, error)
-	WriteResponse(w http.ResponseWriter, req *llm.Request, resp *llm.Response) error
-	NewStream(req *llm.Request, id string, created time.Time) S
-	WriteError(w http.ResponseWriter, err error)
-}
-
-type streamContract interface {
-	Start(w io.Writer) error
-	Event(w io.Writer, ev llm.Event) error
-	Error(w io.Writer, err *llm.Error) error
-}
-
-var _ codecContract[*Stream] = Codec{}
+// The codec satisfies the server's contract (surface.Codec) and its
+// optional parts.
+var (
+	_ surface.Codec   = Codec{}
+	_ surface.Counter = Codec{}
+	_ surface.Lister  = Codec{}
+	_ surface.Claimer = Codec{}
+	_ surface.Stream  = (*Stream)(nil)
+)
 
 // goldenJSON compares got with testdata/<name> as JSON values, or
 // rewrites it under -update.

@@ -4,8 +4,8 @@
 // SSE frames, counts tokens, lists models and writes the native error
 // envelope. Wire details: protocols/messages.md in the shared docs.
 //
-// It imports only llm and the standard library; it never imports server
-// (which uses Codec structurally) and never names a backend.
+// It imports only llm, surface and the standard library; it never imports
+// server and never names a backend.
 package messages
 
 import (
@@ -13,14 +13,35 @@ import (
 	"time"
 
 	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/surfaces/surface"
 )
 
-// Codec is the messages surface's codec: the server adapts it to its codec
-// interface without this package importing server.
+// Codec is the messages surface's codec.
 type Codec struct{}
 
 // Surface names the wire format.
 func (Codec) Surface() llm.Surface { return llm.SurfaceMessages }
+
+// Routes lists POST /v1/messages and its token count. The models list is
+// at the /v1/models path the SDKs share (see Claims).
+func (Codec) Routes() []surface.Route {
+	return []surface.Route{
+		{Method: http.MethodPost, Path: "/v1/messages", Endpoint: surface.Generate},
+		{Method: http.MethodPost, Path: "/v1/messages/count_tokens", Endpoint: surface.CountTokens},
+	}
+}
+
+// Fields names the bounded fields in the vendor's words.
+func (Codec) Fields() surface.Fields {
+	return surface.Fields{Messages: "messages", System: "system", Tools: "tools",
+		Schema: "output_config.format.schema", Turn: "messages"}
+}
+
+// Claims reports whether r carries the version header every one of the
+// vendor's SDKs sends (x-msgs-version is SPEC.md's spelling).
+func (Codec) Claims(r *http.Request) bool {
+	return r.Header.Get("Anthropic-Version") != "" || r.Header.Get("X-Msgs-Version") != ""
+}
 
 // NewID returns a fresh message id: "msg_" and 24 base62 characters (see
 // llm.NewID), like the vendor's msg_01… ids.
@@ -33,6 +54,6 @@ func (Codec) DecodeRequest(_ *http.Request, body []byte) (*llm.Request, error) {
 }
 
 // NewStream returns the stateful encoder of one streamed reply.
-func (Codec) NewStream(req *llm.Request, id string, created time.Time) *Stream {
+func (Codec) NewStream(req *llm.Request, id string, created time.Time) surface.Stream {
 	return newStream(req, id, created)
 }

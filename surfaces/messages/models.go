@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/surfaces/surface"
 )
 
 // modelInfo is a native model entry (protocols/messages.md §7).
@@ -36,26 +37,26 @@ var models = []struct{ id, name string }{
 // model).
 const createdAt = "2026-01-01T00:00:00Z"
 
-func newModelInfo(id, name string, contextLength, maxCompletionTokens int) modelInfo {
+func newModelInfo(id, name string, lim surface.Limits) modelInfo {
 	return modelInfo{Type: "model", ID: id, DisplayName: name, CreatedAt: createdAt,
-		MaxInputTokens: contextLength, MaxTokens: maxCompletionTokens}
+		MaxInputTokens: lim.ContextLength, MaxTokens: lim.MaxCompletionTokens}
 }
 
 // WriteModels writes GET /v1/models in the native shape. The list is one
 // page: has_more is always sent, and false, so no SDK pager asks again.
-func WriteModels(w http.ResponseWriter, contextLength, maxCompletionTokens int) {
+func (Codec) WriteModels(w http.ResponseWriter, lim surface.Limits) {
 	list := modelList{Data: make([]modelInfo, 0, len(models))}
 	for _, m := range models {
-		list.Data = append(list.Data, newModelInfo(m.id, m.name, contextLength, maxCompletionTokens))
+		list.Data = append(list.Data, newModelInfo(m.id, m.name, lim))
 	}
 	list.FirstID, list.LastID = list.Data[0].ID, list.Data[len(list.Data)-1].ID
-	_ = writeJSON(w, http.StatusOK, list)
+	_ = surface.WriteJSON(w, http.StatusOK, list)
 }
 
 // WriteModel writes GET /v1/models/{id}. Any id resolves (SPEC.md: model ids
 // are intent and never unknown); ids other than the three listed are echoed
 // with their own name.
-func WriteModel(w http.ResponseWriter, id string, contextLength, maxCompletionTokens int) {
+func (Codec) WriteModel(w http.ResponseWriter, id string, lim surface.Limits) {
 	if id == "" {
 		Codec{}.WriteError(w, &llm.Error{Kind: llm.KindNotFound, Message: "model id is required"})
 		return
@@ -66,5 +67,5 @@ func WriteModel(w http.ResponseWriter, id string, contextLength, maxCompletionTo
 			name = m.name
 		}
 	}
-	_ = writeJSON(w, http.StatusOK, newModelInfo(id, name, contextLength, maxCompletionTokens))
+	_ = surface.WriteJSON(w, http.StatusOK, newModelInfo(id, name, lim))
 }

@@ -44,27 +44,15 @@ type toolChange struct {
 
 // decodeSystemTurn decodes a system message in messages: its guidance text,
 // whether it lapses at the next user message, and its controls (into tc).
-func decodeSystemTurn(o object, p string, tc *turnControls) (parts []llm.Part, clear bool, err error) {
-	if raw := o.get("clear_at"); raw != nil {
-		at, err := decodeString(raw, join(p, "clear_at"))
-		if err != nil {
-			return nil, false, err
-		}
-		if err := oneOf(at, join(p, "clear_at"), "next_user_message"); err != nil {
+func decodeSystemTurn(o *inMessage, p string, tc *turnControls) (parts []llm.Part, clear bool, err error) {
+	if o.ClearAt != nil {
+		if err := oneOf(*o.ClearAt, join(p, "clear_at"), "next_user_message"); err != nil {
 			return nil, false, err
 		}
 		clear = true
 	}
-	if raw := o.get("output_config"); raw != nil {
-		oc, err := decodeObject(raw, join(p, "output_config"))
-		if err != nil {
-			return nil, false, err
-		}
-		effort, err := optString(oc, "effort", join(p, "output_config"))
-		if err != nil {
-			return nil, false, err
-		}
-		if effort != "" {
+	if oc := o.OutputConfig; oc != nil {
+		if effort := optString(oc.Effort); effort != "" {
 			if err := oneOf(effort, join(p, "output_config.effort"), "low", "medium", "high", "xhigh", "max"); err != nil {
 				return nil, false, err
 			}
@@ -72,46 +60,35 @@ func decodeSystemTurn(o object, p string, tc *turnControls) (parts []llm.Part, c
 		}
 	}
 	cp := join(p, "content")
-	craw := o.get("content")
-	switch jsonKind(craw) {
-	case 0:
+	switch c := o.Content; {
+	case !c.sent:
 		return nil, clear, missing(cp)
-	case '"':
-		s, err := decodeString(craw, cp)
-		if err != nil || s == "" {
-			return nil, clear, err
+	case c.text != nil:
+		if *c.text == "" {
+			return nil, clear, nil
 		}
-		return []llm.Part{llm.TextPart(s)}, clear, nil
-	case '[':
-	default:
+		return []llm.Part{llm.TextPart(*c.text)}, clear, nil
+	case c.other:
 		return nil, clear, llm.InvalidParam(cp, "Input should be a string or an array of content blocks")
 	}
-	arr, err := decodeArray(craw, cp)
-	if err != nil {
-		return nil, clear, err
-	}
-	for j, b := range arr {
+	for j, b := range o.Content.blocks {
 		bp := index(cp, j)
-		bo, err := decodeObject(b, bp)
-		if err != nil {
-			return nil, clear, err
-		}
-		typ, err := reqString(bo, "type", bp)
+		typ, err := blockType(b, bp)
 		if err != nil {
 			return nil, clear, err
 		}
 		switch typ {
 		case "text":
-			part, err := decodeText(bo, bp)
+			part, err := decodeText(b, bp)
 			if err != nil {
 				return nil, clear, err
 			}
-			if part.CacheControl, err = decodeCacheControl(bo, bp); err != nil {
+			if part.CacheControl, err = decodeCacheControl(b.CacheControl, bp); err != nil {
 				return nil, clear, err
 			}
 			parts = append(parts, part)
 		case "tool_addition", "tool_removal":
-			change, err := decodeToolChange(bo, bp, typ == "tool_removal")
+			change, err := decodeToolChange(b, bp, typ == "tool_removal")
 			if err != nil {
 				return nil, clear, err
 			}
@@ -126,17 +103,13 @@ func decodeSystemTurn(o object, p string, tc *turnControls) (parts []llm.Part, c
 // decodeToolChange decodes a tool_addition or tool_removal block: its tool
 // is a tool_reference {name} or (additions only) a tool_definition
 // {definition}.
-func decodeToolChange(o object, p string, remove bool) (toolChange, error) {
+func decodeToolChange(b *inBlock, p string, remove bool) (toolChange, error) {
 	tp := join(p, "tool")
-	raw := o.get("tool")
-	if raw == nil {
+	to := b.Tool
+	if to == nil {
 		return toolChange{}, missing(tp)
 	}
-	to, err := decodeObject(raw, tp)
-	if err != nil {
-		return toolChange{}, err
-	}
-	typ, err := reqString(to, "type", tp)
+	typ, err := reqString(to.Type, join(tp, "type"))
 	if err != nil {
 		return toolChange{}, err
 	}
@@ -148,14 +121,13 @@ func decodeToolChange(o object, p string, remove bool) (toolChange, error) {
 		return toolChange{}, err
 	}
 	if typ == "tool_reference" {
-		name, err := reqString(to, "name", tp)
+		name, err := reqString(to.Name, join(tp, "name"))
 		return toolChange{remove: remove, name: name}, err
 	}
-	def := to.get("definition")
-	if def == nil {
+	if to.Definition == nil {
 		return toolChange{}, missing(join(tp, "definition"))
 	}
-	t, err := decodeTool(def, join(tp, "definition"))
+	t, err := decodeTool(to.Definition, join(tp, "definition"))
 	if err != nil {
 		return toolChange{}, err
 	}

@@ -463,7 +463,7 @@ func responsesFirst(ps []gmPart) {
 func geminiResult(res *llm.ToolResult) json.RawMessage {
 	text := protocol.TextOf(res.Content)
 	if protocol.IsJSONObject(text) {
-		obj := protocol.CompactJSON([]byte(text))
+		obj := llm.CompactJSON([]byte(text))
 		if !res.IsError || onlyKey(obj, "error") {
 			return obj
 		}

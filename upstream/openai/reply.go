@@ -91,7 +91,7 @@ func (f *oaRespToolCall) arguments() string {
 	if len(a) == 0 || bytes.Equal(a, []byte("null")) {
 		return ""
 	}
-	return string(protocol.CompactJSON(a))
+	return string(llm.CompactJSON(a))
 }
 
 // oaText is a message's content: a string, null, or (on a few compatible

@@ -106,19 +106,10 @@ func ArgsObject(raw json.RawMessage) json.RawMessage {
 		return json.RawMessage(`{}`)
 	}
 	if raw[0] == '{' && json.Valid(raw) {
-		return CompactJSON(raw)
+		return llm.CompactJSON(raw)
 	}
 	b, _ := json.Marshal(map[string]string{"_raw": string(raw)})
 	return b
-}
-
-// CompactJSON compacts valid JSON; anything else is returned as is.
-func CompactJSON(raw []byte) json.RawMessage {
-	var buf bytes.Buffer
-	if json.Compact(&buf, raw) != nil {
-		return json.RawMessage(raw)
-	}
-	return buf.Bytes()
 }
 
 // IsJSONObject reports whether s is a JSON object.
