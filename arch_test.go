@@ -7,7 +7,7 @@ import (
 )
 
 // allowed lists, for each package of the module, the module packages it may
-// import (DESIGN.md's dependency table: top may import bottom, never the
+// import (docs/architecture.md's package table: top may import bottom, never the
 // reverse). "surfaces/*" stands for any wire-format surface: a new one
 // needs no line here, and may import only the contract and llm.
 var allowed = map[string][]string{
@@ -64,7 +64,7 @@ func TestArchitecture_ImportsFollowDesign(t *testing.T) {
 			ok, known = allowed["surfaces/*"]
 		}
 		if !known {
-			t.Errorf("package %q is not in DESIGN.md's table (add it to allowed)", pkg)
+			t.Errorf("package %q is not in docs/architecture.md's table (add it to allowed)", pkg)
 			continue
 		}
 		for _, imp := range strings.Fields(imports) {
@@ -78,7 +78,7 @@ func TestArchitecture_ImportsFollowDesign(t *testing.T) {
 			}
 			dep := strings.TrimPrefix(imp, module+"/")
 			if !contains(ok, dep) {
-				t.Errorf("%s imports %s, which DESIGN.md does not allow", pkgPath, imp)
+				t.Errorf("%s imports %s, which docs/architecture.md does not allow", pkgPath, imp)
 			}
 		}
 	}

@@ -196,7 +196,7 @@ func wantsReasoning(r *llm.Reasoning, id string, effort llm.Effort) bool {
 func flashOrPro(surface llm.Surface, id string, effort llm.Effort) llm.RequestType {
 	own := id == ModelFusion || id == ModelSaver || id == ModelMax
 	if surface == llm.SurfaceGenContent && !own {
-		// SPEC.md: on generate-content, flash-named ids lean flash and
+		// docs/request-types.md: on generate-content, flash-named ids lean flash and
 		// other ids pro. The id is the caller's explicit model choice there.
 		if strings.Contains(id, "flash") || hasToken(id, []string{"lite"}) {
 			return llm.TypeFlash

@@ -355,7 +355,7 @@ type Event struct {
 // RequestType is the class a call is routed and priced by.
 type RequestType string
 
-// The request types of SPEC.md.
+// The request types of the contract (docs/request-types.md).
 const (
 	TypeVision   RequestType = "vision"
 	TypeDocument RequestType = "document"

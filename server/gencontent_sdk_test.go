@@ -402,7 +402,7 @@ func TestGenContentSDK_Errors(t *testing.T) {
 }
 
 // TestGenContentSDK_Auth: the key is accepted in every spelling Gemini
-// clients use, and in SPEC.md's x-gen-api-key.
+// clients use, and in the x-gen-api-key of docs/contract.md#authentication.
 func TestGenContentSDK_Auth(t *testing.T) {
 	gw := newTestGateway(t)
 	const path = "/svc/v1beta/models/gemini-2.5-flash:generateContent"

@@ -18,7 +18,7 @@ import (
 )
 
 // Fake upstreams for the end-to-end matrix: httptest servers that speak the
-// real vendor formats (protocols/*.md, upstream/testdata/), stateless and
+// real vendor formats (docs/wire/*.md, upstream/testdata/), stateless and
 // driven by the request they get:
 //
 //   - tools offered and the last turn is not a tool result → one tool call,
@@ -668,7 +668,7 @@ func (f *mxFake) streamError() string {
 			"error": map[string]any{"type": "overloaded_error", "message": mxCanaryModel + " Overloaded"}}) + "\n\n"
 	}
 	// Gemini reports a mid-stream failure as a bare JSON object
-	// (generate-content.md §5, upstream/testdata/gemini/error.sse).
+	// (docs/wire/generate-content.md#errors-mid-stream, upstream/testdata/gemini/error.sse).
 	return mxJSON(map[string]any{"error": map[string]any{"code": 503, "status": "UNAVAILABLE",
 		"message": "The model " + mxCanaryModel + " is overloaded. Please try again later."}}) + "\r\n"
 }

@@ -753,7 +753,7 @@ type mxWant struct {
 }
 
 // mxWantFailure maps an upstream status to what each surface answers
-// (translation.md §11): the fakes send retry guidance with 429 and 503.
+// (docs/translation.md#errors): the fakes send retry guidance with 429 and 503.
 func mxWantFailure(surface string, upstreamStatus int) mxWant {
 	w := mxWant{envelope: surface, hits: 2, retry: upstreamStatus == 429 || upstreamStatus == 503}
 	if upstreamStatus == 400 || upstreamStatus == 401 {

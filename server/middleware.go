@@ -145,7 +145,7 @@ func (s *Server) withAccessLog(next http.Handler) http.Handler {
 
 // apiKey finds the caller's key in any of the header spellings the three
 // surfaces use: Authorization: Bearer (all), x-api-key (messages),
-// x-goog-api-key (generate-content; x-gen-api-key is SPEC.md's spelling),
+// x-goog-api-key (generate-content; x-gen-api-key is the contract's spelling, docs/contract.md#authentication),
 // and the key= query parameter (generate-content). It returns "" when
 // there is none.
 //

@@ -1,5 +1,5 @@
-// Package account serves the account endpoints of SPEC.md ("Account and
-// billing endpoints", "Feedback"): GET /svc/v1/credits, GET /svc/v1/usage,
+// Package account serves the account endpoints of the contract
+// (docs/contract.md#account-endpoints): GET /svc/v1/credits, GET /svc/v1/usage,
 // GET /svc/v1/generation and POST /svc/v1/feedback. Every answer is scoped
 // to the calling key's account; the account is a parameter of every store
 // query, never a filter applied afterwards.
@@ -32,7 +32,7 @@ import (
 )
 
 // FeedbackMaxAge is how old a response may be and still take feedback
-// (SPEC.md, Limits 1).
+// (docs/contract.md#account-endpoints).
 const FeedbackMaxAge = 30 * 24 * time.Hour
 
 // maxFeedbackBody bounds the feedback body this package reads; the server
@@ -164,7 +164,7 @@ type GenerationUsage struct {
 	ReasoningTokens    int `json:"reasoning_tokens"`
 }
 
-// GenerationRecord is SPEC.md's generation record, as GET
+// GenerationRecord is the contract's generation record (docs/contract.md#account-endpoints), as GET
 // /svc/v1/generation returns it inside "data" (and svcgw generation --json).
 type GenerationRecord struct {
 	ID               string          `json:"id"`

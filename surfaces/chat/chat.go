@@ -6,7 +6,7 @@
 //
 // chat imports only llm and surface (and the standard library); it never
 // imports server, upstream or another surface. Wire details:
-// shared/protocols/chat-completions.md.
+// docs/wire/chat-completions.md.
 package chat
 
 import (

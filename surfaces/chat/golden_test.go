@@ -239,7 +239,7 @@ func TestStream_Golden(t *testing.T) {
 	}
 }
 
-// checkChatStream checks the rules protocols/chat-completions.md §5 sets
+// checkChatStream checks the rules docs/wire/chat-completions.md#streaming sets
 // for every chat stream, whatever its content.
 func checkChatStream(t *testing.T, frames []sseFrame, includeUsage, failed bool) {
 	t.Helper()
@@ -455,7 +455,7 @@ func TestResponsesStream_Golden(t *testing.T) {
 }
 
 // checkResponsesStream checks the stream-helper rules of
-// protocols/chat-completions.md §10.4: response.created first, one
+// docs/wire/chat-completions.md#responses-streaming: response.created first, one
 // sequence_number counter from 0, append-only output indexes, item ids on
 // deltas matching the open item, and exactly one terminal event, last.
 func checkResponsesStream(t *testing.T, frames []sseFrame, failed bool) {

@@ -20,7 +20,7 @@ var modelDescriptions = map[string]string{
 	"svc-max":    "svc-fusion with effort pinned high: best available route.",
 }
 
-// supportedParameters is what every listed model accepts (SPEC.md).
+// supportedParameters is what every listed model accepts (docs/wire/chat-completions.md#models).
 var supportedParameters = []string{"max_tokens", "temperature", "top_p", "stop", "stream", "response_format", "reasoning_effort", "reasoning", "tools", "tool_choice"}
 
 type modelEntry struct {

@@ -388,7 +388,7 @@ func toolCall(fc *functionCall, path string) (*llm.ToolCall, error) {
 
 // toolResult decodes a functionResponse. Its content is the JSON text of
 // response, the object Gemini requires; a response whose only key is
-// "error" is how Gemini callers report a failed call (translation.md §4).
+// "error" is how Gemini callers report a failed call (docs/translation.md#tool-calls-and-results).
 func toolResult(fr *functionResponse, path string) (*llm.ToolResult, error) {
 	if fr.Name == "" {
 		return nil, llm.InvalidParam(path+".name", "%s.name is required", path)
@@ -536,7 +536,7 @@ func (d decoder) tools(req *llm.Request, tools []json.RawMessage) error {
 	return nil
 }
 
-// toolConfig decodes toolConfig.functionCallingConfig (translation.md §5).
+// toolConfig decodes toolConfig.functionCallingConfig (docs/translation.md#tool_choice).
 func (d decoder) toolConfig(req *llm.Request, tc *toolConfig) error {
 	if tc == nil || tc.FunctionCallingConfig == nil {
 		return nil

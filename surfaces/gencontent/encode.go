@@ -36,7 +36,7 @@ func showThoughts(req *llm.Request) bool {
 	return req != nil && req.Reasoning != nil && req.Reasoning.IncludeThoughts
 }
 
-// finishReason maps a canonical finish reason (translation.md §8). Tool
+// finishReason maps a canonical finish reason (docs/translation.md#finish-reasons). Tool
 // calls end with STOP: Gemini has no tool-call finish reason.
 func finishReason(fr llm.FinishReason) string {
 	switch fr {
@@ -50,7 +50,7 @@ func finishReason(fr llm.FinishReason) string {
 	return "OTHER"
 }
 
-// usage maps canonical usage (translation.md §9): the prompt count includes
+// usage maps canonical usage (docs/translation.md#usage): the prompt count includes
 // the cached tokens, the candidates count excludes the reasoning.
 func usage(u llm.Usage) *usageMetadata {
 	return &usageMetadata{

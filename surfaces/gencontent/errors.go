@@ -9,7 +9,7 @@ import (
 	"github.com/svcgw/svcgw/llm"
 )
 
-// errorEnvelope is Google's error body (protocols/generate-content.md §6):
+// errorEnvelope is Google's error body (docs/wire/generate-content.md#errors):
 // code is the HTTP status, status the google.rpc code name, details typed
 // messages. go-genai returns it as an APIError.
 type errorEnvelope struct {
@@ -45,7 +45,7 @@ const (
 )
 
 // errorStatus maps an error kind to its HTTP status and google.rpc status.
-// This is the surface's one table (STYLE.md §2.3). It departs from
+// This is the surface's one table (docs/design.md#errors). It departs from
 // Kind.Status nowhere. An oversized body is 413, like on every svcgw
 // surface (Google itself answers 400 "Request payload size exceeds the
 // limit"); google.rpc has no status of its own for it, so the status string

@@ -5,7 +5,7 @@
 //
 // It decodes native requests into llm.Request and encodes llm.Response and
 // llm.Event values back; it holds only wire types and pure converters. The
-// wire details it follows are in protocols/generate-content.md. It imports
+// wire details it follows are in docs/wire/generate-content.md. It imports
 // only llm and surface (and the standard library): never server, upstream
 // or store.
 package gencontent
@@ -67,7 +67,7 @@ func (Codec) Fields() surface.Fields {
 }
 
 // Claims reports whether r carries its key the way only Google's SDKs do:
-// in x-goog-api-key (x-gen-api-key is SPEC.md's spelling) or ?key=.
+// in x-goog-api-key (x-gen-api-key is the contract's spelling, docs/contract.md#authentication) or ?key=.
 func (Codec) Claims(r *http.Request) bool {
 	return r.Header.Get("X-Goog-Api-Key") != "" || r.Header.Get("X-Gen-Api-Key") != "" || r.URL.Query().Has("key")
 }

@@ -9,8 +9,7 @@ import (
 	"github.com/svcgw/svcgw/surfaces/surface"
 )
 
-// model is one entry of GET /v1beta/models (protocols/generate-content.md
-// §7). The SDKs read name (with its "models/" prefix), the token limits and
+// model is one entry of GET /v1beta/models (docs/wire/generate-content.md#models). The SDKs read name (with its "models/" prefix), the token limits and
 // supportedGenerationMethods (as supportedActions).
 type model struct {
 	Name                       string   `json:"name"`
@@ -31,7 +30,7 @@ type modelList struct {
 }
 
 // The listed ids and what each means. They are one model with three effort
-// settings (SPEC.md).
+// settings (docs/contract.md#model-ids).
 var listed = []struct{ id, description string }{
 	{"svc-fusion", "svcgw's model: each call is classified and routed; effort from the X-SVC-Effort header (auto by default)."},
 	{"svc-saver", "svcgw's model with effort pinned low: the cheapest routing for each kind of call."},
@@ -62,7 +61,7 @@ func (Codec) WriteModels(w http.ResponseWriter, lim surface.Limits) {
 	_ = writeJSON(w, http.StatusOK, list)
 }
 
-// WriteModel writes GET /v1beta/models/{model}. Any id resolves (SPEC.md:
+// WriteModel writes GET /v1beta/models/{model}. Any id resolves (docs/contract.md#model-ids:
 // model ids are intent, never unknown) and is echoed as the name; only an
 // empty one is an error.
 func (Codec) WriteModel(w http.ResponseWriter, id string, lim surface.Limits) {

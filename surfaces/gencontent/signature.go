@@ -15,7 +15,7 @@ import (
 // Gemini signature) and a tool call's Signature (Gemini's thoughtSignature on
 // a functionCall). Whatever backend served the call, the caller must send
 // them back unchanged on the next turn, or the backend rejects the history
-// (translation.md §7). The Gemini wire has one slot for them: the
+// (docs/translation.md#reasoning). The Gemini wire has one slot for them: the
 // thoughtSignature of a part, which go-genai decodes as standard base64 and
 // returns on the next call.
 //
@@ -232,7 +232,7 @@ func callPart(tc *llm.ToolCall, sig string) part {
 // callArgs makes the arguments a JSON object, as the SDKs require: empty
 // becomes {}, and anything that is not an object (a model that produced
 // broken JSON) is wrapped as {"_raw": "<text>"} rather than failing the
-// whole reply (translation.md §4, policy).
+// whole reply (docs/translation.md#tool-calls-and-results, policy).
 func callArgs(raw []byte) json.RawMessage {
 	s := strings.TrimSpace(string(raw))
 	if s == "" {

@@ -15,7 +15,7 @@ import (
 // frames: "data: " and one GenerateContentResponse holding only the new
 // parts, then a blank line. There are no event names, comments, keepalives
 // or terminator: go-genai fails on any line that is not data or an error
-// object, and on a [DONE] (protocols/generate-content.md §5). The stream
+// object, and on a [DONE] (docs/wire/generate-content.md#streaming). The stream
 // ends when the connection closes.
 //
 // Every chunk carries responseId and modelVersion. Text and thought parts
@@ -129,7 +129,7 @@ func (s *Stream) Event(w io.Writer, ev llm.Event) error {
 // Error writes the in-stream error: the held parts first (they are
 // complete), then the error object as a bare line without "data: ", ended by
 // a single newline, in a write of its own. That is the one form all three
-// SDKs raise (protocols/generate-content.md §5): go-genai and python-genai
+// SDKs raise (docs/wire/generate-content.md#errors-mid-stream): go-genai and python-genai
 // take an unprefixed {"error":…} line as an API error, and js-genai only
 // when it arrives alone in a network read. Calls still being assembled are
 // incomplete and dropped.

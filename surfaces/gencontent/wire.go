@@ -2,8 +2,8 @@ package gencontent
 
 import "encoding/json"
 
-// Wire types of the generate-content format (protocols/generate-content.md
-// §3–§4). The same structs serve input and output where the shapes agree.
+// Wire types of the generate-content format (docs/wire/generate-content.md#requests
+// and #responses). The same structs serve input and output where the shapes agree.
 // Field names are lowerCamelCase: the official SDKs never send anything else
 // (go-genai, python-genai and js-genai all marshal camelCase), so the
 // snake_case proto spellings of hand-written REST calls are not accepted.

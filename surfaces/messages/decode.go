@@ -297,7 +297,7 @@ func decodeImage(b *inBlock, p string) (llm.Part, error) {
 	return llm.Part{}, llm.InvalidParam(sp, "unsupported image source type %q: send a base64 or url source", typ)
 }
 
-// decodeDocument accepts only base64 PDFs (SPEC.md: URL sources, file-id
+// decodeDocument accepts only base64 PDFs (docs/wire/messages.md#requests: URL sources, file-id
 // sources, text sources and other media types are a 400).
 func decodeDocument(b *inBlock, p string) (llm.Part, error) {
 	src, sp, typ, err := decodeSource(b, p)

@@ -9,7 +9,7 @@ import (
 	"github.com/svcgw/svcgw/surfaces/surface"
 )
 
-// message is a complete reply (protocols/messages.md §4), also the message
+// message is a complete reply (docs/wire/messages.md#responses), also the message
 // of the stream's message_start.
 type message struct {
 	ID           string   `json:"id"`
@@ -65,7 +65,7 @@ func toUsage(u llm.Usage) msgUsage {
 }
 
 // stopReason maps a finish reason to stop_reason and stop_sequence; the
-// latter is null unless a stop sequence matched (protocols/messages.md §9.10).
+// latter is null unless a stop sequence matched (docs/wire/messages.md#responses).
 func stopReason(f llm.FinishReason, seq string) (*string, *string) {
 	r := "end_turn"
 	switch f {
@@ -87,7 +87,7 @@ func stopReason(f llm.FinishReason, seq string) (*string, *string) {
 // toolInput renders a call's arguments as the JSON object input must be.
 // Empty arguments are {}; anything that is not a JSON object (a backend's
 // malformed call) is kept as text under "_raw" rather than lost
-// (protocols/translation.md §4).
+// (docs/translation.md#tool-calls-and-results).
 func toolInput(args json.RawMessage) json.RawMessage {
 	if len(bytes.TrimSpace(args)) == 0 {
 		return json.RawMessage(`{}`)

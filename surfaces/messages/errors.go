@@ -10,7 +10,7 @@ import (
 	"github.com/svcgw/svcgw/surfaces/surface"
 )
 
-// errorEnvelope is the native error body (protocols/messages.md §6).
+// errorEnvelope is the native error body (docs/wire/messages.md#errors).
 type errorEnvelope struct {
 	Type      string    `json:"type"` // "error"
 	Error     errorBody `json:"error"`
@@ -23,11 +23,11 @@ type errorBody struct {
 }
 
 // errorType maps an error kind to its HTTP status and error.type. This is the
-// surface's one table (STYLE.md §2.3). It departs from Kind.Status twice:
+// surface's one table (docs/design.md#errors). It departs from Kind.Status twice:
 // overloaded is the vendor's 529 (retried by all three SDKs), and conflict,
 // which the vendor does not document, keeps 409 with invalid_request_error.
 // unavailable, the gateway's own 503, is api_error: the vendor documents no
-// 503 type, and the SDKs retry any 5xx (protocols/messages.md §6).
+// 503 type, and the SDKs retry any 5xx (docs/wire/messages.md#errors).
 func errorType(k llm.Kind) (int, string) {
 	switch k {
 	case llm.KindInvalidRequest:

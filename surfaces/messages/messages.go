@@ -2,7 +2,7 @@
 // API) so that the official SDKs work unmodified: it decodes requests into
 // llm.Request, encodes llm.Response and llm.Event streams into native JSON and
 // SSE frames, counts tokens, lists models and writes the native error
-// envelope. Wire details: protocols/messages.md in the shared docs.
+// envelope. Wire details: docs/wire/messages.md.
 //
 // It imports only llm, surface and the standard library; it never imports
 // server and never names a backend.
@@ -38,7 +38,7 @@ func (Codec) Fields() surface.Fields {
 }
 
 // Claims reports whether r carries the version header every one of the
-// vendor's SDKs sends (x-msgs-version is SPEC.md's spelling).
+// vendor's SDKs sends, or its alias x-msgs-version (docs/contract.md#headers).
 func (Codec) Claims(r *http.Request) bool {
 	return r.Header.Get("Anthropic-Version") != "" || r.Header.Get("X-Msgs-Version") != ""
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/svcgw/svcgw/surfaces/surface"
 )
 
-// modelInfo is a native model entry (protocols/messages.md §7).
+// modelInfo is a native model entry (docs/wire/messages.md#models).
 type modelInfo struct {
 	Type           string `json:"type"` // "model"
 	ID             string `json:"id"`
@@ -24,7 +24,7 @@ type modelList struct {
 	LastID  string      `json:"last_id"`
 }
 
-// The three model ids of SPEC.md: one model, three effort biases.
+// The three model ids of the contract (docs/contract.md#model-ids): one model, three effort biases.
 var models = []struct{ id, name string }{
 	{"svc-fusion", "SVC Fusion"},
 	{"svc-saver", "SVC Saver (low effort)"},
@@ -53,7 +53,7 @@ func (Codec) WriteModels(w http.ResponseWriter, lim surface.Limits) {
 	_ = surface.WriteJSON(w, http.StatusOK, list)
 }
 
-// WriteModel writes GET /v1/models/{id}. Any id resolves (SPEC.md: model ids
+// WriteModel writes GET /v1/models/{id}. Any id resolves (docs/contract.md#model-ids: model ids
 // are intent and never unknown); ids other than the three listed are echoed
 // with their own name.
 func (Codec) WriteModel(w http.ResponseWriter, id string, lim surface.Limits) {

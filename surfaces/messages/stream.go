@@ -11,7 +11,7 @@ import (
 )
 
 // Stream encodes one streamed reply as native SSE frames
-// (protocols/messages.md §5). It is stateful: it opens a content block on
+// (docs/wire/messages.md#streaming). It is stateful: it opens a content block on
 // the first delta of a new kind, closes it before opening the next, and
 // numbers blocks 0, 1, 2, … so that the SDKs' accumulators, which reject
 // out-of-order indexes, rebuild the same message a non-streamed call returns.
@@ -175,7 +175,7 @@ func (s *Stream) Event(w io.Writer, ev llm.Event) error {
 // reasoning writes a thinking block's deltas. A signature closes the block.
 // Reasoning that arrives after the answer's text has started is dropped
 // rather than fragmenting the answer into alternating blocks
-// (protocols/translation.md §10).
+// (docs/translation.md#streams).
 func (s *Stream) reasoning(w io.Writer, ev llm.Event) error {
 	if s.sawText || (ev.Text == "" && ev.Signature == "") {
 		return nil

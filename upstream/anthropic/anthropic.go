@@ -22,16 +22,16 @@ import (
 )
 
 // Backend serves canonical requests over the messages protocol
-// (protocols/messages.md). It posts to {BaseURL}/v1/messages.
+// (docs/wire/messages.md). It posts to {BaseURL}/v1/messages.
 //
-// Translation notes (translation.md):
+// Translation notes (docs/translation.md):
 //   - max_tokens is required: the caller's, else the model's
 //     MaxCompletionTokens, else 4096; never above the model's limit.
 //   - stop_sequences rejects empty and whitespace-only sequences (a "\n"
 //     from a chat-completions caller): the others go upstream and, when
 //     any was held back, the gateway applies them all (protocol.Stopped).
 //   - Consecutive turns of one role are merged, and tool results come
-//     first in their user turn (§1, §4). Tool-call ids are reduced to
+//     first in their user turn (#roles-and-system-prompt, #tool-calls-and-results). Tool-call ids are reduced to
 //     [A-Za-z0-9_-]. A history with tool calls but a request without tools
 //     declares the called tools with an empty schema and tool_choice none,
 //     since the API rejects tool_use blocks without tools.
@@ -41,19 +41,19 @@ import (
 //     (kept below max_tokens; thinking stays off when that leaves less
 //     than the API's 1024 minimum); an effort becomes thinking
 //     {type:"adaptive"} plus output_config.effort. Both ask for
-//     display:"summarized" (§7). Thinking is left off when the caller
+//     display:"summarized" (#reasoning). Thinking is left off when the caller
 //     forces a tool (Anthropic allows only auto and none with thinking),
 //     and when the history's last tool-calling turn has no thinking block
 //     to replay (it would be rejected). With thinking on, temperature and
 //     top_k are not sent and top_p only from 0.95 up.
 //   - JSON output: a schema becomes output_config.format; JSON without a
 //     schema (which the API cannot express) becomes an instruction
-//     appended to the system prompt (§6, policy).
+//     appended to the system prompt (#structured-output, policy).
 //   - Cache breakpoints are sent on system blocks, tools and content
 //     blocks with their ttl; only the last four are kept, the API's limit.
 //   - Usage: input_tokens excludes cache reads and writes, which the
 //     canonical InputTokens includes; the cache_creation split gives the
-//     one-hour writes (§9). In a stream, message_start carries the input
+//     one-hour writes (#usage). In a stream, message_start carries the input
 //     and cache counts and message_delta the cumulative ones: each field is
 //     taken once, the latest report winning, never added up.
 type Backend struct {
@@ -490,7 +490,7 @@ func calledTools(msgs []anMessage) []string {
 	return names
 }
 
-// anthropicToolChoice translates tool_choice (translation.md §5); forced
+// anthropicToolChoice translates tool_choice (docs/translation.md#tool_choice); forced
 // reports a choice that requires a tool call.
 func anthropicToolChoice(req *llm.Request) (tc *anToolChoice, forced bool) {
 	switch req.ToolChoice.Mode {

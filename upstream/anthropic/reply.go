@@ -71,7 +71,7 @@ func (u *anUsage) merge(v *anUsage) {
 	}
 }
 
-// canonical converts usage (translation.md §9).
+// canonical converts usage (docs/translation.md#usage).
 func (u *anUsage) canonical() llm.Usage {
 	n := func(p *int) int {
 		if p == nil || *p < 0 {
@@ -106,7 +106,7 @@ type anErrorBody struct {
 	Message string `json:"message"`
 }
 
-// anthropicErrorStatus is the HTTP status of an error type (messages.md §6).
+// anthropicErrorStatus is the HTTP status of an error type (docs/wire/messages.md#errors).
 var anthropicErrorStatus = map[string]int{
 	"invalid_request_error": http.StatusBadRequest,
 	"authentication_error":  http.StatusUnauthorized,
@@ -147,7 +147,7 @@ func anthropicErrorHint(status int, body []byte) upstream.ErrorHint {
 	return upstream.ErrorHint{}
 }
 
-// anthropicFinish maps stop_reason (translation.md §8).
+// anthropicFinish maps stop_reason (docs/translation.md#finish-reasons).
 func anthropicFinish(reason, seq string) (llm.FinishReason, string) {
 	switch reason {
 	case "stop_sequence":

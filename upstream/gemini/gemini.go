@@ -24,15 +24,15 @@ import (
 )
 
 // Backend serves canonical requests over the generate-content protocol
-// (protocols/generate-content.md). It posts to
+// (docs/wire/generate-content.md). It posts to
 // {BaseURL}/v1beta/models/{Model}:generateContent, or
 // :streamGenerateContent?alt=sse.
 //
-// Translation notes (translation.md):
+// Translation notes (docs/translation.md):
 //   - Images and PDFs must be inline: a remote image URL is an
-//     invalid_request error rather than a fetch (§2).
+//     invalid_request error rather than a fetch (#content-parts).
 //   - A functionResponse needs the function's name: the result's, else the
-//     name of the call with the same id in the history (§4). Results are
+//     name of the call with the same id in the history (#tool-calls-and-results). Results are
 //     the JSON object a tool returned, or wrapped as {"result": …}; a
 //     failed call's result is {"error": …}, with a JSON object result
 //     inside it. Results come first in their turn;
@@ -41,8 +41,8 @@ import (
 //     and cache breakpoints are dropped. tool_choice maps to
 //     functionCallingConfig; a subset of allowed tools is
 //     allowedFunctionNames when a call is required and filters the
-//     declarations otherwise (§5).
-//   - Thought signatures (§7): a thought part's signature travels with its
+//     declarations otherwise (#tool_choice).
+//   - Thought signatures (#reasoning): a thought part's signature travels with its
 //     reasoning part and a functionCall's with its ToolCall, and both go
 //     back on the same parts. A signature on a text part closes the
 //     thoughts before it (then goes back on the last thought part), or,
@@ -57,10 +57,10 @@ import (
 //     (efforts as in protocol.EffortBudget), includeThoughts as asked; reasoning
 //     switched off is thinkingBudget 0.
 //   - Finish: STOP after a function call anywhere in the reply is
-//     tool_calls (§8); newer models send the call and the finishReason in
+//     tool_calls (#finish-reasons); newer models send the call and the finishReason in
 //     different chunks. A blocked prompt is content_filter.
 //   - Usage: promptTokenCount includes cached tokens; thoughts are not in
-//     candidatesTokenCount, and are added to the canonical output (§9).
+//     candidatesTokenCount, and are added to the canonical output (#usage).
 //     In a stream each chunk's usage is a snapshot: the last one wins.
 type Backend struct {
 	h              protocol.Client
@@ -81,7 +81,7 @@ func New(o upstream.HTTPOptions) *Backend {
 func (b *Backend) Limits() upstream.Limits { return b.h.Opts.Limits }
 
 // geminiSkipSignature is the thoughtSignature Google documents for function
-// calls that did not come from Gemini (translation.md §7, unverified).
+// calls that did not come from Gemini (docs/translation.md#reasoning, unverified).
 const geminiSkipSignature = "skip_thought_signature_validator"
 
 // Complete sends req upstream and returns the whole reply.
@@ -456,8 +456,8 @@ func responsesFirst(ps []gmPart) {
 }
 
 // geminiResult is a functionResponse's response object: the result's text
-// when it is a JSON object, wrapped as {"result": …} otherwise (translation.md
-// §4, policy). A failed call's result is {"error": …}, the key Google
+// when it is a JSON object, wrapped as {"result": …} otherwise (docs/translation.md#tool-calls-and-results,
+// policy). A failed call's result is {"error": …}, the key Google
 // documents for error details, whatever its text: an object that is not
 // already such an error goes inside it.
 func geminiResult(res *llm.ToolResult) json.RawMessage {

@@ -36,7 +36,7 @@ type gmUsage struct {
 	ToolUsePromptTokenCount int `json:"toolUsePromptTokenCount"`
 }
 
-// canonical converts usage (translation.md §9).
+// canonical converts usage (docs/translation.md#usage).
 func (u *gmUsage) canonical() llm.Usage {
 	return llm.Usage{
 		InputTokens:       protocol.AddTokens(u.PromptTokenCount, u.ToolUsePromptTokenCount),
@@ -116,7 +116,7 @@ func geminiParts(ps []gmPart) []llm.Part {
 // geminiBlocked stands for a prompt blocked before any candidate.
 const geminiBlocked = "PROMPT_BLOCKED"
 
-// geminiFinish maps finishReason (translation.md §8).
+// geminiFinish maps finishReason (docs/translation.md#finish-reasons).
 func geminiFinish(reason string, calls bool) llm.FinishReason {
 	switch reason {
 	case "MAX_TOKENS":

@@ -27,23 +27,23 @@ import (
 )
 
 // Backend serves canonical requests through any server that speaks
-// chat-completions (protocols/chat-completions.md): OpenAI itself,
+// chat-completions (docs/wire/chat-completions.md): OpenAI itself,
 // OpenRouter, vLLM, llama.cpp, Ollama. It posts to
 // {BaseURL}/chat/completions.
 //
-// Translation notes (translation.md):
+// Translation notes (docs/translation.md):
 //   - System parts become one system message, and system guidance inside
 //     the conversation (llm.RoleSystem) a system message at its place;
 //     tool results become tool
 //     messages, followed by a user message with any images they held and
-//     the rest of the user turn (§4, policy). A tool message has no error
+//     the rest of the user turn (#tool-calls-and-results, policy). A tool message has no error
 //     flag, so a failed call's result (Anthropic is_error, a Gemini
 //     {"error": …} response) opens with the line "[tool call failed]"
 //     (policy).
 //   - stop takes at most 4 sequences: the first 4 go upstream and, when
 //     there were more, the gateway applies them all (protocol.Stopped).
 //   - Reasoning parts are not sent: the protocol has no slot for them.
-//     Cache breakpoints are stripped (§2). top_k does not exist here.
+//     Cache breakpoints are stripped (#content-parts). top_k does not exist here.
 //   - Streams always ask for usage (stream_options.include_usage), whatever
 //     the caller asked: the usage-only chunk after the finish_reason chunk
 //     is what the call is billed by, so the stream ends only at [DONE] or
@@ -418,7 +418,7 @@ func openAIMessages(i int, m llm.Message) ([]oaMessage, error) {
 			content, _ := protocol.EncodeJSON(toolMessageText(res))
 			out = append(out, oaMessage{Role: "tool", ToolCallID: res.CallID, Content: content})
 			// A tool message holds text only: its images follow in a
-			// user message (translation.md §4, policy).
+			// user message (docs/translation.md#tool-calls-and-results, policy).
 			for _, c := range res.Content {
 				if c.Type != llm.PartText {
 					op, err := openAIPart(param, c)
@@ -486,7 +486,7 @@ func openAIPart(param string, p llm.Part) (oaPart, error) {
 	return oaPart{}, llm.InvalidParam(param, "user turns may only hold text, images, documents and tool results")
 }
 
-// openAIToolChoice translates tool_choice (translation.md §5).
+// openAIToolChoice translates tool_choice (docs/translation.md#tool_choice).
 func openAIToolChoice(tc llm.ToolChoice) json.RawMessage {
 	allowed := func(mode string) json.RawMessage {
 		type fn struct {

@@ -65,7 +65,7 @@ type oaUsage struct {
 	} `json:"completion_tokens_details"`
 }
 
-// canonical converts usage (translation.md §9): prompt_tokens already
+// canonical converts usage (docs/translation.md#usage): prompt_tokens already
 // includes cached tokens and completion_tokens reasoning tokens, as in the
 // canonical Usage.
 func (u *oaUsage) canonical() llm.Usage {
@@ -198,7 +198,7 @@ func openAIErrorHint(_ int, body []byte) upstream.ErrorHint {
 	return upstream.ErrorHint{}
 }
 
-// openAIFinish maps finish_reason (translation.md §8). Servers that
+// openAIFinish maps finish_reason (docs/translation.md#finish-reasons). Servers that
 // answer "stop" after tool calls get tool_calls.
 func openAIFinish(reason string, calls, refusal bool) llm.FinishReason {
 	switch reason {

@@ -9,12 +9,12 @@ import (
 
 // Reading upstream SSE.
 //
-// STYLE.md says to read upstream SSE with go-sse's sse.Read and an explicit
-// MaxEventSize. This small reader replaces it here, for three reasons:
+// svcgw reads upstream SSE with this small reader rather than go-sse's
+// sse.Read, for three reasons (docs/sse.md has the measurements):
 //
 //   - sse.Read drops every line that is not an SSE field, as the SSE spec
 //     says, but Gemini may report a mid-stream error as a bare JSON object
-//     without a data: prefix (generate-content.md §5), and an
+//     without a data: prefix (docs/wire/generate-content.md#errors-mid-stream), and an
 //     OpenAI-compatible server may answer a stream request with a plain
 //     JSON error body and status 200. Dropped, those would look like a
 //     stream cut short, losing the error's kind (429 vs 503) and its
@@ -24,8 +24,9 @@ import (
 //   - It hands out each event's data in a reused buffer, so decoding a
 //     frame allocates only what the JSON decoder does.
 //
-// It keeps go-sse's limits: an explicit maximum event size, and an event
-// still pending at EOF is dispatched. Lines end with LF, CRLF or a lone CR,
+// Like go-sse it has an explicit maximum event size; unlike the SSE spec
+// (and go-sse since v0.12) it dispatches an event still pending at EOF
+// (docs/sse.md#the-reader). Lines end with LF, CRLF or a lone CR,
 // as the SSE spec says. A UTF-8 BOM at the start is skipped.
 
 // errEventTooLarge is returned for an event over the reader's maximum.

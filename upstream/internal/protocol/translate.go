@@ -10,7 +10,7 @@ import (
 	"github.com/svcgw/svcgw/llm"
 )
 
-// What the three protocol backends share when translating (translation.md).
+// What the three protocol backends share when translating (docs/translation.md).
 
 // NewCallID returns a gateway-issued tool-call id. Every tool call a
 // protocol backend returns gets one in place of the vendor's (toolu_…,
@@ -25,7 +25,7 @@ func NewCallID() string { return llm.NewID("call_", 24) }
 //
 // A signature (Anthropic's thinking signature or redacted_thinking data,
 // Gemini's thoughtSignature) is valid only at the vendor that issued it
-// (translation.md §0.3), and sending one to another vendor fails the call.
+// (docs/translation.md#ground-rules, rule 3), and sending one to another vendor fails the call.
 // Since calls of one conversation are classified one by one, consecutive
 // turns often go to different backends. So every signature a backend
 // returns carries a short tag saying which protocol issued it, and a
@@ -99,7 +99,7 @@ func SystemGuidance(parts []llm.Part) []llm.Part {
 // ArgsObject returns a tool call's arguments as the JSON object Anthropic
 // and Gemini require: compacted when they are one, {} when empty, and
 // otherwise (malformed model output the caller sent back) wrapped as
-// {"_raw": "<text>"} (translation.md §4, policy).
+// {"_raw": "<text>"} (docs/translation.md#tool-calls-and-results, policy).
 func ArgsObject(raw json.RawMessage) json.RawMessage {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
@@ -162,7 +162,7 @@ func AllowedTools(req *llm.Request) []llm.Tool {
 	return out
 }
 
-// Effort levels and thinking budgets (translation.md §7, policy): low ≈ 1k
+// Effort levels and thinking budgets (docs/translation.md#reasoning, policy): low ≈ 1k
 // tokens, medium ≈ 8k, high ≈ 24k.
 const (
 	budgetLow    = 1024
