@@ -18,7 +18,7 @@ import (
 )
 
 // Fake upstreams for the end-to-end matrix: httptest servers that speak the
-// real vendor formats (docs/wire/*.md, upstream/testdata/), stateless and
+// real vendor formats (docs/wire/*.md, upstream/*/testdata/), stateless and
 // driven by the request they get:
 //
 //   - tools offered and the last turn is not a tool result → one tool call,
@@ -58,7 +58,7 @@ type mxFailure struct {
 	Status    int  // answer with this HTTP status and the vendor's error body
 	MidStream bool // a stream sends two text frames, then the vendor's error frame
 	// ErrorFirst: a stream answers 200 and sends the vendor's error frame
-	// before anything else (upstream/testdata/openai/error_first.sse).
+	// before anything else (upstream/openai/testdata/error_first.sse).
 	ErrorFirst bool
 	Hang       bool // a stream sends two text frames, then waits for the caller to go away
 	Times      int  // how many calls fail before the fake recovers; 0: all of them
@@ -631,7 +631,7 @@ func (f *mxFake) frames(rp mxReply, t mxTurn) (frames []string, cut int) {
 		data := func(v map[string]any) string { return "data: " + mxJSON(v) + "\r\n\r\n" }
 		if rp.call() {
 			// Newer models send the call and the finishReason in separate
-			// chunks (upstream/testdata/gemini/function_call.sse).
+			// chunks (upstream/gemini/testdata/function_call.sse).
 			frames = append(frames,
 				data(mxGeminiChunk([]any{map[string]any{"functionCall": map[string]any{"name": rp.callName, "args": json.RawMessage(rp.callArgs)},
 					"thoughtSignature": "CiQB0e2Ksig2"}}, "", false)),
@@ -668,7 +668,7 @@ func (f *mxFake) streamError() string {
 			"error": map[string]any{"type": "overloaded_error", "message": mxCanaryModel + " Overloaded"}}) + "\n\n"
 	}
 	// Gemini reports a mid-stream failure as a bare JSON object
-	// (docs/wire/generate-content.md#errors-mid-stream, upstream/testdata/gemini/error.sse).
+	// (docs/wire/generate-content.md#errors-mid-stream, upstream/gemini/testdata/error.sse).
 	return mxJSON(map[string]any{"error": map[string]any{"code": 503, "status": "UNAVAILABLE",
 		"message": "The model " + mxCanaryModel + " is overloaded. Please try again later."}}) + "\r\n"
 }
