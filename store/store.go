@@ -125,6 +125,11 @@ type Store struct {
 	spend spendTracker // charges per account and key, queued ones included
 	auth  authCache    // recent authentications
 
+	// rollupsComplete is set once the usage roll-ups cover every
+	// generation: no backfill is pending (see Usage, StartUpkeep).
+	rollupsComplete atomic.Bool
+	upkeep          upkeepState
+
 	// stmts are the ledger's prepared statements, by text; owned by the
 	// ledger goroutine.
 	stmts map[string]*sql.Stmt
@@ -203,6 +208,10 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		s.w.Close()
 		return nil, err
 	}
+	if err := s.loadBackfillState(ctx, s.w); err != nil {
+		s.w.Close()
+		return nil, err
+	}
 
 	// Readers are opened after the writer has put the file in WAL mode
 	// (which persists), and query_only makes an accidental write an error.
@@ -260,6 +269,7 @@ func checkWAL(ctx context.Context, db *sql.DB) error {
 // everything already queued, and closes the database. It is idempotent.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		s.stopUpkeep() // before the writer connection goes away
 		s.mu.Lock()
 		s.closed = true
 		close(s.queue)
