@@ -10,8 +10,8 @@ import (
 type usageCmd struct {
 	Account string `required:"" help:"Account name."`
 	GroupBy string `name:"group-by" default:"day" help:"day, request_type, application or api_key."`
-	Start   string `help:"Lower bound: YYYY-MM-DD or RFC 3339 (inclusive)."`
-	End     string `help:"Upper bound: YYYY-MM-DD (inclusive) or RFC 3339 (exclusive)."`
+	Start   string `help:"Lower bound (inclusive): YYYY-MM-DD, or RFC 3339 at a UTC midnight."`
+	End     string `help:"Upper bound: YYYY-MM-DD (inclusive), or RFC 3339 at a UTC midnight (exclusive)."`
 	JSON    bool   `name:"json" help:"Print JSON (as GET /svc/v1/usage)."`
 }
 
