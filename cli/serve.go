@@ -28,6 +28,8 @@ type serveCmd struct {
 	TPM              int64         `name:"tpm" default:"0" help:"Default tokens per minute of each API key (0 = limits.tpm from --config, else unlimited); keys limit overrides it per key."`
 	FixtureTTFT      time.Duration `name:"fixture-ttft" default:"0s" help:"Fixture backend: simulated time to first token."`
 	FixtureTPS       float64       `name:"fixture-tps" default:"0" help:"Fixture backend: simulated output tokens per second (0 = instant)."`
+
+	RetentionGenerations string `name:"retention-generations" placeholder:"DAYS" help:"Delete generation records older than this, e.g. 90d (usage totals, credits and balances are kept forever); overrides retention.generations from --config; 0 keeps every record."`
 }
 
 func (c *serveCmd) Run(e *env) error {
@@ -63,6 +65,13 @@ func (c *serveCmd) Run(e *env) error {
 			return fmt.Errorf("%s: %w", c.Config, err)
 		}
 	}
+	retention := cfg.Retention.Generations
+	if c.RetentionGenerations != "" {
+		if retention, err = config.ParseRetention(c.RetentionGenerations); err != nil {
+			ln.Close()
+			return fmt.Errorf("--retention-generations: %w", err)
+		}
+	}
 	router, err := buildRouter(cfg, log, upstream.FixtureOptions{TimeToFirstToken: c.FixtureTTFT, TokensPerSecond: c.FixtureTPS})
 	if err != nil {
 		ln.Close()
@@ -82,6 +91,12 @@ func (c *serveCmd) Run(e *env) error {
 		BudgetRefresh:       lim.BudgetRefresh,
 	}
 	h := server.New(opts)
+	// The background upkeep: the roll-up backfill of a database from an
+	// older version, then retention. Stopped by st.Close.
+	if err := st.StartUpkeep(store.UpkeepOptions{Retention: retention}); err != nil {
+		ln.Close()
+		return err
+	}
 
 	log.Info("svcgw listening", "addr", ln.Addr().String(), "db", e.global.DB, "version", version())
 	err = server.Serve(e.ctx, ln, h, log, c.ShutdownGrace)

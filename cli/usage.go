@@ -1,9 +1,12 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"text/tabwriter"
+	"time"
 
+	"github.com/svcgw/svcgw/store"
 	"github.com/svcgw/svcgw/surfaces/account"
 )
 
@@ -75,6 +78,15 @@ func (c *generationCmd) Run(e *env) error {
 	}
 	defer st.Close()
 	g, err := st.GenerationByID(e.ctx, c.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		// As GET /svc/v1/generation: say when retention deleted it.
+		if at, ok := account.IssuedAt(c.ID); ok {
+			if before, perr := st.PrunedBefore(e.ctx); perr == nil && !before.IsZero() && at.Before(before) {
+				return fmt.Errorf("generation %q is older than the retention window: records created before %s have been deleted (their costs still count in usage and credits)",
+					c.ID, before.UTC().Format(time.RFC3339))
+			}
+		}
+	}
 	if err != nil {
 		return err
 	}

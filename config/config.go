@@ -46,6 +46,8 @@ type Config struct {
 	// missing here keeps billing's default.
 	Prices map[llm.RequestType]map[llm.Tier]Price
 	Limits Limits
+	// Retention says how long detail is kept (see Retention).
+	Retention Retention
 }
 
 // Upstream is one server svcgw calls.
@@ -127,6 +129,9 @@ type fileConfig struct {
 		ReserveOutputTokens int    `yaml:"reserve_output_tokens"`
 		BudgetRefresh       string `yaml:"budget_refresh"`
 	} `yaml:"limits"`
+	Retention struct {
+		Generations string `yaml:"generations"`
+	} `yaml:"retention"`
 }
 
 type fileUpstream struct {
@@ -465,6 +470,13 @@ func Load(doc []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
 			add("limits.budget_refresh", "limits.budget_refresh must be a positive duration such as 1s")
 		}
 		cfg.Limits.BudgetRefresh = d
+	}
+	if v := fc.Retention.Generations; v != "" {
+		d, err := ParseRetention(v)
+		if err != nil {
+			add("retention.generations", "retention.generations: %v", err)
+		}
+		cfg.Retention.Generations = d
 	}
 	if len(errs) > 0 {
 		sort.SliceStable(errs, func(i, j int) bool { return errs[i].Line < errs[j].Line })

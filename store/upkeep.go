@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -108,6 +109,8 @@ func (s *Store) runUpkeep(ctx context.Context, opts UpkeepOptions) {
 	if opts.Retention <= 0 {
 		return
 	}
+	s.log.Info("retention: generation records older than the window are deleted in the background",
+		"window", formatDays(opts.Retention))
 	for {
 		if err := s.prunePass(ctx, opts.Retention, p); err != nil {
 			if ctx.Err() != nil {
@@ -219,6 +222,14 @@ func (p *pacer) pause(ctx context.Context, took time.Duration, n int) bool {
 		p.size = min(p.size*2, 100000)
 	}
 	return sleep(ctx, max(took, time.Millisecond))
+}
+
+// formatDays renders a retention window in days when it is whole days.
+func formatDays(d time.Duration) string {
+	if d%(24*time.Hour) == 0 {
+		return fmt.Sprintf("%dd", d/(24*time.Hour))
+	}
+	return d.String()
 }
 
 // sleep waits for d or ctx, reporting false if ctx ended first.

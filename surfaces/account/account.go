@@ -19,6 +19,7 @@
 package account
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -91,7 +92,7 @@ func (h *Handler) Generation(w http.ResponseWriter, r *http.Request, caller stor
 	}
 	g, err := h.st.Generation(ctx, caller.AccountID, id)
 	if errors.Is(err, store.ErrNotFound) {
-		h.writeErr(w, r, notFound(err))
+		h.writeNotFound(w, r, id, err, false)
 		return
 	}
 	if err != nil {
@@ -162,6 +163,65 @@ func notFound(cause error) *llm.Error {
 		Err:     cause,
 	}
 }
+
+// issuedIDPrefixes are the prefixes of the ids the gateway issues, as each
+// surface's NewID makes them (the server's tests check that they agree).
+var issuedIDPrefixes = []string{"chatcmpl-", "resp_", "msg_", "gw"}
+
+// IssuedAt returns when the gateway issued id, read from the id itself
+// (llm.NewID puts the time first); ok is false for an id it did not issue.
+func IssuedAt(id string) (time.Time, bool) {
+	for _, p := range issuedIDPrefixes {
+		if t, ok := llm.IDTime(id, p); ok {
+			return t, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// pruned reports whether id, not found, names a generation issued before
+// retention deleted detail, and the time before which it did. Ids carry
+// their time, so no tombstone is needed. An id of another account, or one
+// never issued, gets the same answer as one of the caller's: nothing about
+// other accounts is revealed.
+func (h *Handler) pruned(ctx context.Context, id string) (before time.Time, ok bool) {
+	at, ok := IssuedAt(id)
+	if !ok {
+		return time.Time{}, false
+	}
+	before, err := h.st.PrunedBefore(ctx)
+	if err != nil || before.IsZero() || !at.Before(before) {
+		return time.Time{}, false
+	}
+	return before, true
+}
+
+// writeNotFound answers a lookup (or, with feedback set, a rating) of an
+// id that was not found: a 404 that says the generation is older than the
+// retention window when it is, else the plain 404. Feedback on a pruned
+// generation too old to be rated anyway gets the 409 it got before it was
+// pruned.
+func (h *Handler) writeNotFound(w http.ResponseWriter, r *http.Request, id string, cause error, feedback bool) {
+	before, ok := h.pruned(r.Context(), id)
+	if !ok {
+		h.writeErr(w, r, notFound(cause))
+		return
+	}
+	if at, _ := IssuedAt(id); feedback && h.now().Sub(at) > FeedbackMaxAge {
+		h.writeErr(w, r, &llm.Error{Kind: llm.KindConflict, Param: "id", Message: feedbackTooOld, Err: cause})
+		return
+	}
+	h.writeErr(w, r, &llm.Error{
+		Kind: llm.KindNotFound,
+		Message: "This generation is older than the retention window: the detail of generations created before " +
+			before.UTC().Format(time.RFC3339) + " has been deleted. Its cost still counts in usage and credits.",
+		Param: "id",
+		Err:   cause,
+	})
+}
+
+// feedbackTooOld is the message of the 409 for feedback past FeedbackMaxAge.
+const feedbackTooOld = "Feedback is accepted only for responses at most 30 days old."
 
 // internal reports a failure the caller cannot fix, keeping err for logs.
 func (h *Handler) internal(w http.ResponseWriter, r *http.Request, err error) {

@@ -65,13 +65,13 @@ func (h *Handler) Feedback(w http.ResponseWriter, r *http.Request, caller store.
 	_, err = h.st.UpsertFeedback(ctx, caller.AccountID, f, FeedbackMaxAge)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		h.writeErr(w, r, notFound(err))
+		h.writeNotFound(w, r, f.ID, err, true)
 		return
 	case errors.Is(err, store.ErrConflict):
 		h.writeErr(w, r, &llm.Error{
 			Kind:    llm.KindConflict,
 			Param:   "id",
-			Message: "Feedback is accepted only for responses at most 30 days old.",
+			Message: feedbackTooOld,
 			Err:     err,
 		})
 		return
