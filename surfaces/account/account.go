@@ -48,19 +48,27 @@ type Handler struct {
 	// the server gives the same source.
 	now      func() time.Time
 	writeErr func(w http.ResponseWriter, r *http.Request, err error)
+	limits   Limits
+	inflight inflight
 }
 
 // New returns a Handler reading st. writeErr renders every failure; it is
-// always given an *llm.Error. A nil now means time.Now.
-func New(st *store.Store, now func() time.Time, writeErr func(w http.ResponseWriter, r *http.Request, err error)) *Handler {
+// always given an *llm.Error. A nil now means time.Now; zero limits take
+// their defaults.
+func New(st *store.Store, now func() time.Time, writeErr func(w http.ResponseWriter, r *http.Request, err error), limits Limits) *Handler {
 	if now == nil {
 		now = time.Now
 	}
-	return &Handler{st: st, now: now, writeErr: writeErr}
+	return &Handler{st: st, now: now, writeErr: writeErr, limits: limits.withDefaults()}
 }
 
 // Credits serves GET /svc/v1/credits: the account's balance and total spend.
 func (h *Handler) Credits(w http.ResponseWriter, r *http.Request, caller store.Key) {
+	r, end, ok := h.begin(w, r, caller)
+	if !ok {
+		return
+	}
+	defer end()
 	ctx := r.Context()
 	if err := h.st.Sync(ctx); err != nil {
 		h.internal(w, r, fmt.Errorf("credits: %w", err))
@@ -80,6 +88,11 @@ func (h *Handler) Credits(w http.ResponseWriter, r *http.Request, caller store.K
 // Generation serves GET /svc/v1/generation?id=: the cost and usage record of
 // one of the account's calls, by the id its response carried.
 func (h *Handler) Generation(w http.ResponseWriter, r *http.Request, caller store.Key) {
+	r, end, ok := h.begin(w, r, caller)
+	if !ok {
+		return
+	}
+	defer end()
 	id := r.URL.Query().Get("id")
 	if id == "" {
 		h.writeErr(w, r, llm.InvalidParam("id", "The id query parameter is required."))
@@ -223,8 +236,19 @@ func (h *Handler) writeNotFound(w http.ResponseWriter, r *http.Request, id strin
 // feedbackTooOld is the message of the 409 for feedback past FeedbackMaxAge.
 const feedbackTooOld = "Feedback is accepted only for responses at most 30 days old."
 
-// internal reports a failure the caller cannot fix, keeping err for logs.
+// internal reports a failure the caller cannot fix, keeping err for logs;
+// one that came from the request running out of its time (Limits.Timeout)
+// is a 504 saying so.
 func (h *Handler) internal(w http.ResponseWriter, r *http.Request, err error) {
+	if timedOut(r) {
+		h.writeErr(w, r, &llm.Error{
+			Kind: llm.KindTimeout,
+			Message: fmt.Sprintf("This request did not finish within %s and was stopped; retry later, or ask for a shorter date range.",
+				h.limits.Timeout),
+			Err: err,
+		})
+		return
+	}
 	h.writeErr(w, r, &llm.Error{Kind: llm.KindInternal, Message: "Internal error.", Err: err})
 }
 

@@ -69,7 +69,7 @@ func newEnv(t *testing.T) *env {
 	st, clock, path := newTestStore(t)
 	ctx := context.Background()
 	e := &env{st: st, clock: clock, path: path}
-	e.h = account.New(st, clock.Now, testWriteErr(t))
+	e.h = account.New(st, clock.Now, testWriteErr(t), account.Limits{})
 	key := func(acct, label string) store.Key {
 		a, _, err := st.EnsureAccount(ctx, acct)
 		if err != nil {

@@ -21,6 +21,11 @@ import (
 // booleans}, "end_user": string}. Unknown fields are ignored; JSON null
 // is the same as an absent field.
 func (h *Handler) Feedback(w http.ResponseWriter, r *http.Request, caller store.Key) {
+	r, end, ok := h.begin(w, r, caller)
+	if !ok {
+		return
+	}
+	defer end()
 	var body struct {
 		ID      *string         `json:"id"`
 		Rating  *string         `json:"rating"`

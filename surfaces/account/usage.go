@@ -54,6 +54,11 @@ type UsageReport struct {
 // per UTC day (store.Usage), so a bound within a day is refused with a 400
 // rather than answered inexactly.
 func (h *Handler) Usage(w http.ResponseWriter, r *http.Request, caller store.Key) {
+	r, end, ok := h.begin(w, r, caller)
+	if !ok {
+		return
+	}
+	defer end()
 	q := r.URL.Query()
 	uq, err := ParseUsageQuery(q.Get("group_by"), q.Get("start_date"), q.Get("end_date"))
 	if err != nil {

@@ -1,0 +1,53 @@
+package account
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/matryer/is"
+
+	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/store"
+)
+
+func TestBegin_PerKeyLimit(t *testing.T) {
+	is := is.New(t)
+	var refused []*llm.Error
+	h := New(nil, nil, func(w http.ResponseWriter, _ *http.Request, err error) {
+		var e *llm.Error
+		is.True(errors.As(err, &e)) // always an *llm.Error
+		refused = append(refused, e)
+		w.WriteHeader(e.Kind.Status())
+	}, Limits{PerKey: 2})
+	a, b := store.Key{ID: "key_a"}, store.Key{ID: "key_b"}
+	begin := func(k store.Key) (func(), int) {
+		rec := httptest.NewRecorder()
+		_, end, ok := h.begin(rec, httptest.NewRequest("GET", "/svc/v1/usage", nil), k)
+		if !ok {
+			return nil, rec.Code
+		}
+		return end, 0
+	}
+	end1, _ := begin(a)
+	end2, _ := begin(a)
+	is.True(end1 != nil && end2 != nil) // two in progress
+	_, status := begin(a)
+	is.Equal(status, 429) // a third is refused at once
+	is.Equal(len(refused), 1)
+	is.Equal(refused[0].Kind, llm.KindRateLimited)
+	is.Equal(refused[0].RetryAfter, time.Second)
+	is.Equal(refused[0].Message, "This API key already has 2 account requests in progress, the most it may have at once; retry when one has finished.")
+
+	endB, _ := begin(b)
+	is.True(endB != nil) // another key is not held back by the first
+	end1()
+	end3, _ := begin(a)
+	is.True(end3 != nil) // room again once one has finished
+	end2()
+	end3()
+	endB()
+	is.Equal(len(h.inflight.n), 0) // nothing left behind
+}
