@@ -1,5 +1,5 @@
-// Package cli is svcgw's command line: serve, keys, credits, usage and
-// generation, as a kong grammar with one command per file. Every flag can
+// Package cli is svcgw's command line: serve, keys, credits, usage,
+// generation and backup, as a kong grammar with one command per file. Every flag can
 // also be set from the environment as SVCGW_<FLAG> (e.g. SVCGW_DB,
 // SVCGW_ADDR). Commands write only to the writers Run is given.
 //
@@ -48,6 +48,7 @@ type root struct {
 	Usage      usageCmd         `cmd:"" help:"Report usage of an account (as GET /svc/v1/usage)."`
 	Generation generationCmd    `cmd:"" help:"Show one generation record (as GET /svc/v1/generation)."`
 	Config     configCmd        `cmd:"" help:"Work with configuration files."`
+	Backup     backupCmd        `cmd:"" help:"Copy the database consistently, even while svcgw serves it."`
 }
 
 // env is what a command's Run receives besides its own flags.
