@@ -1,8 +1,10 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -15,11 +17,11 @@ import (
 //   - usage_daily, one row per (account, UTC day, key, application, request
 //     type): the finest roll-up, the one every other grouping derives from;
 //   - usage_periods, the same sums per (account, axis, span, first day,
-//     bucket): for each of the four axes /usage groups by, per UTC day and
-//     per UTC month. A report over any range reads whole months plus the
-//     days at the range's edges, so its cost grows with the number of
-//     buckets (keys, applications, request types, days shown), not with the
-//     calls ever made.
+//     bucket): for each of the four axes /usage groups by, per UTC day,
+//     month and year. A report over any range reads whole years, whole
+//     months and the days at the range's edges, so its cost grows with the
+//     number of buckets (keys, applications, request types, days shown),
+//     not with the calls ever made.
 //
 // Both are aggregated in Go per batch (rollupSums), like spend_daily, and
 // written with multi-row upserts.
@@ -36,6 +38,7 @@ const (
 const (
 	spanDay   = "day"
 	spanMonth = "month"
+	spanYear  = "year"
 )
 
 // usageSums are the figures of one roll-up row.
@@ -94,10 +97,15 @@ type rollupSums struct {
 	daily   map[dailyKey]usageSums
 	periods map[periodKey]usageSums
 	args    []any
-	// The month of the last day asked about: consecutive generations are
-	// nearly always of the same day.
-	lastDay, lastMonth int32
-	haveLast           bool
+	// The keys of the maps in primary-key order, reused: upserting in
+	// that order keeps each B-tree seek near the last one (a fifth less
+	// CPU than map order, BenchmarkRecordGeneration_ManyKeys).
+	dailyKeys  []dailyKey
+	periodKeys []periodKey
+	// The month and year of the last day asked about: consecutive daily
+	// rows are nearly always of the same day.
+	lastDay, lastMonth, lastYear int32
+	haveLast                     bool
 }
 
 // reset empties the sums for the next batch.
@@ -110,43 +118,57 @@ func (rs *rollupSums) reset() {
 	clear(rs.periods)
 }
 
-// add counts r in every roll-up row it belongs to.
+// add counts r in its usage_daily row; write derives the usage_periods
+// rows from those, so a batch costs one map update per generation and ten
+// per distinct daily row.
 func (rs *rollupSums) add(r *genRow) {
 	g := &r.g
-	day := dayNumber(g.CreatedAt)
-	month := rs.monthOf(day)
-	k := dailyKey{account: g.AccountID, day: day, key: g.KeyID, app: g.Application, typ: g.RequestType}
+	k := dailyKey{account: g.AccountID, day: dayNumber(g.CreatedAt), key: g.KeyID, app: g.Application, typ: g.RequestType}
 	sum := rs.daily[k]
 	sum.add(r)
 	rs.daily[k] = sum
-	rs.addPeriod(r, periodKey{account: g.AccountID, axis: axisDay, span: spanDay, first: day})
-	for _, ax := range [...]struct{ axis, bucket string }{
-		{axisRequestType, g.RequestType},
-		{axisApplication, g.Application},
-		{axisAPIKey, g.KeyID},
-	} {
-		rs.addPeriod(r, periodKey{account: g.AccountID, axis: ax.axis, span: spanDay, first: day, bucket: ax.bucket})
-		rs.addPeriod(r, periodKey{account: g.AccountID, axis: ax.axis, span: spanMonth, first: month, bucket: ax.bucket})
+}
+
+// derivePeriods fills periods from daily.
+func (rs *rollupSums) derivePeriods() {
+	for k, v := range rs.daily {
+		month, year := rs.periodsOf(k.day)
+		rs.addPeriod(v, periodKey{account: k.account, axis: axisDay, span: spanDay, first: k.day})
+		for _, ax := range [...]struct{ axis, bucket string }{
+			{axisRequestType, k.typ},
+			{axisApplication, k.app},
+			{axisAPIKey, k.key},
+		} {
+			rs.addPeriod(v, periodKey{account: k.account, axis: ax.axis, span: spanDay, first: k.day, bucket: ax.bucket})
+			rs.addPeriod(v, periodKey{account: k.account, axis: ax.axis, span: spanMonth, first: month, bucket: ax.bucket})
+			rs.addPeriod(v, periodKey{account: k.account, axis: ax.axis, span: spanYear, first: year, bucket: ax.bucket})
+		}
 	}
 }
 
-func (rs *rollupSums) addPeriod(r *genRow, k periodKey) {
+func (rs *rollupSums) addPeriod(v usageSums, k periodKey) {
 	sum := rs.periods[k]
-	sum.add(r)
+	sum.plus(v)
 	rs.periods[k] = sum
 }
 
-// monthOf is the day number of the first day of day's UTC month.
-func (rs *rollupSums) monthOf(day int32) int32 {
+// periodsOf returns the day numbers of the first days of day's UTC month
+// and year.
+func (rs *rollupSums) periodsOf(day int32) (month, year int32) {
 	if !rs.haveLast || day != rs.lastDay {
-		rs.lastDay, rs.lastMonth, rs.haveLast = day, monthStart(day), true
+		rs.lastDay, rs.lastMonth, rs.lastYear, rs.haveLast = day, monthStart(day), yearStart(day), true
 	}
-	return rs.lastMonth
+	return rs.lastMonth, rs.lastYear
 }
 
 // monthStart is the day number of the first day of day's UTC month.
 func monthStart(day int32) int32 {
 	return dayNumber(startOfMonth(dayTime(day)))
+}
+
+// yearStart is the day number of January 1 of day's UTC year.
+func yearStart(day int32) int32 {
+	return dayNumber(time.Date(dayTime(day).Year(), time.January, 1, 0, 0, 0, 0, time.UTC))
 }
 
 // dayTime is 00:00 UTC of a day number.
@@ -200,8 +222,18 @@ type execFunc func(ctx context.Context, query string, args []any) error
 
 // write upserts the sums into usage_daily and usage_periods.
 func (rs *rollupSums) write(ctx context.Context, exec execFunc) error {
+	rs.derivePeriods()
 	args := rs.args[:0]
-	for k, v := range rs.daily {
+	dks := rs.dailyKeys[:0]
+	for k := range rs.daily {
+		dks = append(dks, k)
+	}
+	slices.SortFunc(dks, func(a, b dailyKey) int {
+		return cmp.Or(cmp.Compare(a.account, b.account), cmp.Compare(a.day, b.day), strings.Compare(a.key, b.key),
+			strings.Compare(a.app, b.app), strings.Compare(a.typ, b.typ))
+	})
+	for _, k := range dks {
+		v := rs.daily[k]
 		args = append(args, k.account, k.day, k.key, k.app, k.typ,
 			v.requests, v.input, v.output, v.cached, v.cacheWrite, v.reasoning, v.cost)
 	}
@@ -209,7 +241,16 @@ func (rs *rollupSums) write(ctx context.Context, exec execFunc) error {
 		return fmt.Errorf("usage_daily: %w", err)
 	}
 	args = args[:0]
-	for k, v := range rs.periods {
+	pks := rs.periodKeys[:0]
+	for k := range rs.periods {
+		pks = append(pks, k)
+	}
+	slices.SortFunc(pks, func(a, b periodKey) int {
+		return cmp.Or(cmp.Compare(a.account, b.account), strings.Compare(a.axis, b.axis), strings.Compare(a.span, b.span),
+			cmp.Compare(a.first, b.first), strings.Compare(a.bucket, b.bucket))
+	})
+	for _, k := range pks {
+		v := rs.periods[k]
 		args = append(args, k.account, k.axis, k.span, k.first, k.bucket,
 			v.requests, v.input, v.output, v.cached, v.cacheWrite, v.reasoning, v.cost)
 	}
@@ -217,7 +258,9 @@ func (rs *rollupSums) write(ctx context.Context, exec execFunc) error {
 		return fmt.Errorf("usage_periods: %w", err)
 	}
 	clear(args[:cap(args)]) // drop references for the GC
-	rs.args = args[:0]
+	clear(dks)
+	clear(pks)
+	rs.args, rs.dailyKeys, rs.periodKeys = args[:0], dks[:0], pks[:0]
 	return nil
 }
 

@@ -28,6 +28,7 @@ func checkRollups(t testing.TB, s *Store) {
 	// The generations' day and month, as day numbers, in SQL.
 	const day = `(created_at / 86400000)`
 	const month = `(unixepoch(date(created_at / 1000, 'unixepoch', 'start of month')) / 86400)`
+	const year = `(unixepoch(date(created_at / 1000, 'unixepoch', 'start of year')) / 86400)`
 	checks := map[string]string{
 		"usage_daily": `SELECT COUNT(*) FROM (
 			SELECT account_id, ` + day + ` AS day, COALESCE(key_id, '') AS key_id, application, request_type, ` + sums + `
@@ -41,8 +42,8 @@ func checkRollups(t testing.TB, s *Store) {
 	for _, ax := range []struct{ axis, bucket string }{
 		{"day", `''`}, {"request_type", "request_type"}, {"application", "application"}, {"api_key", "COALESCE(key_id, '')"},
 	} {
-		for _, span := range []struct{ name, first string }{{"day", day}, {"month", month}} {
-			if ax.axis == "day" && span.name == "month" {
+		for _, span := range []struct{ name, first string }{{"day", day}, {"month", month}, {"year", year}} {
+			if ax.axis == "day" && span.name != "day" {
 				continue
 			}
 			checks["usage_periods "+ax.axis+"/"+span.name] = `SELECT COUNT(*) FROM (
@@ -53,8 +54,8 @@ func checkRollups(t testing.TB, s *Store) {
 		}
 	}
 	var n int
-	if err := s.r.QueryRow(`SELECT COUNT(*) FROM usage_periods WHERE axis = 'day' AND span = 'month'`).Scan(&n); err != nil || n != 0 {
-		t.Errorf("usage_periods has %d day/month rows (err %v), want none", n, err)
+	if err := s.r.QueryRow(`SELECT COUNT(*) FROM usage_periods WHERE axis = 'day' AND span != 'day'`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("usage_periods has %d month or year rows of axis day (err %v), want none", n, err)
 	}
 	for name, q := range checks {
 		var bad int
@@ -137,6 +138,9 @@ func usageRanges(r *rand.Rand, first, last time.Time) [][2]time.Time {
 		{time.Date(2024, 12, 31, 0, 0, 0, 0, time.UTC), time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)},  // one day
 		{time.Date(2025, 1, 10, 0, 0, 0, 0, time.UTC), time.Date(2025, 1, 10, 0, 0, 0, 0, time.UTC)},  // empty
 		{time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), time.Time{}},                                    // after everything
+		{time.Date(2023, 12, 31, 0, 0, 0, 0, time.UTC), time.Date(2025, 2, 3, 0, 0, 0, 0, time.UTC)},  // a day, a year, a month, days
+		{time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)},    // whole years
+		{time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC), time.Time{}},                                    // from a year's start
 	}
 	span := int(last.Sub(first).Hours()/24) + 2
 	for range 40 {
@@ -393,4 +397,31 @@ func TestBackfill_NewDatabaseIsComplete(t *testing.T) {
 	b, err := readBackfill(context.Background(), s.r)
 	is.NoErr(err)
 	is.Equal(b, backfill{}) // 0, 0
+}
+
+func TestSpanParts(t *testing.T) {
+	d := func(y int, m time.Month, day int) int32 { return dayNumber(time.Date(y, m, day, 0, 0, 0, 0, time.UTC)) }
+	tests := []struct {
+		name     string
+		from, to int32
+		want     []spanPart
+	}{
+		{"all time", minDay, maxDay, []spanPart{{spanYear, minDay, maxDay}}},
+		{"since a day", d(2025, 3, 10), maxDay, []spanPart{
+			{spanDay, d(2025, 3, 10), d(2025, 4, 1)}, {spanMonth, d(2025, 4, 1), d(2026, 1, 1)}, {spanDay, d(2026, 1, 1), d(2026, 1, 1)},
+			{spanYear, d(2026, 1, 1), maxDay}}},
+		{"until a day", minDay, d(2025, 3, 10), []spanPart{
+			{spanYear, minDay, d(2025, 1, 1)},
+			{spanDay, d(2025, 1, 1), d(2025, 1, 1)}, {spanMonth, d(2025, 1, 1), d(2025, 3, 1)}, {spanDay, d(2025, 3, 1), d(2025, 3, 10)}}},
+		{"one day", d(2025, 3, 10), d(2025, 3, 11), []spanPart{{spanDay, d(2025, 3, 10), d(2025, 3, 11)}}},
+		{"a week across months", d(2025, 2, 26), d(2025, 3, 5), []spanPart{{spanDay, d(2025, 2, 26), d(2025, 3, 5)}}},
+		{"a whole month", d(2025, 2, 1), d(2025, 3, 1), []spanPart{
+			{spanDay, d(2025, 2, 1), d(2025, 2, 1)}, {spanMonth, d(2025, 2, 1), d(2025, 3, 1)}, {spanDay, d(2025, 3, 1), d(2025, 3, 1)}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			is := is.New(t)
+			is.Equal(spanParts(tt.from, tt.to), tt.want)
+		})
+	}
 }

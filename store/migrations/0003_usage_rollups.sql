@@ -29,16 +29,17 @@ CREATE TABLE usage_daily (
     PRIMARY KEY (account_id, day, key_id, application, request_type)
 ) STRICT, WITHOUT ROWID;
 
--- The same sums grouped the four ways /usage groups them (axis), per UTC day
--- and per UTC month (span; first_day is the period's first day number), so
--- that a report over any range reads whole months plus the days at its
--- edges: its cost grows with the number of buckets, not with history.
+-- The same sums grouped the four ways /usage groups them (axis), per UTC
+-- day, month and year (span; first_day is the period's first day number),
+-- so that a report over any range reads whole years, then whole months,
+-- then days at its edges: its cost grows with the number of buckets, not
+-- with history.
 -- bucket is the request type, the application or the key id ('' for none);
 -- axis 'day' has one bucket, '', and only day rows.
 CREATE TABLE usage_periods (
     account_id          INTEGER NOT NULL REFERENCES accounts (id),
     axis                TEXT    NOT NULL CHECK (axis IN ('day', 'request_type', 'application', 'api_key')),
-    span                TEXT    NOT NULL CHECK (span IN ('day', 'month')),
+    span                TEXT    NOT NULL CHECK (span IN ('day', 'month', 'year')),
     first_day           INTEGER NOT NULL,
     bucket              TEXT    NOT NULL,
     requests            INTEGER NOT NULL,

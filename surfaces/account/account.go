@@ -50,6 +50,7 @@ type Handler struct {
 	writeErr func(w http.ResponseWriter, r *http.Request, err error)
 	limits   Limits
 	inflight inflight
+	turns    chan struct{} // one token per account request being served
 }
 
 // New returns a Handler reading st. writeErr renders every failure; it is
@@ -59,7 +60,8 @@ func New(st *store.Store, now func() time.Time, writeErr func(w http.ResponseWri
 	if now == nil {
 		now = time.Now
 	}
-	return &Handler{st: st, now: now, writeErr: writeErr, limits: limits.withDefaults()}
+	limits = limits.withDefaults()
+	return &Handler{st: st, now: now, writeErr: writeErr, limits: limits, turns: make(chan struct{}, limits.Concurrent)}
 }
 
 // Credits serves GET /svc/v1/credits: the account's balance and total spend.

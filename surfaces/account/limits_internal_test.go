@@ -21,7 +21,7 @@ func TestBegin_PerKeyLimit(t *testing.T) {
 		is.True(errors.As(err, &e)) // always an *llm.Error
 		refused = append(refused, e)
 		w.WriteHeader(e.Kind.Status())
-	}, Limits{PerKey: 2})
+	}, Limits{PerKey: 2, Concurrent: 8})
 	a, b := store.Key{ID: "key_a"}, store.Key{ID: "key_b"}
 	begin := func(k store.Key) (func(), int) {
 		rec := httptest.NewRecorder()
@@ -50,4 +50,59 @@ func TestBegin_PerKeyLimit(t *testing.T) {
 	end3()
 	endB()
 	is.Equal(len(h.inflight.n), 0) // nothing left behind
+}
+
+func TestBegin_Turns(t *testing.T) {
+	is := is.New(t)
+	var refused []*llm.Error
+	h := New(nil, nil, func(w http.ResponseWriter, _ *http.Request, err error) {
+		var e *llm.Error
+		is.True(errors.As(err, &e)) // always an *llm.Error
+		refused = append(refused, e)
+		w.WriteHeader(e.Kind.Status())
+	}, Limits{Concurrent: 1, Timeout: 300 * time.Millisecond, Share: 1})
+	begin := func(k store.Key) (func(), int) {
+		rec := httptest.NewRecorder()
+		_, end, ok := h.begin(rec, httptest.NewRequest("GET", "/svc/v1/usage", nil), k)
+		if !ok {
+			return nil, rec.Code
+		}
+		return end, 0
+	}
+	endA, _ := begin(store.Key{ID: "key_a"})
+	is.True(endA != nil) // served
+	_, status := begin(store.Key{ID: "key_b"})
+	is.Equal(status, 504) // no turn within the time limit: another key's request holds the only one
+	is.Equal(refused[0].Kind, llm.KindTimeout)
+
+	done := make(chan func())
+	go func() {
+		end, _ := begin(store.Key{ID: "key_b"})
+		done <- end
+	}()
+	time.Sleep(10 * time.Millisecond)
+	endA() // its turn passes on
+	endB := <-done
+	is.True(endB != nil) // served once the turn was free
+	endB()
+	is.Equal(len(h.inflight.n), 0)
+	is.Equal(len(h.turns), 0)
+}
+
+func TestBegin_TurnsRest(t *testing.T) {
+	is := is.New(t)
+	h := New(nil, nil, func(w http.ResponseWriter, _ *http.Request, err error) {
+		t.Errorf("refused: %v", err)
+	}, Limits{Concurrent: 1, Timeout: 10 * time.Second, Share: 0.5})
+	rec := httptest.NewRecorder()
+	_, endA, ok := h.begin(rec, httptest.NewRequest("GET", "/svc/v1/usage", nil), store.Key{ID: "key_a"})
+	is.True(ok)
+	time.Sleep(200 * time.Millisecond) // a request that takes 200ms
+	endA()
+	is.Equal(len(h.turns), 1) // the turn rests, as long again at a share of one half
+	began := time.Now()
+	_, endB, ok := h.begin(rec, httptest.NewRequest("GET", "/svc/v1/usage", nil), store.Key{ID: "key_b"})
+	is.True(ok)                                        // served after the rest
+	is.True(time.Since(began) >= 150*time.Millisecond) // not before
+	endB()
 }

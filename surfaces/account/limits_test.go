@@ -20,7 +20,7 @@ import (
 func TestAccountRequest_TimesOut(t *testing.T) {
 	is := is.New(t)
 	e := newEnv(t)
-	h := account.New(e.st, e.clock.Now, testWriteErr(t), account.Limits{Timeout: 100 * time.Millisecond})
+	h := account.New(e.st, e.clock.Now, testWriteErr(t), account.Limits{Timeout: 100 * time.Millisecond, Share: 1})
 
 	db, err := sql.Open("sqlite", e.path+"?_pragma=busy_timeout(5000)")
 	is.NoErr(err)
