@@ -18,7 +18,7 @@
 #   LEDGER_CALLS=10000000 LEDGER_DAYS=90 LEDGER_KEYS=1000 LEDGER_APPS=50
 #   LEDGER_ACCOUNTS=1               accounts the keys are spread over (1: the
 #                                   worst case, every call in one account)
-#   LEDGER_BATCH=16384              the seeder's ledger batch size
+#   LEDGER_BATCH=131072             the seeder's ledger batch size
 #   LEDGER_READS=500                requests per kind of read
 #   LEDGER_RATE=1000                chat completions per second
 #   LEDGER_PHASE=20s                length of each chat phase
@@ -42,7 +42,7 @@ days=${LEDGER_DAYS:-90}
 nkeys=${LEDGER_KEYS:-1000}
 apps=${LEDGER_APPS:-50}
 accounts=${LEDGER_ACCOUNTS:-1}
-batch=${LEDGER_BATCH:-16384}
+batch=${LEDGER_BATCH:-131072}
 reads=${LEDGER_READS:-500}
 rate=${LEDGER_RATE:-1000}
 phase=${LEDGER_PHASE:-20s}

@@ -93,7 +93,7 @@ func (c *serveCmd) Run(e *env) error {
 	h := server.New(opts)
 	// The background upkeep: the roll-up backfill of a database from an
 	// older version, then retention. Stopped by st.Close.
-	if err := st.StartUpkeep(store.UpkeepOptions{Retention: retention}); err != nil {
+	if err := st.StartUpkeep(store.UpkeepOptions{Retention: retention, Logger: log}); err != nil {
 		ln.Close()
 		return err
 	}

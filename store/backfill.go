@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"runtime"
 )
 
 // backfill is the progress of the roll-up backfill (ledger_upkeep): the
@@ -58,7 +59,13 @@ func (s *Store) backfillChunk(ctx context.Context, limit int64, rs *rollupSums) 
 		return 0, 0, fmt.Errorf("backfill: read generations: %w", err)
 	}
 	rs.reset()
+	// The upkeep gives up the processor every few hundred rows and between
+	// statements: on a gateway with one core its transactions would
+	// otherwise hold up calls for their whole length.
 	for rows.Next() {
+		if n%yieldRows == yieldRows-1 {
+			runtime.Gosched()
+		}
 		var r genRow
 		g := &r.g
 		if err := rows.Scan(&g.AccountID, &g.KeyID, &g.Application, &g.RequestType,
@@ -75,6 +82,7 @@ func (s *Store) backfillChunk(ctx context.Context, limit int64, rs *rollupSums) 
 		return 0, 0, fmt.Errorf("backfill: read generations: %w", err)
 	}
 	if err := rs.write(ctx, func(ctx context.Context, q string, args []any) error {
+		runtime.Gosched()
 		_, err := tx.ExecContext(ctx, q, args...)
 		return err
 	}); err != nil {

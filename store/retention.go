@@ -3,10 +3,11 @@ package store
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"time"
 )
 
-// Generation retention (docs/ledger.md). Generation rows older than the
+// Generation retention (docs/ledger-scale.md). Generation rows older than the
 // retention window are deleted in small transactions by the upkeep
 // goroutine; the usage roll-ups, credits, balances and spend are kept
 // forever, so no figure a caller sees changes when detail is pruned. A
@@ -60,32 +61,44 @@ func (s *Store) pruneAccounts(ctx context.Context) ([]int64, error) {
 // pruneChunk deletes, in one transaction, up to limit of the account's
 // oldest generations created before cutoff (Unix ms), with their feedback.
 // It reports how many it deleted: fewer than limit means none are left.
+// The rows go in statements of at most pruneStatement, between which it
+// gives up the processor (see backfillChunk).
 func (s *Store) pruneChunk(ctx context.Context, accountID, cutoff int64, limit int) (int, error) {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, fmt.Errorf("retention: begin: %w", err)
 	}
 	defer tx.Rollback()
-	// Both statements select the same rows: the first limit entries of
-	// the (account_id, created_at) index below the cutoff, in one snapshot.
-	const oldest = `SELECT %s FROM generations WHERE account_id = ? AND created_at < ? ORDER BY created_at LIMIT ?`
-	if _, err := tx.ExecContext(ctx,
-		`DELETE FROM feedback WHERE account_id = ? AND generation_id IN (`+fmt.Sprintf(oldest, "id")+`)`,
-		accountID, accountID, cutoff, limit); err != nil {
-		return 0, fmt.Errorf("retention: delete feedback: %w", err)
-	}
-	res, err := tx.ExecContext(ctx,
-		`DELETE FROM generations WHERE id IN (`+fmt.Sprintf(oldest, "id")+`)`,
-		accountID, cutoff, limit)
-	if err != nil {
-		return 0, fmt.Errorf("retention: delete generations: %w", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, fmt.Errorf("retention: %w", err)
+	// Both statements select the same rows: the first entries of the
+	// (account_id, created_at) index below the cutoff.
+	const oldest = `SELECT id FROM generations WHERE account_id = ? AND created_at < ? ORDER BY created_at LIMIT ?`
+	total := 0
+	for total < limit {
+		runtime.Gosched()
+		n := min(pruneStatement, limit-total)
+		if _, err := tx.ExecContext(ctx,
+			`DELETE FROM feedback WHERE account_id = ? AND generation_id IN (`+oldest+`)`,
+			accountID, accountID, cutoff, n); err != nil {
+			return 0, fmt.Errorf("retention: delete feedback: %w", err)
+		}
+		res, err := tx.ExecContext(ctx, `DELETE FROM generations WHERE id IN (`+oldest+`)`, accountID, cutoff, n)
+		if err != nil {
+			return 0, fmt.Errorf("retention: delete generations: %w", err)
+		}
+		deleted, err := res.RowsAffected()
+		if err != nil {
+			return 0, fmt.Errorf("retention: %w", err)
+		}
+		total += int(deleted)
+		if int(deleted) < n {
+			break
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return 0, fmt.Errorf("retention: commit: %w", err)
 	}
-	return int(n), nil
+	return total, nil
 }
+
+// pruneStatement is the most generations one DELETE of retention takes.
+const pruneStatement = 256

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Usage roll-ups (migration 0003, docs/ledger.md).
+// Usage roll-ups (migration 0003, docs/ledger-scale.md).
 //
 // The ledger writer adds every batch of generations to two tables in the
 // transaction that inserts them, so the roll-ups are exact at every commit:

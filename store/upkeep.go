@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 )
@@ -19,13 +20,18 @@ type UpkeepOptions struct {
 	Interval time.Duration
 	// ChunkTime is how long one upkeep transaction should hold the
 	// database's write lock, which the ledger writer then waits for; the
-	// number of rows per transaction adapts to it. Default 50ms. Between
+	// number of rows per transaction adapts to it. Default 100ms. Between
 	// transactions the upkeep pauses at least as long as the last one
-	// took, so it never takes more than half of the writer's time.
+	// took, so it never takes more than half of the writer's time; within
+	// one it gives up the processor every few hundred rows, so calls on the
+	// same core are not held up for its length.
 	ChunkTime time.Duration
 	// RetryDelay is the pause after a failed upkeep transaction (the
 	// database locked by another process, the disk full); default 10s.
 	RetryDelay time.Duration
+	// Logger receives the upkeep's progress and failures; default the
+	// store's (Options.Logger).
+	Logger *slog.Logger
 }
 
 // upkeepState is the upkeep goroutine, if started.
@@ -58,7 +64,7 @@ func (s *Store) StartUpkeep(opts UpkeepOptions) error {
 		opts.Interval = time.Minute
 	}
 	if opts.ChunkTime <= 0 {
-		opts.ChunkTime = 50 * time.Millisecond
+		opts.ChunkTime = 100 * time.Millisecond
 	}
 	if opts.RetryDelay <= 0 {
 		opts.RetryDelay = 10 * time.Second
@@ -74,7 +80,11 @@ func (s *Store) StartUpkeep(opts UpkeepOptions) error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	u.started, u.cancel, u.done = true, cancel, make(chan struct{})
-	go s.runUpkeep(ctx, opts)
+	log := opts.Logger
+	if log == nil {
+		log = s.log
+	}
+	go s.runUpkeep(ctx, opts, log)
 	return nil
 }
 
@@ -92,15 +102,15 @@ func (s *Store) stopUpkeep() {
 	}
 }
 
-func (s *Store) runUpkeep(ctx context.Context, opts UpkeepOptions) {
+func (s *Store) runUpkeep(ctx context.Context, opts UpkeepOptions, log *slog.Logger) {
 	defer close(s.upkeep.done)
 	p := &pacer{target: opts.ChunkTime, size: 2000}
 	for !s.rollupsComplete.Load() {
-		if err := s.runBackfill(ctx, p); err != nil {
+		if err := s.runBackfill(ctx, p, log); err != nil {
 			if ctx.Err() != nil {
 				return
 			}
-			s.log.Error("usage roll-ups: backfill failed; retrying", "retry_in", opts.RetryDelay.String(), "error", err)
+			log.Error("usage roll-ups: backfill failed; retrying", "retry_in", opts.RetryDelay.String(), "error", err)
 			if !sleep(ctx, opts.RetryDelay) {
 				return
 			}
@@ -109,14 +119,14 @@ func (s *Store) runUpkeep(ctx context.Context, opts UpkeepOptions) {
 	if opts.Retention <= 0 {
 		return
 	}
-	s.log.Info("retention: generation records older than the window are deleted in the background",
+	log.Info("retention: generation records older than the window are deleted in the background",
 		"window", formatDays(opts.Retention))
 	for {
-		if err := s.prunePass(ctx, opts.Retention, p); err != nil {
+		if err := s.prunePass(ctx, opts.Retention, p, log); err != nil {
 			if ctx.Err() != nil {
 				return
 			}
-			s.log.Error("retention: pass failed; retrying", "retry_in", opts.RetryDelay.String(), "error", err)
+			log.Error("retention: pass failed; retrying", "retry_in", opts.RetryDelay.String(), "error", err)
 			if !sleep(ctx, opts.RetryDelay) {
 				return
 			}
@@ -130,7 +140,7 @@ func (s *Store) runUpkeep(ctx context.Context, opts UpkeepOptions) {
 
 // runBackfill rolls up every generation recorded before the roll-ups
 // existed, chunk by chunk, logging its progress.
-func (s *Store) runBackfill(ctx context.Context, p *pacer) error {
+func (s *Store) runBackfill(ctx context.Context, p *pacer, log *slog.Logger) error {
 	b, err := readBackfill(ctx, s.w)
 	if err != nil {
 		return err
@@ -140,7 +150,7 @@ func (s *Store) runBackfill(ctx context.Context, p *pacer) error {
 		return nil
 	}
 	start, lastLog := time.Now(), time.Now()
-	s.log.Info("usage roll-ups: rolling up the generations recorded before this version, in the background",
+	log.Info("usage roll-ups: rolling up the generations recorded before this version, in the background",
 		"generations", b.through-b.after)
 	var (
 		rs    rollupSums
@@ -155,13 +165,13 @@ func (s *Store) runBackfill(ctx context.Context, p *pacer) error {
 		total += n
 		if left == 0 {
 			s.rollupsComplete.Store(true)
-			s.log.Info("usage roll-ups: complete", "generations", total,
+			log.Info("usage roll-ups: complete", "generations", total,
 				"took", time.Since(start).Round(time.Millisecond).String())
 			return nil
 		}
 		if time.Since(lastLog) >= 10*time.Second {
 			lastLog = time.Now()
-			s.log.Info("usage roll-ups: backfill progress", "done", total, "left", left)
+			log.Info("usage roll-ups: backfill progress", "done", total, "left", left)
 		}
 		if !p.pause(ctx, time.Since(began), n) {
 			return ctx.Err()
@@ -171,7 +181,7 @@ func (s *Store) runBackfill(ctx context.Context, p *pacer) error {
 
 // prunePass deletes every generation older than retention, account by
 // account, chunk by chunk.
-func (s *Store) prunePass(ctx context.Context, retention time.Duration, p *pacer) error {
+func (s *Store) prunePass(ctx context.Context, retention time.Duration, p *pacer, log *slog.Logger) error {
 	cutoff := ms(s.now().Add(-retention))
 	if err := s.startPrune(ctx, cutoff); err != nil {
 		return err
@@ -199,7 +209,7 @@ func (s *Store) prunePass(ctx context.Context, retention time.Duration, p *pacer
 		}
 	}
 	if total > 0 {
-		s.log.Info("retention: deleted generation detail", "generations", total,
+		log.Info("retention: deleted generation detail", "generations", total,
 			"created_before", fromMS(cutoff).Format(time.RFC3339))
 	}
 	return nil

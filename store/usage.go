@@ -63,6 +63,9 @@ const (
 	maxDay int32 = math.MaxInt32
 )
 
+// lastDay is 9999-12-31, the last day RFC 3339 can write.
+var lastDay = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+
 // IsDayBound reports whether t can bound a usage query: the zero time
 // (unbounded) or a UTC midnight.
 func IsDayBound(t time.Time) bool {
@@ -89,11 +92,16 @@ func (s *Store) Usage(ctx context.Context, accountID int64, q UsageQuery) ([]Buc
 	if !ok {
 		return nil, fmt.Errorf("usage: group by %q: %w", q.GroupBy, ErrInvalid)
 	}
-	if !IsDayBound(q.Start) || !IsDayBound(q.End) {
+	if !IsDayBound(q.Start) || !IsDayBound(q.End) && q.End.Before(lastDay) {
 		return nil, fmt.Errorf("usage: %w: bounds must be UTC midnights (usage is kept per UTC day)", ErrInvalid)
 	}
 	if !q.Start.IsZero() && !q.End.IsZero() && q.Start.After(q.End) {
 		return nil, fmt.Errorf("usage: start after end: %w", ErrInvalid)
+	}
+	if !q.End.IsZero() && !q.End.Before(lastDay) {
+		// Nothing is recorded on or after the last day RFC 3339 can
+		// write: such an end (9999-12-31, however it is clamped) is none.
+		q.End = time.Time{}
 	}
 	from, to := minDay, maxDay
 	if !q.Start.IsZero() {
@@ -176,7 +184,7 @@ func (s *Store) usageRollups(ctx context.Context, db querier, accountID int64, g
 	// read can give up the processor every few hundred rows: SQLite
 	// produces them one at a time as they are asked for, and a report over
 	// thousands of buckets then delays a call on the same core by a fraction
-	// of a millisecond instead of by its whole length (docs/ledger.md).
+	// of a millisecond instead of by its whole length (docs/ledger-scale.md).
 	rows, err := db.QueryContext(ctx, strings.Join(sel, "\nUNION ALL\n"), args...)
 	if err != nil {
 		return nil, fmt.Errorf("usage: %w", err)

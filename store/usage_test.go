@@ -63,6 +63,8 @@ func TestUsage(t *testing.T) {
 			[]want{{"2025-03-10", 2, "0.300000"}}},
 		{"a midnight in another zone", UsageQuery{GroupBy: GroupByDay, Start: day(11, 0, 0, 0, 0).In(time.FixedZone("CET", 3600))},
 			[]want{{"2025-03-11", 1, "0.300000"}, {"2025-03-12", 1, "0.400000"}}},
+		{"an end on the last day RFC 3339 can write", UsageQuery{GroupBy: GroupByDay, End: time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)},
+			[]want{{"2025-03-10", 2, "0.300000"}, {"2025-03-11", 1, "0.300000"}, {"2025-03-12", 1, "0.400000"}}},
 		{"request type", UsageQuery{GroupBy: GroupByRequestType},
 			[]want{{"code", 2, "0.500000"}, {"pro", 1, "0.200000"}, {"vision", 1, "0.300000"}}},
 		{"request type bounded", UsageQuery{GroupBy: GroupByRequestType, Start: day(11, 0, 0, 0, 0), End: day(12, 0, 0, 0, 0)},

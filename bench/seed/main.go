@@ -82,7 +82,7 @@ func run() error {
 		nKeys    = flag.Int("keys", 1000, "API keys")
 		nApps    = flag.Int("apps", 50, "applications (X-Title labels)")
 		nAccts   = flag.Int("accounts", 1, "accounts the keys belong to (key i to account i mod accounts)")
-		batch    = flag.Int("batch", 16384, "ledger batch size (store.Options.BatchSize)")
+		batch    = flag.Int("batch", 131072, "ledger batch size (store.Options.BatchSize): about a day of calls at 10M over 90 days, so each roll-up row is written about once a day")
 		seed     = flag.Uint64("seed", 1, "random seed")
 		secrets  = flag.String("secrets", "", "write each key's id and secret here, one \"id secret account\" line per key")
 		sample   = flag.String("sample", "", "write a sample of generation ids here, one \"id key-index\" line each")
@@ -127,7 +127,7 @@ func run() error {
 	st, err := store.Open(ctx, *db, store.Options{
 		Now:       func() time.Time { return clock },
 		BatchSize: *batch,
-		QueueSize: 4 * *batch,
+		QueueSize: 2 * *batch,
 		Logger:    slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {
@@ -235,7 +235,7 @@ func run() error {
 		}
 		// The queue is the writer's: wait for it now and then, so that
 		// memory stays bounded whatever the ledger's queueing policy.
-		if (i+1)%int64(4**batch) == 0 {
+		if (i+1)%int64(2**batch) == 0 {
 			if err := st.Sync(ctx); err != nil {
 				return err
 			}

@@ -1,7 +1,7 @@
 -- 0003_usage_rollups: usage roll-ups kept by the ledger writer in the same
 -- transaction as the generations they sum, and the state of the store's
 -- background upkeep (the backfill of roll-ups for the generations recorded
--- before this migration, and generation retention). docs/ledger.md explains
+-- before this migration, and generation retention). docs/ledger-scale.md explains
 -- the design; store/rollup.go writes and reads these tables.
 --
 -- (0002 is left to another change; versions need not be contiguous.)
@@ -73,7 +73,7 @@ CREATE TABLE ledger_upkeep (
 INSERT INTO ledger_upkeep (id, backfill_after, backfill_through)
 SELECT 1, 0, COALESCE(MAX(rowid), 0) FROM generations;
 
--- Retention deletes a generation's feedback with it (docs/ledger.md); this
+-- Retention deletes a generation's feedback with it (docs/ledger-scale.md); this
 -- index keeps that, and the foreign key's own check on each deleted
 -- generation, from scanning the feedback table.
 CREATE INDEX feedback_generation ON feedback (generation_id);

@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/apd/v3"
@@ -51,6 +52,7 @@ type Handler struct {
 	limits   Limits
 	inflight inflight
 	turns    chan struct{} // one token per account request being served
+	waiting  atomic.Int32  // requests waiting for a turn
 }
 
 // New returns a Handler reading st. writeErr renders every failure; it is

@@ -32,12 +32,13 @@ type Limits struct {
 	// half of GOMAXPROCS, at least one: the calls always have the other
 	// cores.
 	Concurrent int
-	// Share is the most of its time a turn spends serving: after a request
-	// that took d, its turn rests d×(1/Share − 1), at most MaxRest, before
-	// the next request may have it. So however many keys flood them,
-	// account requests keep at most Concurrent×Share cores busy, and calls
-	// on the same cores are delayed by them only that fraction of the time.
-	// A lone request never waits. 0 means DefaultShare; 1 means no rest.
+	// Share is the most of its time a turn spends serving while requests
+	// wait for one: after a request that took d, if others are waiting, its
+	// turn rests d×(1/Share − 1), at most MaxRest, before the next may have
+	// it. So however many keys flood them, account requests keep at most
+	// Concurrent×Share cores busy, and calls on the same cores are delayed
+	// by them only that fraction of the time; requests that do not queue
+	// never wait. 0 means DefaultShare; 1 means no rest.
 	Share float64
 }
 
@@ -110,19 +111,26 @@ func (h *Handler) begin(w http.ResponseWriter, r *http.Request, caller store.Key
 	ctx, cancel := context.WithTimeoutCause(r.Context(), h.limits.Timeout, errTimeout)
 	r = r.WithContext(ctx)
 	select {
-	case h.turns <- struct{}{}:
-	case <-ctx.Done():
-		leave()
-		h.internal(w, r, fmt.Errorf("account request: waiting for a turn: %w", context.Cause(ctx)))
-		cancel()
-		return r, nil, false
+	case h.turns <- struct{}{}: // a free turn
+	default:
+		h.waiting.Add(1)
+		select {
+		case h.turns <- struct{}{}:
+			h.waiting.Add(-1)
+		case <-ctx.Done():
+			h.waiting.Add(-1)
+			leave()
+			h.internal(w, r, fmt.Errorf("account request: waiting for a turn: %w", context.Cause(ctx)))
+			cancel()
+			return r, nil, false
+		}
 	}
 	served := time.Now()
 	return r, func() {
 		cancel()
 		leave()
 		rest := min(time.Duration(float64(time.Since(served))*(1/h.limits.Share-1)), MaxRest)
-		if rest <= 0 {
+		if rest <= 0 || h.waiting.Load() == 0 {
 			<-h.turns
 			return
 		}

@@ -94,15 +94,33 @@ func TestBegin_TurnsRest(t *testing.T) {
 	h := New(nil, nil, func(w http.ResponseWriter, _ *http.Request, err error) {
 		t.Errorf("refused: %v", err)
 	}, Limits{Concurrent: 1, Timeout: 10 * time.Second, Share: 0.5})
-	rec := httptest.NewRecorder()
-	_, endA, ok := h.begin(rec, httptest.NewRequest("GET", "/svc/v1/usage", nil), store.Key{ID: "key_a"})
-	is.True(ok)
+	begin := func(id string) func() {
+		_, end, ok := h.begin(httptest.NewRecorder(), httptest.NewRequest("GET", "/svc/v1/usage", nil), store.Key{ID: id})
+		is.True(ok)
+		return end
+	}
+
+	// Alone, a request's turn is free again at once.
+	end := begin("key_a")
+	time.Sleep(50 * time.Millisecond)
+	end()
+	is.Equal(len(h.turns), 0) // no rest without a queue
+
+	// With another request waiting, the turn rests (as long again at a
+	// share of one half) before that request is served.
+	endA := begin("key_a")
+	got := make(chan time.Time)
+	go func() {
+		endB := begin("key_b")
+		got <- time.Now()
+		endB()
+	}()
+	for h.waiting.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
 	time.Sleep(200 * time.Millisecond) // a request that takes 200ms
+	ended := time.Now()
 	endA()
-	is.Equal(len(h.turns), 1) // the turn rests, as long again at a share of one half
-	began := time.Now()
-	_, endB, ok := h.begin(rec, httptest.NewRequest("GET", "/svc/v1/usage", nil), store.Key{ID: "key_b"})
-	is.True(ok)                                        // served after the rest
-	is.True(time.Since(began) >= 150*time.Millisecond) // not before
-	endB()
+	servedB := <-got
+	is.True(servedB.Sub(ended) >= 150*time.Millisecond) // the waiting request was served after the rest
 }

@@ -101,6 +101,9 @@ func TestUsage(t *testing.T) {
 		{"RFC 3339 with an offset", "group_by=request_type&start_date=2025-03-11T02:00:00%2B02:00&end_date=2025-03-12T00:00:00Z",
 			report("request_type", "2025-03-11T00:00:00Z", "2025-03-12T00:00:00Z", total(1, "0.300000"),
 				b("vision", 1, "0.300000"))},
+		{"the widest dates there are", "group_by=request_type&start_date=0001-01-01&end_date=9999-12-31",
+			report("request_type", "", "10000-01-01T00:00:00Z", total(4, "1.000001"), // 0001-01-01 is the zero time: unbounded
+				b("code", 2, "0.500001"), b("pro", 1, "0.200000"), b("vision", 1, "0.300000"))},
 		{"empty window", "start_date=2025-04-01",
 			report("day", "2025-04-01T00:00:00Z", "", total(0, "0.000000"))},
 	}
