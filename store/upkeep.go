@@ -20,11 +20,13 @@ type UpkeepOptions struct {
 	Interval time.Duration
 	// ChunkTime is how long one upkeep transaction should hold the
 	// database's write lock, which the ledger writer then waits for; the
-	// number of rows per transaction adapts to it. Default 100ms. Between
+	// number of rows per transaction adapts to it. Default 50ms. Between
 	// transactions the upkeep pauses at least as long as the last one
-	// took, so it never takes more than half of the writer's time; within
-	// one it gives up the processor every few hundred rows, so calls on the
-	// same core are not held up for its length.
+	// took, and longer while the ledger has a batch's worth of generations
+	// waiting, so it never takes more than half of the writer's time and
+	// the ledger always catches up first; within a transaction it gives up
+	// the processor every few hundred rows, so calls on the same core are
+	// not held up for its length.
 	ChunkTime time.Duration
 	// RetryDelay is the pause after a failed upkeep transaction (the
 	// database locked by another process, the disk full); default 10s.
@@ -64,7 +66,7 @@ func (s *Store) StartUpkeep(opts UpkeepOptions) error {
 		opts.Interval = time.Minute
 	}
 	if opts.ChunkTime <= 0 {
-		opts.ChunkTime = 100 * time.Millisecond
+		opts.ChunkTime = 50 * time.Millisecond
 	}
 	if opts.RetryDelay <= 0 {
 		opts.RetryDelay = 10 * time.Second
@@ -104,7 +106,9 @@ func (s *Store) stopUpkeep() {
 
 func (s *Store) runUpkeep(ctx context.Context, opts UpkeepOptions, log *slog.Logger) {
 	defer close(s.upkeep.done)
-	p := &pacer{target: opts.ChunkTime, size: 2000}
+	p := &pacer{target: opts.ChunkTime, size: 2000, ledgerBusy: func() bool {
+		return s.pending.Load() >= int64(max(s.batchSize/2, 1))
+	}}
 	for !s.rollupsComplete.Load() {
 		if err := s.runBackfill(ctx, p, log); err != nil {
 			if ctx.Err() != nil {
@@ -216,10 +220,14 @@ func (s *Store) prunePass(ctx context.Context, retention time.Duration, p *pacer
 }
 
 // pacer sizes upkeep transactions to take about target each, and pauses
-// between them for as long as the last one took.
+// between them for as long as the last one took, and then for as long as
+// the ledger is busy.
 type pacer struct {
 	target time.Duration
 	size   int64 // rows (or rowids) per transaction
+	// ledgerBusy reports whether the ledger has generations waiting to be
+	// committed: the upkeep lets it have the writer first. Nil: never.
+	ledgerBusy func() bool
 }
 
 // pause adapts the size to a transaction of n rows that took took, then
@@ -231,7 +239,15 @@ func (p *pacer) pause(ctx context.Context, took time.Duration, n int) bool {
 	case took < p.target/2 && int64(n) >= p.size/2:
 		p.size = min(p.size*2, 100000)
 	}
-	return sleep(ctx, max(took, time.Millisecond))
+	if !sleep(ctx, max(took, time.Millisecond)) {
+		return false
+	}
+	for p.ledgerBusy != nil && p.ledgerBusy() {
+		if !sleep(ctx, 5*time.Millisecond) {
+			return false
+		}
+	}
+	return true
 }
 
 // formatDays renders a retention window in days when it is whole days.
