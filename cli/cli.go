@@ -1,7 +1,7 @@
 // Package cli is svcgw's command line: serve, keys, credits, usage,
-// generation and backup, as a kong grammar with one command per file. Every flag can
-// also be set from the environment as SVCGW_<FLAG> (e.g. SVCGW_DB,
-// SVCGW_ADDR). Commands write only to the writers Run is given.
+// generation and backup, as a kong grammar with one command per file.
+// Every flag can also be set from the environment as SVCGW_<FLAG> (e.g.
+// SVCGW_DB, SVCGW_ADDR). Commands write only to the writers Run is given.
 //
 // cli may import server, store, config and the account surface (for the
 // exact JSON shapes of usage and generation); nothing imports cli but main.

@@ -79,12 +79,12 @@ func IsDayBound(t time.Time) bool {
 // Usage returns the account's usage in q's window, one bucket per group,
 // ordered by bucket. It reads only the roll-ups (usage_periods): whole
 // years, whole months and the days at the window's edges, so it costs
-// about the same whatever the number of calls ever made. Sums are over INTEGER columns, so
-// they are exact. It reads what is committed: call Sync first to see
-// generations recorded just before.
+// about the same whatever the number of calls ever made. Sums are over
+// INTEGER columns, so they are exact. It reads what is committed: call
+// Sync first to see generations recorded just before.
 //
 // While the roll-ups of a database made before them are being backfilled
-// (see Upkeep), the generations not reached yet are summed from the
+// (see StartUpkeep), the generations not reached yet are summed from the
 // generations table in the same read transaction, so the answer is exact
 // then too, only slower.
 func (s *Store) Usage(ctx context.Context, accountID int64, q UsageQuery) ([]Bucket, error) {
@@ -92,7 +92,7 @@ func (s *Store) Usage(ctx context.Context, accountID int64, q UsageQuery) ([]Buc
 	if !ok {
 		return nil, fmt.Errorf("usage: group by %q: %w", q.GroupBy, ErrInvalid)
 	}
-	if !IsDayBound(q.Start) || !IsDayBound(q.End) && q.End.Before(lastDay) {
+	if !IsDayBound(q.Start) || (!IsDayBound(q.End) && q.End.Before(lastDay)) {
 		return nil, fmt.Errorf("usage: %w: bounds must be UTC midnights (usage is kept per UTC day)", ErrInvalid)
 	}
 	if !q.Start.IsZero() && !q.End.IsZero() && q.Start.After(q.End) {
