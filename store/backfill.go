@@ -81,6 +81,7 @@ func (s *Store) backfillChunk(ctx context.Context, limit int64, rs *rollupSums) 
 	if err := rows.Err(); err != nil {
 		return 0, 0, fmt.Errorf("backfill: read generations: %w", err)
 	}
+	rs.derivePeriods()
 	if err := rs.write(ctx, func(ctx context.Context, q string, args []any) error {
 		runtime.Gosched()
 		_, err := tx.ExecContext(ctx, q, args...)

@@ -307,7 +307,7 @@ func (s *Store) drop(r genRow, err error) {
 func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) error {
 	clear(agg.debits)
 	clear(agg.spend)
-	agg.rollup.reset()
+	agg.rollup.sum(rows)
 	// Prepare the statements this batch needs (once: they are cached)
 	// before the transaction takes the writer's only connection. Parsing
 	// them again for every batch was a quarter of the ledger's CPU.
@@ -319,7 +319,7 @@ func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) 
 			return fmt.Errorf("ledger: prepare: %w", err)
 		}
 	}
-	if err := s.prepareRollups(ctx); err != nil {
+	if err := s.prepareRollups(ctx, &agg.rollup); err != nil {
 		return err
 	}
 	tx, err := s.w.BeginTx(ctx, nil)
@@ -351,7 +351,6 @@ func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) 
 			sum.requests++
 			sum.cost += r.costMicros
 			agg.spend[k] = sum
-			agg.rollup.add(r)
 		}
 		if _, err := tx.StmtContext(ctx, s.stmts[insertSQL[len(chunk)]]).ExecContext(ctx, args...); err != nil {
 			if len(chunk) == 1 {

@@ -108,6 +108,15 @@ type rollupSums struct {
 	haveLast                     bool
 }
 
+// sum empties the sums and adds up rows in them.
+func (rs *rollupSums) sum(rows []genRow) {
+	rs.reset()
+	for i := range rows {
+		rs.add(&rows[i])
+	}
+	rs.derivePeriods()
+}
+
 // reset empties the sums for the next batch.
 func (rs *rollupSums) reset() {
 	if rs.daily == nil {
@@ -118,9 +127,9 @@ func (rs *rollupSums) reset() {
 	clear(rs.periods)
 }
 
-// add counts r in its usage_daily row; write derives the usage_periods
-// rows from those, so a batch costs one map update per generation and ten
-// per distinct daily row.
+// add counts r in its usage_daily row; derivePeriods then derives the
+// usage_periods rows from those, so a batch costs one map update per
+// generation and ten per distinct daily row.
 func (rs *rollupSums) add(r *genRow) {
 	g := &r.g
 	k := dailyKey{account: g.AccountID, day: dayNumber(g.CreatedAt), key: g.KeyID, app: g.Application, typ: g.RequestType}
@@ -129,7 +138,8 @@ func (rs *rollupSums) add(r *genRow) {
 	rs.daily[k] = sum
 }
 
-// derivePeriods fills periods from daily.
+// derivePeriods fills periods from daily; call it once all the rows are
+// added, before write.
 func (rs *rollupSums) derivePeriods() {
 	for k, v := range rs.daily {
 		month, year := rs.periodsOf(k.day)
@@ -207,22 +217,12 @@ func buildUpsertSQL(head, conflict string, keyCols int) map[int]string {
 	return m
 }
 
-// rollupStatements are every upsert statement text, for preparing.
-func rollupStatements() []string {
-	qs := make([]string, 0, 2*len(upsertChunks))
-	for _, n := range upsertChunks {
-		qs = append(qs, dailyUpsertSQL[n], periodUpsertSQL[n])
-	}
-	return qs
-}
-
 // execFunc runs one statement of a roll-up write inside the caller's
 // transaction.
 type execFunc func(ctx context.Context, query string, args []any) error
 
 // write upserts the sums into usage_daily and usage_periods.
 func (rs *rollupSums) write(ctx context.Context, exec execFunc) error {
-	rs.derivePeriods()
 	args := rs.args[:0]
 	dks := rs.dailyKeys[:0]
 	for k := range rs.daily {
@@ -292,13 +292,24 @@ func chunkFor(n int) int {
 	return 1
 }
 
-// prepareRollups prepares the roll-up upserts on the writer connection for
-// the ledger's statement cache. Like every s.stmt call, it must run outside
-// a transaction.
-func (s *Store) prepareRollups(ctx context.Context) error {
-	for _, q := range rollupStatements() {
-		if _, err := s.stmt(ctx, q); err != nil {
-			return fmt.Errorf("ledger: prepare roll-ups: %w", err)
+// prepareRollups prepares, on the writer connection for the ledger's
+// statement cache, the upserts that writing rs will use (each is prepared
+// once: a 64-row upsert takes a while to parse). Like every s.stmt call, it
+// must run outside a transaction.
+func (s *Store) prepareRollups(ctx context.Context, rs *rollupSums) error {
+	for _, t := range [...]struct {
+		rows   int
+		bySize map[int]string
+	}{{len(rs.daily), dailyUpsertSQL}, {len(rs.periods), periodUpsertSQL}} {
+		for n := t.rows; n > 0; {
+			size := chunkFor(n)
+			if _, err := s.stmt(ctx, t.bySize[size]); err != nil {
+				return fmt.Errorf("ledger: prepare roll-ups: %w", err)
+			}
+			n -= min(n, size)
+			if size == upsertChunks[0] {
+				n %= size // the rest of full chunks all use this one
+			}
 		}
 	}
 	return nil
