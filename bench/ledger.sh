@@ -27,6 +27,10 @@
 #   LEDGER_HAMMER_ONE_KEY=0         1: all of them with one key
 #   LEDGER_ONLY="reads,stalls"      what the driver measures
 #   LEDGER_BACKUP=0                 1: also time svcgw backup of the database
+#   LEDGER_UPGRADE=0                1: also measure an upgrade: a copy of the
+#                                   database without its roll-ups (as made
+#                                   before them) is served, and chat phases
+#                                   run while its backfill does, until done
 #   LEDGER_PIN=1                    pin svcgw to LEDGER_TARGET_CPU (1) and the
 #                                   driver and mock to LEDGER_DRIVER_CPU (0),
 #                                   as bench/run.sh does; 0: no pinning
@@ -51,6 +55,7 @@ hammer=${LEDGER_HAMMER:-8}
 one_key=${LEDGER_HAMMER_ONE_KEY:-0}
 only=${LEDGER_ONLY:-reads,stalls}
 backup=${LEDGER_BACKUP:-0}
+upgrade=${LEDGER_UPGRADE:-0}
 pin=${LEDGER_PIN:-1}
 target_cpu=${LEDGER_TARGET_CPU:-1}
 driver_cpu=${LEDGER_DRIVER_CPU:-0}
@@ -72,7 +77,7 @@ cleanup() {
 		kill -KILL "$pid" 2>/dev/null || true
 	done
 	wait 2>/dev/null || true
-	rm -rf "$work/bin" "$work/backup.db"
+	rm -rf "$work/bin" "$work/backup.db" "$work/upgrade.db" "$work/upgrade.db-wal" "$work/upgrade.db-shm"
 	if [ "${LEDGER_KEEP_DB:-1}" = 0 ]; then
 		rm -f "$db" "$db-wal" "$db-shm" "$db.keys" "$db.ids" "$db.seed.json"
 	fi
@@ -161,6 +166,40 @@ wait "$svcgw_pid" 2>/dev/null || true
 errors=$(grep -c 'level=ERROR' "$work/svcgw.log" || true)
 grep -v 'msg=request ' "$work/svcgw.log" >"$out/svcgw.log" || true
 
+# --- upgrade -------------------------------------------------------------------
+if [ "$upgrade" = 1 ]; then
+	log "upgrade: copying the database and stripping its roll-ups"
+	cp "$db" "$work/upgrade.db"
+	"$bin/seed" -db "$work/upgrade.db" -strip-rollups || die "strip roll-ups"
+	"${pin_target[@]}" "$bin/svcgw" serve --db "$work/upgrade.db" --config "$work/svcgw.yaml" --addr 127.0.0.1:0 \
+		--log-level info --shutdown-grace 5s >"$work/upgrade.out" 2>"$work/upgrade.log" &
+	upgrade_pid=$!
+	pids+=("$upgrade_pid")
+	for _ in $(seq 600); do
+		grep -q 'svcgw listening' "$work/upgrade.log" 2>/dev/null && break
+		kill -0 "$upgrade_pid" 2>/dev/null || break
+		sleep 0.05
+	done
+	uaddr=$(grep -o 'msg="svcgw listening" addr=[0-9.:]*' "$work/upgrade.log" | head -1 | sed 's/.*addr=//') || true
+	[ -n "$uaddr" ] || die "svcgw did not start on the stripped copy; see $work/upgrade.log"
+	started=$SECONDS
+	log "upgrade: svcgw on $uaddr rolls up the old generations; chat phases of $phase while it does"
+	: >"$out/upgrade.md"
+	while ! grep -q 'usage roll-ups: complete' "$work/upgrade.log"; do
+		kill -0 "$upgrade_pid" 2>/dev/null || die "svcgw died during the backfill; see $work/upgrade.log"
+		[ $((SECONDS - started)) -lt 3600 ] || die "the backfill did not complete within an hour"
+		"${pin_driver[@]}" "$bin/ledger" -base "http://$uaddr" -secrets "$db.keys" -only stalls -phases quiet \
+			-rate "$rate" -phase "$phase" >>"$out/upgrade.md" 2>>"$work/ledger.log" || die "driver during the backfill"
+		grep 'backfill progress' "$work/upgrade.log" | tail -n 1 >&2 || true
+	done
+	"${pin_driver[@]}" "$bin/ledger" -base "http://$uaddr" -secrets "$db.keys" -only stalls -phases quiet \
+		-rate "$rate" -phase "$phase" >>"$out/upgrade.md" 2>>"$work/ledger.log" || die "driver after the backfill"
+	kill -TERM "$upgrade_pid"
+	wait "$upgrade_pid" 2>/dev/null || true
+	grep -v 'msg=request ' "$work/upgrade.log" >"$out/upgrade.log" || true
+	rm -f "$work/upgrade.db" "$work/upgrade.db-wal" "$work/upgrade.db-shm"
+fi
+
 {
 	echo "## svcgw ledger benchmark, $(date -u +%Y-%m-%dT%H:%MZ)"
 	echo
@@ -176,5 +215,16 @@ grep -v 'msg=request ' "$work/svcgw.log" >"$out/svcgw.log" || true
 	[ -s "$out/backup.txt" ] && echo "- $(cat "$out/backup.txt")"
 	echo
 	cat "$out/ledger.md"
+	if [ -s "$out/upgrade.md" ]; then
+		echo "### Upgrade: the backfill of a database made before the roll-ups, while serving"
+		echo
+		grep 'usage roll-ups' "$out/upgrade.log" | sed 's/^/    /'
+		echo
+		echo "Chat phases while it ran (the last one after it completed):"
+		echo
+		grep -m1 '^| chat phase' "$out/upgrade.md"
+		grep -m1 '^|---' "$out/upgrade.md"
+		grep '^| quiet' "$out/upgrade.md"
+	fi
 } | tee "$out/report.md"
 log "results: $out"

@@ -21,12 +21,12 @@ type UpkeepOptions struct {
 	// ChunkTime is how long one upkeep transaction should hold the
 	// database's write lock, which the ledger writer then waits for; the
 	// number of rows per transaction adapts to it. Default 50ms. Between
-	// transactions the upkeep pauses at least as long as the last one
-	// took, and longer while the ledger has a batch's worth of generations
-	// waiting, so it never takes more than half of the writer's time and
-	// the ledger always catches up first; within a transaction it gives up
-	// the processor every few hundred rows, so calls on the same core are
-	// not held up for its length.
+	// transactions the upkeep pauses three times as long as the last one
+	// took, and longer while the ledger has half a batch of generations
+	// waiting, so it takes at most a quarter of the writer's time (and
+	// about as much of a core) and the ledger always catches up first;
+	// within a transaction it gives up the processor every few hundred
+	// rows, so calls on the same core are not held up for its length.
 	ChunkTime time.Duration
 	// RetryDelay is the pause after a failed upkeep transaction (the
 	// database locked by another process, the disk full); default 10s.
@@ -220,8 +220,8 @@ func (s *Store) prunePass(ctx context.Context, retention time.Duration, p *pacer
 }
 
 // pacer sizes upkeep transactions to take about target each, and pauses
-// between them for as long as the last one took, and then for as long as
-// the ledger is busy.
+// between them three times as long as the last one took, and then for as
+// long as the ledger is busy.
 type pacer struct {
 	target time.Duration
 	size   int64 // rows (or rowids) per transaction
@@ -239,7 +239,7 @@ func (p *pacer) pause(ctx context.Context, took time.Duration, n int) bool {
 	case took < p.target/2 && int64(n) >= p.size/2:
 		p.size = min(p.size*2, 100000)
 	}
-	if !sleep(ctx, max(took, time.Millisecond)) {
+	if !sleep(ctx, max(3*took, time.Millisecond)) {
 		return false
 	}
 	for p.ledgerBusy != nil && p.ledgerBusy() {

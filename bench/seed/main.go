@@ -90,8 +90,12 @@ func run() error {
 		jsonOut  = flag.String("json", "", "write the result as JSON here")
 		progress = flag.Duration("progress", 10*time.Second, "progress line interval")
 		cpuprof  = flag.String("cpuprofile", "", "write a CPU profile of the seeding here")
+		strip    = flag.Bool("strip-rollups", false, "seed nothing: turn the existing -db into a database of the schema before the usage roll-ups (migration 0003), to measure the upgrade's backfill")
 	)
 	flag.Parse()
+	if *strip {
+		return stripRollups(*db)
+	}
 	if *cpuprof != "" {
 		f, err := os.Create(*cpuprof)
 		if err != nil {
@@ -278,6 +282,32 @@ func run() error {
 		return os.WriteFile(*jsonOut, append(b, '\n'), 0o644)
 	}
 	return nil
+}
+
+// stripRollups makes the database at path look as svcgw left it before
+// migration 0003: without the roll-up tables, their state and its index,
+// and without the migration's record. Opening it with svcgw then runs the
+// migration and the backfill, as an upgrade would.
+func stripRollups(path string) error {
+	if _, err := os.Stat(path); err != nil {
+		return err
+	}
+	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	for _, q := range []string{
+		`DROP TABLE usage_daily`, `DROP TABLE usage_periods`, `DROP TABLE ledger_upkeep`,
+		`DROP INDEX feedback_generation`, `DELETE FROM schema_migrations WHERE version = 3`,
+		`PRAGMA wal_checkpoint(TRUNCATE)`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			return fmt.Errorf("%s: %w", q, err)
+		}
+	}
+	return db.Close()
 }
 
 // weighted picks a name with probability proportional to its weight.
