@@ -25,7 +25,8 @@
 #   LEDGER_PHASES=quiet,flood,quiet,flood
 #   LEDGER_HAMMER=8                 clients flooding /usage in flood phases
 #   LEDGER_HAMMER_ONE_KEY=0         1: all of them with one key
-#   LEDGER_ONLY="reads,stalls"      what the driver measures
+#   LEDGER_ONLY="reads,stalls"      what the driver measures ("none": nothing,
+#                                   e.g. to run the upgrade alone)
 #   LEDGER_BACKUP=0                 1: also time svcgw backup of the database
 #   LEDGER_UPGRADE=0                1: also measure an upgrade: a copy of the
 #                                   database without its roll-ups (as made

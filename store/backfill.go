@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"runtime"
+	"time"
 )
 
 // backfill is the progress of the roll-up backfill (ledger_upkeep): the
@@ -26,42 +27,109 @@ func readBackfill(ctx context.Context, q querier) (backfill, error) {
 	return b, nil
 }
 
+// backfillReadStep is how many rowids one read of the backfill covers.
+const backfillReadStep = 2048
+
 // backfillChunk rolls up the next generations recorded before the roll-ups
-// existed, at most limit rowids of them, in one transaction that also
-// records the progress, so an interrupted backfill resumes where it
-// stopped and never counts a generation twice. It reports how many
-// generations it rolled up and how many remain (by rowid, an upper bound).
+// existed: at most limit rowids of them, and fewer once their sums fill
+// maxRows rows of usage_daily. It reports how many generations it rolled up
+// and how many remain (by rowid, an upper bound).
 //
-// Generations written since migration 0003 all have rowids above
-// backfill_through (rowids only grow while the backfill runs: nothing
-// deletes generations until it is complete, see Upkeep), and the ledger
-// rolls them up itself.
-func (s *Store) backfillChunk(ctx context.Context, limit int64, rs *rollupSums) (n int, left int64, err error) {
-	tx, err := s.w.BeginTx(ctx, nil)
+// It reads the generations first, outside any write transaction, in steps
+// of backfillReadStep rowids (calling rest, when not nil, with each step's
+// duration), and adds them up in memory; then it writes the sums and the
+// progress in one short transaction. So the ledger waits only for the
+// writing, and the more generations a chunk sums, the fewer rows it writes
+// per generation (each roll-up row once per chunk). The transaction
+// re-reads the progress and writes nothing if it has moved (another
+// process backfilling), so a generation is never counted twice, and an
+// interrupted backfill resumes where it stopped.
+//
+// Reading outside the transaction is safe because the rows read are never
+// written again: generations written since migration 0003 all have rowids
+// above backfill_through (rowids only grow while the backfill runs: nothing
+// deletes generations until it is complete, see StartUpkeep), and the
+// ledger rolls those up itself.
+func (s *Store) backfillChunk(ctx context.Context, limit int64, maxRows int, rs *rollupSums, rest func(time.Duration) bool) (c chunk, err error) {
+	b, err := readBackfill(ctx, s.r)
 	if err != nil {
-		return 0, 0, fmt.Errorf("backfill: begin: %w", err)
-	}
-	defer tx.Rollback()
-	b, err := readBackfill(ctx, tx)
-	if err != nil {
-		return 0, 0, fmt.Errorf("backfill: %w", err)
+		return chunk{}, fmt.Errorf("backfill: %w", err)
 	}
 	if b.complete() {
-		return 0, 0, nil
+		return chunk{}, nil
 	}
-	hi := min(b.after+limit, b.through)
-	rows, err := tx.QueryContext(ctx,
+	rs.reset()
+	end := min(b.after+limit, b.through)
+	hi := b.after
+	for hi < end && len(rs.daily) < maxRows {
+		began := time.Now()
+		next := min(hi+backfillReadStep, end)
+		read, err := s.backfillRead(ctx, hi, next, rs)
+		if err != nil {
+			return chunk{}, err
+		}
+		c.rolled += read
+		hi = next
+		if rest != nil && hi < end && !rest(time.Since(began)) {
+			return chunk{}, ctx.Err()
+		}
+	}
+	rs.derivePeriods()
+
+	began := time.Now()
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return chunk{}, fmt.Errorf("backfill: begin: %w", err)
+	}
+	defer tx.Rollback()
+	now, err := readBackfill(ctx, tx)
+	if err != nil {
+		return chunk{}, fmt.Errorf("backfill: %w", err)
+	}
+	if now.after != b.after {
+		// Moved meanwhile: start again from there.
+		return chunk{left: now.through - now.after}, nil
+	}
+	// The writing gives up the processor between statements: on a gateway
+	// with one core it would otherwise hold up calls for its whole length.
+	if err := rs.write(ctx, func(ctx context.Context, q string, args []any) error {
+		runtime.Gosched()
+		_, err := tx.ExecContext(ctx, q, args...)
+		return err
+	}); err != nil {
+		return chunk{}, fmt.Errorf("backfill: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE ledger_upkeep SET backfill_after = ? WHERE id = 1`, hi); err != nil {
+		return chunk{}, fmt.Errorf("backfill: record progress: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return chunk{}, fmt.Errorf("backfill: commit: %w", err)
+	}
+	c.left, c.rows, c.wrote = b.through-hi, len(rs.daily), time.Since(began)
+	return c, nil
+}
+
+// chunk is what one backfillChunk did.
+type chunk struct {
+	rolled int           // generations rolled up
+	left   int64         // rowids left to do, an upper bound
+	rows   int           // usage_daily rows their sums filled
+	wrote  time.Duration // how long the write transaction took
+}
+
+// backfillRead adds the generations with after < rowid <= upto to rs, in
+// one short read, giving up the processor every few hundred rows.
+func (s *Store) backfillRead(ctx context.Context, after, upto int64, rs *rollupSums) (int, error) {
+	rows, err := s.r.QueryContext(ctx,
 		`SELECT account_id, COALESCE(key_id, ''), application, request_type,
 		        prompt_tokens, completion_tokens, cached_prompt_tokens, cache_creation_tokens, reasoning_tokens,
 		        cost_micros, created_at
-		 FROM generations WHERE rowid > ? AND rowid <= ?`, b.after, hi)
+		 FROM generations WHERE rowid > ? AND rowid <= ?`, after, upto)
 	if err != nil {
-		return 0, 0, fmt.Errorf("backfill: read generations: %w", err)
+		return 0, fmt.Errorf("backfill: read generations: %w", err)
 	}
-	rs.reset()
-	// The upkeep gives up the processor every few hundred rows and between
-	// statements: on a gateway with one core its transactions would
-	// otherwise hold up calls for their whole length.
+	defer rows.Close()
+	n := 0
 	for rows.Next() {
 		if n%yieldRows == yieldRows-1 {
 			runtime.Gosched()
@@ -71,31 +139,16 @@ func (s *Store) backfillChunk(ctx context.Context, limit int64, rs *rollupSums) 
 		if err := rows.Scan(&g.AccountID, &g.KeyID, &g.Application, &g.RequestType,
 			&g.PromptTokens, &g.CompletionTokens, &g.CachedPromptTokens, &g.CacheCreationTokens, &g.ReasoningTokens,
 			&r.costMicros, &r.createdMS); err != nil {
-			rows.Close()
-			return 0, 0, fmt.Errorf("backfill: scan: %w", err)
+			return 0, fmt.Errorf("backfill: scan: %w", err)
 		}
 		g.CreatedAt = fromMS(r.createdMS)
 		rs.add(&r)
 		n++
 	}
 	if err := rows.Err(); err != nil {
-		return 0, 0, fmt.Errorf("backfill: read generations: %w", err)
+		return 0, fmt.Errorf("backfill: read generations: %w", err)
 	}
-	rs.derivePeriods()
-	if err := rs.write(ctx, func(ctx context.Context, q string, args []any) error {
-		runtime.Gosched()
-		_, err := tx.ExecContext(ctx, q, args...)
-		return err
-	}); err != nil {
-		return 0, 0, fmt.Errorf("backfill: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx, `UPDATE ledger_upkeep SET backfill_after = ? WHERE id = 1`, hi); err != nil {
-		return 0, 0, fmt.Errorf("backfill: record progress: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return 0, 0, fmt.Errorf("backfill: commit: %w", err)
-	}
-	return n, b.through - hi, nil
+	return n, nil
 }
 
 // loadBackfillState notes at Open whether the roll-ups are complete, so

@@ -123,9 +123,9 @@ func TestBackup_UnderLoad(t *testing.T) {
 	is.True(!c.rollupsComplete.Load())
 	var rs rollupSums
 	for {
-		_, left, err := c.backfillChunk(ctx, 64, &rs)
+		ch, err := c.backfillChunk(ctx, 64, 1000, &rs, nil)
 		is.NoErr(err)
-		if left == 0 {
+		if ch.left == 0 {
 			break
 		}
 	}

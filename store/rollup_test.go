@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -356,10 +357,10 @@ func TestBackfill_DatabaseFromBeforeRollups(t *testing.T) {
 	// Part of the way through, with new calls recorded meanwhile: they are
 	// rolled up by the ledger, the old ones by the backfill, each once.
 	var rs rollupSums
-	n, left, err := s.backfillChunk(ctx, 500, &rs)
+	ch, err := s.backfillChunk(ctx, 500, 1_000_000, &rs, nil)
 	is.NoErr(err)
-	is.Equal(n, 500)
-	is.Equal(left, int64(700))
+	is.Equal(ch.rolled, 500)
+	is.Equal(ch.left, int64(700))
 	k := Key{AccountID: accounts[0].ID}
 	for i := range 50 {
 		clock.Set(time.Date(2025, 3, 25, 10, i, 0, 0, time.UTC))
@@ -426,4 +427,49 @@ func TestSpanParts(t *testing.T) {
 			is.Equal(spanParts(tt.from, tt.to), tt.want)
 		})
 	}
+}
+
+// TestBackfill_TwoProcessesCountOnce runs the backfill of one database from
+// two stores at once (as two processes could), in small chunks: whichever
+// commits a chunk first wins it, the other notices and goes on from there,
+// and every generation is rolled up exactly once.
+func TestBackfill_TwoProcessesCountOnce(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(5, 5))
+	src, clock := newTestStore(t)
+	randomWorkload(t, src, clock, r, 1000)
+	is.NoErr(src.Close())
+	legacy := filepath.Join(t.TempDir(), "legacy.db")
+	legacyCopy(t, src.path, legacy)
+
+	stores := []*Store{openTestStore(t, legacy, Options{Now: clock.Now}), openTestStore(t, legacy, Options{Now: clock.Now})}
+	var wg sync.WaitGroup
+	rolled := make([]int, len(stores))
+	for i, s := range stores {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var rs rollupSums
+			for {
+				// At most 300 rowids, and fewer once 50 daily rows are
+				// summed: many small chunks, so the two race often.
+				ch, err := s.backfillChunk(ctx, 300, 50, &rs, nil)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				rolled[i] += ch.rolled
+				if ch.left == 0 {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b, err := readBackfill(ctx, stores[0].r)
+	is.NoErr(err)
+	is.True(b.complete())
+	is.Equal(rolled[0]+rolled[1], 1000) // each generation rolled up by one of them
+	checkRollups(t, stores[0])
 }

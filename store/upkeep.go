@@ -106,11 +106,13 @@ func (s *Store) stopUpkeep() {
 
 func (s *Store) runUpkeep(ctx context.Context, opts UpkeepOptions, log *slog.Logger) {
 	defer close(s.upkeep.done)
-	p := &pacer{target: opts.ChunkTime, size: 2000, ledgerBusy: func() bool {
-		return s.pending.Load() >= int64(max(s.batchSize/2, 1))
-	}}
+	busy := func() bool { return s.pending.Load() >= int64(max(s.batchSize/2, 1)) }
+	// The backfill's pacer counts usage_daily rows written per chunk,
+	// retention's generations deleted per transaction.
+	bp := &pacer{target: opts.ChunkTime, size: 4000, ledgerBusy: busy}
+	pp := &pacer{target: opts.ChunkTime, size: 2000, ledgerBusy: busy}
 	for !s.rollupsComplete.Load() {
-		if err := s.runBackfill(ctx, p, log); err != nil {
+		if err := s.runBackfill(ctx, bp, log); err != nil {
 			if ctx.Err() != nil {
 				return
 			}
@@ -126,7 +128,7 @@ func (s *Store) runUpkeep(ctx context.Context, opts UpkeepOptions, log *slog.Log
 	log.Info("retention: generation records older than the window are deleted in the background",
 		"window", formatDays(opts.Retention))
 	for {
-		if err := s.prunePass(ctx, opts.Retention, p, log); err != nil {
+		if err := s.prunePass(ctx, opts.Retention, pp, log); err != nil {
 			if ctx.Err() != nil {
 				return
 			}
@@ -160,13 +162,16 @@ func (s *Store) runBackfill(ctx context.Context, p *pacer, log *slog.Logger) err
 		rs    rollupSums
 		total int
 	)
+	// Reading costs processor time but holds no lock: it rests three times
+	// as long as each step took, like the writing (p.pause).
+	rest := func(took time.Duration) bool { return sleep(ctx, 3*took) }
 	for {
-		began := time.Now()
-		n, left, err := s.backfillChunk(ctx, p.size, &rs)
+		c, err := s.backfillChunk(ctx, backfillLimit, int(p.size), &rs, rest)
 		if err != nil {
 			return err
 		}
-		total += n
+		total += c.rolled
+		left := c.left
 		if left == 0 {
 			s.rollupsComplete.Store(true)
 			log.Info("usage roll-ups: complete", "generations", total,
@@ -177,11 +182,16 @@ func (s *Store) runBackfill(ctx context.Context, p *pacer, log *slog.Logger) err
 			lastLog = time.Now()
 			log.Info("usage roll-ups: backfill progress", "done", total, "left", left)
 		}
-		if !p.pause(ctx, time.Since(began), n) {
+		if !p.pause(ctx, c.wrote, c.rows) {
 			return ctx.Err()
 		}
 	}
 }
+
+// backfillLimit bounds the rowids one backfill chunk reads; the chunk ends
+// sooner once its sums fill the pacer's number of usage_daily rows, which
+// adapts so that writing them takes about ChunkTime.
+const backfillLimit = 1 << 20
 
 // prunePass deletes every generation older than retention, account by
 // account, chunk by chunk.
