@@ -92,9 +92,20 @@ func (s *Store) backfillChunk(ctx context.Context, limit int64, maxRows int, rs 
 	}
 	// The writing gives up the processor between statements: on a gateway
 	// with one core it would otherwise hold up calls for its whole length.
+	// Each statement is parsed once per chunk (a 64-row upsert takes long
+	// to parse), in the transaction, so it is closed with it.
+	stmts := make(map[string]*sql.Stmt)
 	if err := rs.write(ctx, func(ctx context.Context, q string, args []any) error {
 		runtime.Gosched()
-		_, err := tx.ExecContext(ctx, q, args...)
+		st := stmts[q]
+		if st == nil {
+			var err error
+			if st, err = tx.PrepareContext(ctx, q); err != nil {
+				return err
+			}
+			stmts[q] = st
+		}
+		_, err := st.ExecContext(ctx, args...)
 		return err
 	}); err != nil {
 		return chunk{}, fmt.Errorf("backfill: %w", err)
