@@ -51,8 +51,8 @@ var errUpkeepStarted = errors.New("upkeep already started")
 // StartUpkeep starts the store's background upkeep, which Close stops:
 //
 //   - first, on a database made before the usage roll-ups existed, it
-//     rolls up the generations recorded before the upgrade, a few thousand
-//     per transaction (Usage is exact meanwhile: see Usage);
+//     rolls up the generations recorded before the upgrade, chunk by chunk
+//     (Usage is exact meanwhile: see Usage; backfillChunk explains how);
 //   - then, when opts.Retention is set, it deletes the generations older
 //     than that, every Interval, a few thousand per transaction.
 //
