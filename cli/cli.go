@@ -1,5 +1,5 @@
 // Package cli is svcgw's command line: serve, init, keys, credits, usage,
-// generation and config, as a kong grammar with one command per file.
+// generation, backup and config, as a kong grammar with one command per file.
 // Commands write only to the writers Run is given. Only serve and init
 // create a database; the others open an existing one.
 //
@@ -8,7 +8,7 @@
 // thing for every command have one name everywhere (SVCGW_DB, SVCGW_CONFIG,
 // SVCGW_LOG_LEVEL, SVCGW_LOG_FORMAT); every other flag of serve is read as
 // SVCGW_SERVE_<FLAG> (SVCGW_SERVE_RPM); the flags of the other commands
-// (init, keys, credits, usage, generation, config) come from the command
+// (init, keys, credits, usage, generation, backup, config) come from the command
 // line only.
 //
 // cli may import server, store, config and the account surface (for the
@@ -45,6 +45,7 @@ type root struct {
 	Usage      usageCmd         `cmd:"" help:"Report usage of an account (as GET /svc/v1/usage)."`
 	Generation generationCmd    `cmd:"" help:"Show one generation record (as GET /svc/v1/generation)."`
 	Config     configCmd        `cmd:"" help:"Work with configuration files."`
+	Backup     backupCmd        `cmd:"" help:"Copy the database consistently, even while svcgw serves it."`
 }
 
 // env is what a command's Run receives besides its own flags.

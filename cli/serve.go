@@ -37,6 +37,8 @@ type serveCmd struct {
 	MaxConnections   int           `default:"0" help:"Most caller connections open at once; more wait in the accept backlog (0 = limits.max_connections from --config, else derived from the file-descriptor limit)."`
 	FixtureTTFT      time.Duration `name:"fixture-ttft" default:"0s" help:"Fixture backend: simulated time to first token."`
 	FixtureTPS       float64       `name:"fixture-tps" default:"0" help:"Fixture backend: simulated output tokens per second (0 = instant)."`
+
+	RetentionGenerations string `name:"retention-generations" placeholder:"DAYS" help:"Delete generation records older than this, e.g. 90d (usage totals, credits and balances are kept forever); overrides retention.generations from --config; 0 keeps every record."`
 }
 
 func (c *serveCmd) Run(e *env) (err error) {
@@ -60,6 +62,12 @@ func (c *serveCmd) Run(e *env) (err error) {
 	if c.Config != "" {
 		if cfg, err = config.LoadFile(c.Config); err != nil {
 			return err // each error names the file and line
+		}
+	}
+	retention := cfg.Retention.Generations
+	if c.RetentionGenerations != "" {
+		if retention, err = config.ParseRetention(c.RetentionGenerations); err != nil {
+			return fmt.Errorf("--retention-generations: %w", err)
 		}
 	}
 	router, err := buildRouter(cfg, log, fixture.Options{TimeToFirstToken: c.FixtureTTFT, TokensPerSecond: c.FixtureTPS})
@@ -113,6 +121,12 @@ func (c *serveCmd) Run(e *env) (err error) {
 		BodyMinRate:         firstNonZero(c.BodyMinRate, lim.BodyMinRate),
 	}
 	h := server.New(opts)
+	// The background upkeep: the roll-up backfill of a database from an
+	// older version, then retention. Stopped by st.Close.
+	if err := st.StartUpkeep(store.UpkeepOptions{Retention: retention, Logger: log}); err != nil {
+		ln.Close()
+		return err
+	}
 
 	maxConns := cmp.Or(c.MaxConnections, lim.MaxConnections, server.DefaultMaxConns())
 	b := readBuild()

@@ -1,17 +1,20 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"text/tabwriter"
+	"time"
 
+	"github.com/svcgw/svcgw/store"
 	"github.com/svcgw/svcgw/surfaces/account"
 )
 
 type usageCmd struct {
 	Account string `required:"" help:"Account name."`
 	GroupBy string `name:"group-by" default:"day" enum:"day,request_type,application,api_key" help:"day, request_type, application or api_key."`
-	Start   string `help:"Lower bound: YYYY-MM-DD or RFC 3339 (inclusive)."`
-	End     string `help:"Upper bound: YYYY-MM-DD (inclusive) or RFC 3339 (exclusive)."`
+	Start   string `help:"Lower bound (inclusive): YYYY-MM-DD, or RFC 3339 at a UTC midnight."`
+	End     string `help:"Upper bound: YYYY-MM-DD (inclusive), or RFC 3339 at a UTC midnight (exclusive)."`
 	JSON    bool   `name:"json" help:"Print JSON (as GET /svc/v1/usage)."`
 }
 
@@ -94,6 +97,15 @@ func (c *generationCmd) Run(e *env) error {
 	}
 	defer st.Close()
 	g, err := st.GenerationByID(e.ctx, c.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		// As GET /svc/v1/generation: say when retention deleted it.
+		if at, ok := account.IssuedAt(c.ID); ok {
+			if before, perr := st.PrunedBefore(e.ctx); perr == nil && !before.IsZero() && at.Before(before) {
+				return fmt.Errorf("generation %q is older than the retention window: records created before %s have been deleted (their costs still count in usage and credits)",
+					c.ID, before.UTC().Format(time.RFC3339))
+			}
+		}
+	}
 	if err != nil {
 		return err
 	}

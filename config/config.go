@@ -45,6 +45,8 @@ type Config struct {
 	// missing here keeps billing's default.
 	Prices map[llm.RequestType]map[llm.Tier]Price
 	Limits Limits
+	// Retention says how long detail is kept (see Retention).
+	Retention Retention
 }
 
 // Upstream is one server svcgw calls.
@@ -145,6 +147,9 @@ type fileConfig struct {
 		IdleTimeout         string `yaml:"idle_timeout"`
 		MaxConnections      int    `yaml:"max_connections"`
 	} `yaml:"limits"`
+	Retention struct {
+		Generations string `yaml:"generations"`
+	} `yaml:"retention"`
 }
 
 type fileUpstream struct {
@@ -549,6 +554,13 @@ func Load(doc []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
 			continue
 		}
 		*f.dst = d
+	}
+	if v := fc.Retention.Generations; v != "" {
+		d, err := ParseRetention(v)
+		if err != nil {
+			add("retention.generations", "retention.generations: %v", err)
+		}
+		cfg.Retention.Generations = d
 	}
 	if len(errs) > 0 {
 		sort.SliceStable(errs, func(i, j int) bool { return errs[i].Line < errs[j].Line })

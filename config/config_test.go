@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/matryer/is"
@@ -262,4 +263,50 @@ func TestLoad_PromptCacheKeyDefaultsToOpenAIOnly(t *testing.T) {
 	is.True(!cfg.Upstreams["local"].PromptCacheKey) // compatible servers may refuse unknown fields
 	is.True(cfg.Upstreams["azure"].PromptCacheKey)  // unless the operator says otherwise
 	is.True(!cfg.Upstreams["off"].PromptCacheKey)
+}
+
+func TestLoad_Retention(t *testing.T) {
+	base := "upstreams:\n  a:\n    protocol: fixture\n    models: {m: {}}\nroutes:\n  default: [a/m]\n"
+	for _, tc := range []struct {
+		name, doc string
+		want      time.Duration
+		errLine   int
+	}{
+		{"absent: keep everything", base, 0, 0},
+		{"days", base + "retention:\n  generations: 90d\n", 90 * 24 * time.Hour, 0},
+		{"flow style", base + "retention: {generations: 30d}\n", 30 * 24 * time.Hour, 0},
+		{"Go duration", base + "retention:\n  generations: 2160h\n", 90 * 24 * time.Hour, 0},
+		{"zero keeps everything", base + "retention:\n  generations: 0\n", 0, 0},
+		{"from the environment", base + "retention:\n  generations: ${KEEP:-7d}\n", 7 * 24 * time.Hour, 0},
+		{"a missing unit", base + "retention:\n  generations: 90\n", 0, 8},
+		{"under a day", base + "retention:\n  generations: 12h\n", 0, 8},
+		{"negative", base + "retention:\n  generations: -5d\n", 0, 8},
+		{"unknown key", base + "retention:\n  feedback: 30d\n", 0, 8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			is := is.New(t)
+			cfg, err := Load([]byte(tc.doc), env(nil))
+			if tc.errLine == 0 {
+				is.NoErr(err)
+				is.Equal(cfg.Retention.Generations, tc.want)
+				return
+			}
+			var errs Errors
+			is.True(errors.As(err, &errs))     // a configuration error
+			is.Equal(errs[0].Line, tc.errLine) // at the line of the value
+		})
+	}
+}
+
+func TestParseRetention(t *testing.T) {
+	is := is.New(t)
+	for in, want := range map[string]time.Duration{"1d": 24 * time.Hour, "365d": 365 * 24 * time.Hour, "24h": 24 * time.Hour, "0": 0} {
+		got, err := ParseRetention(in)
+		is.NoErr(err)
+		is.Equal(got, want)
+	}
+	for _, in := range []string{"", "d", "1.5d", "23h", "forever", "0d", "7w"} {
+		_, err := ParseRetention(in)
+		is.True(err != nil) // refused
+	}
 }

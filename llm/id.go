@@ -46,3 +46,34 @@ func newIDAt(prefix string, n int, now time.Time) string {
 	}
 	return string(out)
 }
+
+// NewIDAt is NewID for an id made at now: for programs that write
+// generations of the past (the benchmark's seeder) and for tests.
+func NewIDAt(prefix string, n int, now time.Time) string {
+	return newIDAt(prefix, n, now)
+}
+
+// IDTime returns the time encoded in an id made by NewID with prefix (its
+// first 8 characters after the prefix, in milliseconds). ok is false when
+// id does not start with prefix followed by 8 base62 digits.
+func IDTime(id, prefix string) (t time.Time, ok bool) {
+	if len(id) < len(prefix)+idTimeChars || id[:len(prefix)] != prefix {
+		return time.Time{}, false
+	}
+	var ms uint64
+	for _, c := range []byte(id[len(prefix) : len(prefix)+idTimeChars]) {
+		var d byte
+		switch {
+		case '0' <= c && c <= '9':
+			d = c - '0'
+		case 'A' <= c && c <= 'Z':
+			d = c - 'A' + 10
+		case 'a' <= c && c <= 'z':
+			d = c - 'a' + 36
+		default:
+			return time.Time{}, false
+		}
+		ms = ms*62 + uint64(d)
+	}
+	return time.UnixMilli(int64(ms)).UTC(), true
+}

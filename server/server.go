@@ -84,6 +84,9 @@ type Options struct {
 	// billing.DefaultRefresh (1s). A call that would be refused always
 	// reads them again first.
 	BudgetRefresh time.Duration
+	// AccountLimits bound the account endpoints' work per key and per
+	// request; zero fields take account's defaults.
+	AccountLimits account.Limits
 }
 
 // Server is svcgw's http.Handler.
@@ -165,7 +168,7 @@ func New(opts Options) *Server {
 	// The account endpoints speak the chat-completions envelope.
 	s.account = account.New(s.store, s.now, func(w http.ResponseWriter, _ *http.Request, err error) {
 		fallback.WriteError(w, err)
-	})
+	}, opts.AccountLimits)
 	if dash, err := dashboard.New(); err != nil {
 		s.log.Error("dashboard page unavailable", "error", err)
 	} else {

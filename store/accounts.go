@@ -191,7 +191,7 @@ func (s *Store) Budget(ctx context.Context, accountID int64) (Budget, error) {
 	)
 	ctx, cancel := s.readCtx(ctx)
 	defer cancel()
-	err := s.r.QueryRowContext(ctx,
+	err := s.call.QueryRowContext(ctx,
 		`SELECT balance_micros + total_used_micros, daily_cap_micros, monthly_cap_micros FROM accounts WHERE id = ?`,
 		accountID).Scan(&b.Credits, &daily, &monthly)
 	if errors.Is(err, sql.ErrNoRows) {

@@ -258,7 +258,7 @@ func (s *Store) Authenticate(ctx context.Context, secret string) (Key, error) {
 	}
 	ctx, cancel := s.readCtx(ctx)
 	defer cancel()
-	k, err := scanKey(s.r.QueryRowContext(ctx,
+	k, err := scanKey(s.call.QueryRowContext(ctx,
 		`SELECT `+keyColumns+`
 		 FROM api_keys k JOIN accounts a ON a.id = k.account_id
 		 WHERE k.secret_sha256 = ? AND k.revoked_at IS NULL`,

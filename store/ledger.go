@@ -539,6 +539,7 @@ type batchSums struct {
 	debits map[int64]int64
 	spend  map[spendDay]spendSum
 	args   []any // INSERT parameters, reused between batches
+	rollup rollupSums
 }
 
 type spendDay struct {
@@ -564,6 +565,7 @@ func (s *Store) drop(r genRow, err error) {
 func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) error {
 	clear(agg.debits)
 	clear(agg.spend)
+	agg.rollup.sum(rows)
 	// Prepare the statements this batch needs (once: they are cached)
 	// before the transaction takes the writer's only connection. Parsing
 	// them again for every batch was a quarter of the ledger's CPU.
@@ -574,6 +576,9 @@ func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) 
 		if _, err := s.stmt(ctx, q); err != nil {
 			return fmt.Errorf("ledger: prepare: %w", err)
 		}
+	}
+	if err := s.prepareRollups(ctx, &agg.rollup); err != nil {
+		return err
 	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
@@ -628,6 +633,13 @@ func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) 
 		if _, err := spend.ExecContext(ctx, k.account, k.key, k.day, sum.requests, sum.cost); err != nil {
 			return fmt.Errorf("ledger: spend of account %d: %w", k.account, err)
 		}
+	}
+	// The usage roll-ups, in the same transaction as the rows they sum.
+	if err := agg.rollup.write(ctx, func(ctx context.Context, q string, args []any) error {
+		_, err := tx.StmtContext(ctx, s.stmts[q]).ExecContext(ctx, args...)
+		return err
+	}); err != nil {
+		return fmt.Errorf("ledger: roll-ups: %w", err)
 	}
 	if s.commitHook != nil {
 		if err := s.commitHook(); err != nil {

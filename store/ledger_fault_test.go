@@ -383,21 +383,23 @@ func TestLedger_RetryOfACommitThatHadSucceeded(t *testing.T) {
 }
 
 // TestStore_ReadsAreBoundedByQueryTimeout: a read on a request's path that
-// cannot get the database in time (here every reader connection is taken,
-// as slow usage reports would) fails with ErrUnavailable after
-// QueryTimeout instead of hanging.
+// cannot get the database in time (here every reader connection of both
+// pools is taken) fails with ErrUnavailable after QueryTimeout instead of
+// hanging.
 func TestStore_ReadsAreBoundedByQueryTimeout(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "svcgw.db")
-	s := openTestStore(t, path, Options{QueryTimeout: 200 * time.Millisecond, AuthCacheTTL: -1, Readers: 2})
+	s := openTestStore(t, path, Options{QueryTimeout: 200 * time.Millisecond, AuthCacheTTL: -1, Readers: 2, CallReaders: 2})
 	a, k, secret := newAccount(t, s, "acme", "10")
 
 	var held []*sql.Conn
-	for range 2 {
-		c, err := s.r.Conn(ctx)
-		is.NoErr(err)
-		held = append(held, c)
+	for _, pool := range []*sql.DB{s.r, s.call} {
+		for range 2 {
+			c, err := pool.Conn(ctx)
+			is.NoErr(err)
+			held = append(held, c)
+		}
 	}
 	reads := map[string]func() error{
 		"authenticate": func() error { _, err := s.Authenticate(ctx, secret); return err },

@@ -287,3 +287,37 @@ func BenchmarkAuthenticate(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRecordGeneration_ManyKeys is BenchmarkRecordGeneration with the
+// traffic of a busy gateway: 1,000 keys of one account, 50 applications and
+// every request type, so that nearly every generation of a batch has usage
+// roll-up rows of its own to update.
+func BenchmarkRecordGeneration_ManyKeys(b *testing.B) {
+	s, _ := newTestStore(b)
+	a, _, _ := newAccount(b, s, "acme", "1000000")
+	ctx := context.Background()
+	keys := make([]Key, 1000)
+	for i := range keys {
+		_, k, err := s.CreateKey(ctx, a.ID, fmt.Sprint("k", i))
+		if err != nil {
+			b.Fatal(err)
+		}
+		keys[i] = k
+	}
+	types := []string{"flash", "pro", "code", "json", "long", "reason", "vision", "document"}
+	gens := make([]Generation, b.N)
+	for i := range gens {
+		g := gen(b, "chatcmpl-"+strconv.Itoa(i), keys[(i*7919)%len(keys)], "0.000123")
+		g.Application = "app-" + strconv.Itoa(i%50)
+		g.RequestType = types[i%len(types)]
+		gens[i] = g
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		s.RecordGeneration(gens[i])
+	}
+	if err := s.Sync(ctx); err != nil {
+		b.Fatal(err)
+	}
+}

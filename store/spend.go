@@ -265,17 +265,17 @@ func (s *Store) loadSpend(ctx context.Context, k spendKey, now time.Time) (*spen
 		err  error
 	)
 	if k.key == "" {
-		err = s.r.QueryRowContext(ctx, `SELECT total_used_micros FROM accounts WHERE id = ?`, k.account).Scan(&e.total)
+		err = s.call.QueryRowContext(ctx, `SELECT total_used_micros FROM accounts WHERE id = ?`, k.account).Scan(&e.total)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			// An unknown account has spent nothing; its charges will
 			// be dropped by the ledger.
 			return nil, fmt.Errorf("load spend of account %d: %w", k.account, readErr(ctx, err))
 		}
-		rows, err = s.r.QueryContext(ctx,
+		rows, err = s.call.QueryContext(ctx,
 			`SELECT day, SUM(cost_micros) FROM spend_daily WHERE account_id = ? AND day >= ? GROUP BY day`,
 			k.account, from)
 	} else {
-		rows, err = s.r.QueryContext(ctx,
+		rows, err = s.call.QueryContext(ctx,
 			`SELECT day, cost_micros FROM spend_daily WHERE account_id = ? AND key_id = ? AND day >= ?`,
 			k.account, k.key, from)
 	}

@@ -128,8 +128,14 @@ type Options struct {
 	// database error would (the transaction is rolled back). It is a test
 	// seam, for injecting faults.
 	CommitHook func() error
-	// Readers is the size of the read-only connection pool; default 4.
+	// Readers is the size of the read-only connection pool of account
+	// endpoints and commands; default 4.
 	Readers int
+	// CallReaders is the size of a second read-only pool, kept for the
+	// reads of the call path (authenticating a key not in the cache,
+	// refreshing a budget, loading spend), so that account reads, however
+	// many, never make a call wait for a connection; default 2.
+	CallReaders int
 	// Rand is the source of key ids and secrets; default crypto/rand.Reader.
 	Rand io.Reader
 	// Logger receives ledger-writer failures; default discards.
@@ -145,7 +151,8 @@ type Options struct {
 type Store struct {
 	path string
 	w    *sql.DB // the one writer connection
-	r    *sql.DB // read-only pool
+	r    *sql.DB // read-only pool: account endpoints and commands
+	call *sql.DB // read-only pool of the call path (see Options.CallReaders)
 	now  func() time.Time
 	rand io.Reader
 	log  *slog.Logger
@@ -168,6 +175,11 @@ type Store struct {
 
 	spend spendTracker // charges per account and key, queued ones included
 	auth  authCache    // recent authentications
+
+	// rollupsComplete is set once the usage roll-ups cover every
+	// generation: no backfill is pending (see Usage, StartUpkeep).
+	rollupsComplete atomic.Bool
+	upkeep          upkeepState
 
 	// stmts are the ledger's prepared statements, by text; owned by the
 	// ledger goroutine.
@@ -253,6 +265,10 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		s.w.Close()
 		return nil, err
 	}
+	if err := s.loadBackfillState(ctx, s.w); err != nil {
+		s.w.Close()
+		return nil, err
+	}
 
 	// Readers are opened after the writer has put the file in WAL mode
 	// (which persists), and query_only makes an accidental write an error.
@@ -267,6 +283,11 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		s.r.Close()
 		s.w.Close()
 		return nil, fmt.Errorf("open readers: %w", err)
+	}
+	if s.call, err = openCallReaders(ctx, path, opts.CallReaders); err != nil {
+		s.r.Close()
+		s.w.Close()
+		return nil, err
 	}
 
 	s.queue.wake = make(chan struct{}, 1)
@@ -314,6 +335,7 @@ func checkWAL(ctx context.Context, db *sql.DB) error {
 // reports how many. It is idempotent.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		s.stopUpkeep() // before the writer connection goes away
 		s.queue.mu.Lock()
 		s.queue.closed = true
 		s.queue.mu.Unlock()
@@ -326,6 +348,7 @@ func (s *Store) Close() error {
 		for _, st := range s.stmts {
 			errs = append(errs, st.Close())
 		}
+		errs = append(errs, s.call.Close())
 		s.closeErr = errors.Join(append(errs, s.r.Close(), s.w.Close())...)
 	})
 	return s.closeErr
@@ -442,4 +465,25 @@ func applyMigration(ctx context.Context, db *sql.DB, m migration, now func() tim
 // scanner is what *sql.Row and *sql.Rows have in common.
 type scanner interface {
 	Scan(dest ...any) error
+}
+
+// openCallReaders opens the call path's read-only pool of n connections
+// (default 2). The call path reads rarely in steady state (keys and budgets
+// are cached, spend is kept in memory), but a read it does make must never
+// queue behind an account report.
+func openCallReaders(ctx context.Context, path string, n int) (*sql.DB, error) {
+	if n <= 0 {
+		n = 2
+	}
+	db, err := sql.Open("sqlite", path+"?"+dsnPragmas+"&_pragma=query_only(1)")
+	if err != nil {
+		return nil, fmt.Errorf("open call-path readers: %w", err)
+	}
+	db.SetMaxOpenConns(n)
+	db.SetMaxIdleConns(n)
+	if err := checkWAL(ctx, db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open call-path readers: %w", err)
+	}
+	return db, nil
 }

@@ -141,7 +141,7 @@ func checkLedger(t testing.TB, s *Store) {
 func TestOpen_WALAndPragmas(t *testing.T) {
 	s, _ := newTestStore(t)
 	ctx := context.Background()
-	for name, db := range map[string]*sql.DB{"writer": s.w, "reader": s.r} {
+	for name, db := range map[string]*sql.DB{"writer": s.w, "reader": s.r, "call-path reader": s.call} {
 		t.Run(name, func(t *testing.T) {
 			is := is.New(t)
 			var mode string
@@ -154,8 +154,10 @@ func TestOpen_WALAndPragmas(t *testing.T) {
 			is.Equal(busy, 5000)                                                 // busy timeout
 		})
 	}
-	_, err := s.r.ExecContext(ctx, `INSERT INTO accounts (name, created_at) VALUES ('x', 0)`)
-	is.New(t).True(err != nil) // the reader pool is read-only
+	for _, db := range []*sql.DB{s.r, s.call} {
+		_, err := db.ExecContext(ctx, `INSERT INTO accounts (name, created_at) VALUES ('x', 0)`)
+		is.New(t).True(err != nil) // the reader pools are read-only
+	}
 }
 
 func TestOpen_RejectsBadPaths(t *testing.T) {

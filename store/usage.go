@@ -2,7 +2,12 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"math"
+	"runtime"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/cockroachdb/apd/v3"
@@ -16,22 +21,24 @@ const (
 	GroupByAPIKey      = "api_key"
 )
 
-// groupExprs maps each grouping to the SQL expression of its bucket. Only
-// these fixed strings ever reach the query text.
-var groupExprs = map[string]string{
+// scanExprs maps each grouping to the SQL expression of its bucket over
+// generations, for the generations a roll-up backfill has not reached yet
+// (see Usage). Only these fixed strings ever reach the query text.
+var scanExprs = map[string]string{
 	GroupByDay:         `strftime('%Y-%m-%d', created_at / 1000, 'unixepoch')`,
 	GroupByRequestType: `request_type`,
 	GroupByApplication: `application`,
 	GroupByAPIKey:      `COALESCE(key_id, '')`,
 }
 
-// UsageQuery selects and groups an account's generations.
+// UsageQuery selects and groups an account's usage.
 type UsageQuery struct {
 	// GroupBy is one of GroupByDay, GroupByRequestType, GroupByApplication,
 	// GroupByAPIKey; anything else is ErrInvalid.
 	GroupBy string
 	// Start (inclusive) and End (exclusive) bound the generations' creation
-	// times; a zero time is unbounded.
+	// times; a zero time is unbounded. Usage is kept per UTC day, so each
+	// bound must be a UTC midnight (ErrInvalid otherwise).
 	Start, End time.Time
 }
 
@@ -45,55 +52,303 @@ type Bucket struct {
 	OutputTokens      int64 // completion tokens, reasoning included
 	TotalTokens       int64
 	CachedInputTokens int64
+	CacheWriteTokens  int64 // prompt tokens written to a cache (part of InputTokens)
+	ReasoningTokens   int64 // part of OutputTokens
 	Cost              apd.Decimal
 }
 
+// Day numbers standing for an unbounded side of a range.
+const (
+	minDay int32 = math.MinInt32
+	maxDay int32 = math.MaxInt32
+)
+
+// lastDay is 9999-12-31, the last day RFC 3339 can write.
+var lastDay = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+
+// IsDayBound reports whether t can bound a usage query: the zero time
+// (unbounded) or a UTC midnight.
+func IsDayBound(t time.Time) bool {
+	if t.IsZero() {
+		return true
+	}
+	u := t.UTC()
+	return u.Hour() == 0 && u.Minute() == 0 && u.Second() == 0 && u.Nanosecond() == 0
+}
+
 // Usage returns the account's usage in q's window, one bucket per group,
-// ordered by bucket. Sums are over INTEGER columns, so they are exact. It
-// reads what is committed: call Sync first to see generations recorded just
-// before.
+// ordered by bucket. It reads only the roll-ups (usage_periods): whole
+// years, whole months and the days at the window's edges, so it costs
+// about the same whatever the number of calls ever made. Sums are over
+// INTEGER columns, so they are exact. It reads what is committed: call
+// Sync first to see generations recorded just before.
+//
+// While the roll-ups of a database made before them are being backfilled
+// (see StartUpkeep), the generations not reached yet are summed from the
+// generations table in the same read transaction, so the answer is exact
+// then too, only slower.
 func (s *Store) Usage(ctx context.Context, accountID int64, q UsageQuery) ([]Bucket, error) {
-	expr, ok := groupExprs[q.GroupBy]
+	scanExpr, ok := scanExprs[q.GroupBy]
 	if !ok {
 		return nil, fmt.Errorf("usage: group by %q: %w", q.GroupBy, ErrInvalid)
 	}
-	if !q.Start.IsZero() && !q.End.IsZero() && q.Start.After(q.End) {
-		return nil, fmt.Errorf("usage: start after end: %w", ErrInvalid)
+	q, from, to, err := dayRange(q)
+	if err != nil {
+		return nil, fmt.Errorf("usage: %w", err)
 	}
-	where, args := `account_id = ?`, []any{accountID}
+
+	if s.rollupsComplete.Load() {
+		sums, err := s.usageRollups(ctx, s.r, accountID, q.GroupBy, from, to)
+		if err != nil {
+			return nil, err
+		}
+		return bucketsOf(sums), nil
+	}
+	// A backfill may be running (here or in another process): read its
+	// progress, the roll-ups and the generations it has not reached in one
+	// snapshot, so that every generation is counted exactly once.
+	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("usage: begin: %w", err)
+	}
+	defer tx.Rollback()
+	bf, err := readBackfill(ctx, tx)
+	if err != nil {
+		return nil, fmt.Errorf("usage: %w", err)
+	}
+	sums, err := s.usageRollups(ctx, tx, accountID, q.GroupBy, from, to)
+	if err != nil {
+		return nil, err
+	}
+	if bf.complete() {
+		s.rollupsComplete.Store(true)
+	} else if err := usageScan(ctx, tx, accountID, scanExpr, q, bf, sums); err != nil {
+		return nil, err
+	}
+	return bucketsOf(sums), nil
+}
+
+// dayRange checks q's bounds and returns them as the days [from, to), an
+// unbounded side as minDay or maxDay. Usage is kept per UTC day, so each
+// bound must be a UTC midnight; an end on or after the last day RFC 3339
+// can write (9999-12-31, however it is clamped) is none, since nothing is
+// recorded then.
+func dayRange(q UsageQuery) (_ UsageQuery, from, to int32, err error) {
+	if !IsDayBound(q.Start) || (!IsDayBound(q.End) && q.End.Before(lastDay)) {
+		return q, 0, 0, fmt.Errorf("%w: bounds must be UTC midnights (usage is kept per UTC day)", ErrInvalid)
+	}
+	if !q.Start.IsZero() && !q.End.IsZero() && q.Start.After(q.End) {
+		return q, 0, 0, fmt.Errorf("start after end: %w", ErrInvalid)
+	}
+	if !q.End.IsZero() && !q.End.Before(lastDay) {
+		q.End = time.Time{}
+	}
+	from, to = minDay, maxDay
 	if !q.Start.IsZero() {
-		where += ` AND created_at >= ?`
-		args = append(args, ceilMS(q.Start))
+		from = clampDay(q.Start)
 	}
 	if !q.End.IsZero() {
-		where += ` AND created_at < ?`
-		args = append(args, ceilMS(q.End))
+		to = clampDay(q.End)
 	}
-	rows, err := s.r.QueryContext(ctx,
-		`SELECT `+expr+` AS bucket, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens),
-		        SUM(cached_prompt_tokens), SUM(cost_micros)
-		 FROM generations WHERE `+where+`
-		 GROUP BY bucket ORDER BY bucket`,
-		args...)
+	return q, from, to, nil
+}
+
+// clampDay is t's day number, within the range the roll-ups use.
+func clampDay(t time.Time) int32 {
+	d := floorDiv(t.Unix(), 86400)
+	return int32(min(max(d, int64(minDay)), int64(maxDay)))
+}
+
+// querier is what *sql.DB and *sql.Tx have in common for reads.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+const periodSums = `requests, input_tokens, output_tokens, cached_input_tokens, cache_write_tokens, reasoning_tokens, cost_micros`
+
+// usageRollups sums the account's usage_periods rows of the grouping over
+// the days [from, to) (see spanParts). Each part is a range of the primary
+// key; a grouping by day reads day rows only.
+func (s *Store) usageRollups(ctx context.Context, db querier, accountID int64, groupBy string, from, to int32) (map[string]*usageSums, error) {
+	parts := []spanPart{{spanDay, from, to}}
+	if groupBy != GroupByDay {
+		parts = spanParts(from, to)
+	}
+	var (
+		sel  []string
+		args []any
+	)
+	for _, p := range parts {
+		if p.from >= p.to {
+			continue
+		}
+		sel = append(sel, `SELECT first_day, bucket, `+periodSums+` FROM usage_periods
+			WHERE account_id = ? AND axis = ? AND span = ? AND first_day >= ? AND first_day < ?`)
+		args = append(args, accountID, groupBy, p.span, p.from, p.to)
+	}
+	sums := make(map[string]*usageSums)
+	if len(sel) == 0 {
+		return sums, nil
+	}
+	// The rows are added up here rather than by a GROUP BY, so that the
+	// read can give up the processor every few hundred rows: SQLite
+	// produces them one at a time as they are asked for, and a report over
+	// thousands of buckets then delays a call on the same core by a fraction
+	// of a millisecond instead of by its whole length (docs/ledger-scale.md).
+	rows, err := db.QueryContext(ctx, strings.Join(sel, "\nUNION ALL\n"), args...)
 	if err != nil {
 		return nil, fmt.Errorf("usage: %w", err)
 	}
 	defer rows.Close()
-	buckets := []Bucket{}
-	for rows.Next() {
+	for n := 1; rows.Next(); n++ {
+		if n%yieldRows == 0 {
+			runtime.Gosched()
+		}
 		var (
-			b    Bucket
-			cost int64
+			first  int32
+			bucket string
+			v      usageSums
 		)
-		if err := rows.Scan(&b.Bucket, &b.Requests, &b.InputTokens, &b.OutputTokens, &b.CachedInputTokens, &cost); err != nil {
+		if err := rows.Scan(&first, &bucket, &v.requests, &v.input, &v.output, &v.cached, &v.cacheWrite, &v.reasoning, &v.cost); err != nil {
 			return nil, fmt.Errorf("usage: scan: %w", err)
 		}
-		b.TotalTokens = b.InputTokens + b.OutputTokens
-		b.Cost = fromMicros(cost)
-		buckets = append(buckets, b)
+		if groupBy == GroupByDay {
+			bucket = dayTime(first).Format(time.DateOnly)
+		}
+		if sum := sums[bucket]; sum != nil {
+			sum.plus(v)
+		} else {
+			sums[bucket] = &v
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("usage: %w", err)
 	}
-	return buckets, nil
+	return sums, nil
+}
+
+// yieldRows is how many roll-up rows a usage read reads between yields of
+// the processor.
+const yieldRows = 256
+
+// spanPart is a range of usage_periods rows of one span: those whose first
+// day is in [from, to).
+type spanPart struct {
+	span     string
+	from, to int32
+}
+
+// spanParts covers the days [from, to) with the fewest roll-up rows: whole
+// UTC years from year rows, the whole months before and after them from
+// month rows, and the days left at the edges from day rows.
+func spanParts(from, to int32) []spanPart {
+	if y0, y1 := wholeYears(from, to); y0 < y1 {
+		parts := monthParts(from, y0)
+		parts = append(parts, spanPart{spanYear, y0, y1})
+		return append(parts, monthParts(y1, to)...)
+	}
+	return monthParts(from, to)
+}
+
+// monthParts covers [from, to) with month and day rows.
+func monthParts(from, to int32) []spanPart {
+	if from >= to {
+		return nil
+	}
+	if m0, m1 := wholeMonths(from, to); m0 < m1 {
+		return []spanPart{{spanDay, from, m0}, {spanMonth, m0, m1}, {spanDay, m1, to}}
+	}
+	return []spanPart{{spanDay, from, to}}
+}
+
+// wholeYears is wholeMonths for UTC years.
+func wholeYears(from, to int32) (y0, y1 int32) {
+	y0, y1 = from, to
+	if from != minDay {
+		if y0 = yearStart(from); y0 < from {
+			y0 = dayNumber(dayTime(y0).AddDate(1, 0, 0))
+		}
+	}
+	if to != maxDay {
+		y1 = yearStart(to)
+	}
+	return y0, y1
+}
+
+// wholeMonths returns the first and the end of the UTC months lying wholly
+// within the days [from, to), as day numbers: [m0, m1); m0 >= m1 when there
+// are none. An unbounded side stays unbounded.
+func wholeMonths(from, to int32) (m0, m1 int32) {
+	m0, m1 = from, to
+	if from != minDay {
+		if m0 = monthStart(from); m0 < from {
+			m0 = dayNumber(dayTime(m0).AddDate(0, 1, 0))
+		}
+	}
+	if to != maxDay {
+		m1 = monthStart(to)
+	}
+	return m0, m1
+}
+
+// usageScan adds to sums the account's generations in q's window that the
+// backfill bf has not rolled up yet.
+func usageScan(ctx context.Context, tx *sql.Tx, accountID int64, expr string, q UsageQuery, bf backfill, sums map[string]*usageSums) error {
+	where, args := `account_id = ? AND rowid > ? AND rowid <= ?`, []any{accountID, bf.after, bf.through}
+	if !q.Start.IsZero() {
+		where += ` AND created_at >= ?`
+		args = append(args, ms(q.Start))
+	}
+	if !q.End.IsZero() {
+		where += ` AND created_at < ?`
+		args = append(args, ms(q.End))
+	}
+	rows, err := tx.QueryContext(ctx,
+		`SELECT `+expr+` AS bucket, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens),
+		        SUM(cached_prompt_tokens), SUM(cache_creation_tokens), SUM(reasoning_tokens), SUM(cost_micros)
+		 FROM generations WHERE `+where+` GROUP BY bucket`,
+		args...)
+	if err != nil {
+		return fmt.Errorf("usage: generations not rolled up yet: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			bucket string
+			v      usageSums
+		)
+		if err := rows.Scan(&bucket, &v.requests, &v.input, &v.output, &v.cached, &v.cacheWrite, &v.reasoning, &v.cost); err != nil {
+			return fmt.Errorf("usage: scan: %w", err)
+		}
+		if sums[bucket] == nil {
+			sums[bucket] = &usageSums{}
+		}
+		sums[bucket].plus(v)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("usage: generations not rolled up yet: %w", err)
+	}
+	return nil
+}
+
+// bucketsOf renders sums as buckets in bucket order (bytewise, as SQLite's
+// BINARY collation orders them).
+func bucketsOf(sums map[string]*usageSums) []Bucket {
+	buckets := make([]Bucket, 0, len(sums))
+	for name, v := range sums {
+		buckets = append(buckets, Bucket{
+			Bucket:            name,
+			Requests:          v.requests,
+			InputTokens:       v.input,
+			OutputTokens:      v.output,
+			TotalTokens:       v.input + v.output,
+			CachedInputTokens: v.cached,
+			CacheWriteTokens:  v.cacheWrite,
+			ReasoningTokens:   v.reasoning,
+			Cost:              fromMicros(v.cost),
+		})
+	}
+	sort.Slice(buckets, func(i, j int) bool { return buckets[i].Bucket < buckets[j].Bucket })
+	return buckets
 }

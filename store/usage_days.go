@@ -2,16 +2,12 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"runtime"
+	"sort"
+	"time"
 )
-
-// dayAxisExprs maps each grouping UsageByDay takes to the SQL expression of
-// its bucket. Only these fixed strings ever reach the query text.
-var dayAxisExprs = map[string]string{
-	GroupByRequestType: `request_type`,
-	GroupByApplication: `application`,
-	GroupByAPIKey:      `COALESCE(key_id, '')`,
-}
 
 // DayBucket is one cell of a usage report grouped by UTC day and one more
 // axis: Day is YYYY-MM-DD, Bucket.Bucket the request type, application or
@@ -25,50 +21,159 @@ type DayBucket struct {
 // and by q.GroupBy, which is one of GroupByRequestType, GroupByApplication
 // or GroupByAPIKey (else ErrInvalid): one bucket per day and group that has
 // usage, ordered by day, then bucket. It is what a chart of spend per day,
-// stacked by one axis, needs. Sums are exact. It reads what is committed:
-// call Sync first to see generations recorded just before.
+// stacked by one axis, needs. Like Usage it reads the roll-ups (the day
+// rows of the axis in usage_periods, one key range), and the generations a
+// backfill has not reached yet in the same snapshot; sums are exact. It
+// reads what is committed: call Sync first to see generations recorded
+// just before.
 func (s *Store) UsageByDay(ctx context.Context, accountID int64, q UsageQuery) ([]DayBucket, error) {
-	expr, ok := dayAxisExprs[q.GroupBy]
+	if q.GroupBy == GroupByDay {
+		return nil, fmt.Errorf("usage by day: group by %q: %w", q.GroupBy, ErrInvalid)
+	}
+	scanExpr, ok := scanExprs[q.GroupBy]
 	if !ok {
 		return nil, fmt.Errorf("usage by day: group by %q: %w", q.GroupBy, ErrInvalid)
 	}
-	if !q.Start.IsZero() && !q.End.IsZero() && q.Start.After(q.End) {
-		return nil, fmt.Errorf("usage by day: start after end: %w", ErrInvalid)
+	q, from, to, err := dayRange(q)
+	if err != nil {
+		return nil, fmt.Errorf("usage by day: %w", err)
 	}
-	where, args := `account_id = ?`, []any{accountID}
-	if !q.Start.IsZero() {
-		where += ` AND created_at >= ?`
-		args = append(args, ceilMS(q.Start))
+	if s.rollupsComplete.Load() {
+		sums, err := usageDayRollups(ctx, s.r, accountID, q.GroupBy, from, to)
+		if err != nil {
+			return nil, err
+		}
+		return dayBucketsOf(sums), nil
 	}
-	if !q.End.IsZero() {
-		where += ` AND created_at < ?`
-		args = append(args, ceilMS(q.End))
+	// A backfill may be running: read its progress, the roll-ups and the
+	// generations it has not reached in one snapshot (see Usage).
+	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("usage by day: begin: %w", err)
 	}
-	rows, err := s.r.QueryContext(ctx,
-		`SELECT strftime('%Y-%m-%d', created_at / 1000, 'unixepoch') AS day, `+expr+` AS bucket,
-		        COUNT(*), SUM(prompt_tokens), SUM(completion_tokens), SUM(cached_prompt_tokens), SUM(cost_micros)
-		 FROM generations WHERE `+where+`
-		 GROUP BY day, bucket ORDER BY day, bucket`,
-		args...)
+	defer tx.Rollback()
+	bf, err := readBackfill(ctx, tx)
+	if err != nil {
+		return nil, fmt.Errorf("usage by day: %w", err)
+	}
+	sums, err := usageDayRollups(ctx, tx, accountID, q.GroupBy, from, to)
+	if err != nil {
+		return nil, err
+	}
+	if bf.complete() {
+		s.rollupsComplete.Store(true)
+	} else if err := usageDayScan(ctx, tx, accountID, scanExpr, q, bf, sums); err != nil {
+		return nil, err
+	}
+	return dayBucketsOf(sums), nil
+}
+
+// dayCell names one cell of a day × axis report.
+type dayCell struct {
+	day    int32
+	bucket string
+}
+
+// usageDayRollups sums the account's day rows of the axis over [from, to).
+func usageDayRollups(ctx context.Context, db querier, accountID int64, axis string, from, to int32) (map[dayCell]*usageSums, error) {
+	sums := make(map[dayCell]*usageSums)
+	if from >= to {
+		return sums, nil
+	}
+	rows, err := db.QueryContext(ctx, `SELECT first_day, bucket, `+periodSums+` FROM usage_periods
+		WHERE account_id = ? AND axis = ? AND span = ? AND first_day >= ? AND first_day < ?`,
+		accountID, axis, spanDay, from, to)
 	if err != nil {
 		return nil, fmt.Errorf("usage by day: %w", err)
 	}
 	defer rows.Close()
-	out := []DayBucket{}
-	for rows.Next() {
+	for n := 1; rows.Next(); n++ {
+		if n%yieldRows == 0 {
+			runtime.Gosched() // see usageRollups
+		}
 		var (
-			b    DayBucket
-			cost int64
+			c dayCell
+			v usageSums
 		)
-		if err := rows.Scan(&b.Day, &b.Bucket.Bucket, &b.Requests, &b.InputTokens, &b.OutputTokens, &b.CachedInputTokens, &cost); err != nil {
+		if err := rows.Scan(&c.day, &c.bucket, &v.requests, &v.input, &v.output, &v.cached, &v.cacheWrite, &v.reasoning, &v.cost); err != nil {
 			return nil, fmt.Errorf("usage by day: scan: %w", err)
 		}
-		b.TotalTokens = b.InputTokens + b.OutputTokens
-		b.Cost = fromMicros(cost)
-		out = append(out, b)
+		if sum := sums[c]; sum != nil {
+			sum.plus(v)
+		} else {
+			sums[c] = &v
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("usage by day: %w", err)
 	}
-	return out, nil
+	return sums, nil
+}
+
+// usageDayScan adds to sums the account's generations in q's window that
+// the backfill bf has not rolled up yet.
+func usageDayScan(ctx context.Context, tx *sql.Tx, accountID int64, expr string, q UsageQuery, bf backfill, sums map[dayCell]*usageSums) error {
+	where, args := `account_id = ? AND rowid > ? AND rowid <= ?`, []any{accountID, bf.after, bf.through}
+	if !q.Start.IsZero() {
+		where += ` AND created_at >= ?`
+		args = append(args, ms(q.Start))
+	}
+	if !q.End.IsZero() {
+		where += ` AND created_at < ?`
+		args = append(args, ms(q.End))
+	}
+	rows, err := tx.QueryContext(ctx,
+		`SELECT created_at / 86400000 AS day, `+expr+` AS bucket, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens),
+		        SUM(cached_prompt_tokens), SUM(cache_creation_tokens), SUM(reasoning_tokens), SUM(cost_micros)
+		 FROM generations WHERE `+where+` GROUP BY day, bucket`,
+		args...)
+	if err != nil {
+		return fmt.Errorf("usage by day: generations not rolled up yet: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			c dayCell
+			v usageSums
+		)
+		if err := rows.Scan(&c.day, &c.bucket, &v.requests, &v.input, &v.output, &v.cached, &v.cacheWrite, &v.reasoning, &v.cost); err != nil {
+			return fmt.Errorf("usage by day: scan: %w", err)
+		}
+		if sums[c] == nil {
+			sums[c] = &usageSums{}
+		}
+		sums[c].plus(v)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("usage by day: generations not rolled up yet: %w", err)
+	}
+	return nil
+}
+
+// dayBucketsOf renders sums by day, then bucket (bytewise).
+func dayBucketsOf(sums map[dayCell]*usageSums) []DayBucket {
+	out := make([]DayBucket, 0, len(sums))
+	for c, v := range sums {
+		out = append(out, DayBucket{
+			Day: dayTime(c.day).Format(time.DateOnly),
+			Bucket: Bucket{
+				Bucket:            c.bucket,
+				Requests:          v.requests,
+				InputTokens:       v.input,
+				OutputTokens:      v.output,
+				TotalTokens:       v.input + v.output,
+				CachedInputTokens: v.cached,
+				CacheWriteTokens:  v.cacheWrite,
+				ReasoningTokens:   v.reasoning,
+				Cost:              fromMicros(v.cost),
+			},
+		})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Day != out[j].Day {
+			return out[i].Day < out[j].Day
+		}
+		return out[i].Bucket.Bucket < out[j].Bucket.Bucket
+	})
+	return out
 }

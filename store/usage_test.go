@@ -27,6 +27,7 @@ func TestUsage(t *testing.T) {
 		clock.Set(at)
 		g := gen(t, id, k, cost)
 		g.Application, g.RequestType = app, typ
+		g.CacheCreationTokens = 10
 		s.RecordGeneration(g) // stamped with the clock's time
 	}
 	record(day(10, 12, 0, 0, 0), "g1", k1, "alpha", "code", "0.1")
@@ -58,10 +59,12 @@ func TestUsage(t *testing.T) {
 			[]want{{"2025-03-11", 1, "0.300000"}, {"2025-03-12", 1, "0.400000"}}},
 		{"day to end exclusive", UsageQuery{GroupBy: GroupByDay, End: day(11, 0, 0, 0, 0)},
 			[]want{{"2025-03-10", 2, "0.300000"}}},
-		{"millisecond window around midnight", UsageQuery{GroupBy: GroupByDay, Start: day(10, 23, 59, 59, 999), End: day(11, 0, 0, 0, 1)},
-			[]want{{"2025-03-10", 1, "0.200000"}, {"2025-03-11", 1, "0.300000"}}},
-		{"sub-millisecond start rounds up", UsageQuery{GroupBy: GroupByDay, Start: day(11, 0, 0, 0, 0).Add(-time.Microsecond)},
+		{"one day, the last millisecond of it included", UsageQuery{GroupBy: GroupByDay, Start: day(10, 0, 0, 0, 0), End: day(11, 0, 0, 0, 0)},
+			[]want{{"2025-03-10", 2, "0.300000"}}},
+		{"a midnight in another zone", UsageQuery{GroupBy: GroupByDay, Start: day(11, 0, 0, 0, 0).In(time.FixedZone("CET", 3600))},
 			[]want{{"2025-03-11", 1, "0.300000"}, {"2025-03-12", 1, "0.400000"}}},
+		{"an end on the last day RFC 3339 can write", UsageQuery{GroupBy: GroupByDay, End: time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)},
+			[]want{{"2025-03-10", 2, "0.300000"}, {"2025-03-11", 1, "0.300000"}, {"2025-03-12", 1, "0.400000"}}},
 		{"request type", UsageQuery{GroupBy: GroupByRequestType},
 			[]want{{"code", 2, "0.500000"}, {"pro", 1, "0.200000"}, {"vision", 1, "0.300000"}}},
 		{"request type bounded", UsageQuery{GroupBy: GroupByRequestType, Start: day(11, 0, 0, 0, 0), End: day(12, 0, 0, 0, 0)},
@@ -93,6 +96,8 @@ func TestUsage(t *testing.T) {
 				is.Equal(b.OutputTokens, 20*w.requests)      // output tokens
 				is.Equal(b.TotalTokens, 120*w.requests)      // total tokens
 				is.Equal(b.CachedInputTokens, 40*w.requests) // cached input tokens
+				is.Equal(b.CacheWriteTokens, 10*w.requests)  // cache write tokens
+				is.Equal(b.ReasoningTokens, 5*w.requests)    // reasoning tokens
 			}
 		})
 	}
@@ -104,6 +109,9 @@ func TestUsage(t *testing.T) {
 			{GroupBy: "model"},
 			{GroupBy: "day; DROP TABLE generations"},
 			{GroupBy: GroupByDay, Start: day(12, 0, 0, 0, 0), End: day(11, 0, 0, 0, 0)},
+			{GroupBy: GroupByDay, Start: day(10, 23, 59, 59, 999)},                    // not a UTC midnight
+			{GroupBy: GroupByAPIKey, End: day(11, 0, 0, 0, 0).Add(-time.Microsecond)}, // nor this
+			{GroupBy: GroupByDay, Start: time.Date(2025, 3, 11, 0, 0, 0, 0, time.FixedZone("CET", 3600))},
 		} {
 			_, err := s.Usage(ctx, a.ID, q)
 			is.True(errors.Is(err, ErrInvalid)) // rejected

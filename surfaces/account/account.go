@@ -19,10 +19,12 @@
 package account
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/apd/v3"
@@ -47,15 +49,21 @@ type Handler struct {
 	// the server gives the same source.
 	now      func() time.Time
 	writeErr func(w http.ResponseWriter, r *http.Request, err error)
+	limits   Limits
+	inflight inflight
+	turns    chan struct{} // one token per account request being served
+	waiting  atomic.Int32  // requests waiting for a turn
 }
 
 // New returns a Handler reading st. writeErr renders every failure; it is
-// always given an *llm.Error. A nil now means time.Now.
-func New(st *store.Store, now func() time.Time, writeErr func(w http.ResponseWriter, r *http.Request, err error)) *Handler {
+// always given an *llm.Error. A nil now means time.Now; zero limits take
+// their defaults.
+func New(st *store.Store, now func() time.Time, writeErr func(w http.ResponseWriter, r *http.Request, err error), limits Limits) *Handler {
 	if now == nil {
 		now = time.Now
 	}
-	return &Handler{st: st, now: now, writeErr: writeErr}
+	limits = limits.withDefaults()
+	return &Handler{st: st, now: now, writeErr: writeErr, limits: limits, turns: make(chan struct{}, limits.Concurrent)}
 }
 
 // Credits serves GET /svc/v1/credits: the account's balance and total
@@ -63,6 +71,11 @@ func New(st *store.Store, now func() time.Time, writeErr func(w http.ResponseWri
 // caps, and the same for the calling key (whose caps apply on top of the
 // account's). A cap is null when none is set.
 func (h *Handler) Credits(w http.ResponseWriter, r *http.Request, caller store.Key) {
+	r, end, ok := h.begin(w, r, caller)
+	if !ok {
+		return
+	}
+	defer end()
 	ctx := r.Context()
 	if err := h.st.Sync(ctx); err != nil {
 		h.internal(w, r, fmt.Errorf("credits: %w", err))
@@ -130,6 +143,11 @@ func optUSD(d *apd.Decimal) *string {
 // Generation serves GET /svc/v1/generation?id=: the cost and usage record of
 // one of the account's calls, by the id its response carried.
 func (h *Handler) Generation(w http.ResponseWriter, r *http.Request, caller store.Key) {
+	r, end, ok := h.begin(w, r, caller)
+	if !ok {
+		return
+	}
+	defer end()
 	id := r.URL.Query().Get("id")
 	if id == "" {
 		h.writeErr(w, r, llm.InvalidParam("id", "The id query parameter is required."))
@@ -142,7 +160,7 @@ func (h *Handler) Generation(w http.ResponseWriter, r *http.Request, caller stor
 	}
 	g, err := h.st.Generation(ctx, caller.AccountID, id)
 	if errors.Is(err, store.ErrNotFound) {
-		h.writeErr(w, r, notFound(err))
+		h.writeNotFound(w, r, id, err, false)
 		return
 	}
 	if err != nil {
@@ -214,10 +232,79 @@ func notFound(cause error) *llm.Error {
 	}
 }
 
+// issuedIDPrefixes are the prefixes of the ids the gateway issues, as each
+// surface's NewID makes them (the server's tests check that they agree).
+var issuedIDPrefixes = []string{"chatcmpl-", "resp_", "msg_", "gw"}
+
+// IssuedAt returns when the gateway issued id, read from the id itself
+// (llm.NewID puts the time first); ok is false for an id it did not issue.
+func IssuedAt(id string) (time.Time, bool) {
+	for _, p := range issuedIDPrefixes {
+		if t, ok := llm.IDTime(id, p); ok {
+			return t, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// pruned reports whether id, not found, names a generation issued before
+// retention deleted detail, and the time before which it did. Ids carry
+// their time, so no tombstone is needed. An id of another account, or one
+// never issued, gets the same answer as one of the caller's: nothing about
+// other accounts is revealed.
+func (h *Handler) pruned(ctx context.Context, id string) (before time.Time, ok bool) {
+	at, ok := IssuedAt(id)
+	if !ok {
+		return time.Time{}, false
+	}
+	before, err := h.st.PrunedBefore(ctx)
+	if err != nil || before.IsZero() || !at.Before(before) {
+		return time.Time{}, false
+	}
+	return before, true
+}
+
+// writeNotFound answers a lookup (or, with feedback set, a rating) of an
+// id that was not found: a 404 that says the generation is older than the
+// retention window when it is, else the plain 404. Feedback on a pruned
+// generation too old to be rated anyway gets the 409 it got before it was
+// pruned.
+func (h *Handler) writeNotFound(w http.ResponseWriter, r *http.Request, id string, cause error, feedback bool) {
+	before, ok := h.pruned(r.Context(), id)
+	if !ok {
+		h.writeErr(w, r, notFound(cause))
+		return
+	}
+	if at, _ := IssuedAt(id); feedback && h.now().Sub(at) > FeedbackMaxAge {
+		h.writeErr(w, r, &llm.Error{Kind: llm.KindConflict, Param: "id", Message: feedbackTooOld, Err: cause})
+		return
+	}
+	h.writeErr(w, r, &llm.Error{
+		Kind: llm.KindNotFound,
+		Message: "This generation is older than the retention window: the detail of generations created before " +
+			before.UTC().Format(time.RFC3339) + " has been deleted. Its cost still counts in usage and credits.",
+		Param: "id",
+		Err:   cause,
+	})
+}
+
+// feedbackTooOld is the message of the 409 for feedback past FeedbackMaxAge.
+const feedbackTooOld = "Feedback is accepted only for responses at most 30 days old."
+
 // internal reports a failure the caller cannot fix, keeping err for logs:
-// a 503 with Retry-After when the database cannot answer now (the ledger
+// a 504 saying so when the request ran out of its time (Limits.Timeout); a
+// 503 with Retry-After when the database cannot answer now (the ledger
 // cannot record, or a read timed out), so the caller retries; else a 500.
 func (h *Handler) internal(w http.ResponseWriter, r *http.Request, err error) {
+	if timedOut(r) {
+		h.writeErr(w, r, &llm.Error{
+			Kind: llm.KindTimeout,
+			Message: fmt.Sprintf("This request did not finish within %s and was stopped; retry later, or ask for a shorter date range.",
+				h.limits.Timeout),
+			Err: err,
+		})
+		return
+	}
 	if errors.Is(err, store.ErrUnavailable) {
 		h.writeErr(w, r, &llm.Error{Kind: llm.KindUnavailable, RetryAfter: unavailableRetryAfter, Err: err,
 			Message: "Account data cannot be read at the moment: the gateway's database is unavailable. Retry later."})

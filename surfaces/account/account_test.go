@@ -69,7 +69,7 @@ func newEnv(t *testing.T) *env {
 	st, clock, path := newTestStore(t)
 	ctx := context.Background()
 	e := &env{st: st, clock: clock, path: path}
-	e.h = account.New(st, clock.Now, testWriteErr(t))
+	e.h = account.New(st, clock.Now, testWriteErr(t), account.Limits{})
 	key := func(acct, label string) store.Key {
 		a, _, err := st.EnsureAccount(ctx, acct)
 		if err != nil {
@@ -249,4 +249,64 @@ func TestGeneration(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestGeneration_PrunedByRetention(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	now := e.clock.Now() // 2025-03-10 12:00 UTC
+	old := llm.NewIDAt("chatcmpl-", 24, now.AddDate(0, 0, -40))
+	recent := llm.NewIDAt("msg_", 24, now.AddDate(0, 0, -10))
+	fresh := llm.NewIDAt("gw", 22, now.AddDate(0, 0, -1))
+	for _, g := range []struct {
+		id string
+		at time.Time
+	}{{old, now.AddDate(0, 0, -40)}, {recent, now.AddDate(0, 0, -10)}, {fresh, now.AddDate(0, 0, -1)}} {
+		e.record(t, g.at, store.Generation{ID: g.id, AccountID: e.acme.AccountID, KeyID: e.acme.ID, Cost: *apd.New(1, -1)})
+	}
+	e.clock.Set(now)
+	is.NoErr(e.st.Sync(context.Background()))
+	status, _ := call(t, e.h.Generation, "GET", "/svc/v1/generation?id="+old, "", e.acme)
+	is.Equal(status, 200) // before retention runs
+
+	is.NoErr(e.st.StartUpkeep(store.UpkeepOptions{Retention: 7 * 24 * time.Hour, Interval: time.Millisecond}))
+	deadline := time.Now().Add(30 * time.Second)
+	for status == 200 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+		status, _ = call(t, e.h.Generation, "GET", "/svc/v1/generation?id="+recent, "", e.acme)
+	}
+	is.Equal(status, 404) // pruned
+
+	wantMsg := "This generation is older than the retention window: the detail of generations created before " +
+		"2025-03-03T12:00:00Z has been deleted. Its cost still counts in usage and credits."
+	for _, id := range []string{old, recent} {
+		status, body := call(t, e.h.Generation, "GET", "/svc/v1/generation?id="+id, "", e.acme)
+		is.Equal(status, 404)
+		is.Equal(body["error"].(map[string]any)["message"], wantMsg) // says why
+		status, body = call(t, e.h.Generation, "GET", "/svc/v1/generation?id="+id, "", e.beta)
+		is.Equal(status, 404)
+		is.Equal(body["error"].(map[string]any)["message"], wantMsg) // another account learns nothing more
+	}
+	status, _ = call(t, e.h.Generation, "GET", "/svc/v1/generation?id="+fresh, "", e.acme)
+	is.Equal(status, 200) // inside the window
+	status, body := call(t, e.h.Generation, "GET", "/svc/v1/generation?id="+llm.NewIDAt("chatcmpl-", 24, now), "", e.acme)
+	is.Equal(status, 404)
+	is.Equal(body["error"].(map[string]any)["message"], "No generation with this id was found for this account.") // never existed
+	status, body = call(t, e.h.Generation, "GET", "/svc/v1/generation?id=chatcmpl-unknown", "", e.acme)
+	is.Equal(status, 404)
+	is.Equal(body["error"].(map[string]any)["message"], "No generation with this id was found for this account.") // not an id we issue
+
+	// Feedback: a pruned response young enough to rate is a 404 saying
+	// why; one too old to rate anyway is the usual 409.
+	status, body = call(t, e.h.Feedback, "POST", "/svc/v1/feedback", `{"id":"`+recent+`","rating":"up"}`, e.acme)
+	is.Equal(status, 404)
+	is.Equal(body["error"].(map[string]any)["message"], wantMsg)
+	status, _ = call(t, e.h.Feedback, "POST", "/svc/v1/feedback", `{"id":"`+old+`","rating":"up"}`, e.acme)
+	is.Equal(status, 409)
+
+	// Credits never change.
+	status, body = call(t, e.h.Credits, "GET", "/svc/v1/credits", "", e.acme)
+	is.Equal(status, 200)
+	is.Equal(body["balance"], "9.700000")
+	is.Equal(body["total_used"], "0.300000")
 }

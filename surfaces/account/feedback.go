@@ -22,6 +22,11 @@ import (
 // booleans}, "end_user": string}. Unknown fields are ignored; JSON null
 // is the same as an absent field.
 func (h *Handler) Feedback(w http.ResponseWriter, r *http.Request, caller store.Key) {
+	r, end, ok := h.begin(w, r, caller)
+	if !ok {
+		return
+	}
+	defer end()
 	var body struct {
 		ID      *string         `json:"id"`
 		Rating  *string         `json:"rating"`
@@ -66,7 +71,7 @@ func (h *Handler) Feedback(w http.ResponseWriter, r *http.Request, caller store.
 	_, err = h.st.UpsertFeedback(ctx, caller.AccountID, f, FeedbackMaxAge)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		h.writeErr(w, r, notFound(err))
+		h.writeNotFound(w, r, f.ID, err, true)
 		return
 	case errors.Is(err, store.ErrLimit):
 		h.writeErr(w, r, &llm.Error{
@@ -81,7 +86,7 @@ func (h *Handler) Feedback(w http.ResponseWriter, r *http.Request, caller store.
 		h.writeErr(w, r, &llm.Error{
 			Kind:    llm.KindConflict,
 			Param:   "id",
-			Message: "Feedback is accepted only for responses at most 30 days old.",
+			Message: feedbackTooOld,
 			Err:     err,
 		})
 		return

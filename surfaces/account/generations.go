@@ -51,6 +51,11 @@ type GenerationList struct {
 // has_more says whether another page follows. request_type and application
 // keep only the generations with that request type or application label.
 func (h *Handler) Generations(w http.ResponseWriter, r *http.Request, caller store.Key) {
+	r, end, ok := h.begin(w, r, caller)
+	if !ok {
+		return
+	}
+	defer end()
 	q := r.URL.Query()
 	lq := store.ListQuery{
 		Before:      q.Get("before"),

@@ -131,12 +131,12 @@ func TestUsage_ByDayAndAxis(t *testing.T) {
 	status, body := call(t, e.h.Usage, "GET", "/svc/v1/usage?group_by=day,request_type&start_date=2025-03-10&end_date=2025-03-11", "", e.acme)
 	is.Equal(status, 200)
 	cell := func(day, bucket string, cost string) string {
-		return fmt.Sprintf(`{"day":%q,"bucket":%q,"requests":1,"input_tokens":100,"output_tokens":20,"total_tokens":120,"cached_input_tokens":40,"cost":%q}`, day, bucket, cost)
+		return fmt.Sprintf(`{"day":%q,"bucket":%q,"requests":1,"input_tokens":100,"output_tokens":20,"total_tokens":120,"cached_input_tokens":40,"cache_write_tokens":0,"reasoning_tokens":0,"cost":%q}`, day, bucket, cost)
 	}
 	is.Equal(body, jsonOf(t, `{"object":"usage","group_by":"day,request_type",
 		"start_date":"2025-03-10T00:00:00Z","end_date":"2025-03-12T00:00:00Z",
 		"data":[`+cell("2025-03-10", "code", "0.100000")+`,`+cell("2025-03-10", "pro", "0.200000")+`,`+cell("2025-03-11", "vision", "0.300000")+`],
-		"total":{"requests":3,"input_tokens":300,"output_tokens":60,"total_tokens":360,"cached_input_tokens":120,"cost":"0.600000"}}`))
+		"total":{"requests":3,"input_tokens":300,"output_tokens":60,"total_tokens":360,"cached_input_tokens":120,"cache_write_tokens":0,"reasoning_tokens":0,"cost":"0.600000"}}`))
 
 	for _, axis := range []string{"application", "api_key"} {
 		status, body := call(t, e.h.Usage, "GET", "/svc/v1/usage?group_by=day,"+axis, "", e.acme)

@@ -13,15 +13,17 @@ import (
 	"github.com/svcgw/svcgw/store"
 )
 
-// usageTotals is a bucket without its key: the figures of one bucket, or of
-// the whole report.
 // UsageTotals are the figures of one usage bucket, or of a whole report.
+// InputTokens include the cached and cache-write ones; OutputTokens the
+// reasoning ones.
 type UsageTotals struct {
 	Requests          int64  `json:"requests"`
 	InputTokens       int64  `json:"input_tokens"`
 	OutputTokens      int64  `json:"output_tokens"`
 	TotalTokens       int64  `json:"total_tokens"`
 	CachedInputTokens int64  `json:"cached_input_tokens"`
+	CacheWriteTokens  int64  `json:"cache_write_tokens"`
+	ReasoningTokens   int64  `json:"reasoning_tokens"`
 	Cost              string `json:"cost"`
 }
 
@@ -49,10 +51,17 @@ type UsageReport struct {
 // request_type, application or api_key, or by day and one of the other
 // three (group_by=day,request_type; see usageByDay).
 //
-// start_date and end_date are YYYY-MM-DD (midnight UTC) or RFC 3339. A
-// date-only end_date includes that whole day; an RFC 3339 end_date is
-// exclusive. start_date is inclusive.
+// start_date and end_date are YYYY-MM-DD (midnight UTC) or an RFC 3339
+// time at a UTC midnight. A date-only end_date includes that whole day; an
+// RFC 3339 end_date is exclusive. start_date is inclusive. Usage is kept
+// per UTC day (store.Usage), so a bound within a day is refused with a 400
+// rather than answered inexactly.
 func (h *Handler) Usage(w http.ResponseWriter, r *http.Request, caller store.Key) {
+	r, end, ok := h.begin(w, r, caller)
+	if !ok {
+		return
+	}
+	defer end()
 	q, err := usageParams(r.URL.RawQuery)
 	if err != nil {
 		h.writeErr(w, r, err)
@@ -115,8 +124,9 @@ func usageParams(raw string) (url.Values, error) {
 
 // ParseUsageQuery validates the usage parameters as the endpoint takes them:
 // group_by defaults to day; start_date and end_date are YYYY-MM-DD (midnight
-// UTC) or RFC 3339, a date-only end_date including that whole day. Errors
-// are invalid_request *llm.Error values naming the parameter.
+// UTC) or RFC 3339 at a UTC midnight, a date-only end_date including that
+// whole day. Errors are invalid_request *llm.Error values naming the
+// parameter.
 func ParseUsageQuery(groupBy, startDate, endDate string) (store.UsageQuery, error) {
 	switch groupBy {
 	case "":
@@ -158,6 +168,8 @@ func NewUsageReport(q store.UsageQuery, buckets []store.Bucket) (UsageReport, er
 		report.Total.OutputTokens += b.OutputTokens
 		report.Total.TotalTokens += b.TotalTokens
 		report.Total.CachedInputTokens += b.CachedInputTokens
+		report.Total.CacheWriteTokens += b.CacheWriteTokens
+		report.Total.ReasoningTokens += b.ReasoningTokens
 		// Addition without a precision limit is exact.
 		if _, err := apd.BaseContext.Add(&total, &total, &b.Cost); err != nil {
 			return UsageReport{}, fmt.Errorf("total cost: %w", err)
@@ -174,6 +186,8 @@ func totals(b store.Bucket) UsageTotals {
 		OutputTokens:      b.OutputTokens,
 		TotalTokens:       b.TotalTokens,
 		CachedInputTokens: b.CachedInputTokens,
+		CacheWriteTokens:  b.CacheWriteTokens,
+		ReasoningTokens:   b.ReasoningTokens,
 		Cost:              usd(b.Cost),
 	}
 }
@@ -183,8 +197,8 @@ const dateLayout = "2006-01-02"
 
 // parseBound parses a start_date or end_date value: empty is unbounded
 // (the zero time), YYYY-MM-DD is midnight UTC, anything else must be
-// RFC 3339. A date-only end is inclusive, so it becomes the next midnight,
-// the exclusive bound the store takes.
+// RFC 3339 at a UTC midnight. A date-only end is inclusive, so it becomes
+// the next midnight, the exclusive bound the store takes.
 func parseBound(param, v string, end bool) (time.Time, error) {
 	if v == "" {
 		return time.Time{}, nil
@@ -203,6 +217,11 @@ func parseBound(param, v string, end bool) (time.Time, error) {
 			Message: param + " must be a date (YYYY-MM-DD) or an RFC 3339 timestamp.",
 			Err:     err,
 		}
+	}
+	if !store.IsDayBound(t) {
+		return time.Time{}, llm.InvalidParam(param,
+			"%s must be a date (YYYY-MM-DD) or a time at a UTC midnight such as %sT00:00:00Z: usage is kept per UTC day, so a bound within a day cannot be answered exactly.",
+			param, t.UTC().Format(dateLayout))
 	}
 	return clampBound(t.UTC()), nil
 }

@@ -1,0 +1,372 @@
+//go:build bench
+
+// Command seed fills a new svcgw database with synthetic calls for the
+// ledger benchmark (bench/ledger.sh, bench/README.md): it creates the
+// accounts and keys, adds credits, and writes every call through the
+// store's own ledger writer (store.RecordGeneration), so the generation
+// rows, debits, spend and usage roll-ups are exactly what svcgw serve would
+// have written for the same calls.
+//
+//	seed -db /tmp/ledger.db -calls 10000000 -days 90 -keys 1000 -apps 50 \
+//	    -secrets keys.txt -sample ids.txt -json seed.json
+//
+// The calls are spread evenly over the -days before -end, in time order.
+// Keys are used with a Zipf skew (a few busy keys, a long tail); each key
+// has a home application it calls from most of the time (its X-Title) and
+// sometimes another; request types follow a fixed mix (flash and pro most,
+// document least); token counts and costs vary per call. The figures are
+// printed and, with -json, written as JSON.
+//
+// It is a bench tool with the bench build tag, like bench/svcgwprof the
+// one other bench program that imports svcgw (store and llm).
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"runtime/pprof"
+	"strings"
+	"time"
+
+	"github.com/cockroachdb/apd/v3"
+
+	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/store"
+	_ "modernc.org/sqlite" // database/sql driver, for the table sizes
+)
+
+// Result is what seed reports.
+type Result struct {
+	Calls       int64   `json:"calls"`
+	Days        int     `json:"days"`
+	Keys        int     `json:"keys"`
+	Apps        int     `json:"apps"`
+	Accounts    int     `json:"accounts"`
+	BatchSize   int     `json:"batch_size"`
+	Seconds     float64 `json:"seconds"`
+	RowsPerSec  float64 `json:"rows_per_sec"`
+	DBBytes     int64   `json:"db_bytes"` // database file after Close (WAL checkpointed)
+	BytesPerRow float64 `json:"bytes_per_call"`
+	// Rows per table, and the bytes of each table and its indexes
+	// (dbstat), when available.
+	Tables map[string]TableSize `json:"tables"`
+	Start  string               `json:"start"`
+	End    string               `json:"end"`
+}
+
+// TableSize is a table's row count and its bytes on disk, indexes included.
+type TableSize struct {
+	Rows  int64 `json:"rows"`
+	Bytes int64 `json:"bytes"`
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "seed:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		db       = flag.String("db", "", "database file to create (must not exist)")
+		calls    = flag.Int64("calls", 10_000_000, "calls to write")
+		days     = flag.Int("days", 90, "days the calls are spread over, ending at -end")
+		endFlag  = flag.String("end", "", "RFC 3339 time of the last call (default: now)")
+		nKeys    = flag.Int("keys", 1000, "API keys")
+		nApps    = flag.Int("apps", 50, "applications (X-Title labels)")
+		nAccts   = flag.Int("accounts", 1, "accounts the keys belong to (key i to account i mod accounts)")
+		batch    = flag.Int("batch", 131072, "ledger batch size (store.Options.BatchSize): about a day of calls at 10M over 90 days, so each roll-up row is written about once a day")
+		seed     = flag.Uint64("seed", 1, "random seed")
+		secrets  = flag.String("secrets", "", "write each key's id and secret here, one \"id secret account\" line per key")
+		sample   = flag.String("sample", "", "write a sample of generation ids here, one \"id key-index\" line each")
+		nSample  = flag.Int("sample-size", 20000, "generation ids in -sample")
+		jsonOut  = flag.String("json", "", "write the result as JSON here")
+		progress = flag.Duration("progress", 10*time.Second, "progress line interval")
+		cpuprof  = flag.String("cpuprofile", "", "write a CPU profile of the seeding here")
+		strip    = flag.Bool("strip-rollups", false, "seed nothing: turn the existing -db into a database of the schema before the usage roll-ups (migration 0003), to measure the upgrade's backfill")
+	)
+	flag.Parse()
+	if *strip {
+		return stripRollups(*db)
+	}
+	if *cpuprof != "" {
+		f, err := os.Create(*cpuprof)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if *db == "" {
+		return fmt.Errorf("-db is required")
+	}
+	if _, err := os.Stat(*db); err == nil {
+		return fmt.Errorf("%s exists: seed writes new databases only", *db)
+	}
+	end := time.Now().UTC()
+	if *endFlag != "" {
+		t, err := time.Parse(time.RFC3339, *endFlag)
+		if err != nil {
+			return fmt.Errorf("-end: %w", err)
+		}
+		end = t.UTC()
+	}
+	start := end.Add(-time.Duration(*days) * 24 * time.Hour)
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(*seed, *seed^0x5eed))
+
+	// Creating accounts and keys stamps them with the store's clock: the
+	// start of the period, so that nothing predates its account.
+	clock := start.Add(-time.Hour)
+	st, err := store.Open(ctx, *db, store.Options{
+		Now:       func() time.Time { return clock },
+		BatchSize: *batch,
+		QueueSize: 2 * *batch,
+		Logger:    slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	accounts := make([]store.Account, *nAccts)
+	credit, _, _ := apd.NewFromString("1000000000") // far more than 10M calls cost
+	for i := range accounts {
+		a, _, err := st.EnsureAccount(ctx, fmt.Sprintf("bench-%d", i))
+		if err != nil {
+			return err
+		}
+		if accounts[i], err = st.AddCredits(ctx, a.ID, *credit, "bench seed"); err != nil {
+			return err
+		}
+	}
+	keys := make([]store.Key, *nKeys)
+	var secretLines []string
+	for i := range keys {
+		a := accounts[i%len(accounts)]
+		secret, k, err := st.CreateKey(ctx, a.ID, fmt.Sprintf("key-%04d", i))
+		if err != nil {
+			return err
+		}
+		keys[i] = k
+		secretLines = append(secretLines, fmt.Sprintf("%s %s %d", k.ID, secret, a.ID))
+	}
+	if *secrets != "" {
+		if err := os.WriteFile(*secrets, []byte(strings.Join(secretLines, "\n")+"\n"), 0o600); err != nil {
+			return err
+		}
+	}
+
+	apps := make([]string, *nApps)
+	for i := range apps {
+		apps[i] = fmt.Sprintf("app-%02d.example.com", i)
+	}
+	zipf := rand.NewZipf(r, 1.1, 8, uint64(*nKeys-1))
+	types := weighted{{"flash", 35}, {"pro", 30}, {"code", 15}, {"long", 6}, {"reason", 6}, {"json", 4}, {"vision", 3}, {"document", 1}}
+	surfaces := weighted{{"chat", 50}, {"messages", 25}, {"gencontent", 15}, {"responses", 10}}
+	prefixes := map[string]struct {
+		p string
+		n int
+	}{"chat": {"chatcmpl-", 24}, "messages": {"msg_", 24}, "gencontent": {"gw", 22}, "responses": {"resp_", 24}}
+
+	var sampleLines []string
+	sampleEvery := max(*calls/int64(max(*nSample, 1)), 1)
+	step := end.Sub(start) / time.Duration(*calls)
+	began, lastLog := time.Now(), time.Now()
+	for i := range *calls {
+		at := start.Add(step * time.Duration(i))
+		ki := int(zipf.Uint64())
+		k := keys[ki]
+		app := apps[ki%len(apps)]
+		if r.IntN(100) < 15 {
+			app = apps[r.IntN(len(apps))]
+		}
+		surface := surfaces.pick(r)
+		typ := types.pick(r)
+		in := 200 + r.IntN(7800)
+		if typ == "long" {
+			in += 100_000
+		}
+		out := 20 + r.IntN(1500)
+		var cached, cacheWrite, reasoning int
+		switch n := r.IntN(100); {
+		case n < 30:
+			cached = in / 2
+		case n < 35:
+			cacheWrite = in / 2
+		}
+		if typ == "reason" {
+			reasoning = out / 2
+		}
+		// USD 1.25 per million input tokens (cached ones at a tenth), 10 per
+		// million output: micro-dollars.
+		cost := (int64(in-cached)*125 + int64(cached)*12 + int64(out)*1000) / 100
+		pf := prefixes[surface]
+		g := store.Generation{
+			ID:                  llm.NewIDAt(pf.p, pf.n, at),
+			AccountID:           k.AccountID,
+			KeyID:               k.ID,
+			Application:         app,
+			Surface:             surface,
+			Model:               "svc-fusion",
+			RequestType:         typ,
+			Tier:                "medium",
+			Streamed:            r.IntN(2) == 0,
+			FinishReason:        "stop",
+			PromptTokens:        in,
+			CompletionTokens:    out,
+			CachedPromptTokens:  cached,
+			CacheCreationTokens: cacheWrite,
+			ReasoningTokens:     reasoning,
+			Cost:                *apd.New(cost, -6),
+			LatencyMS:           int64(200 + r.IntN(800)),
+			GenerationTimeMS:    int64(500 + r.IntN(5000)),
+			CreatedAt:           at,
+		}
+		st.RecordGeneration(g)
+		if i%sampleEvery == 0 && len(sampleLines) < *nSample {
+			sampleLines = append(sampleLines, fmt.Sprintf("%s %d", g.ID, ki))
+		}
+		// The queue is the writer's: wait for it now and then, so that
+		// memory stays bounded whatever the ledger's queueing policy.
+		if (i+1)%int64(2**batch) == 0 {
+			if err := st.Sync(ctx); err != nil {
+				return err
+			}
+			if time.Since(lastLog) >= *progress {
+				lastLog = time.Now()
+				el := time.Since(began).Seconds()
+				fmt.Fprintf(os.Stderr, "seed: %d calls, %.0f/s\n", i+1, float64(i+1)/el)
+			}
+		}
+	}
+	if err := st.Sync(ctx); err != nil {
+		return err
+	}
+	took := time.Since(began)
+	if err := st.Close(); err != nil {
+		return err
+	}
+	if *sample != "" {
+		if err := os.WriteFile(*sample, []byte(strings.Join(sampleLines, "\n")+"\n"), 0o644); err != nil {
+			return err
+		}
+	}
+
+	res := Result{
+		Calls: *calls, Days: *days, Keys: *nKeys, Apps: *nApps, Accounts: *nAccts, BatchSize: *batch,
+		Seconds: took.Seconds(), RowsPerSec: float64(*calls) / took.Seconds(),
+		Start: start.Format(time.RFC3339), End: end.Format(time.RFC3339),
+	}
+	if fi, err := os.Stat(*db); err == nil {
+		res.DBBytes = fi.Size()
+		res.BytesPerRow = float64(fi.Size()) / float64(*calls)
+	}
+	res.Tables, err = tableSizes(ctx, *db)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "seed: table sizes:", err)
+	}
+	b, _ := json.MarshalIndent(res, "", "  ")
+	fmt.Printf("%s\n", b)
+	if *jsonOut != "" {
+		return os.WriteFile(*jsonOut, append(b, '\n'), 0o644)
+	}
+	return nil
+}
+
+// stripRollups makes the database at path look as svcgw left it before
+// migration 0003: without the roll-up tables, their state and its index,
+// and without the migration's record. Opening it with svcgw then runs the
+// migration and the backfill, as an upgrade would.
+func stripRollups(path string) error {
+	if _, err := os.Stat(path); err != nil {
+		return err
+	}
+	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	for _, q := range []string{
+		`DROP TABLE usage_daily`, `DROP TABLE usage_periods`, `DROP TABLE ledger_upkeep`,
+		`DROP INDEX feedback_generation`, `DELETE FROM schema_migrations WHERE version = 3`,
+		`PRAGMA wal_checkpoint(TRUNCATE)`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			return fmt.Errorf("%s: %w", q, err)
+		}
+	}
+	return db.Close()
+}
+
+// weighted picks a name with probability proportional to its weight.
+type weighted []struct {
+	name string
+	w    int
+}
+
+func (ws weighted) pick(r *rand.Rand) string {
+	total := 0
+	for _, w := range ws {
+		total += w.w
+	}
+	n := r.IntN(total)
+	for _, w := range ws {
+		if n < w.w {
+			return w.name
+		}
+		n -= w.w
+	}
+	return ws[len(ws)-1].name
+}
+
+// tableSizes counts each table's rows and, through the dbstat virtual
+// table, the bytes of the table and of its indexes.
+func tableSizes(ctx context.Context, path string) (map[string]TableSize, error) {
+	db, err := sql.Open("sqlite", path+"?_pragma=query_only(1)")
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, `SELECT m.tbl_name, SUM(s.pgsize) FROM dbstat s
+		JOIN sqlite_schema m ON m.name = s.name WHERE m.type IN ('table', 'index') GROUP BY m.tbl_name`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	sizes := map[string]TableSize{}
+	for rows.Next() {
+		var (
+			name  string
+			bytes int64
+		)
+		if err := rows.Scan(&name, &bytes); err != nil {
+			return nil, err
+		}
+		sizes[name] = TableSize{Bytes: bytes}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for name, ts := range sizes {
+		if strings.HasPrefix(name, "sqlite_") {
+			continue
+		}
+		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM "`+name+`"`).Scan(&ts.Rows); err != nil {
+			return nil, err
+		}
+		sizes[name] = ts
+	}
+	return sizes, nil
+}

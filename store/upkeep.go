@@ -1,0 +1,281 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// UpkeepOptions configures the store's background upkeep (StartUpkeep).
+type UpkeepOptions struct {
+	// Retention is how long generation rows are kept: older ones are
+	// deleted (with their feedback), in small transactions. Zero keeps
+	// every generation forever. Roll-ups, credits and balances are never
+	// deleted.
+	Retention time.Duration
+	// Interval is the pause between retention passes; default 1 minute.
+	Interval time.Duration
+	// ChunkTime is how long one upkeep transaction should hold the
+	// database's write lock, which the ledger writer then waits for; the
+	// number of rows per transaction adapts to it. Default 50ms. Between
+	// transactions the upkeep pauses three times as long as the last one
+	// took, and longer while the ledger has half a batch of generations
+	// waiting, so it takes at most a quarter of the writer's time (and
+	// about as much of a core) and the ledger always catches up first;
+	// within a transaction it gives up the processor every few hundred
+	// rows, so calls on the same core are not held up for its length.
+	ChunkTime time.Duration
+	// RetryDelay is the pause after a failed upkeep transaction (the
+	// database locked by another process, the disk full); default 10s.
+	RetryDelay time.Duration
+	// Logger receives the upkeep's progress and failures; default the
+	// store's (Options.Logger).
+	Logger *slog.Logger
+}
+
+// upkeepState is the upkeep goroutine, if started.
+type upkeepState struct {
+	mu      sync.Mutex
+	started bool
+	stopped bool
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+// errUpkeepStarted means StartUpkeep was called twice.
+var errUpkeepStarted = errors.New("upkeep already started")
+
+// StartUpkeep starts the store's background upkeep, which Close stops:
+//
+//   - first, on a database made before the usage roll-ups existed, it
+//     rolls up the generations recorded before the upgrade, chunk by chunk
+//     (Usage is exact meanwhile: see Usage; backfillChunk explains how);
+//   - then, when opts.Retention is set, it deletes the generations older
+//     than that, every Interval, a few thousand per transaction.
+//
+// Each transaction holds the database's write lock for about ChunkTime;
+// the ledger writer waits for it at most that long, and callers never wait
+// for the ledger. serve starts the upkeep; short-lived commands (the CLI)
+// do not. The upkeep logs its progress and its failures, having no caller
+// to return them to.
+func (s *Store) StartUpkeep(opts UpkeepOptions) error {
+	if opts.Interval <= 0 {
+		opts.Interval = time.Minute
+	}
+	if opts.ChunkTime <= 0 {
+		opts.ChunkTime = 50 * time.Millisecond
+	}
+	if opts.RetryDelay <= 0 {
+		opts.RetryDelay = 10 * time.Second
+	}
+	u := &s.upkeep
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	switch {
+	case u.stopped:
+		return ErrClosed
+	case u.started:
+		return errUpkeepStarted
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	u.started, u.cancel, u.done = true, cancel, make(chan struct{})
+	log := opts.Logger
+	if log == nil {
+		log = s.log
+	}
+	go s.runUpkeep(ctx, opts, log)
+	return nil
+}
+
+// stopUpkeep cancels the upkeep and waits for it to return; the
+// transaction it was in is rolled back and resumed at the next start.
+func (s *Store) stopUpkeep() {
+	u := &s.upkeep
+	u.mu.Lock()
+	u.stopped = true
+	started := u.started
+	u.mu.Unlock()
+	if started {
+		u.cancel()
+		<-u.done
+	}
+}
+
+func (s *Store) runUpkeep(ctx context.Context, opts UpkeepOptions, log *slog.Logger) {
+	defer close(s.upkeep.done)
+	busy := func() bool { return s.pending.Load() >= int64(max(s.batchSize/2, 1)) }
+	// The backfill's pacer counts usage_daily rows written per chunk,
+	// retention's generations deleted per transaction.
+	bp := &pacer{target: opts.ChunkTime, size: 4000, ledgerBusy: busy}
+	pp := &pacer{target: opts.ChunkTime, size: 2000, ledgerBusy: busy}
+	for !s.rollupsComplete.Load() {
+		if err := s.runBackfill(ctx, bp, log); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			log.Error("usage roll-ups: backfill failed; retrying", "retry_in", opts.RetryDelay.String(), "error", err)
+			if !sleep(ctx, opts.RetryDelay) {
+				return
+			}
+		}
+	}
+	if opts.Retention <= 0 {
+		return
+	}
+	log.Info("retention: generation records older than the window are deleted in the background",
+		"window", formatDays(opts.Retention))
+	for {
+		if err := s.prunePass(ctx, opts.Retention, pp, log); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			log.Error("retention: pass failed; retrying", "retry_in", opts.RetryDelay.String(), "error", err)
+			if !sleep(ctx, opts.RetryDelay) {
+				return
+			}
+			continue
+		}
+		if !sleep(ctx, opts.Interval) {
+			return
+		}
+	}
+}
+
+// runBackfill rolls up every generation recorded before the roll-ups
+// existed, chunk by chunk, logging its progress.
+func (s *Store) runBackfill(ctx context.Context, p *pacer, log *slog.Logger) error {
+	b, err := readBackfill(ctx, s.w)
+	if err != nil {
+		return err
+	}
+	if b.complete() {
+		s.rollupsComplete.Store(true)
+		return nil
+	}
+	start, lastLog := time.Now(), time.Now()
+	log.Info("usage roll-ups: rolling up the generations recorded before this version, in the background",
+		"generations", b.through-b.after)
+	var (
+		rs    rollupSums
+		total int
+	)
+	// Reading costs processor time but holds no lock: it rests three times
+	// as long as each step took, like the writing (p.pause).
+	rest := func(took time.Duration) bool { return sleep(ctx, 3*took) }
+	for {
+		c, err := s.backfillChunk(ctx, backfillLimit, int(p.size), &rs, rest)
+		if err != nil {
+			return err
+		}
+		total += c.rolled
+		left := c.left
+		if left == 0 {
+			s.rollupsComplete.Store(true)
+			log.Info("usage roll-ups: complete", "generations", total,
+				"took", time.Since(start).Round(time.Millisecond).String())
+			return nil
+		}
+		if time.Since(lastLog) >= 10*time.Second {
+			lastLog = time.Now()
+			log.Info("usage roll-ups: backfill progress", "done", total, "left", left)
+		}
+		if !p.pause(ctx, c.wrote, c.rows) {
+			return ctx.Err()
+		}
+	}
+}
+
+// backfillLimit bounds the rowids one backfill chunk reads; the chunk ends
+// sooner once its sums fill the pacer's number of usage_daily rows, which
+// adapts so that writing them takes about ChunkTime.
+const backfillLimit = 1 << 20
+
+// prunePass deletes every generation older than retention, account by
+// account, chunk by chunk.
+func (s *Store) prunePass(ctx context.Context, retention time.Duration, p *pacer, log *slog.Logger) error {
+	cutoff := ms(s.now().Add(-retention))
+	if err := s.startPrune(ctx, cutoff); err != nil {
+		return err
+	}
+	accounts, err := s.pruneAccounts(ctx)
+	if err != nil {
+		return err
+	}
+	var total int
+	for _, id := range accounts {
+		for {
+			limit := int(max(min(p.size, 20000), 100))
+			began := time.Now()
+			n, err := s.pruneChunk(ctx, id, cutoff, limit)
+			if err != nil {
+				return err
+			}
+			total += n
+			if n < limit {
+				break
+			}
+			if !p.pause(ctx, time.Since(began), n) {
+				return ctx.Err()
+			}
+		}
+	}
+	if total > 0 {
+		log.Info("retention: deleted generation detail", "generations", total,
+			"created_before", fromMS(cutoff).Format(time.RFC3339))
+	}
+	return nil
+}
+
+// pacer sizes upkeep transactions to take about target each, and pauses
+// between them three times as long as the last one took, and then for as
+// long as the ledger is busy.
+type pacer struct {
+	target time.Duration
+	size   int64 // rows (or rowids) per transaction
+	// ledgerBusy reports whether the ledger has generations waiting to be
+	// committed: the upkeep lets it have the writer first. Nil: never.
+	ledgerBusy func() bool
+}
+
+// pause adapts the size to a transaction of n rows that took took, then
+// sleeps; it reports false if ctx ended first.
+func (p *pacer) pause(ctx context.Context, took time.Duration, n int) bool {
+	switch {
+	case took > 2*p.target:
+		p.size = max(p.size/2, 100)
+	case took < p.target/2 && int64(n) >= p.size/2:
+		p.size = min(p.size*2, 100000)
+	}
+	if !sleep(ctx, max(3*took, time.Millisecond)) {
+		return false
+	}
+	for p.ledgerBusy != nil && p.ledgerBusy() {
+		if !sleep(ctx, 5*time.Millisecond) {
+			return false
+		}
+	}
+	return true
+}
+
+// formatDays renders a retention window in days when it is whole days.
+func formatDays(d time.Duration) string {
+	if d%(24*time.Hour) == 0 {
+		return fmt.Sprintf("%dd", d/(24*time.Hour))
+	}
+	return d.String()
+}
+
+// sleep waits for d or ctx, reporting false if ctx ended first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
