@@ -38,6 +38,9 @@ type call struct {
 	created time.Time
 	tpm     int64                // the key's tokens per minute; 0: unlimited
 	res     *billing.Reservation // released by meter, or by handleInference
+	// set is the configuration the call started with: its router, prices
+	// and limits, kept to its end whatever a reload does meanwhile.
+	set *settings
 }
 
 // handleInference serves one inference endpoint of a surface: ledger check
@@ -45,6 +48,9 @@ type call struct {
 // meter → settle.
 func (s *Server) handleInference(sf surface) authedHandler {
 	return func(w http.ResponseWriter, r *http.Request, caller store.Key) {
+		set := s.current()
+		rec := recordFrom(r.Context())
+		rec.call, rec.surface = true, sf.name
 		// A call the ledger could not record would be free: while it
 		// cannot (failing, stalled or backed up), no billable call is
 		// taken. The store logs the incident; nothing is logged per call.
@@ -54,11 +60,11 @@ func (s *Server) handleInference(sf surface) authedHandler {
 		}
 		// Requests per minute come next: a caller over its rate costs
 		// nothing more than this check, not even reading its body.
-		if err := s.limiter.Request(caller.ID, limitOr(caller.Limits.RPM, s.rpm), s.now()); err != nil {
+		if err := s.limiter.Request(caller.ID, limitOr(caller.Limits.RPM, set.rpm), s.now()); err != nil {
 			sf.writeError(w, err)
 			return
 		}
-		c, err := s.prepare(w, r, sf, caller)
+		c, err := s.prepare(w, r, sf, caller, set)
 		if err != nil {
 			sf.writeError(w, err)
 			return
@@ -76,10 +82,9 @@ func (s *Server) handleInference(sf surface) authedHandler {
 
 // prepare decodes, classifies and admits a call. It sets X-SVC-Request-Type
 // as soon as the type is known, so even a 402 carries it.
-func (s *Server) prepare(w http.ResponseWriter, r *http.Request, sf surface, caller store.Key) (*call, error) {
+func (s *Server) prepare(w http.ResponseWriter, r *http.Request, sf surface, caller store.Key, set *settings) (*call, error) {
 	start := s.now()
 	rec := recordFrom(r.Context())
-	rec.surface = sf.name
 	body, err := s.readBody(r)
 	if err != nil {
 		return nil, err
@@ -89,7 +94,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, sf surface, cal
 		return nil, err
 	}
 	s.openSignatures(req)
-	if err := s.bounds.check(sf.name, req); err != nil {
+	if err := set.bounds.check(sf.name, req); err != nil {
 		return nil, err
 	}
 	// What backends share between calls (prompt caches and their keys,
@@ -114,8 +119,10 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, sf surface, cal
 		app:     application(r, caller),
 		start:   start,
 		created: start,
-		tpm:     limitOr(caller.Limits.TPM, s.tpm),
+		tpm:     limitOr(caller.Limits.TPM, set.tpm),
+		set:     set,
 	}
+	rec.app = c.app
 	if err := s.admit(r.Context(), c); err != nil {
 		return nil, err
 	}
@@ -130,13 +137,13 @@ func (s *Server) admit(ctx context.Context, c *call) error {
 	if err := s.limiter.AdmitTokens(c.caller.ID, c.tpm, input, c.start); err != nil {
 		return err
 	}
-	output := billing.ReservedOutputTokens(c.req.MaxTokens, s.router.Limits().MaxCompletionTokens, s.reserveOut)
+	output := billing.ReservedOutputTokens(c.req.MaxTokens, c.set.router.Limits().MaxCompletionTokens, c.set.reserveOut)
 	claim := billing.Claim{
 		AccountID:     c.caller.AccountID,
 		KeyID:         c.caller.ID,
 		KeyDailyCap:   capMicros(c.caller.Limits.DailyCap),
 		KeyMonthlyCap: capMicros(c.caller.Limits.MonthlyCap),
-		Amount:        s.prices.Ceiling(c.class.Type, c.class.Tier, c.req, input, output),
+		Amount:        c.set.prices.Ceiling(c.class.Type, c.class.Tier, c.req, input, output),
 		Now:           c.start,
 	}
 	res, err := s.admission.Admit(ctx, claim)
@@ -200,7 +207,7 @@ func capMicros(c *apd.Decimal) int64 {
 
 func (s *Server) serveComplete(w http.ResponseWriter, r *http.Request, c *call) {
 	upStart := s.now()
-	resp, rep, err := s.router.Complete(r.Context(), c.class.Type, c.class.Tier, c.req)
+	resp, rep, err := c.set.router.Complete(r.Context(), c.class.Type, c.class.Tier, c.req)
 	recordFrom(r.Context()).backend = rep
 	if err != nil {
 		c.sf.writeError(w, s.upstreamError(r.Context(), err))
@@ -240,13 +247,14 @@ func (s *Server) serveComplete(w http.ResponseWriter, r *http.Request, c *call) 
 func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call) {
 	ctx := r.Context()
 	upStart := s.now()
-	st, rep, err := s.router.Stream(ctx, c.class.Type, c.class.Tier, c.req)
+	st, rep, err := c.set.router.Stream(ctx, c.class.Type, c.class.Tier, c.req)
 	recordFrom(ctx).backend = rep
 	if err != nil {
 		c.sf.writeError(w, s.upstreamError(ctx, err))
 		return
 	}
 	defer st.Close()
+	defer s.metrics.streamOpened()()
 
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -364,11 +372,13 @@ func (s *Server) meter(ctx context.Context, c *call, m meterInput) {
 	}
 	cost := apd.Decimal{}
 	if !m.failed {
-		cost = s.prices.Cost(c.class.Type, c.class.Tier, m.usage)
+		cost = c.set.prices.Cost(c.class.Type, c.class.Tier, m.usage)
 	}
 	rec := recordFrom(ctx)
 	rec.usage = m.usage
 	rec.cost = billing.Format(cost)
+	rec.costMicros, _ = billing.Micros(cost) // rounded by Cost: never fails
+	rec.metered, rec.streamed, rec.firstByte = true, m.streamed, m.firstByte
 	// Settle in this order: the recorded generation makes the ledger count
 	// the actual cost, and only then is the reservation released, so the
 	// cost is never counted neither as spent nor as reserved.
