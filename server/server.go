@@ -104,10 +104,10 @@ type Server struct {
 	mux       *http.ServeMux
 	handler   http.Handler
 
-	admission  *billing.Admission
-	limiter    *billing.RateLimiter
-	sealer     *seal.Box
-	sampler    *logSampler
+	admission *billing.Admission
+	limiter   *billing.RateLimiter
+	sealer    *seal.Box
+	sampler   *logSampler
 
 	// inflight counts the requests being served, for Wait.
 	inflightMu   sync.Mutex
