@@ -145,8 +145,8 @@ func TestAdmin_NothingOnTheCallerAddress(t *testing.T) {
 	gw := newMetricsGateway(t, MetricsOptions{})
 	for _, path := range []string{"/metrics", "/debug/pprof/", "/debug/pprof/heap", "/debug/pprof/goroutine?debug=1", "/debug/pprof/cmdline"} {
 		resp, body := gw.do(t, http.MethodGet, path, "")
-		is.Equal(resp.StatusCode, http.StatusNotFound)        // not on the caller address
-		is.True(!strings.Contains(string(body), "svcgw_"))    // no metric
+		is.Equal(resp.StatusCode, http.StatusNotFound)                // not on the caller address
+		is.True(!strings.Contains(string(body), "svcgw_"))            // no metric
 		is.True(!strings.Contains(string(body), "goroutine profile")) // no profile
 		resp, err := http.Get(gw.AdminURL + path)
 		is.NoErr(err)
