@@ -380,3 +380,25 @@ func TestMetrics_StreamsOpen(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// BenchmarkMetrics_ObserveCall is what recording one call costs: a
+// streamed call answered at the first attempt, with input, cached input
+// and output tokens.
+func BenchmarkMetrics_ObserveCall(b *testing.B) {
+	m := NewMetrics(MetricsOptions{})
+	start := time.Now()
+	rec := &logRecord{
+		call: true, metered: true, streamed: true,
+		surface: llm.SurfaceChat, requestType: llm.TypePro,
+		usage:      llm.Usage{InputTokens: 1200, CachedInputTokens: 1024, OutputTokens: 300},
+		costMicros: 4200, firstByte: start.Add(300 * time.Millisecond),
+		backend: upstream.Report{Candidate: "openai/gpt", Attempts: []upstream.Attempt{
+			{Candidate: "openai/gpt", Outcome: upstream.OutcomeOK, Duration: 290 * time.Millisecond},
+		}},
+	}
+	end := start.Add(2 * time.Second)
+	b.ReportAllocs()
+	for b.Loop() {
+		m.observeCall(rec, http.StatusOK, start, end)
+	}
+}
