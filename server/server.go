@@ -22,7 +22,13 @@
 //
 // GET /healthz is liveness (always 200 while the process serves); GET
 // /readyz is readiness (Server.Ready: 503 with the reason while the
-// database does not answer or the ledger cannot record).
+// database does not answer, the ledger cannot record, or a route has no
+// candidate whose breaker is closed).
+//
+// The operator's side is a handler of its own, Admin, served on a second
+// listener: Prometheus metrics (Metrics, recorded once per call from the
+// access record), readiness naming backends, pprof and configuration
+// reload (Reload swaps the router, prices and limits for new calls).
 //
 // server is the only package that ties the others together. Nothing imports
 // it except cli (and its own tests).
