@@ -276,7 +276,11 @@ func (m *Metrics) observeCall(rec *logRecord, status int, start, end time.Time) 
 	own := end.Sub(start)
 	stream := "false"
 	if rec.streamed {
-		ttft := rec.firstByte.Sub(start)
+		first := rec.firstByte
+		if first.IsZero() {
+			first = end // a stream that ended without an event
+		}
+		ttft := first.Sub(start)
 		m.ttft.WithLabelValues(surface, rt).Observe(ttft.Seconds())
 		own, stream = ttft, "true"
 	}

@@ -248,7 +248,8 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call) {
 	ctx := r.Context()
 	upStart := s.now()
 	st, rep, err := c.set.router.Stream(ctx, c.class.Type, c.class.Tier, c.req)
-	recordFrom(ctx).backend = rep
+	rec := recordFrom(ctx)
+	rec.backend = rep
 	if err != nil {
 		c.sf.writeError(w, s.upstreamError(ctx, err))
 		return
@@ -278,6 +279,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call) {
 		s.sealEvent(&ev)
 		if m.firstByte.IsZero() {
 			m.firstByte = s.now()
+			rec.firstByte = time.Now() // the metrics' clock: the access log's
 		}
 		switch ev.Type {
 		case llm.EventTextDelta, llm.EventReasoningDelta, llm.EventToolCallDelta:
@@ -313,7 +315,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call) {
 	m.usage = llm.Usage{InputTokens: c.input, OutputTokens: estimate}
 	switch {
 	case writeErr != nil || ctx.Err() != nil:
-		recordFrom(ctx).canceled = true
+		rec.canceled = true
 		m.finish = FinishCanceled
 	default:
 		// Failed mid-stream (or the backend ended without a finish event,
@@ -378,7 +380,7 @@ func (s *Server) meter(ctx context.Context, c *call, m meterInput) {
 	rec.usage = m.usage
 	rec.cost = billing.Format(cost)
 	rec.costMicros, _ = billing.Micros(cost) // rounded by Cost: never fails
-	rec.metered, rec.streamed, rec.firstByte = true, m.streamed, m.firstByte
+	rec.metered, rec.streamed = true, m.streamed
 	// Settle in this order: the recorded generation makes the ledger count
 	// the actual cost, and only then is the reservation released, so the
 	// cost is never counted neither as spent nor as reserved.

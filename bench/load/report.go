@@ -68,8 +68,63 @@ func reportCmd(args []string, out io.Writer) error {
 	}
 	rp := &report{w: out, res: res}
 	rp.tables()
+	rp.metricsTable()
 	rp.checks(*genCount, *dbLocked)
 	return nil
+}
+
+// metricsTarget is the name run.sh gives svcgw serving with its admin
+// listener on, so recording Prometheus metrics (BENCH_METRICS=1).
+const metricsTarget = "svcgw-metrics"
+
+// metricsTable compares svcgw with and without metrics, scenario by
+// scenario: what recording them costs a call (issue 16: within
+// run-to-run noise, at most 2% of CPU per call).
+func (rp *report) metricsTable() {
+	type fig struct {
+		label, scenario string
+		get             func(*Result) float64
+		format          func(float64) string
+		cpu             bool // compared as a share of svcgw's
+	}
+	ttftP50 := func(r *Result) float64 {
+		if r.TTFT == nil {
+			return 0
+		}
+		return r.TTFT.P50
+	}
+	figs := []fig{
+		{"(a) req/s at saturation", "max", func(r *Result) float64 { return r.Throughput }, f0, false},
+		{"(a) CPU per call (µs)", "max", func(r *Result) float64 { return r.CPUPerCallMicros }, f1, true},
+		{"(b) p50 at 2,000 req/s (ms)", "rate", func(r *Result) float64 { return r.Latency.P50 }, f3, false},
+		{"(b) p99 at 2,000 req/s (ms)", "rate", func(r *Result) float64 { return r.Latency.P99 }, f3, false},
+		{"(b) CPU per call at 2,000 req/s (µs)", "rate", func(r *Result) float64 { return r.CPUPerCallMicros }, f1, true},
+		{"(c) streams/s at saturation", "stream", func(r *Result) float64 { return r.Throughput }, f0, false},
+		{"(c) CPU per stream (µs)", "stream", func(r *Result) float64 { return r.CPUPerCallMicros }, f1, true},
+		{"(c) TTFT p50 at 500 streams/s (ms)", "streamrate", ttftP50, f3, false},
+		{"(c) CPU per stream at 500 streams/s (µs)", "streamrate", func(r *Result) float64 { return r.CPUPerCallMicros }, f1, true},
+	}
+	header := false
+	for _, f := range figs {
+		off, on := rp.get(f.scenario, "svcgw"), rp.get(f.scenario, metricsTarget)
+		if off == nil || on == nil {
+			continue
+		}
+		if !header {
+			header = true
+			fmt.Fprintf(rp.w, "\n### (f) the cost of metrics: svcgw without and with its admin listener (Prometheus scraping it)\n\n")
+			fmt.Fprintln(rp.w, "| | svcgw | svcgw, metrics on | difference |\n|---|---:|---:|---:|")
+		}
+		a, b := f.get(off), f.get(on)
+		diff := f.format(b - a)
+		if b-a >= 0 {
+			diff = "+" + diff
+		}
+		if a != 0 {
+			diff += fmt.Sprintf(" (%+.1f%%)", (b-a)/a*100)
+		}
+		fmt.Fprintf(rp.w, "| %s | %s | %s | %s |\n", f.label, f.format(a), f.format(b), diff)
+	}
 }
 
 type report struct {
