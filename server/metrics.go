@@ -243,14 +243,17 @@ func (m *Metrics) ObserveReload(err error) {
 	m.reloadAt.SetToCurrentTime()
 }
 
-// streamOpened counts a stream open until the function it returns is
-// called.
-func (m *Metrics) streamOpened() func() {
-	if m == nil {
-		return func() {}
+// streamOpened and streamClosed count a stream open between them.
+func (m *Metrics) streamOpened() {
+	if m != nil {
+		m.streams.Inc()
 	}
-	m.streams.Inc()
-	return m.streams.Dec
+}
+
+func (m *Metrics) streamClosed() {
+	if m != nil {
+		m.streams.Dec()
+	}
 }
 
 // observeCall records one request at its end, from its access record:

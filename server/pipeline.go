@@ -255,7 +255,8 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call) {
 		return
 	}
 	defer st.Close()
-	defer s.metrics.streamOpened()()
+	s.metrics.streamOpened()
+	defer s.metrics.streamClosed()
 
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -379,7 +380,9 @@ func (s *Server) meter(ctx context.Context, c *call, m meterInput) {
 	rec := recordFrom(ctx)
 	rec.usage = m.usage
 	rec.cost = billing.Format(cost)
-	rec.costMicros, _ = billing.Micros(cost) // rounded by Cost: never fails
+	if s.metrics != nil {
+		rec.costMicros, _ = billing.Micros(cost) // rounded by Cost: never fails
+	}
 	rec.metered, rec.streamed = true, m.streamed
 	// Settle in this order: the recorded generation makes the ledger count
 	// the actual cost, and only then is the reservation released, so the
