@@ -191,3 +191,13 @@ func TestServe_ReloadWithoutConfigIsRefused(t *testing.T) {
 	is.Equal(code, 1)
 	is.True(strings.Contains(stderr, "without --config"))
 }
+
+func TestServe_AdminAddrMustDifferFromAddr(t *testing.T) {
+	is := is.New(t)
+	db := filepath.Join(t.TempDir(), "svcgw.db")
+	code, _, stderr := run(t, db, "serve", "--addr", "127.0.0.1:18080", "--admin-addr", "127.0.0.1:18080")
+	is.Equal(code, 1)
+	is.True(strings.Contains(stderr, "--admin-addr must differ from --addr"))
+	_, err := os.Stat(db)
+	is.True(os.IsNotExist(err)) // refused before any database was made
+}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -57,7 +58,7 @@ func (c *serveCmd) Run(e *env) (err error) {
 	if c.MetricsAppLabels < 0 {
 		return fmt.Errorf("--metrics-application-labels must not be negative (0 is none)")
 	}
-	if c.AdminAddr != "" && c.AdminAddr == c.Addr {
+	if c.AdminAddr != "" && c.AdminAddr == c.Addr && !strings.HasSuffix(c.Addr, ":0") { // :0 is a port each
 		return fmt.Errorf("--admin-addr must differ from --addr: nothing of the admin listener may be reachable where callers are")
 	}
 	// From the start: SIGHUP's default would end the process.
