@@ -41,6 +41,8 @@
 #                               scenarios a, b and c, right after the first:
 #                               the (f) table is what metrics cost a call
 #   BENCH_SCRAPE_INTERVAL=5s    how often /metrics of that svcgw is scraped (sleep(1) syntax)
+#   BENCH_METRICS_REPEAT=3      pairs of runs (svcgw, svcgw with metrics) per scenario,
+#                               alternating which goes first; (f) shows the medians
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -68,6 +70,7 @@ profile=${BENCH_PROFILE:-0}
 strict=${BENCH_STRICT:-0}
 metrics=${BENCH_METRICS:-1}
 scrape_interval=${BENCH_SCRAPE_INTERVAL:-5s}
+metrics_repeat=${BENCH_METRICS_REPEAT:-3}
 case " $targets " in *" svcgw "*) ;; *) metrics=0 ;; esac
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/svcgw-bench.XXXXXX")
@@ -263,10 +266,22 @@ if [ "$metrics" = 1 ]; then
 	log "svcgw with metrics $svcgwm_addr, admin listener $admin_addr, scraped every $scrape_interval"
 fi
 
-# withmetrics SCENARIO [flags…]: the metrics comparison's run of a scenario,
-# right after svcgw's own.
+# withmetrics SCENARIO [flags…]: the metrics comparison's runs of a
+# scenario, right after svcgw's own: svcgw with metrics, then
+# BENCH_METRICS_REPEAT-1 more pairs (svcgw@k, svcgw-metrics@k), alternating
+# which goes first, so that drift in the machine's load favours neither.
 withmetrics() {
-	if [ "$metrics" = 1 ]; then drive "$1" svcgw-metrics "${@:2}"; fi
+	[ "$metrics" = 1 ] || return 0
+	drive "$1" svcgw-metrics "${@:2}"
+	for k in $(seq 2 "$metrics_repeat"); do
+		if ((k % 2 == 0)); then
+			drive "$1" "svcgw-metrics@$k" "${@:2}"
+			drive "$1" "svcgw@$k" "${@:2}"
+		else
+			drive "$1" "svcgw@$k" "${@:2}"
+			drive "$1" "svcgw-metrics@$k" "${@:2}"
+		fi
+	done
 }
 
 # drive SCENARIO TARGET [flags…]: one driver run; a failure is recorded and the
@@ -274,25 +289,27 @@ withmetrics() {
 drive() {
 	local scenario=$1 target=$2
 	shift 2
-	local extra=() kind=$target
+	# svcgw@k and svcgw-metrics@k are repeats of the metrics comparison,
+	# against the same processes.
+	local extra=() kind=$target base=${target%@*}
 	if [ "$target" = svcgw ]; then
 		extra+=(-key "$key")
 		if [ "$profile" = 1 ] && [ "${#pprof_args[@]}" -gt 0 ]; then
 			extra+=("${pprof_args[@]}" -cpuprofile-out "$out/cpu-$scenario.pprof")
 		fi
 	fi
-	if [ "$target" = svcgw-metrics ]; then
-		kind=svcgw
-		extra+=(-key "$keym" -name svcgw-metrics)
-	fi
+	case $base in
+	svcgw) kind=svcgw; [ "$target" = svcgw ] || extra+=(-key "$key" -name "$target") ;;
+	svcgw-metrics) kind=svcgw; extra+=(-key "$keym" -name "$target") ;;
+	esac
 	if ! "${pin_driver[@]}" "$bin/load" run -scenario "$scenario" -target "$kind" \
-		-base "http://${addr_of[$target]}" -pid "${pid_of[$target]}" \
+		-base "http://${addr_of[$base]}" -pid "${pid_of[$base]}" \
 		-timeout "$call_timeout" -out "$out/$scenario-$target.json" "${extra[@]}" "$@" 2>>"$work/load.log"; then
 		failed+=("$scenario/$target")
 		log "scenario $scenario against $target failed; see $work/load.log"
 	fi
 	tail -n 1 "$work/load.log" >&2
-	alive "$target" "${pid_of[$target]}"
+	alive "$base" "${pid_of[$base]}"
 }
 
 # shape ADDR QUERY: change a mock's stream shape while it runs.
@@ -378,7 +395,7 @@ errors=$(grep -c 'level=ERROR' "$work/svcgw.log" || true)
 	if [ -n "${BENCH_SVCGW_BIN:-}" ]; then echo "- svcgw binary: $BENCH_SVCGW_BIN (prebuilt, not the tree's)"; fi
 	echo "- svcgw log: $errors ERROR lines, $locked \"database is locked\""
 	if [ "$profile" = 1 ]; then echo "- svcgw ran with pprof (bench/svcgwprof); CPU profiles in $out"; fi
-	if [ "$metrics" = 1 ]; then echo "- (f): a second svcgw, same binary and configuration, with --admin-addr (metrics recorded), /metrics scraped every $scrape_interval; measured right after svcgw in each scenario; its last scrape is metrics.txt"; fi
+	if [ "$metrics" = 1 ]; then echo "- (f): a second svcgw, same binary and configuration, with --admin-addr (metrics recorded), /metrics scraped every $scrape_interval; $metrics_repeat runs of each per scenario, in alternating order; its last scrape is metrics.txt"; fi
 	"$bin/load" report -usage-json "$out/usage.json" -db-locked "$locked" "$out"/*-*.json
 } | tee "$out/report.md"
 
