@@ -148,9 +148,10 @@ func (c *serveCmd) Run(e *env) (err error) {
 	}
 	log.Info("svcgw listening", attrs...)
 	// The reloads (SIGHUP) and the admin listener run beside the caller
-	// listener and end with it.
+	// listener and end after it: metrics and profiles stay readable while
+	// calls drain.
 	var side sync.WaitGroup
-	sideCtx, stopSide := context.WithCancel(e.ctx)
+	sideCtx, stopSide := context.WithCancel(context.WithoutCancel(e.ctx))
 	side.Add(1)
 	go func() {
 		defer side.Done()

@@ -54,6 +54,10 @@ type Metrics struct {
 	reloadOK    prometheus.Gauge
 	reloadAt    prometheus.Gauge
 
+	// series and candidates hold the call metrics resolved per label
+	// values: seriesKey → *series, candidate name → *candidateSeries.
+	series, candidates sync.Map
+
 	// src is the Server whose store and router the scrape-time collector
 	// reads (New binds it).
 	src atomic.Pointer[Server]
@@ -262,7 +266,7 @@ func (m *Metrics) observeCall(rec *logRecord, status int, start, end time.Time) 
 	if m == nil || !rec.call {
 		return
 	}
-	surface, rt := string(rec.surface), string(rec.requestType)
+	rt := string(rec.requestType)
 	if rt == "" {
 		rt = "unclassified"
 	}
@@ -270,42 +274,95 @@ func (m *Metrics) observeCall(rec *logRecord, status int, start, end time.Time) 
 	if m.apps != nil {
 		app = m.apps.label(rec.app)
 	}
-	m.requests.WithLabelValues(withApp(app, surface, rt, statusClass(status))...).Inc()
+	ser := m.seriesOf(seriesKey{surface: string(rec.surface), requestType: rt, app: app})
+	if i := classIndex(status); i >= 0 {
+		ser.requests[i].Inc()
+	} else {
+		m.requests.WithLabelValues(withApp(app, string(rec.surface), rt, statusClass(status))...).Inc()
+	}
 	wait := m.observeAttempts(rec.backend)
 	if !rec.metered {
 		return
 	}
-	m.duration.WithLabelValues(surface, rt).Observe(end.Sub(start).Seconds())
-	own := end.Sub(start)
-	stream := "false"
+	ser.duration.Observe(end.Sub(start).Seconds())
+	own, streamed := end.Sub(start), 0
 	if rec.streamed {
 		first := rec.firstByte
 		if first.IsZero() {
 			first = end // a stream that ended without an event
 		}
-		ttft := first.Sub(start)
-		m.ttft.WithLabelValues(surface, rt).Observe(ttft.Seconds())
-		own, stream = ttft, "true"
+		own, streamed = first.Sub(start), 1
+		ser.ttft.Observe(own.Seconds())
 	}
-	m.overhead.WithLabelValues(surface, stream).Observe(max(own-wait-rec.bodyRead, 0).Seconds())
+	ser.overhead[streamed].Observe(max(own-wait-rec.bodyRead, 0).Seconds())
 	u := rec.usage
-	for _, t := range [...]struct {
-		kind string
-		n    int
-	}{
-		{tokenInput, u.InputTokens},
-		{tokenOutput, u.OutputTokens},
-		{tokenCachedInput, u.CachedInputTokens},
-		{tokenCacheWrite, u.CacheCreationTokens},
-		{tokenReasoning, u.ReasoningTokens},
-	} {
-		if t.n > 0 {
-			m.tokens.WithLabelValues(withApp(app, rt, t.kind)...).Add(float64(t.n))
+	for i, n := range [len(tokenTypes)]int{u.InputTokens, u.OutputTokens, u.CachedInputTokens, u.CacheCreationTokens, u.ReasoningTokens} {
+		if n > 0 {
+			ser.tokens[i].Add(float64(n))
 		}
 	}
 	if rec.costMicros > 0 {
-		m.cost.WithLabelValues(withApp(app, rt)...).Add(float64(rec.costMicros))
+		ser.cost.Add(float64(rec.costMicros))
 	}
+}
+
+// tokenTypes are the token_type label's values, in the order of
+// series.tokens.
+var tokenTypes = [...]string{tokenInput, tokenOutput, tokenCachedInput, tokenCacheWrite, tokenReasoning}
+
+// statusClasses are the status_class values of series.requests.
+var statusClasses = [...]string{"2xx", "4xx", "5xx"}
+
+// classIndex is status's place in statusClasses, or -1.
+func classIndex(status int) int {
+	switch statusClass(status) {
+	case "2xx":
+		return 0
+	case "4xx":
+		return 1
+	case "5xx":
+		return 2
+	}
+	return -1
+}
+
+// seriesKey names the call metrics of one surface, request type and
+// application ("" without the application label).
+type seriesKey struct{ surface, requestType, app string }
+
+// series are the call metrics of one seriesKey, resolved once and kept:
+// WithLabelValues hashes its labels and looks the child up on every use,
+// which was most of what recording a call cost. Resolving them creates
+// their series at zero, as Prometheus advises for known label values.
+type series struct {
+	requests       [len(statusClasses)]prometheus.Counter
+	duration, ttft prometheus.Observer
+	overhead       [2]prometheus.Observer // not streamed, streamed
+	tokens         [len(tokenTypes)]prometheus.Counter
+	cost           prometheus.Counter
+}
+
+func (m *Metrics) seriesOf(k seriesKey) *series {
+	if v, ok := m.series.Load(k); ok {
+		return v.(*series)
+	}
+	s := &series{
+		duration: m.duration.WithLabelValues(k.surface, k.requestType),
+		ttft:     m.ttft.WithLabelValues(k.surface, k.requestType),
+		overhead: [2]prometheus.Observer{
+			m.overhead.WithLabelValues(k.surface, "false"),
+			m.overhead.WithLabelValues(k.surface, "true"),
+		},
+		cost: m.cost.WithLabelValues(withApp(k.app, k.requestType)...),
+	}
+	for i, c := range statusClasses {
+		s.requests[i] = m.requests.WithLabelValues(withApp(k.app, k.surface, k.requestType, c)...)
+	}
+	for i, t := range tokenTypes {
+		s.tokens[i] = m.tokens.WithLabelValues(withApp(k.app, k.requestType, t)...)
+	}
+	v, _ := m.series.LoadOrStore(k, s)
+	return v.(*series)
 }
 
 // observeAttempts records a call's upstream attempts, and returns how long
@@ -315,17 +372,51 @@ func (m *Metrics) observeAttempts(rep upstream.Report) time.Duration {
 	var wait time.Duration
 	for i, a := range rep.Attempts {
 		wait += a.Duration + a.Backoff
-		m.attempts.WithLabelValues(a.Candidate, attemptOutcome(rep, i)).Inc()
-		m.attemptTime.WithLabelValues(a.Candidate).Observe(a.Duration.Seconds())
+		c := m.candidateOf(a.Candidate)
+		c.attempts[attemptOutcome(rep, i)].Inc()
+		c.duration.Observe(a.Duration.Seconds())
 		if a.Outcome != upstream.OutcomeOK && a.Outcome != upstream.OutcomeCanceled {
-			m.errors.WithLabelValues(a.Candidate, string(a.Outcome)).Inc()
+			m.errors.WithLabelValues(a.Candidate, string(a.Outcome)).Inc() // failures only: rare
 		}
 	}
 	return wait
 }
 
-// attemptOutcome is the outcome label of the i-th attempt of rep: the first
-// of these that applies.
+// candidateSeries are one candidate's attempt metrics, resolved once (see
+// series).
+type candidateSeries struct {
+	attempts [len(outcomes)]prometheus.Counter // by outcome
+	duration prometheus.Observer
+}
+
+func (m *Metrics) candidateOf(name string) *candidateSeries {
+	if v, ok := m.candidates.Load(name); ok {
+		return v.(*candidateSeries)
+	}
+	c := &candidateSeries{duration: m.attemptTime.WithLabelValues(name)}
+	for i, o := range outcomes {
+		c.attempts[i] = m.attempts.WithLabelValues(name, o)
+	}
+	v, _ := m.candidates.LoadOrStore(name, c)
+	return v.(*candidateSeries)
+}
+
+// outcomes are the outcome label's values; attemptOutcome returns an
+// index into them.
+var outcomes = [...]string{"ok", "canceled", "timed_out", "breaker_open", "retried", "fell_back", "failed"}
+
+const (
+	outcomeOK = iota
+	outcomeCanceled
+	outcomeTimedOut
+	outcomeBreakerOpen
+	outcomeRetried
+	outcomeFellBack
+	outcomeFailed
+)
+
+// attemptOutcome is the outcome of the i-th attempt of rep: the first of
+// these that applies.
 //
 //	ok            it served the call
 //	canceled      the caller left first
@@ -334,23 +425,23 @@ func (m *Metrics) observeAttempts(rep upstream.Report) time.Duration {
 //	retried       it failed, and the same candidate was tried again
 //	fell_back     it failed, and the next candidate was tried
 //	failed        it failed, and the call failed with it
-func attemptOutcome(rep upstream.Report, i int) string {
+func attemptOutcome(rep upstream.Report, i int) int {
 	a := rep.Attempts[i]
 	switch {
 	case a.Outcome == upstream.OutcomeOK:
-		return "ok"
+		return outcomeOK
 	case a.Outcome == upstream.OutcomeCanceled:
-		return "canceled"
+		return outcomeCanceled
 	case a.Outcome == upstream.Outcome(llm.KindTimeout):
-		return "timed_out"
+		return outcomeTimedOut
 	case a.BreakerOpen:
-		return "breaker_open"
+		return outcomeBreakerOpen
 	case i+1 < len(rep.Attempts) && rep.Attempts[i+1].Retry:
-		return "retried"
+		return outcomeRetried
 	case i+1 < len(rep.Attempts):
-		return "fell_back"
+		return outcomeFellBack
 	}
-	return "failed"
+	return outcomeFailed
 }
 
 // statusClass is 2xx, 4xx or 5xx (1xx and 3xx, which svcgw never answers

@@ -286,7 +286,7 @@ func TestAttemptOutcome(t *testing.T) {
 			rep := upstream.Report{Attempts: tc.attempts}
 			var got []string
 			for i := range tc.attempts {
-				got = append(got, attemptOutcome(rep, i))
+				got = append(got, outcomes[attemptOutcome(rep, i)])
 			}
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("got %v, want %v", got, tc.want)
