@@ -36,6 +36,13 @@
 #   BENCH_OUT=                  keep the results here (default: results/ in the work dir,
 #                               which is kept)
 #   BENCH_STRICT=0              1: exit 3 when svcgw misses an issue 8 target
+#   BENCH_METRICS=1             1: also measure a second svcgw serving its admin
+#                               listener (so recording Prometheus metrics) in
+#                               scenarios a, b and c, right after the first:
+#                               the (f) table is what metrics cost a call
+#   BENCH_SCRAPE_INTERVAL=5s    how often /metrics of that svcgw is scraped (sleep(1) syntax)
+#   BENCH_METRICS_REPEAT=3      pairs of runs (svcgw, svcgw with metrics) per scenario,
+#                               alternating which goes first; (f) shows the medians
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -61,6 +68,10 @@ log_level=${BENCH_LOG_LEVEL:-info}
 read -r -a svcgw_env <<<"${BENCH_SVCGW_ENV:-}"
 profile=${BENCH_PROFILE:-0}
 strict=${BENCH_STRICT:-0}
+metrics=${BENCH_METRICS:-1}
+scrape_interval=${BENCH_SCRAPE_INTERVAL:-5s}
+metrics_repeat=${BENCH_METRICS_REPEAT:-3}
+case " $targets " in *" svcgw "*) ;; *) metrics=0 ;; esac
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/svcgw-bench.XXXXXX")
 out=${BENCH_OUT:-$work/results}
@@ -85,8 +96,9 @@ cleanup() {
 	# The binaries, the database and svcgw's full access log are large;
 	# the results keep what matters.
 	if [ "${BENCH_KEEP:-0}" != 1 ]; then
-		rm -rf "$work/bin" "$work"/svcgw.db*
+		rm -rf "$work/bin" "$work"/svcgw.db* "$work"/svcgwm.db*
 		if [ -s "$out/svcgw.log" ]; then rm -f "$work/svcgw.log"; fi
+		if [ -s "$out/svcgwm.log" ]; then rm -f "$work/svcgwm.log"; fi
 	fi
 	exit "$code"
 }
@@ -217,26 +229,87 @@ declare -A addr_of=([direct]=$direct_addr [proxy]=$proxy_addr [svcgw]=$svcgw_add
 declare -A pid_of=([direct]=$direct_pid [proxy]=$proxy_pid [svcgw]=$svcgw_pid)
 failed=()
 
+# --- start svcgw with metrics (BENCH_METRICS=1) ------------------------------
+# The same binary and configuration on a database of its own, serving its
+# admin listener, so recording Prometheus metrics; a scraper reads /metrics
+# as Prometheus would. It waits idle while the other targets are measured.
+if [ "$metrics" = 1 ]; then
+	if [[ $serve_help != *--admin-addr* ]]; then
+		log "svcgw serve has no --admin-addr: the metrics comparison is skipped"
+		metrics=0
+	fi
+fi
+if [ "$metrics" = 1 ]; then
+	dbm=$work/svcgwm.db
+	"$bin/svcgw" --db "$dbm" init 2>>"$work/keys.log" || die "init (metrics); see $work/keys.log"
+	"$bin/svcgw" --db "$dbm" keys create --account bench >"$work/keym" 2>>"$work/keys.log" || die "keys create (metrics); see $work/keys.log"
+	keym=$(cat "$work/keym")
+	"$bin/svcgw" --db "$dbm" credits add --account bench 1000000 >/dev/null 2>>"$work/keys.log" || die "credits add (metrics); see $work/keys.log"
+	servem_args=("${serve_args[@]}")
+	servem_args[2]=$dbm # serve --db DB …
+	env "${svcgw_env[@]}" "${pin_target[@]}" "$bin/svcgw" "${servem_args[@]}" --admin-addr 127.0.0.1:0 >"$work/svcgwm.out" 2>"$work/svcgwm.log" &
+	svcgwm_pid=$!
+	pids+=("$svcgwm_pid")
+	for _ in $(seq 200); do
+		grep -q 'svcgw listening' "$work/svcgwm.log" 2>/dev/null && break
+		kill -0 "$svcgwm_pid" 2>/dev/null || break
+		sleep 0.05
+	done
+	svcgwm_addr=$(grep -o 'msg="svcgw listening" addr=[0-9.:]*' "$work/svcgwm.log" | head -1 | sed 's/.*addr=//') || true
+	admin_addr=$(grep -o 'admin_addr=[0-9.:]*' "$work/svcgwm.log" | head -1 | sed 's/.*=//') || true
+	[ -n "$svcgwm_addr" ] && [ -n "$admin_addr" ] || die "svcgw with metrics did not start; see $work/svcgwm.log"
+	addr_of[svcgw-metrics]=$svcgwm_addr
+	pid_of[svcgw-metrics]=$svcgwm_pid
+	"${pin_driver[@]}" bash -c 'while kill -0 "$1" 2>/dev/null; do curl -fsS -o /dev/null "http://$2/metrics" || true; sleep "$3"; done' \
+		scraper "$svcgwm_pid" "$admin_addr" "$scrape_interval" &
+	pids+=("$!")
+	log "svcgw with metrics $svcgwm_addr, admin listener $admin_addr, scraped every $scrape_interval"
+fi
+
+# withmetrics SCENARIO [flags…]: the metrics comparison's runs of a
+# scenario, right after svcgw's own: svcgw with metrics, then
+# BENCH_METRICS_REPEAT-1 more pairs (svcgw@k, svcgw-metrics@k), alternating
+# which goes first, so that drift in the machine's load favours neither.
+withmetrics() {
+	[ "$metrics" = 1 ] || return 0
+	drive "$1" svcgw-metrics "${@:2}"
+	for k in $(seq 2 "$metrics_repeat"); do
+		if ((k % 2 == 0)); then
+			drive "$1" "svcgw-metrics@$k" "${@:2}"
+			drive "$1" "svcgw@$k" "${@:2}"
+		else
+			drive "$1" "svcgw@$k" "${@:2}"
+			drive "$1" "svcgw-metrics@$k" "${@:2}"
+		fi
+	done
+}
+
 # drive SCENARIO TARGET [flags…]: one driver run; a failure is recorded and the
 # run goes on, so the report shows everything that could be measured.
 drive() {
 	local scenario=$1 target=$2
 	shift 2
-	local extra=()
+	# svcgw@k and svcgw-metrics@k are repeats of the metrics comparison,
+	# against the same processes.
+	local extra=() kind=$target base=${target%@*}
 	if [ "$target" = svcgw ]; then
 		extra+=(-key "$key")
 		if [ "$profile" = 1 ] && [ "${#pprof_args[@]}" -gt 0 ]; then
 			extra+=("${pprof_args[@]}" -cpuprofile-out "$out/cpu-$scenario.pprof")
 		fi
 	fi
-	if ! "${pin_driver[@]}" "$bin/load" run -scenario "$scenario" -target "$target" \
-		-base "http://${addr_of[$target]}" -pid "${pid_of[$target]}" \
+	case $base in
+	svcgw) kind=svcgw; [ "$target" = svcgw ] || extra+=(-key "$key" -name "$target") ;;
+	svcgw-metrics) kind=svcgw; extra+=(-key "$keym" -name "$target") ;;
+	esac
+	if ! "${pin_driver[@]}" "$bin/load" run -scenario "$scenario" -target "$kind" \
+		-base "http://${addr_of[$base]}" -pid "${pid_of[$base]}" \
 		-timeout "$call_timeout" -out "$out/$scenario-$target.json" "${extra[@]}" "$@" 2>>"$work/load.log"; then
 		failed+=("$scenario/$target")
 		log "scenario $scenario against $target failed; see $work/load.log"
 	fi
 	tail -n 1 "$work/load.log" >&2
-	alive "$target" "${pid_of[$target]}"
+	alive "$base" "${pid_of[$base]}"
 }
 
 # shape ADDR QUERY: change a mock's stream shape while it runs.
@@ -250,16 +323,20 @@ start=$SECONDS
 if has max; then
 	log "(a) max throughput @ $connections connections, $duration"
 	for t in $targets; do drive max "$t" -connections "$connections" -duration "$duration" -warmup "$warmup"; done
+	withmetrics max -connections "$connections" -duration "$duration" -warmup "$warmup"
 fi
 if has rate; then
 	log "(b) constant $rate req/s, $duration"
 	for t in $targets; do drive rate "$t" -rate "$rate" -duration "$duration" -warmup "$warmup"; done
+	withmetrics rate -rate "$rate" -duration "$duration" -warmup "$warmup"
 fi
 if has stream; then
 	log "(c) streaming @ $connections streams in flight, $stream_chunks chunks $stream_delay apart, $duration"
 	for t in $targets; do drive stream "$t" -connections "$connections" -duration "$duration" -warmup "$warmup"; done
+	withmetrics stream -connections "$connections" -duration "$duration" -warmup "$warmup"
 	log "(c) streaming @ $stream_rate streams/s (time to first token), $duration"
 	for t in $targets; do drive streamrate "$t" -rate "$stream_rate" -duration "$duration" -warmup "$warmup"; done
+	withmetrics streamrate -rate "$stream_rate" -duration "$duration" -warmup "$warmup"
 fi
 if has surfaces && case " $targets " in *" svcgw "*) true ;; *) false ;; esac; then
 	log "(e) messages and generate-content surfaces through svcgw, $surface_duration each"
@@ -274,6 +351,15 @@ if has hold; then
 	for a in "$upstream_addr" "$direct_addr"; do shape "$a" "chunks=$stream_chunks&chunk_delay=$stream_delay"; done
 fi
 log "scenarios took $((SECONDS - start))s"
+
+# --- svcgw with metrics: its last scrape, then stop it ----------------------------
+if [ "$metrics" = 1 ]; then
+	curl -fsS "http://$admin_addr/metrics" >"$out/metrics.txt" || log "the last scrape of svcgw's /metrics failed"
+	kill -TERM "$svcgwm_pid"
+	for _ in $(seq 300); do kill -0 "$svcgwm_pid" 2>/dev/null || break; sleep 0.1; done
+	wait "$svcgwm_pid" 2>/dev/null || log "svcgw (metrics) exited with status $?"
+	grep -v 'msg=request ' "$work/svcgwm.log" >"$out/svcgwm.log" || true
+fi
 
 # --- stop svcgw, then count its generation records -------------------------------
 # serve drains within --shutdown-grace (5 s) plus its own drain timeout (10 s)
@@ -309,6 +395,7 @@ errors=$(grep -c 'level=ERROR' "$work/svcgw.log" || true)
 	if [ -n "${BENCH_SVCGW_BIN:-}" ]; then echo "- svcgw binary: $BENCH_SVCGW_BIN (prebuilt, not the tree's)"; fi
 	echo "- svcgw log: $errors ERROR lines, $locked \"database is locked\""
 	if [ "$profile" = 1 ]; then echo "- svcgw ran with pprof (bench/svcgwprof); CPU profiles in $out"; fi
+	if [ "$metrics" = 1 ]; then echo "- (f): a second svcgw, same binary and configuration, with --admin-addr (metrics recorded), /metrics scraped every $scrape_interval; $metrics_repeat runs of each per scenario, in alternating order; its last scrape is metrics.txt"; fi
 	"$bin/load" report -usage-json "$out/usage.json" -db-locked "$locked" "$out"/*-*.json
 } | tee "$out/report.md"
 

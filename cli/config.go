@@ -1,15 +1,23 @@
 package cli
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"os"
 	"sort"
+	"syscall"
+	"time"
 
 	"github.com/svcgw/svcgw/config"
+	"github.com/svcgw/svcgw/store"
 )
 
 type configCmd struct {
-	Check configCheckCmd `cmd:"" help:"Validate a configuration file; errors name their line."`
+	Check  configCheckCmd  `cmd:"" help:"Validate a configuration file; errors name their line."`
+	Reload configReloadCmd `cmd:"" help:"Make the running svcgw serve re-read its --config file (as SIGHUP does)."`
 }
 
 type configCheckCmd struct {
@@ -43,4 +51,62 @@ func (c *configCheckCmd) Run(e *env) error {
 		fmt.Fprintf(e.stdout, "  upstream %s: %s, %d model(s)\n", name, u.Protocol, len(u.Models))
 	}
 	return nil
+}
+
+type configReloadCmd struct {
+	AdminAddr string `help:"The running serve's --admin-addr: reload through its POST /-/reload and print the outcome. Without it, the serve on --db is sent SIGHUP (its pid is in the database's lock file) and logs the outcome."`
+}
+
+func (c *configReloadCmd) Run(e *env) error {
+	if c.AdminAddr != "" {
+		return c.viaAdmin(e)
+	}
+	pid, err := store.ServingPID(e.global.DB)
+	if err != nil {
+		return fmt.Errorf("%s: %w", e.global.DB, err)
+	}
+	p, err := os.FindProcess(pid)
+	if err == nil {
+		err = p.Signal(syscall.SIGHUP)
+	}
+	if err != nil {
+		return fmt.Errorf("signal svcgw serve (pid %d): %w (on Windows, pass --admin-addr)", pid, err)
+	}
+	fmt.Fprintf(e.stdout, "sent SIGHUP to svcgw serve (pid %d); it logs \"configuration reloaded\", or each file:line error of a file it refused (keeping the configuration in force)\n", pid)
+	return nil
+}
+
+// viaAdmin asks the admin listener to reload, and reports its answer.
+func (c *configReloadCmd) viaAdmin(e *env) error {
+	ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
+	defer cancel()
+	url := "http://" + c.AdminAddr + "/-/reload"
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
+	if err != nil {
+		return fmt.Errorf("--admin-addr: %w", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("reload through %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	var answer struct {
+		Status string   `json:"status"`
+		Errors []string `json:"errors"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&answer); err != nil {
+		return fmt.Errorf("reload through %s: %s, and no JSON answer: %w", url, resp.Status, err)
+	}
+	switch resp.StatusCode {
+	case http.StatusOK:
+		fmt.Fprintln(e.stdout, "reloaded")
+		return nil
+	case http.StatusUnprocessableEntity:
+		for _, msg := range answer.Errors {
+			fmt.Fprintln(e.stderr, msg) // file:line: message
+		}
+		fmt.Fprintln(e.stderr, "reload refused: svcgw serve keeps the configuration in force")
+		return exitError{code: 1}
+	}
+	return fmt.Errorf("reload through %s: %s", url, resp.Status)
 }

@@ -8,6 +8,12 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"os/signal"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/cockroachdb/apd/v3"
@@ -17,6 +23,7 @@ import (
 	"github.com/svcgw/svcgw/seal"
 	"github.com/svcgw/svcgw/server"
 	"github.com/svcgw/svcgw/store"
+	"github.com/svcgw/svcgw/upstream"
 	"github.com/svcgw/svcgw/upstream/fixture"
 )
 
@@ -37,6 +44,8 @@ type serveCmd struct {
 	MaxConnections   int           `default:"0" help:"Most caller connections open at once; more wait in the accept backlog (0 = limits.max_connections from --config, else derived from the file-descriptor limit)."`
 	FixtureTTFT      time.Duration `name:"fixture-ttft" default:"0s" help:"Fixture backend: simulated time to first token."`
 	FixtureTPS       float64       `name:"fixture-tps" default:"0" help:"Fixture backend: simulated output tokens per second (0 = instant)."`
+	AdminAddr        string        `help:"Address of the admin listener, e.g. 127.0.0.1:9090: Prometheus /metrics, /readyz naming what is wrong, /debug/pprof/ and POST /-/reload. Off when empty; never reachable on --addr. Keep it off the network callers reach."`
+	MetricsAppLabels int           `name:"metrics-application-labels" default:"0" help:"Label calls, tokens and cost in /metrics with the application (X-Title, Referer host or key name), for at most this many distinct applications; the rest count as \"other\" (0 = no application label)."`
 
 	RetentionGenerations string `name:"retention-generations" placeholder:"DAYS" help:"Delete generation records older than this, e.g. 90d (usage totals, credits and balances are kept forever); overrides retention.generations from --config; 0 keeps every record."`
 }
@@ -48,6 +57,16 @@ func (c *serveCmd) Run(e *env) (err error) {
 	if c.BodyTimeout < 0 || c.BodyMinRate < 0 || c.HeaderTimeout < 0 || c.IdleTimeout < 0 || c.MaxConnections < 0 {
 		return fmt.Errorf("--body-timeout, --body-min-rate, --header-timeout, --idle-timeout and --max-connections must not be negative (0 keeps the default)")
 	}
+	if c.MetricsAppLabels < 0 {
+		return fmt.Errorf("--metrics-application-labels must not be negative (0 is none)")
+	}
+	if c.AdminAddr != "" && c.AdminAddr == c.Addr && !strings.HasSuffix(c.Addr, ":0") { // :0 is a port each
+		return fmt.Errorf("--admin-addr must differ from --addr: nothing of the admin listener may be reachable where callers are")
+	}
+	// From the start: SIGHUP's default would end the process.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	logOut := newLogWriter(e.stderr)
 	defer logOut.Close()
 	log := newLogger(logOut, c.LogLevel, c.LogFormat)
@@ -70,13 +89,30 @@ func (c *serveCmd) Run(e *env) (err error) {
 			return fmt.Errorf("--retention-generations: %w", err)
 		}
 	}
-	router, err := buildRouter(cfg, log, fixture.Options{TimeToFirstToken: c.FixtureTTFT, TokensPerSecond: c.FixtureTPS})
+	router, err := buildRouter(cfg, log, c.fixtureOptions())
 	if err != nil {
 		return err
 	}
 	ln, err := net.Listen("tcp", c.Addr)
 	if err != nil {
 		return err
+	}
+	var adminLn net.Listener
+	if c.AdminAddr != "" {
+		if adminLn, err = net.Listen("tcp", c.AdminAddr); err != nil {
+			ln.Close()
+			return fmt.Errorf("--admin-addr: %w", err)
+		}
+		defer adminLn.Close() // on an early return; Serve closes it otherwise
+	}
+	b := readBuild()
+	// Metrics are recorded only when something can read them.
+	var metrics *server.Metrics
+	if adminLn != nil {
+		metrics = server.NewMetrics(server.MetricsOptions{
+			Version: b.Version, Commit: b.Commit, GoVersion: runtime.Version(),
+			ApplicationLabels: c.MetricsAppLabels,
+		})
 	}
 	// One server per database, for its whole life: a second one would
 	// spend the same balances without seeing the first one's charges.
@@ -88,7 +124,7 @@ func (c *serveCmd) Run(e *env) (err error) {
 	defer lock.Release()
 	// The store's logger is the server's: ledger failures and every
 	// generation it cannot record are reported there.
-	st, err := e.createStore(store.Options{Logger: log})
+	st, err := e.createStore(store.Options{Logger: log, OnCommit: metrics.ObserveCommit})
 	if err != nil {
 		ln.Close()
 		return err
@@ -106,20 +142,9 @@ func (c *serveCmd) Run(e *env) (err error) {
 		return err
 	}
 	lim := cfg.Limits
-	opts := server.Options{
-		Logger: log, Store: st, Router: router, Prices: buildPrices(cfg), Sealer: sealer,
-		MaxBodyBytes: firstNonZero(c.MaxBodyBytes, lim.MaxBodyBytes),
-		RPM:          firstNonZero(c.RPM, int64(lim.RPM)),
-		TPM:          firstNonZero(c.TPM, int64(lim.TPM)),
-		Bounds: server.Bounds{
-			MaxMessages: lim.MaxMessages, MaxParts: lim.MaxParts,
-			MaxTools: lim.MaxTools, MaxSchemaBytes: lim.MaxSchemaBytes,
-		},
-		ReserveOutputTokens: lim.ReserveOutputTokens,
-		BudgetRefresh:       lim.BudgetRefresh,
-		BodyTimeout:         cmp.Or(c.BodyTimeout, lim.BodyTimeout),
-		BodyMinRate:         firstNonZero(c.BodyMinRate, lim.BodyMinRate),
-	}
+	opts := c.serverOptions(cfg, router)
+	opts.Logger, opts.Store, opts.Sealer, opts.Metrics = log, st, sealer, metrics
+	opts.BudgetRefresh = lim.BudgetRefresh
 	h := server.New(opts)
 	// The background upkeep: the roll-up backfill of a database from an
 	// older version, then retention. Stopped by st.Close.
@@ -127,17 +152,52 @@ func (c *serveCmd) Run(e *env) (err error) {
 		ln.Close()
 		return err
 	}
+	rl := &reloader{cmd: c, srv: h, log: log, metrics: metrics, cfg: cfg}
 
 	maxConns := cmp.Or(c.MaxConnections, lim.MaxConnections, server.DefaultMaxConns())
-	b := readBuild()
-	log.Info("svcgw listening", "addr", ln.Addr().String(), "db", e.global.DB,
-		"version", b.Version, "commit", b.Commit, "built", b.Date, "go", b.Go, "max_connections", maxConns)
+	attrs := []any{"addr", ln.Addr().String(), "db", e.global.DB,
+		"version", b.Version, "commit", b.Commit, "built", b.Date, "go", b.Go, "max_connections", maxConns}
+	if adminLn != nil {
+		attrs = append(attrs, "admin_addr", adminLn.Addr().String())
+	}
+	log.Info("svcgw listening", attrs...)
+	// The reloads (SIGHUP) and the admin listener run beside the caller
+	// listener and end after it: metrics and profiles stay readable while
+	// calls drain.
+	var side sync.WaitGroup
+	sideCtx, stopSide := context.WithCancel(context.WithoutCancel(e.ctx))
+	side.Add(1)
+	go func() {
+		defer side.Done()
+		for {
+			select {
+			case <-hup:
+				_ = rl.reload("SIGHUP")
+			case <-sideCtx.Done():
+				return
+			}
+		}
+	}()
+	if adminLn != nil {
+		side.Add(1)
+		go func() {
+			defer side.Done()
+			admin := h.Admin(func(context.Context) error { return rl.reload("admin") })
+			// A profile may take its time; a second of grace is plenty
+			// for a scrape.
+			if err := server.Serve(sideCtx, adminLn, admin, server.ServeOptions{Logger: log, Grace: time.Second, MaxConns: 64}); err != nil {
+				log.Error("admin listener", "err", err)
+			}
+		}()
+	}
 	err = server.Serve(e.ctx, ln, h, server.ServeOptions{
 		Logger: log, Grace: c.ShutdownGrace,
 		HeaderTimeout: cmp.Or(c.HeaderTimeout, lim.HeaderTimeout),
 		IdleTimeout:   cmp.Or(c.IdleTimeout, lim.IdleTimeout),
 		MaxConns:      maxConns,
 	})
+	stopSide()
+	side.Wait()
 	// Handlers cancelled at the end of the grace period still record what
 	// their calls generated; st.Close then commits everything
 	// queued. Only a handler stuck past drainTimeout is given up on (its
@@ -155,6 +215,32 @@ func (c *serveCmd) Run(e *env) (err error) {
 	}
 	log.Info("shutdown: ledger flushed, database closed", "db", e.global.DB)
 	return err
+}
+
+// fixtureOptions are the fixture backend's options from the flags.
+func (c *serveCmd) fixtureOptions() fixture.Options {
+	return fixture.Options{TimeToFirstToken: c.FixtureTTFT, TokensPerSecond: c.FixtureTPS}
+}
+
+// serverOptions are what the server takes from the flags and the
+// configuration file: everything a reload replaces (see server.Reload).
+// A flag given on the command line wins over the file, at the start and at
+// every reload.
+func (c *serveCmd) serverOptions(cfg *config.Config, router *upstream.Router) server.Options {
+	lim := cfg.Limits
+	return server.Options{
+		Router: router, Prices: buildPrices(cfg),
+		MaxBodyBytes: firstNonZero(c.MaxBodyBytes, lim.MaxBodyBytes),
+		RPM:          firstNonZero(c.RPM, int64(lim.RPM)),
+		TPM:          firstNonZero(c.TPM, int64(lim.TPM)),
+		Bounds: server.Bounds{
+			MaxMessages: lim.MaxMessages, MaxParts: lim.MaxParts,
+			MaxTools: lim.MaxTools, MaxSchemaBytes: lim.MaxSchemaBytes,
+		},
+		ReserveOutputTokens: lim.ReserveOutputTokens,
+		BodyTimeout:         cmp.Or(c.BodyTimeout, lim.BodyTimeout),
+		BodyMinRate:         firstNonZero(c.BodyMinRate, lim.BodyMinRate),
+	}
 }
 
 // firstNonZero is a flag's value when given, else the configuration's.

@@ -21,9 +21,15 @@ import (
 // fixture (or the given router), with a key funded for any number of calls:
 // what one call costs the gateway, without the network.
 func benchGateway(b *testing.B, router ...*upstream.Router) (http.Handler, string, *store.Store) {
+	return benchGatewayMetrics(b, nil, router...)
+}
+
+// benchGatewayMetrics is benchGateway recording into m (nil: no metrics),
+// as serve --admin-addr does.
+func benchGatewayMetrics(b *testing.B, m *Metrics, router ...*upstream.Router) (http.Handler, string, *store.Store) {
 	b.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(b.TempDir(), "bench.db"), store.Options{})
+	st, err := store.Open(ctx, filepath.Join(b.TempDir(), "bench.db"), store.Options{OnCommit: m.ObserveCommit})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -46,15 +52,20 @@ func benchGateway(b *testing.B, router ...*upstream.Router) (http.Handler, strin
 		r = router[0]
 	}
 	srv := New(Options{
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Store:  st,
-		Router: r,
+		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Store:   st,
+		Router:  r,
+		Metrics: m,
 	})
 	return srv, secret, st
 }
 
 func benchCall(b *testing.B, path, body string, header ...string) {
-	h, key, st := benchGateway(b)
+	benchCallMetrics(b, nil, path, body, header...)
+}
+
+func benchCallMetrics(b *testing.B, m *Metrics, path, body string, header ...string) {
+	h, key, st := benchGatewayMetrics(b, m)
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
@@ -86,7 +97,20 @@ func BenchmarkPipeline_Chat(b *testing.B) {
 }
 
 func BenchmarkPipeline_ChatStream(b *testing.B) {
-	benchCall(b, "/svc/v1/chat/completions", strings.Replace(benchChat, `"max_tokens":256`, `"max_tokens":256,"stream":true,"stream_options":{"include_usage":true}`, 1))
+	benchCall(b, "/svc/v1/chat/completions", benchChatStream)
+}
+
+var benchChatStream = strings.Replace(benchChat, `"max_tokens":256`, `"max_tokens":256,"stream":true,"stream_options":{"include_usage":true}`, 1)
+
+// BenchmarkPipeline_ChatMetrics and _ChatStreamMetrics are the same calls
+// with metrics recorded (serve --admin-addr): the difference is what the
+// metrics cost a call.
+func BenchmarkPipeline_ChatMetrics(b *testing.B) {
+	benchCallMetrics(b, NewMetrics(MetricsOptions{}), "/svc/v1/chat/completions", benchChat)
+}
+
+func BenchmarkPipeline_ChatStreamMetrics(b *testing.B) {
+	benchCallMetrics(b, NewMetrics(MetricsOptions{}), "/svc/v1/chat/completions", benchChatStream)
 }
 
 func BenchmarkPipeline_Messages(b *testing.B) {

@@ -55,6 +55,7 @@ type bodyGuard struct {
 	start    time.Time
 	timeout  time.Duration
 	minRate  int64
+	maxBody  int64
 	read     int64
 	deadline time.Time // the read deadline now set on the connection
 	done     bool      // the body was read to its end (or failed)
@@ -74,13 +75,15 @@ func (s *Server) withBody(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		set := s.current()
 		g := &bodyGuard{
 			ResponseWriter: w,
 			inner:          w,
 			rc:             *http.NewResponseController(w),
 			start:          time.Now(),
-			timeout:        s.bodyTimeout,
-			minRate:        s.bodyMinRate,
+			timeout:        set.bodyTimeout,
+			minRate:        set.bodyMinRate,
+			maxBody:        set.maxBody,
 		}
 		for {
 			u, ok := g.inner.(interface{ Unwrap() http.ResponseWriter })
@@ -91,7 +94,7 @@ func (s *Server) withBody(next http.Handler) http.Handler {
 		}
 		// Given net/http's own writer, a body over the limit also makes
 		// the server close the connection after the 413.
-		g.body = http.MaxBytesReader(g.inner, r.Body, s.maxBody)
+		g.body = http.MaxBytesReader(g.inner, r.Body, g.maxBody)
 		g.setDeadline(g.start.Add(g.timeout))
 		r.Body = g
 		next.ServeHTTP(g, r)
@@ -163,18 +166,28 @@ func (g *bodyGuard) Write(b []byte) (int, error) {
 
 func (g *bodyGuard) Unwrap() http.ResponseWriter { return g.ResponseWriter }
 
-// readBody reads the whole (guarded) request body.
+// readBody reads the whole (guarded) request body. The time it takes is
+// the caller's, not svcgw's: the access record keeps it apart.
 func (s *Server) readBody(r *http.Request) ([]byte, error) {
+	start := time.Now()
 	body, err := io.ReadAll(r.Body)
+	recordFrom(r.Context()).bodyRead += time.Since(start)
 	if err != nil {
+		// The limits the guard applied (a reload may have changed the
+		// server's since).
+		set := s.current()
+		maxBody, minRate, timeout := set.maxBody, set.bodyMinRate, set.bodyTimeout
+		if g, ok := r.Body.(*bodyGuard); ok {
+			maxBody, minRate, timeout = g.maxBody, g.minRate, g.timeout
+		}
 		var mbe *http.MaxBytesError
 		switch {
 		case errors.As(err, &mbe):
 			return nil, &llm.Error{Kind: llm.KindTooLarge,
-				Message: fmt.Sprintf("request body is larger than the limit of %d bytes", s.maxBody)}
+				Message: fmt.Sprintf("request body is larger than the limit of %d bytes", maxBody)}
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			return nil, &llm.Error{Kind: llm.KindTimeout, Err: err,
-				Message: fmt.Sprintf("the request body arrived too slowly: it must keep arriving at %d bytes per second on average after its first %s", s.bodyMinRate, s.bodyTimeout)}
+				Message: fmt.Sprintf("the request body arrived too slowly: it must keep arriving at %d bytes per second on average after its first %s", minRate, timeout)}
 		}
 		return nil, &llm.Error{Kind: llm.KindInvalidRequest, Message: "could not read the request body", Err: err}
 	}

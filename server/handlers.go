@@ -7,6 +7,7 @@ import (
 
 	"github.com/svcgw/svcgw/store"
 	"github.com/svcgw/svcgw/surfaces/surface"
+	"github.com/svcgw/svcgw/upstream"
 )
 
 // handleCount serves a count-tokens endpoint: authenticated and counted
@@ -28,7 +29,7 @@ func (s *Server) handleCount(sf surface.Codec, c surface.Counter) authedHandler 
 // envelope.
 func (s *Server) withRPM(sf surface.Codec, next authedHandler) authedHandler {
 	return func(w http.ResponseWriter, r *http.Request, caller store.Key) {
-		if err := s.limiter.Request(caller.ID, limitOr(caller.Limits.RPM, s.rpm), s.now()); err != nil {
+		if err := s.limiter.Request(caller.ID, limitOr(caller.Limits.RPM, s.current().rpm), s.now()); err != nil {
 			sf.WriteError(w, err)
 			return
 		}
@@ -54,7 +55,7 @@ func (s *Server) handleModels(l surface.Lister) authedHandler {
 				lister = fallback.(surface.Lister)
 			}
 		}
-		rl := s.router.Limits()
+		rl := s.current().router.Limits()
 		lim := surface.Limits{ContextLength: rl.ContextLength, MaxCompletionTokens: rl.MaxCompletionTokens}
 		if id := r.PathValue("model"); id != "" {
 			lister.WriteModel(w, id, lim)
@@ -64,18 +65,34 @@ func (s *Server) handleModels(l surface.Lister) authedHandler {
 	}
 }
 
-// Ready is the readiness check: whether the database answers and the
-// ledger keeps up, so that billable calls are taken. GET /readyz serves it.
-func (s *Server) Ready(ctx context.Context) store.Health {
-	return s.store.Health(ctx)
+// Readiness is the answer of a readiness probe.
+type Readiness struct {
+	// Health is the database's: whether a read answers and the ledger
+	// keeps up.
+	store.Health
+	// Blocked are the routes none of whose candidates can take a call:
+	// it has none, or every one's breaker is open.
+	Blocked []upstream.Blocked
+}
+
+// Ready reports whether the gateway can take billable calls.
+func (r Readiness) Ready() bool { return r.Health.Ready() && len(r.Blocked) == 0 }
+
+// Ready is the readiness check: whether the database answers, the ledger
+// keeps up, and every route has a candidate whose breaker is not open.
+// GET /readyz serves it, on the caller address and on the admin listener.
+func (s *Server) Ready(ctx context.Context) Readiness {
+	return Readiness{Health: s.store.Health(ctx), Blocked: s.current().router.Blocked()}
 }
 
 // handleReady serves GET /readyz: 200 {"status":"ready"}, or 503 with what
-// is wrong — the database not answering, or the ledger failing, stalled or
-// backed up, with how many answered generations wait to be recorded. The
-// reasons are operators' (they may name the database's error); the probe
-// is unauthenticated, like /healthz.
-func (s *Server) handleReady() http.Handler {
+// is wrong — the database not answering, the ledger failing, stalled or
+// backed up (with how many answered generations wait to be recorded), or
+// routes without a usable candidate. The probe is unauthenticated, like
+// /healthz. On the caller address (operator false) a blocked route is
+// named by its request type and tier only; the admin listener also names
+// the candidates whose breakers are open, which callers never see.
+func (s *Server) handleReady(operator bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := s.Ready(r.Context())
 		body := struct {
@@ -85,6 +102,11 @@ func (s *Server) handleReady() http.Handler {
 			// PendingGenerations are answered calls not yet in the
 			// database: held in memory, and retried.
 			PendingGenerations int64 `json:"pending_generations,omitempty"`
+			// BlockedRoutes are type/tier pairs without a candidate
+			// whose breaker is closed; OpenBreakers their candidates
+			// (admin listener only).
+			BlockedRoutes []string `json:"blocked_routes,omitempty"`
+			OpenBreakers  []string `json:"open_breakers,omitempty"`
 		}{Status: "ready"}
 		status := http.StatusOK
 		if !h.Ready() {
@@ -96,6 +118,16 @@ func (s *Server) handleReady() http.Handler {
 			}
 			if h.Ledger != nil {
 				body.Ledger = h.Ledger.Error()
+			}
+			seen := map[string]bool{}
+			for _, b := range h.Blocked {
+				body.BlockedRoutes = append(body.BlockedRoutes, string(b.Type)+"/"+string(b.Tier))
+				for _, c := range b.Open {
+					if operator && !seen[c] {
+						seen[c] = true
+						body.OpenBreakers = append(body.OpenBreakers, c)
+					}
+				}
 			}
 		}
 		b, _ := json.Marshal(body)

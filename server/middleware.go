@@ -28,7 +28,8 @@ const (
 type authedHandler func(w http.ResponseWriter, r *http.Request, caller store.Key)
 
 // logRecord collects what the access line reports about one request. The
-// pipeline fills it in as it learns things; withAccessLog writes it at the end.
+// pipeline fills it in as it learns things; withAccessLog writes it at the
+// end, and hands it to the metrics.
 type logRecord struct {
 	route       string
 	surface     llm.Surface
@@ -38,6 +39,17 @@ type logRecord struct {
 	usage       llm.Usage
 	cost        string
 	canceled    bool
+
+	// For the metrics: call marks an inference call (handleInference);
+	// metered, one whose generation was recorded, with its cost in
+	// micro-dollars, whether it streamed and when its first event was
+	// ready for the caller. bodyRead is the time spent waiting for the
+	// caller's body; app the attribution label.
+	call, metered, streamed bool
+	costMicros              int64
+	firstByte               time.Time
+	bodyRead                time.Duration
+	app                     string
 }
 
 func recordFrom(ctx context.Context) *logRecord {
@@ -122,6 +134,7 @@ func (s *Server) withAccessLog(next http.Handler) http.Handler {
 		rec := &logRecord{}
 		sw := &statusWriter{ResponseWriter: w}
 		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), logRecordKey, rec)))
+		s.metrics.observeCall(rec, sw.status, start, time.Now())
 		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || !s.sampler.allow(sw.status) {
 			return // probes: a line each would drown the log; floods of caller faults are sampled
 		}

@@ -39,6 +39,9 @@ type call struct {
 	created time.Time
 	tpm     int64                // the key's tokens per minute; 0: unlimited
 	res     *billing.Reservation // released by meter, or by handleInference
+	// set is the configuration the call started with: its router, prices
+	// and limits, kept to its end whatever a reload does meanwhile.
+	set *settings
 }
 
 // handleInference serves one inference endpoint of a surface: ledger check
@@ -46,6 +49,9 @@ type call struct {
 // meter → settle.
 func (s *Server) handleInference(sf surface.Codec) authedHandler {
 	return func(w http.ResponseWriter, r *http.Request, caller store.Key) {
+		set := s.current()
+		rec := recordFrom(r.Context())
+		rec.call, rec.surface = true, sf.Surface()
 		// A call the ledger could not record would be free: while it
 		// cannot (failing, stalled or backed up), no billable call is
 		// taken. The store logs the incident; nothing is logged per call.
@@ -55,11 +61,11 @@ func (s *Server) handleInference(sf surface.Codec) authedHandler {
 		}
 		// Requests per minute come next: a caller over its rate costs
 		// nothing more than this check, not even reading its body.
-		if err := s.limiter.Request(caller.ID, limitOr(caller.Limits.RPM, s.rpm), s.now()); err != nil {
+		if err := s.limiter.Request(caller.ID, limitOr(caller.Limits.RPM, set.rpm), s.now()); err != nil {
 			sf.WriteError(w, err)
 			return
 		}
-		c, err := s.prepare(w, r, sf, caller)
+		c, err := s.prepare(w, r, sf, caller, set)
 		if err != nil {
 			sf.WriteError(w, err)
 			return
@@ -77,10 +83,9 @@ func (s *Server) handleInference(sf surface.Codec) authedHandler {
 
 // prepare decodes, classifies and admits a call. It sets X-SVC-Request-Type
 // as soon as the type is known, so even a 402 carries it.
-func (s *Server) prepare(w http.ResponseWriter, r *http.Request, sf surface.Codec, caller store.Key) (*call, error) {
+func (s *Server) prepare(w http.ResponseWriter, r *http.Request, sf surface.Codec, caller store.Key, set *settings) (*call, error) {
 	start := s.now()
 	rec := recordFrom(r.Context())
-	rec.surface = sf.Surface()
 	body, err := s.readBody(r)
 	if err != nil {
 		return nil, err
@@ -90,7 +95,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, sf surface.Code
 		return nil, err
 	}
 	s.openSignatures(req)
-	if err := s.bounds.check(sf.Fields(), req); err != nil {
+	if err := set.bounds.check(sf.Fields(), req); err != nil {
 		return nil, err
 	}
 	// What backends share between calls (prompt caches and their keys,
@@ -115,8 +120,10 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, sf surface.Code
 		app:     application(r, caller),
 		start:   start,
 		created: start,
-		tpm:     limitOr(caller.Limits.TPM, s.tpm),
+		tpm:     limitOr(caller.Limits.TPM, set.tpm),
+		set:     set,
 	}
+	rec.app = c.app
 	if err := s.admit(r.Context(), c); err != nil {
 		return nil, err
 	}
@@ -131,13 +138,13 @@ func (s *Server) admit(ctx context.Context, c *call) error {
 	if err := s.limiter.AdmitTokens(c.caller.ID, c.tpm, input, c.start); err != nil {
 		return err
 	}
-	output := billing.ReservedOutputTokens(c.req.MaxTokens, s.router.Limits().MaxCompletionTokens, s.reserveOut)
+	output := billing.ReservedOutputTokens(c.req.MaxTokens, c.set.router.Limits().MaxCompletionTokens, c.set.reserveOut)
 	claim := billing.Claim{
 		AccountID:     c.caller.AccountID,
 		KeyID:         c.caller.ID,
 		KeyDailyCap:   capMicros(c.caller.Limits.DailyCap),
 		KeyMonthlyCap: capMicros(c.caller.Limits.MonthlyCap),
-		Amount:        s.prices.Ceiling(c.class.Type, c.class.Tier, c.req, input, output),
+		Amount:        c.set.prices.Ceiling(c.class.Type, c.class.Tier, c.req, input, output),
 		Now:           c.start,
 	}
 	res, err := s.admission.Admit(ctx, claim)
@@ -201,7 +208,7 @@ func capMicros(c *apd.Decimal) int64 {
 
 func (s *Server) serveComplete(w http.ResponseWriter, r *http.Request, c *call) {
 	upStart := s.now()
-	resp, rep, err := s.router.Complete(r.Context(), c.class.Type, c.class.Tier, c.req)
+	resp, rep, err := c.set.router.Complete(r.Context(), c.class.Type, c.class.Tier, c.req)
 	recordFrom(r.Context()).backend = rep
 	if err != nil {
 		c.sf.WriteError(w, s.upstreamError(r.Context(), err))
@@ -241,13 +248,16 @@ func (s *Server) serveComplete(w http.ResponseWriter, r *http.Request, c *call) 
 func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call) {
 	ctx := r.Context()
 	upStart := s.now()
-	st, rep, err := s.router.Stream(ctx, c.class.Type, c.class.Tier, c.req)
-	recordFrom(ctx).backend = rep
+	st, rep, err := c.set.router.Stream(ctx, c.class.Type, c.class.Tier, c.req)
+	rec := recordFrom(ctx)
+	rec.backend = rep
 	if err != nil {
 		c.sf.WriteError(w, s.upstreamError(ctx, err))
 		return
 	}
 	defer st.Close()
+	s.metrics.streamOpened()
+	defer s.metrics.streamClosed()
 
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -271,6 +281,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call) {
 		s.sealEvent(&ev)
 		if m.firstByte.IsZero() {
 			m.firstByte = s.now()
+			rec.firstByte = time.Now() // the metrics' clock: the access log's
 		}
 		switch ev.Type {
 		case llm.EventTextDelta, llm.EventReasoningDelta, llm.EventToolCallDelta:
@@ -306,7 +317,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call) {
 	m.usage = llm.Usage{InputTokens: c.input, OutputTokens: estimate}
 	switch {
 	case writeErr != nil || ctx.Err() != nil:
-		recordFrom(ctx).canceled = true
+		rec.canceled = true
 		m.finish = FinishCanceled
 	default:
 		// Failed mid-stream (or the backend ended without a finish event,
@@ -365,11 +376,15 @@ func (s *Server) meter(ctx context.Context, c *call, m meterInput) {
 	}
 	cost := apd.Decimal{}
 	if !m.failed {
-		cost = s.prices.Cost(c.class.Type, c.class.Tier, m.usage)
+		cost = c.set.prices.Cost(c.class.Type, c.class.Tier, m.usage)
 	}
 	rec := recordFrom(ctx)
 	rec.usage = m.usage
 	rec.cost = billing.Format(cost)
+	if s.metrics != nil {
+		rec.costMicros = costMicros(cost)
+	}
+	rec.metered, rec.streamed = true, m.streamed
 	// Settle in this order: the recorded generation makes the ledger count
 	// the actual cost, and only then is the reservation released, so the
 	// cost is never counted neither as spent nor as reserved.
@@ -396,6 +411,20 @@ func (s *Server) meter(ctx context.Context, c *call, m meterInput) {
 		GenerationTimeMS:    m.end.Sub(m.upstreamFrom).Milliseconds(),
 		CreatedAt:           c.created,
 	})
+}
+
+// costMicros is a cost in micro-dollars, for the metrics. Cost rounds to six
+// decimal places, so shifting the exponent is exact, and much cheaper than
+// billing.Micros' rounding (which stays the fallback).
+func costMicros(cost apd.Decimal) int64 {
+	var m apd.Decimal
+	m.Set(&cost)
+	m.Exponent += billing.Scale
+	if n, err := m.Int64(); err == nil {
+		return n
+	}
+	n, _ := billing.Micros(cost)
+	return n
 }
 
 // unreported fills in the counts an upstream left out of its usage with

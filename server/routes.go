@@ -57,7 +57,7 @@ func (s *Server) routes() {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
 	})
-	s.mux.Handle("GET /readyz", s.handleReady())
+	s.mux.Handle("GET /readyz", s.handleReady(false))
 	// Anything else (a client configured with a wrong base URL, most
 	// often): 404 in the envelope of the SDK the request's headers point
 	// to, so that the SDK can read it, rather than net/http's plain text;

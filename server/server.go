@@ -22,7 +22,13 @@
 //
 // GET /healthz is liveness (always 200 while the process serves); GET
 // /readyz is readiness (Server.Ready: 503 with the reason while the
-// database does not answer or the ledger cannot record).
+// database does not answer, the ledger cannot record, or a route has no
+// candidate whose breaker is closed).
+//
+// The operator's side is a handler of its own, Admin, served on a second
+// listener: Prometheus metrics (Metrics, recorded once per call from the
+// access record), readiness naming backends, pprof and configuration
+// reload (Reload swaps the router, prices and limits for new calls).
 //
 // server is the only package that ties the others together. Nothing imports
 // it except cli (and its own tests).
@@ -36,6 +42,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/svcgw/svcgw/billing"
@@ -57,6 +64,9 @@ type Options struct {
 	Router *upstream.Router // required
 	Prices *billing.Prices  // nil: billing.DefaultPrices()
 	Now    func() time.Time // nil: time.Now
+	// Metrics, when set, records each call and is read by the admin
+	// listener (Admin); one Server per Metrics.
+	Metrics *Metrics
 	// MaxBodyBytes limits request bodies (413 above it); 0 means
 	// DefaultMaxBodyBytes.
 	MaxBodyBytes int64
@@ -91,16 +101,13 @@ type Options struct {
 
 // Server is svcgw's http.Handler.
 type Server struct {
-	log     *slog.Logger
-	store   *store.Store
-	router  *upstream.Router
-	prices  *billing.Prices
-	now     func() time.Time
-	maxBody int64
-	// bodyTimeout and bodyMinRate: see Options.
-	bodyTimeout time.Duration
-	bodyMinRate int64
-	account     *account.Handler
+	log   *slog.Logger
+	store *store.Store
+	now   func() time.Time
+	// cur holds what a configuration reload replaces (see Reload).
+	cur     atomic.Pointer[settings]
+	metrics *Metrics // nil: none recorded
+	account *account.Handler
 	// dashboard serves the browser page; nil if its embedded files are
 	// broken (logged at New), when the page's routes are the 404.
 	dashboard *dashboard.Handler
@@ -109,13 +116,10 @@ type Server struct {
 	// surfaces are the inference wire formats served (see routes).
 	surfaces []surface.Codec
 
-	bounds     Bounds
-	rpm, tpm   int64
-	reserveOut int
-	admission  *billing.Admission
-	limiter    *billing.RateLimiter
-	sealer     *seal.Box
-	sampler    *logSampler
+	admission *billing.Admission
+	limiter   *billing.RateLimiter
+	sealer    *seal.Box
+	sampler   *logSampler
 
 	// inflight counts the requests being served, for Wait.
 	inflightMu   sync.Mutex
@@ -128,43 +132,26 @@ func New(opts Options) *Server {
 	s := &Server{
 		log:     opts.Logger,
 		store:   opts.Store,
-		router:  opts.Router,
-		prices:  opts.Prices,
 		now:     opts.Now,
-		maxBody: opts.MaxBodyBytes,
+		metrics: opts.Metrics,
 		mux:     http.NewServeMux(),
-
-		bodyTimeout: cmp.Or(max(opts.BodyTimeout, 0), DefaultBodyTimeout),
-		bodyMinRate: cmp.Or(max(opts.BodyMinRate, 0), DefaultBodyMinRate),
-
-		bounds:     opts.Bounds.withDefaults(),
-		rpm:        opts.RPM,
-		tpm:        opts.TPM,
-		reserveOut: opts.ReserveOutputTokens,
-		limiter:    billing.NewRateLimiter(),
-		sealer:     opts.Sealer,
+		limiter: billing.NewRateLimiter(),
+		sealer:  opts.Sealer,
 	}
+	s.cur.Store(settingsOf(opts))
 	if s.sealer == nil {
 		s.sealer = seal.NewEphemeral()
 	}
 	s.inflightZero = sync.NewCond(&s.inflightMu)
-	if s.reserveOut <= 0 {
-		s.reserveOut = billing.ReserveOutputTokens
-	}
 	s.admission = billing.NewAdmission(storeLedger{s.store}, billing.AdmissionOptions{Refresh: opts.BudgetRefresh})
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.sampler = newLogSampler(s.log)
-	if s.prices == nil {
-		s.prices = billing.DefaultPrices()
-	}
 	if s.now == nil {
 		s.now = time.Now
 	}
-	if s.maxBody <= 0 {
-		s.maxBody = DefaultMaxBodyBytes
-	}
+	s.metrics.bind(s)
 	// The account endpoints speak the chat-completions envelope.
 	s.account = account.New(s.store, s.now, func(w http.ResponseWriter, _ *http.Request, err error) {
 		fallback.WriteError(w, err)
@@ -177,6 +164,64 @@ func New(opts Options) *Server {
 	s.routes()
 	s.handler = s.withRecover(s.withRequestID(s.withAccessLog(s.withBody(s.mux))))
 	return s
+}
+
+// settings are what a configuration reload replaces: the routes and the
+// upstreams behind them (credentials included), the prices and the
+// per-call limits. A request reads them once, when it starts, and keeps
+// them to its end, so a reload never changes a call in flight.
+type settings struct {
+	router      *upstream.Router
+	prices      *billing.Prices
+	maxBody     int64
+	bodyTimeout time.Duration
+	bodyMinRate int64
+	bounds      Bounds
+	rpm, tpm    int64
+	reserveOut  int
+}
+
+// settingsOf takes the reloadable fields of opts, with their defaults.
+func settingsOf(opts Options) *settings {
+	set := &settings{
+		router:      opts.Router,
+		prices:      opts.Prices,
+		maxBody:     opts.MaxBodyBytes,
+		bodyTimeout: cmp.Or(max(opts.BodyTimeout, 0), DefaultBodyTimeout),
+		bodyMinRate: cmp.Or(max(opts.BodyMinRate, 0), DefaultBodyMinRate),
+		bounds:      opts.Bounds.withDefaults(),
+		rpm:         opts.RPM,
+		tpm:         opts.TPM,
+		reserveOut:  opts.ReserveOutputTokens,
+	}
+	if set.prices == nil {
+		set.prices = billing.DefaultPrices()
+	}
+	if set.maxBody <= 0 {
+		set.maxBody = DefaultMaxBodyBytes
+	}
+	if set.reserveOut <= 0 {
+		set.reserveOut = billing.ReserveOutputTokens
+	}
+	return set
+}
+
+// current is the settings a request starting now uses.
+func (s *Server) current() *settings { return s.cur.Load() }
+
+// Reload replaces, at once and for every request that starts after it,
+// what a configuration file sets: opts' Router, Prices, MaxBodyBytes,
+// BodyTimeout, BodyMinRate, Bounds, RPM, TPM and ReserveOutputTokens
+// (zero fields take their defaults, as in New). Its other fields are
+// ignored: they are the process's (the store, the logger, the sealer) or
+// read once (BudgetRefresh). Requests in flight finish on the settings
+// they started with, the old router's backends included.
+func (s *Server) Reload(opts Options) error {
+	if opts.Router == nil {
+		return errors.New("reload: no router")
+	}
+	s.cur.Store(settingsOf(opts))
+	return nil
 }
 
 // ServeHTTP implements http.Handler.

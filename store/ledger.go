@@ -120,6 +120,7 @@ func (s *Store) toRow(g Generation) (genRow, error) {
 // logDrop logs a generation that will never reach the ledger, with what an
 // operator needs to reconcile it by hand (never prompts or completions).
 func (s *Store) logDrop(g Generation, err error) {
+	s.dropped.Add(1)
 	s.log.Error("generation dropped from ledger", append(generationAttrs(g), "error", err)...)
 }
 
@@ -450,7 +451,10 @@ func (s *Store) commit(by time.Time, rows []genRow, agg *batchSums) error {
 	defer cancel()
 	s.health.commitStart.Store(s.mono())
 	defer s.health.commitStart.Store(0)
-	return s.commitBatch(ctx, rows, agg)
+	start := time.Now()
+	err := s.commitBatch(ctx, rows, agg)
+	s.observeCommit(len(rows), start, err)
+	return err
 }
 
 // alreadyStored reports whether r's row is in the database as r would have

@@ -81,3 +81,37 @@ func readPID(f *os.File) int {
 	}
 	return pid
 }
+
+// ErrNotServing means no process holds a database's serve lock.
+var ErrNotServing = errors.New("no svcgw serve is running on this database")
+
+// ServingPID returns the pid of the process that holds the serve lock of
+// the database at dbPath (the svcgw serve running on it), for commands that
+// signal it (svcgw config reload). When nobody holds the lock it fails with
+// ErrNotServing: the pid a lock file keeps after its holder ended is never
+// returned, so a stale file never points a signal at another process.
+func ServingPID(dbPath string) (int, error) {
+	path := dbPath + ".lock"
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, fmt.Errorf("%w (no %s)", ErrNotServing, path)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("serve lock: %w", err)
+	}
+	defer f.Close()
+	// The lock is free when this probe can take it; it gives it back at
+	// once.
+	switch err := lockFile(f); {
+	case err == nil:
+		_ = unlockFile(f)
+		return 0, fmt.Errorf("%w (%s is not held)", ErrNotServing, path)
+	case !errors.Is(err, errWouldBlock):
+		return 0, fmt.Errorf("serve lock %s: %w", path, err)
+	}
+	pid := readPID(f)
+	if pid <= 0 {
+		return 0, fmt.Errorf("serve lock %s is held, but names no pid", path)
+	}
+	return pid, nil
+}

@@ -128,6 +128,10 @@ type Options struct {
 	// database error would (the transaction is rolled back). It is a test
 	// seam, for injecting faults.
 	CommitHook func() error
+	// OnCommit, when set, is called by the ledger writer after each commit
+	// attempt, with its rows, duration and error (metrics). It runs on the
+	// writer's goroutine: it must return quickly.
+	OnCommit func(LedgerCommit)
 	// Readers is the size of the read-only connection pool of account
 	// endpoints and commands; default 4.
 	Readers int
@@ -165,6 +169,7 @@ type Store struct {
 	closeTimeout  time.Duration
 	queryTimeout  time.Duration
 	commitHook    func() error
+	onCommit      func(LedgerCommit)
 
 	queue   ledgerQueue
 	pending atomic.Int64  // generations queued and not yet settled
@@ -172,6 +177,8 @@ type Store struct {
 	health  ledgerHealth
 	epoch   time.Time // Open's time: s.mono counts from it
 	lost    int       // generations Close gave up on; set by the writer before done
+	// committed and dropped count generations for LedgerStats.
+	committed, dropped atomic.Uint64
 
 	spend spendTracker // charges per account and key, queued ones included
 	auth  authCache    // recent authentications
@@ -242,6 +249,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	s.closeTimeout = orDefault(opts.CloseTimeout, 10*time.Second)
 	s.queryTimeout = orDefault(opts.QueryTimeout, 5*time.Second)
 	s.commitHook = opts.CommitHook
+	s.onCommit = opts.OnCommit
 
 	var err error
 	s.w, err = sql.Open("sqlite", path+"?"+dsnPragmas+

@@ -28,7 +28,7 @@ import (
 
 // Result is one scenario's figures against one target.
 type Result struct {
-	Target   string `json:"target"`   // direct, proxy or svcgw
+	Target   string `json:"target"`   // direct, proxy, svcgw (or the -name given)
 	Scenario string `json:"scenario"` // max, rate, stream, streamrate, hold, messages, gencontent
 	Detail   string `json:"detail"`   // the load shape, for the report
 
@@ -77,6 +77,7 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // config is the run subcommand's flags.
 type config struct {
 	scenario, target, base, key, out string
+	name                             string // recorded as the result's target; default target
 	pid                              int
 	duration, warmup, timeout        time.Duration
 	connections, rate, streams       int
@@ -132,6 +133,7 @@ func runCmd(args []string) error {
 	fs.StringVar(&c.profileURL, "cpuprofile-url", "", "pprof base URL of the target (svcgwprof); a CPU profile of the measured phase is fetched from it")
 	fs.StringVar(&c.profileOut, "cpuprofile-out", "", "where to write that profile")
 	fs.StringVar(&c.out, "out", "", "write the result JSON here (default stdout)")
+	fs.StringVar(&c.name, "name", "", "the target's name in the result (default -target): two processes of one kind, such as svcgw with and without metrics, side by side")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -159,6 +161,9 @@ func runCmd(args []string) error {
 	}
 	if err != nil {
 		return fmt.Errorf("%s against %s: %w", c.scenario, c.target, err)
+	}
+	if c.name != "" {
+		r.Target = c.name
 	}
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strings"
 )
 
@@ -68,8 +69,85 @@ func reportCmd(args []string, out io.Writer) error {
 	}
 	rp := &report{w: out, res: res}
 	rp.tables()
+	rp.metricsTable()
 	rp.checks(*genCount, *dbLocked)
 	return nil
+}
+
+// median is the median of get over the results of scenario from target
+// and its repeats (target@2, target@3, …), and how many there were.
+func (rp *report) median(scenario, target string, get func(*Result) float64) (float64, int) {
+	var vs []float64
+	for name, r := range rp.res[scenario] {
+		if name == target || strings.HasPrefix(name, target+"@") {
+			vs = append(vs, get(r))
+		}
+	}
+	if len(vs) == 0 {
+		return 0, 0
+	}
+	sort.Float64s(vs)
+	if n := len(vs); n%2 == 0 {
+		return (vs[n/2-1] + vs[n/2]) / 2, n
+	}
+	return vs[len(vs)/2], len(vs)
+}
+
+// metricsTarget is the name run.sh gives svcgw serving with its admin
+// listener on, so recording Prometheus metrics (BENCH_METRICS=1).
+const metricsTarget = "svcgw-metrics"
+
+// metricsTable compares svcgw with and without metrics, scenario by
+// scenario: what recording them costs a call (issue 16: within
+// run-to-run noise, at most 2% of CPU per call).
+func (rp *report) metricsTable() {
+	type fig struct {
+		label, scenario string
+		get             func(*Result) float64
+		format          func(float64) string
+		cpu             bool // compared as a share of svcgw's
+	}
+	ttftP50 := func(r *Result) float64 {
+		if r.TTFT == nil {
+			return 0
+		}
+		return r.TTFT.P50
+	}
+	figs := []fig{
+		{"(a) req/s at saturation", "max", func(r *Result) float64 { return r.Throughput }, f0, false},
+		{"(a) CPU per call (µs)", "max", func(r *Result) float64 { return r.CPUPerCallMicros }, f1, true},
+		{"(b) p50 at 2,000 req/s (ms)", "rate", func(r *Result) float64 { return r.Latency.P50 }, f3, false},
+		{"(b) p99 at 2,000 req/s (ms)", "rate", func(r *Result) float64 { return r.Latency.P99 }, f3, false},
+		{"(b) CPU per call at 2,000 req/s (µs)", "rate", func(r *Result) float64 { return r.CPUPerCallMicros }, f1, true},
+		{"(c) streams/s at saturation", "stream", func(r *Result) float64 { return r.Throughput }, f0, false},
+		{"(c) CPU per stream (µs)", "stream", func(r *Result) float64 { return r.CPUPerCallMicros }, f1, true},
+		{"(c) TTFT p50 at 500 streams/s (ms)", "streamrate", ttftP50, f3, false},
+		{"(c) CPU per stream at 500 streams/s (µs)", "streamrate", func(r *Result) float64 { return r.CPUPerCallMicros }, f1, true},
+	}
+	header := false
+	for _, f := range figs {
+		// Each side's figure is the median of its runs: the first pair,
+		// and the repeats named svcgw@k and svcgw-metrics@k.
+		a, na := rp.median(f.scenario, "svcgw", f.get)
+		b, nb := rp.median(f.scenario, metricsTarget, f.get)
+		if na == 0 || nb == 0 {
+			continue
+		}
+		if !header {
+			header = true
+			fmt.Fprintf(rp.w, "\n### (f) the cost of metrics: svcgw without and with its admin listener (Prometheus scraping it)\n\n")
+			fmt.Fprintf(rp.w, "median of %d runs each, alternating which goes first\n\n", min(na, nb))
+			fmt.Fprintln(rp.w, "| | svcgw | svcgw, metrics on | difference |\n|---|---:|---:|---:|")
+		}
+		diff := f.format(b - a)
+		if b-a >= 0 {
+			diff = "+" + diff
+		}
+		if a != 0 {
+			diff += fmt.Sprintf(" (%+.1f%%)", (b-a)/a*100)
+		}
+		fmt.Fprintf(rp.w, "| %s | %s | %s | %s |\n", f.label, f.format(a), f.format(b), diff)
+	}
 }
 
 type report struct {
@@ -295,8 +373,12 @@ func (rp *report) checks(genCount, dbLocked int64) {
 	}
 	var okTotal int64
 	for _, byTarget := range rp.res {
-		if r := byTarget["svcgw"]; r != nil {
-			okTotal += r.OKTotal
+		for name, r := range byTarget {
+			// svcgw@2, svcgw@3…: the metrics comparison's repeats, served
+			// by the same process.
+			if name == "svcgw" || strings.HasPrefix(name, "svcgw@") {
+				okTotal += r.OKTotal
+			}
 		}
 	}
 	line("a generation record for every successful call", fmt.Sprintf("%d records, %d successful calls", genCount, okTotal), genCount == okTotal, genCount >= 0)

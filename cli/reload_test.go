@@ -1,0 +1,203 @@
+//go:build unix
+
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/matryer/is"
+)
+
+// keyUpstream is an OpenAI-compatible upstream that answers every chat
+// completion with the same usage and remembers the API key of the last.
+type keyUpstream struct {
+	mu   sync.Mutex
+	auth string
+}
+
+func (u *keyUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	u.mu.Lock()
+	u.auth = r.Header.Get("Authorization")
+	u.mu.Unlock()
+	_, _ = io.Copy(io.Discard, r.Body)
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = io.WriteString(w, `{"id":"chatcmpl-up","object":"chat.completion","created":1,"model":"m1",`+
+		`"choices":[{"index":0,"message":{"role":"assistant","content":"hello"},"finish_reason":"stop"}],`+
+		`"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}`)
+}
+
+func (u *keyUpstream) lastAuth() string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.auth
+}
+
+// reloadConfig is a configuration routing everything to the upstream at
+// base with apiKey, at the given prices (USD per million tokens).
+func reloadConfig(base, apiKey, input, output string) string {
+	return fmt.Sprintf(`upstreams:
+  up:
+    protocol: openai
+    base_url: %s/v1
+    api_key: %s
+    models:
+      m1: {context_length: 8192, max_completion_tokens: 1024}
+routes:
+  default: [up/m1]
+prices:
+  default: {input: "%s", output: "%s"}
+`, base, apiKey, input, output)
+}
+
+func TestServe_ReloadsItsConfiguration(t *testing.T) {
+	is := is.New(t)
+	up := &keyUpstream{}
+	upstream := httptest.NewServer(up)
+	defer upstream.Close()
+	db := newDB(t)
+	code, key, _ := run(t, db, "keys", "create", "--account", "acme")
+	is.Equal(code, 0) // keys create
+	key = strings.TrimSpace(key)
+	code, _, _ = run(t, db, "credits", "add", "--account", "acme", "100")
+	is.Equal(code, 0) // credits add
+	cfg := filepath.Join(t.TempDir(), "svcgw.yaml")
+	write := func(doc string) {
+		t.Helper()
+		is.NoErr(os.WriteFile(cfg, []byte(doc), 0o600))
+	}
+	write(reloadConfig(upstream.URL, "key-one", "1000", "2000"))
+	admin := freeAddr(t)
+	srv := startServer(t, db, "--config", cfg, "--admin-addr", admin)
+
+	client := &http.Client{Timeout: 10 * time.Second}
+	// cost makes a call and returns what it was charged.
+	cost := func() string {
+		t.Helper()
+		status, _, body, _ := call(t, client, srv.addr, key)
+		is.Equal(status, http.StatusOK) // the call
+		req, _ := http.NewRequest(http.MethodGet, "http://"+srv.addr+"/svc/v1/generation?id="+generationID(t, body), nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := client.Do(req)
+		is.NoErr(err)
+		defer resp.Body.Close()
+		var g struct {
+			Data struct {
+				TotalCost string `json:"total_cost"`
+			} `json:"data"`
+		}
+		is.NoErr(json.NewDecoder(resp.Body).Decode(&g))
+		return g.Data.TotalCost
+	}
+	metric := func(series string) string {
+		t.Helper()
+		resp, err := client.Get("http://" + admin + "/metrics")
+		is.NoErr(err)
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		for _, line := range strings.Split(string(body), "\n") {
+			if v, ok := strings.CutPrefix(line, series+" "); ok {
+				return v
+			}
+		}
+		return ""
+	}
+	waitMetric := func(series, want string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for metric(series) != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s is %q, want %q; log: %s", series, metric(series), want, srv.stderr.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+
+	// 10 input tokens at $1000/M and 5 output at $2000/M.
+	is.Equal(cost(), "0.020000")
+	is.Equal(up.lastAuth(), "Bearer key-one")
+
+	// New prices and a new upstream key; `svcgw config reload` signals
+	// the serve holding the database's lock.
+	write(reloadConfig(upstream.URL, "key-two", "2000", "4000"))
+	code, out, stderr := run(t, db, "config", "reload")
+	is.Equal(code, 0) // config reload
+	is.True(strings.Contains(out, "sent SIGHUP"))
+	waitMetric(`svcgw_config_reloads_total{result="ok"}`, "1")
+	is.Equal(cost(), "0.040000")              // the next call pays the new prices
+	is.Equal(up.lastAuth(), "Bearer key-two") // with the new credentials
+
+	// A broken file is refused whole, naming its lines, and changes nothing.
+	write(reloadConfig(upstream.URL, "key-three", "lots", "4000") + "unknown_section: 1\n")
+	code, _, stderr = run(t, db, "config", "reload", "--admin-addr", admin)
+	is.Equal(code, 1)                                            // refused
+	is.True(strings.Contains(stderr, cfg+":11:"))                // the bad price, at its line
+	is.True(strings.Contains(stderr, cfg+":12:"))                // the unknown key, at its line
+	is.True(strings.Contains(stderr, "keeps the configuration")) // and what that means
+	is.Equal(metric("svcgw_config_last_reload_successful"), "0")
+	is.Equal(cost(), "0.040000")              // the prices in force
+	is.Equal(up.lastAuth(), "Bearer key-two") // the credentials in force
+	// The serve's log names the lines too (it is flushed every 100 ms).
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(srv.stderr.String(), "configuration reload refused") || !strings.Contains(srv.stderr.String(), cfg+":11:") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no refusal naming %s:11 in the log: %s", cfg, srv.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	// SIGHUP itself, with the file still broken: refused again, and the
+	// process goes on serving.
+	is.NoErr(srv.cmd.Process.Signal(syscall.SIGHUP))
+	waitMetric(`svcgw_config_reloads_total{result="error"}`, "2")
+	is.Equal(cost(), "0.040000")
+
+	// Fixed: it takes effect.
+	write(reloadConfig(upstream.URL, "key-three", "1000", "2000"))
+	code, out, _ = run(t, db, "config", "reload", "--admin-addr", admin)
+	is.Equal(code, 0)
+	is.Equal(strings.TrimSpace(out), "reloaded")
+	is.Equal(cost(), "0.020000")
+	is.Equal(up.lastAuth(), "Bearer key-three")
+}
+
+func TestConfigReload_WithoutAServe(t *testing.T) {
+	is := is.New(t)
+	db := newDB(t)
+	code, _, stderr := run(t, db, "config", "reload")
+	is.Equal(code, 1)
+	is.True(strings.Contains(stderr, "no svcgw serve is running on this database"))
+	code, _, stderr = run(t, db, "config", "reload", "--admin-addr", freeAddr(t))
+	is.Equal(code, 1)
+	is.True(strings.Contains(stderr, "reload through"))
+}
+
+func TestServe_ReloadWithoutConfigIsRefused(t *testing.T) {
+	is := is.New(t)
+	db := newDB(t)
+	admin := freeAddr(t)
+	serve(t, db, "--admin-addr", admin)
+	code, _, stderr := run(t, db, "config", "reload", "--admin-addr", admin)
+	is.Equal(code, 1)
+	is.True(strings.Contains(stderr, "without --config"))
+}
+
+func TestServe_AdminAddrMustDifferFromAddr(t *testing.T) {
+	is := is.New(t)
+	db := filepath.Join(t.TempDir(), "svcgw.db")
+	code, _, stderr := run(t, db, "serve", "--addr", "127.0.0.1:18080", "--admin-addr", "127.0.0.1:18080")
+	is.Equal(code, 1)
+	is.True(strings.Contains(stderr, "--admin-addr must differ from --addr"))
+	_, err := os.Stat(db)
+	is.True(os.IsNotExist(err)) // refused before any database was made
+}

@@ -1,0 +1,63 @@
+package store
+
+import (
+	"database/sql"
+	"time"
+)
+
+// LedgerCommit is one ledger commit attempt, as Options.OnCommit sees it.
+type LedgerCommit struct {
+	Rows     int           // generations the transaction carried
+	Duration time.Duration // from BEGIN to COMMIT's answer (or the failure)
+	Err      error         // nil when the rows were committed
+}
+
+// LedgerStats is a snapshot of the ledger writer, cheap enough to read at
+// every metrics scrape.
+type LedgerStats struct {
+	// Pending counts the generations answered and not yet committed (the
+	// queue's depth); past Limit the ledger is backed up.
+	Pending, Limit int64
+	// Committed counts the generations committed since Open; Dropped those
+	// dropped because they can never be stored (each is logged).
+	Committed, Dropped uint64
+	// Failing is set while CheckLedger refuses billable calls.
+	Failing bool
+}
+
+// LedgerStats reports the ledger writer's state now.
+func (s *Store) LedgerStats() LedgerStats {
+	return LedgerStats{
+		Pending:   s.pending.Load(),
+		Limit:     s.queueLimit,
+		Committed: s.committed.Load(),
+		Dropped:   s.dropped.Load(),
+		Failing:   s.ledgerErr() != nil,
+	}
+}
+
+// Pool is the state of one of the store's connection pools.
+type Pool struct {
+	Name string // "writer" (the ledger's one connection), "readers" (account reads), "call_readers" (the call path's)
+	sql.DBStats
+}
+
+// Pools reports each connection pool's statistics: connections in use and
+// idle, and how often and how long callers waited for one.
+func (s *Store) Pools() []Pool {
+	return []Pool{
+		{Name: "writer", DBStats: s.w.Stats()},
+		{Name: "readers", DBStats: s.r.Stats()},
+		{Name: "call_readers", DBStats: s.call.Stats()},
+	}
+}
+
+// observeCommit counts a commit attempt and tells Options.OnCommit of it.
+func (s *Store) observeCommit(rows int, start time.Time, err error) {
+	if err == nil {
+		s.committed.Add(uint64(rows))
+	}
+	if s.onCommit != nil {
+		s.onCommit(LedgerCommit{Rows: rows, Duration: time.Since(start), Err: err})
+	}
+}
