@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"testing"
 
 	sse "github.com/tmaxmax/go-sse"
@@ -109,6 +111,25 @@ func CheckSSE(t testing.TB, frames [][]byte, bare bool) {
 		if got[i] != meant[i] {
 			t.Fatalf("event %d: go-sse read %q, the surface wrote %q", i, got[i], meant[i])
 		}
+	}
+}
+
+// CheckSSEFiles runs CheckSSE, as a subtest each, on every golden stream
+// the glob names (a surface's testdata); it fails when there is none.
+func CheckSSEFiles(t *testing.T, glob string, bare bool) {
+	t.Helper()
+	files, err := filepath.Glob(glob)
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no golden streams match %s (%v)", glob, err)
+	}
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			b, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			CheckSSE(t, SplitFrames(b), bare)
+		})
 	}
 }
 

@@ -1,8 +1,6 @@
 package messages
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -14,19 +12,7 @@ import (
 // events, must read as exactly the events the surface wrote.
 
 func TestStream_SSEReference(t *testing.T) {
-	files, _ := filepath.Glob("testdata/stream/*.sse")
-	if len(files) == 0 {
-		t.Fatal("no golden streams")
-	}
-	for _, file := range files {
-		t.Run(filepath.Base(file), func(t *testing.T) {
-			b, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			golden.CheckSSE(t, golden.SplitFrames(b), false)
-		})
-	}
+	golden.CheckSSEFiles(t, "testdata/stream/*.sse", false)
 }
 
 // FuzzStream_SSEReference drives the stream encoder with fuzzed events
