@@ -132,7 +132,11 @@ func run() error {
 		Now:       func() time.Time { return clock },
 		BatchSize: *batch,
 		QueueSize: 2 * *batch,
-		Logger:    slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		// A commit of a whole batch (131,072 rows by default) outlasts the
+		// serving default of 5 s on a busy machine; the seeder is the only
+		// writer, so a slow commit is slowness, not a lock held elsewhere.
+		CommitTimeout: 5 * time.Minute,
+		Logger:        slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {
 		return err
