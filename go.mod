@@ -1,6 +1,8 @@
 module github.com/svcgw/svcgw
 
-go 1.26.8
+go 1.26.0
+
+toolchain go1.26.8
 
 require (
 	github.com/HdrHistogram/hdrhistogram-go v1.1.2
