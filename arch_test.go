@@ -6,20 +6,21 @@ import (
 	"testing"
 )
 
-// allowed lists, for each package of the module, the module packages it may
-// import (docs/architecture.md's package table: top may import bottom, never the
-// reverse). "surfaces/*" stands for any wire-format surface: a new one
-// needs no line here, and may import only the contract and llm.
+// allowed lists, for each package of the module, the module packages it
+// imports (docs/architecture.md's package table: top may import bottom,
+// never the reverse); an arrow nothing uses is an error too. "surfaces/*"
+// stands for any wire-format surface: a new one needs no line here, and may
+// import only the contract and llm.
 var allowed = map[string][]string{
 	"":                    {"cli"},
-	"cli":                 {"server", "store", "config", "billing", "upstream", "upstream/openai", "upstream/anthropic", "upstream/gemini", "upstream/fixture", "surfaces/account", "seal", "llm"},
-	"server":              {"surfaces/*", "classify", "upstream", "billing", "store", "config", "seal", "llm"},
+	"cli":                 {"server", "store", "config", "billing", "upstream", "upstream/openai", "upstream/anthropic", "upstream/gemini", "upstream/fixture", "surfaces/account", "seal"},
+	"server":              {"surfaces/*", "classify", "upstream", "billing", "store", "seal", "llm"},
 	"surfaces/*":          {"surfaces/surface", "llm"}, // chat, messages, gencontent and any surface to come
 	"surfaces/surface":    {"llm"},                     // the Codec contract between server and the surfaces
 	"surfaces/chat":       {"surfaces/surface", "llm"},
 	"surfaces/messages":   {"surfaces/surface", "llm"},
 	"surfaces/gencontent": {"surfaces/surface", "llm"},
-	"surfaces/account":    {"store", "billing", "llm"},
+	"surfaces/account":    {"store", "llm"},
 	"surfaces/dashboard":  {}, // the embedded browser page: files only
 	"classify":            {"llm"},
 	"upstream":            {"llm"}, // Backend, Router, errors; never its own subpackages
@@ -28,8 +29,8 @@ var allowed = map[string][]string{
 	"upstream/gemini":     {"upstream", "upstream/internal/protocol", "llm"},
 	"upstream/fixture":    {"upstream", "llm"},
 	"billing":             {"llm"},
-	"store":               {"llm"},
-	"config":              {"llm", "billing"},
+	"store":               {},
+	"config":              {"llm"},
 	"llm":                 {},
 	"seal":                {},      // authenticated encryption of caller-held tokens (golang.org/x/crypto only)
 	"internal/golden":     {"llm"}, // golden-file helpers, imported by the surfaces' tests only
@@ -56,9 +57,11 @@ func TestArchitecture_ImportsFollowDesign(t *testing.T) {
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
+	used := map[string]bool{} // "pkg → dep" for every import in the module
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		pkgPath, imports, _ := strings.Cut(line, ":")
 		pkg := strings.TrimPrefix(strings.TrimPrefix(pkgPath, module), "/")
+		used[pkg] = true
 		ok, known := allowed[pkg]
 		if !known && strings.HasPrefix(pkg, "surfaces/") {
 			ok, known = allowed["surfaces/*"]
@@ -77,8 +80,26 @@ func TestArchitecture_ImportsFollowDesign(t *testing.T) {
 				continue
 			}
 			dep := strings.TrimPrefix(imp, module+"/")
+			used[pkg+" → "+dep] = true
 			if !contains(ok, dep) {
 				t.Errorf("%s imports %s, which docs/architecture.md does not allow", pkgPath, imp)
+			}
+		}
+	}
+	// The table is the design as built: an arrow nothing uses, or a row for
+	// a package that is gone, is a stale line to remove (here and in
+	// docs/architecture.md). "surfaces/*" stands for surfaces to come.
+	for pkg, deps := range allowed {
+		if pkg == "surfaces/*" {
+			continue
+		}
+		if !used[pkg] {
+			t.Errorf("allowed has a row for %q, which is not a package of the module", pkg)
+			continue
+		}
+		for _, dep := range deps {
+			if dep != "surfaces/*" && !used[pkg+" → "+dep] {
+				t.Errorf("allowed lets %q import %q, which it does not: remove the arrow", pkg, dep)
 			}
 		}
 	}

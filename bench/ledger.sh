@@ -100,7 +100,7 @@ log "building into $bin"
 	cd "$repo"
 	export CGO_ENABLED=0
 	go build -o "$bin/svcgw" .
-	go build -tags bench -o "$bin/" ./bench/mock ./bench/seed ./bench/ledger
+	go -C bench build -tags bench -o "$bin/" ./mock ./seed ./ledger # their own module
 ) || die "build"
 
 # --- seed --------------------------------------------------------------------

@@ -127,8 +127,9 @@ log "building into $bin"
 	else
 		go build -o "$bin/svcgw" .
 	fi
-	go build -tags bench -o "$bin/" ./bench/mock ./bench/proxy ./bench/load
-	if [ "$profile" = 1 ]; then go build -tags bench -o "$bin/" ./bench/svcgwprof; fi
+	# The bench programs are their own module (bench/go.mod).
+	go -C bench build -tags bench -o "$bin/" ./mock ./proxy ./load
+	if [ "$profile" = 1 ]; then go -C bench build -tags bench -o "$bin/" ./svcgwprof; fi
 ) || die "build"
 
 # waitfile FILE PID: wait for a process to write its address file.

@@ -93,6 +93,9 @@ func TestLoad_ErrorsNameTheirLine(t *testing.T) {
 		{"negative connection cap", "upstreams:\n  a:\n    protocol: fixture\n    models: {m: {}}\nroutes:\n  default: [a/m]\nlimits:\n  max_connections: -1\n", nil, 8, "max_connections"},
 		{"negative body rate", "upstreams:\n  a:\n    protocol: fixture\n    models: {m: {}}\nroutes:\n  default: [a/m]\nlimits:\n  body_min_rate: -1\n", nil, 8, "body_min_rate"},
 		{"syntax", "upstreams: [\n", nil, 1, "did not find"},
+		{"bad optional bool", "upstreams:\n  a:\n    protocol: openai\n    base_url: http://x\n    prompt_cache_key: maybe\n    models: {m: {}}\nroutes:\n  default: [a/m]\n", nil, 5, `upstreams.a.prompt_cache_key: want true or false, not "maybe"`},
+		{"map key not a name", "upstreams:\n  ? [a]\n  : {protocol: fixture}\n", nil, 2, "upstreams: want a name as the key, not a list"},
+		{"list holds itself", "upstreams:\n  a:\n    protocol: fixture\n    models: {m: {}}\nroutes:\n  default: &d\n    - a/m\n    - [a/m, *d]\n", nil, 8, "candidate *d: a list of candidates cannot hold itself"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			is := is.New(t)
@@ -193,6 +196,20 @@ limits:
 		is.True(!strings.Contains(e.Msg, "struct"))         // no Go types
 		is.True(!strings.Contains(e.Msg, "routes.default")) // no spurious missing default
 	}
+}
+
+// TestLoad_KeyWrittenTwice: the second is reported at its line, and the
+// rest of the file is read with the first, so nothing else is reported.
+func TestLoad_KeyWrittenTwice(t *testing.T) {
+	is := is.New(t)
+	doc := "upstreams:\n  a:\n    protocol: fixture\n    models: {m: {}}\n    protocol: openai\n" +
+		"routes:\n  default: [a/m]\n  pro: {low: [a/m], low: [a/m]}\n"
+	_, err := Load([]byte(doc), env(nil))
+	var errs Errors
+	is.True(errors.As(err, &errs)) // Errors
+	want := "line 5: mapping key \"protocol\" already defined at line 3\n" +
+		"line 8: mapping key \"low\" already defined at line 8"
+	is.Equal(errs.Error(), want)
 }
 
 func TestLoadFile_ErrorsNameTheFile(t *testing.T) {
@@ -309,4 +326,66 @@ func TestParseRetention(t *testing.T) {
 		_, err := ParseRetention(in)
 		is.True(err != nil) // refused
 	}
+}
+
+// FuzzLoad holds Load to its promises on any document: no panic, the same
+// answer twice, every error at a line of the file and in the file's terms
+// (none of the YAML decoder's words: checkShape must have reported, its
+// own way, everything the decoder refuses), and a loaded config routes
+// every type × tier.
+func FuzzLoad(f *testing.F) {
+	full, err := os.ReadFile("testdata/full.yaml")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(string(full))
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, b := range strings.Split(string(readme), "```yaml\n")[1:] {
+		doc, _, _ := strings.Cut(b, "```")
+		f.Add(doc)
+	}
+	for _, doc := range []string{
+		"upstreams:\n  a:\n    protocol: openai\n    base_url: http://x\n    models: {m: {}}\n    prompt_cache_key: maybe\nroutes:\n  default: [a/m]\n",
+		"upstreams:\n  a:\n    protocol: fixture\n    models: {m: {}}\nroutes:\n  default: [a/m]\n  pro: {low: [[a/m], a/m], low: a/m}\n",
+		"upstreams: &u\n  a: {protocol: fixture, models: {m: {}}}\nroutes: {default: *u}\nprices: {default: {input: 1, output: 2}, flash: {low: {input: 1}}}\n",
+		"limits: {rpm: 1, rpm: 2, max_body_bytes: ${X:-5}}\nretention: {generations: 90d}\n",
+		"upstreams: {? [a]: {protocol: openai}}\n",
+		"upstreams: {a: {protocol: fixture, models: {m: {}}}}\nroutes: {default: &d [a/m, [*d]], pro: &p {low: *p}}\n",
+	} {
+		f.Add(doc)
+	}
+	f.Fuzz(func(t *testing.T, doc string) {
+		lookup := env(map[string]string{"OPENAI_API_KEY": "sk-o", "X": "7"})
+		cfg, err := Load([]byte(doc), lookup)
+		_, again := Load([]byte(doc), lookup)
+		if fmt.Sprint(err) != fmt.Sprint(again) {
+			t.Fatalf("two loads disagree:\n%v\n---\n%v", err, again)
+		}
+		if err == nil {
+			for _, typ := range llm.RequestTypes {
+				for _, tier := range llm.Tiers {
+					if len(cfg.Routes[typ][tier]) == 0 {
+						t.Fatalf("loaded, but %s/%s has no route", typ, tier)
+					}
+				}
+			}
+			return
+		}
+		var errs Errors
+		if !errors.As(err, &errs) {
+			t.Fatalf("error is %T, not Errors: %v", err, err)
+		}
+		lines := strings.Count(doc, "\n") + 1
+		for _, e := range errs {
+			if e.Line < 0 || e.Line > lines+1 {
+				t.Errorf("line %d of a %d-line file: %s", e.Line, lines, e.Msg)
+			}
+			if strings.Contains(e.Msg, "unmarshal") || strings.Contains(e.Msg, "!!") {
+				t.Errorf("the decoder's words, not the file's: %d: %s", e.Line, e.Msg)
+			}
+		}
+	})
 }

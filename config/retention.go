@@ -47,3 +47,23 @@ func ParseRetention(v string) (time.Duration, error) {
 }
 
 var errRetention = errors.New(`must be a number of days such as 90d, or a duration of at least 24h; 0 keeps everything`)
+
+// fileRetention is the retention section as written.
+type fileRetention struct {
+	Generations string `yaml:"generations"`
+}
+
+// loadRetention validates the retention section: fr as decoded, sec for
+// the lines its errors point at.
+func loadRetention(fr fileRetention, sec entry) (Retention, Errors) {
+	if fr.Generations == "" {
+		return Retention{}, nil
+	}
+	d, err := ParseRetention(fr.Generations)
+	if err != nil {
+		var errs Errors
+		errs.addf(sec.get("generations").line(), "retention.generations: %v", err)
+		return Retention{}, errs
+	}
+	return Retention{Generations: d}, nil
+}

@@ -14,7 +14,11 @@ import (
 // the file's own terms, every key the format does not have and every value
 // of the wrong kind. It never stops at the first: a file's errors come in
 // one pass. Values held as yaml.Node (routes, prices) are free-form here
-// and checked by Load.
+// and checked by their sections (routes.go, prices.go).
+//
+// What it accepts, the YAML decoder decodes without a type error: Load
+// relies on that to report every error in the file's terms, and FuzzLoad
+// holds it to it.
 func checkShape(n *yaml.Node, t reflect.Type, path string, report func(line int, format string, args ...any)) {
 	if n == nil {
 		return
@@ -52,8 +56,14 @@ func checkShape(n *yaml.Node, t reflect.Type, path string, report func(line int,
 			return
 		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
+			if k := deref(n.Content[i]); k.Kind != yaml.ScalarNode {
+				report(k.Line, "%s: want a name as the key, not %s", where(path), describe(k))
+				continue
+			}
 			checkShape(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value), report)
 		}
+	case reflect.Pointer: // an optional value: nil when the file leaves it out
+		checkShape(n, t.Elem(), path, report)
 	case reflect.String:
 		if n.Kind != yaml.ScalarNode {
 			report(n.Line, "%s: want a string, not %s", where(path), describe(n))

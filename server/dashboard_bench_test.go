@@ -27,7 +27,7 @@ import (
 // in headless Chromium against the real handler.
 //
 // It runs on the database named by SVCGW_DASHBOARD_BENCH_DB (seeded by
-// go run -tags bench ./bench/dashboard seed; a key is made for the account
+// go -C bench run -tags bench ./dashboard seed; a key is made for the account
 // SVCGW_DASHBOARD_BENCH_ACCOUNT, "bench" by default, and revoked after),
 // else on a fresh one with 30 days of 2,000 calls a day:
 //

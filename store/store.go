@@ -269,10 +269,6 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		s.w.Close()
 		return nil, err
 	}
-	if err := checkPrerelease(ctx, s.w); err != nil {
-		s.w.Close()
-		return nil, err
-	}
 	if err := s.loadBackfillState(ctx, s.w); err != nil {
 		s.w.Close()
 		return nil, err
@@ -307,20 +303,6 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 
 // Path is the database file the Store was opened on.
 func (s *Store) Path() string { return s.path }
-
-// checkPrerelease refuses a database made by a development build from
-// before 0001_init gained spend_daily (it was edited in place before any
-// release): its ledger could not commit. Such a file must be recreated.
-func checkPrerelease(ctx context.Context, db *sql.DB) error {
-	var n int
-	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_schema WHERE type = 'table' AND name = 'spend_daily'`).Scan(&n); err != nil {
-		return fmt.Errorf("check schema: %w", err)
-	}
-	if n == 0 {
-		return errors.New("database was created by a pre-release build of svcgw (no spend_daily table): recreate it")
-	}
-	return nil
-}
 
 // checkWAL verifies that the connection really is in WAL mode: SQLite
 // silently keeps another mode when WAL is impossible (an in-memory database,

@@ -5,8 +5,8 @@
 // used (issue 17: the listing's p99 under 50 ms, the page interactive with
 // 30 days charted under 300 ms, on a ten-million-call database).
 //
-//	go run -tags bench ./bench/dashboard seed -db /tmp/big.db -calls 10000000
-//	go run -tags bench ./bench/dashboard measure -db /tmp/big.db
+//	go -C bench run -tags bench ./dashboard seed -db /tmp/big.db -calls 10000000
+//	go -C bench run -tags bench ./dashboard measure -db /tmp/big.db
 //	SVCGW_DASHBOARD_BENCH_DB=/tmp/big.db go test -run '^$' -bench Dashboard_SignIn ./server
 //
 // seed records generations through the store's own ledger writer (so every
@@ -17,8 +17,9 @@
 // handler on loopback and times each request the page makes, sequentially,
 // reporting p50, p99 and max per request kind.
 //
-// Like bench/svcgwprof it imports svcgw (server and store); it carries the
-// bench build tag, so go list ./... and the architecture test never see it.
+// Like bench/svcgwprof it imports svcgw (server and store); it is in the
+// bench module (bench/go.mod), so go list ./... and the architecture test
+// never see it.
 package main
 
 import (

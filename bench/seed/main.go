@@ -17,8 +17,9 @@
 // document least); token counts and costs vary per call. The figures are
 // printed and, with -json, written as JSON.
 //
-// It is a bench tool with the bench build tag, like bench/svcgwprof the
-// one other bench program that imports svcgw (store and llm).
+// It is a bench tool in the bench module (bench/go.mod), like
+// bench/svcgwprof the one other bench program that imports svcgw (store and
+// llm).
 package main
 
 import (

@@ -8,8 +8,8 @@
 // BENCH_PPROF_ADDR_FILE when set).
 //
 // This is the one bench program that imports svcgw (cli, as main does). It
-// carries the bench build tag, so go list ./... and the architecture test
-// never see it.
+// is in the bench module (bench/go.mod), so go list ./... and the
+// architecture test never see it.
 package main
 
 import (

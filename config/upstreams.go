@@ -1,0 +1,166 @@
+package config
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Protocols an upstream can speak.
+const (
+	ProtocolOpenAI    = "openai"    // any chat-completions-compatible server
+	ProtocolAnthropic = "anthropic" // Anthropic messages
+	ProtocolGemini    = "gemini"    // Gemini generate-content
+	ProtocolFixture   = "fixture"   // the built-in deterministic backend
+)
+
+// Upstream is one server svcgw calls.
+type Upstream struct {
+	Name     string
+	Protocol string
+	BaseURL  string
+	APIKey   string
+	Headers  map[string]string
+	Timeouts Timeouts
+	// Models are the backend models this upstream serves, by name.
+	Models map[string]Model
+	// LegacyMaxTokens (openai protocol) sends the output cap as max_tokens
+	// for older OpenAI-compatible servers (Ollama) that ignore
+	// max_completion_tokens.
+	LegacyMaxTokens bool
+	// PromptCacheKey (openai protocol) sends a per-account
+	// prompt_cache_key. It defaults to on for OpenAI's own API
+	// (api.openai.com) and off elsewhere: compatible servers that refuse
+	// unknown fields would fail every call.
+	PromptCacheKey bool
+	// Fixture options (protocol fixture only).
+	FixtureTTFT time.Duration
+	FixtureTPS  float64
+}
+
+// Timeouts bound an upstream call. Zero means the default.
+type Timeouts struct {
+	Connect   time.Duration // dial + TLS
+	FirstByte time.Duration // until response headers / the first event
+	Idle      time.Duration // the longest gap between stream events
+}
+
+// Model is a backend model's limits.
+type Model struct {
+	ContextLength       int
+	MaxCompletionTokens int
+}
+
+// fileUpstream is one entry of the upstreams section as written.
+type fileUpstream struct {
+	Protocol string            `yaml:"protocol"`
+	BaseURL  string            `yaml:"base_url"`
+	APIKey   string            `yaml:"api_key"`
+	Headers  map[string]string `yaml:"headers"`
+	// LegacyMaxTokens: see Upstream.LegacyMaxTokens.
+	LegacyMaxTokens bool `yaml:"legacy_max_tokens"`
+	// PromptCacheKey: see Upstream.PromptCacheKey; nil takes the default.
+	PromptCacheKey *bool `yaml:"prompt_cache_key"`
+	Timeouts       struct {
+		Connect   string `yaml:"connect"`
+		FirstByte string `yaml:"first_byte"`
+		Idle      string `yaml:"idle"`
+	} `yaml:"timeouts"`
+	Models map[string]struct {
+		ContextLength       int `yaml:"context_length"`
+		MaxCompletionTokens int `yaml:"max_completion_tokens"`
+	} `yaml:"models"`
+	Fixture struct {
+		TTFT string  `yaml:"ttft"`
+		TPS  float64 `yaml:"tps"`
+	} `yaml:"fixture"`
+}
+
+var defaultBaseURL = map[string]string{
+	ProtocolAnthropic: "https://api.anthropic.com",
+	ProtocolGemini:    "https://generativelanguage.googleapis.com",
+}
+
+// loadUpstreams validates the upstreams section: file as decoded, sec for
+// the lines its errors point at.
+func loadUpstreams(file map[string]fileUpstream, sec entry) (map[string]*Upstream, Errors) {
+	var errs Errors
+	if len(file) == 0 {
+		errs.addf(sec.line(), "no upstreams: declare at least one (or run without --config to use the fixture backend)")
+	}
+	ups := make(map[string]*Upstream, len(file))
+	for _, name := range slices.Sorted(maps.Keys(file)) {
+		ups[name] = loadUpstream(name, file[name], sec.get(name), &errs)
+	}
+	return ups, errs
+}
+
+// loadUpstream validates one upstream, e being its entry in the file.
+func loadUpstream(name string, fu fileUpstream, e entry, errs *Errors) *Upstream {
+	u := &Upstream{Name: name, Protocol: fu.Protocol, BaseURL: strings.TrimRight(fu.BaseURL, "/"), APIKey: fu.APIKey,
+		Headers: fu.Headers, LegacyMaxTokens: fu.LegacyMaxTokens, Models: map[string]Model{}}
+	switch fu.Protocol {
+	case ProtocolOpenAI, ProtocolAnthropic, ProtocolGemini:
+		if u.BaseURL == "" {
+			u.BaseURL = defaultBaseURL[fu.Protocol]
+		}
+		if fu.Protocol == ProtocolOpenAI {
+			u.PromptCacheKey = strings.HasPrefix(u.BaseURL, "https://api.openai.com/")
+			if fu.PromptCacheKey != nil {
+				u.PromptCacheKey = *fu.PromptCacheKey
+			}
+		}
+		if u.BaseURL == "" {
+			errs.addf(e.line(), "upstream %q: base_url is required for protocol openai", name)
+		} else if !strings.HasPrefix(u.BaseURL, "http://") && !strings.HasPrefix(u.BaseURL, "https://") {
+			errs.addf(e.get("base_url").line(), "upstream %q: base_url must start with http:// or https://", name)
+		}
+	case ProtocolFixture:
+		if fu.Fixture.TTFT != "" {
+			d, err := time.ParseDuration(fu.Fixture.TTFT)
+			if err != nil || d < 0 {
+				errs.addf(e.get("fixture", "ttft").line(), "upstream %q: fixture.ttft must be a duration such as 200ms", name)
+			}
+			u.FixtureTTFT = d
+		}
+		u.FixtureTPS = fu.Fixture.TPS
+	case "":
+		errs.addf(e.line(), "upstream %q: protocol is required (openai, anthropic, gemini or fixture)", name)
+	default:
+		errs.addf(e.get("protocol").line(), "upstream %q: unknown protocol %q (want openai, anthropic, gemini or fixture)", name, fu.Protocol)
+	}
+	for _, t := range []struct {
+		key, v string
+		dst    *time.Duration
+	}{
+		{"connect", fu.Timeouts.Connect, &u.Timeouts.Connect},
+		{"first_byte", fu.Timeouts.FirstByte, &u.Timeouts.FirstByte},
+		{"idle", fu.Timeouts.Idle, &u.Timeouts.Idle},
+	} {
+		if t.v == "" {
+			continue
+		}
+		d, err := time.ParseDuration(t.v)
+		if err != nil || d <= 0 {
+			errs.addf(e.get("timeouts", t.key).line(), "upstream %q: timeouts.%s must be a positive duration such as 30s", name, t.key)
+			continue
+		}
+		*t.dst = d
+	}
+	if len(fu.Models) == 0 {
+		errs.addf(e.line(), "upstream %q: declare the backend models it serves under models:", name)
+	}
+	for _, mname := range slices.Sorted(maps.Keys(fu.Models)) {
+		m := fu.Models[mname]
+		line := e.get("models", mname).line()
+		if m.ContextLength < 0 || m.MaxCompletionTokens < 0 {
+			errs.addf(line, "model %q: limits must not be negative", mname)
+		}
+		if m.ContextLength > 0 && m.MaxCompletionTokens > m.ContextLength {
+			errs.addf(line, "model %q: max_completion_tokens exceeds context_length", mname)
+		}
+		u.Models[mname] = Model{ContextLength: m.ContextLength, MaxCompletionTokens: m.MaxCompletionTokens}
+	}
+	return u
+}

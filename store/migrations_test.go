@@ -1,0 +1,44 @@
+package store
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"testing"
+)
+
+// shipped are the migrations as released, in order, each with the SHA-256
+// of its file. Migrations are append-only: a database that has applied one
+// never runs it again, so an edit to a shipped file would reach new
+// databases only, and theirs and the old ones' schemas would part. A schema
+// change is a new file, pinned here (its line is in the failure) when it
+// is added.
+var shipped = []struct{ name, sha256 string }{
+	{"0001_init", "3f38ec8f20f8fb19c76de1868d3e3ec80361be5435b7cf0545323f40c613b160"},
+	{"0002_seal_keys", "537b11edde65caded45eecd8bb68309662dafd87e947f32847c92a53bbaacf95"},
+	{"0003_usage_rollups", "80a16604290ceae54730b17de11263f5ef671ff49f89456bc21fdfe4ce92568f"},
+}
+
+func TestMigrations_AppendOnly(t *testing.T) {
+	ms, err := loadMigrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range ms {
+		sum := sha256.Sum256([]byte(m.sql))
+		got := hex.EncodeToString(sum[:])
+		switch {
+		case i >= len(shipped):
+			t.Errorf("migrations/%s.sql is new: pin it by adding\n\t{%q, %q},\nto shipped in store/migrations_test.go", m.name, m.name, got)
+		case m.name != shipped[i].name:
+			t.Errorf("migration %d is migrations/%s.sql, but %s shipped in its place: shipped migrations are never renamed, removed or reordered, and a new one goes after %s",
+				i+1, m.name, shipped[i].name, shipped[len(shipped)-1].name)
+			return // every one after it is out of place too
+		case got != shipped[i].sha256:
+			t.Errorf("migrations/%s.sql has changed since it shipped (sha256 %s, shipped %s): databases that applied it will not run it again; restore it and make the change in a new migration",
+				m.name, got, shipped[i].sha256)
+		}
+	}
+	for _, s := range shipped[min(len(ms), len(shipped)):] {
+		t.Errorf("migrations/%s.sql shipped and is gone: restore it", s.name)
+	}
+}
