@@ -16,6 +16,7 @@ var shipped = []struct{ name, sha256 string }{
 	{"0001_init", "3f38ec8f20f8fb19c76de1868d3e3ec80361be5435b7cf0545323f40c613b160"},
 	{"0002_seal_keys", "537b11edde65caded45eecd8bb68309662dafd87e947f32847c92a53bbaacf95"},
 	{"0003_usage_rollups", "80a16604290ceae54730b17de11263f5ef671ff49f89456bc21fdfe4ce92568f"},
+	{"0004_spend_daily_covering", "fa4fd116a76143dc2b338fc4b6ab30be6c7bf7835ed5f56b45751b9ce7a36a32"},
 }
 
 func TestMigrations_AppendOnly(t *testing.T) {
