@@ -22,24 +22,24 @@ func scanChunk(sc *protocol.Scanner, data []byte, c *oaChunk) bool {
 	if !sc.Open('{') {
 		return false
 	}
-	var seen uint8
+	var seen uint32
 	for first := true; sc.More('}', first); first = false {
 		switch key := sc.Key(); string(key) {
 		case "choices":
-			seen = onceIn(sc, seen, 1)
+			sc.Once(&seen, 1)
 			if sc.Null() {
 				c.Choices = nil
 				continue
 			}
 			scanChoices(sc, c)
 		case "usage":
-			seen = onceIn(sc, seen, 2)
+			sc.Once(&seen, 2)
 			if !sc.Null() {
 				c.Usage = new(oaUsage)
 				scanUsage(sc, c.Usage)
 			}
 		case "error":
-			seen = onceIn(sc, seen, 4)
+			sc.Once(&seen, 4)
 			if !sc.Null() {
 				sc.Fail() // an error frame: rare, and read by the decoder
 			}
@@ -63,22 +63,22 @@ func scanChoices(sc *protocol.Scanner, c *oaChunk) {
 		if !sc.Open('{') {
 			return
 		}
-		var seen uint8
+		var seen uint32
 		for first := true; sc.More('}', first); first = false {
 			switch key := sc.Key(); string(key) {
 			case "index":
-				seen = onceIn(sc, seen, 1)
+				sc.Once(&seen, 1)
 				if !sc.Null() {
 					ch.Index = sc.Int()
 				}
 			case "delta":
-				seen = onceIn(sc, seen, 2)
+				sc.Once(&seen, 2)
 				if !sc.Null() {
 					scanDelta(sc, &ch.Delta)
 				}
 			case "finish_reason":
-				seen = onceIn(sc, seen, 4)
-				ch.FinishReason = scanOptString(sc)
+				sc.Once(&seen, 4)
+				ch.FinishReason = sc.OptString()
 			default:
 				sc.Unknown(key, "index", "delta", "finish_reason")
 			}
@@ -90,25 +90,25 @@ func scanDelta(sc *protocol.Scanner, d *oaDelta) {
 	if !sc.Open('{') {
 		return
 	}
-	var seen uint8
+	var seen uint32
 	for first := true; sc.More('}', first); first = false {
 		switch key := sc.Key(); string(key) {
 		case "content":
-			seen = onceIn(sc, seen, 1)
+			sc.Once(&seen, 1)
 			if !sc.Null() {
 				d.Content = oaText(sc.String()) // an array of parts fails here
 			}
 		case "reasoning_content":
-			seen = onceIn(sc, seen, 2)
-			d.ReasoningContent = scanOptString(sc)
+			sc.Once(&seen, 2)
+			d.ReasoningContent = sc.OptString()
 		case "reasoning":
-			seen = onceIn(sc, seen, 4)
-			d.Reasoning = scanOptString(sc)
+			sc.Once(&seen, 4)
+			d.Reasoning = sc.OptString()
 		case "refusal":
-			seen = onceIn(sc, seen, 8)
-			d.Refusal = scanOptString(sc)
+			sc.Once(&seen, 8)
+			d.Refusal = sc.OptString()
 		case "tool_calls":
-			seen = onceIn(sc, seen, 16)
+			sc.Once(&seen, 16)
 			if !sc.Null() {
 				sc.Fail() // tool-call deltas are read by the decoder
 			}
@@ -122,14 +122,14 @@ func scanUsage(sc *protocol.Scanner, u *oaUsage) {
 	if !sc.Open('{') {
 		return
 	}
-	var seen uint8
+	var seen uint32
 	for first := true; sc.More('}', first); first = false {
 		switch key := sc.Key(); string(key) {
 		case "prompt_tokens":
-			seen = onceIn(sc, seen, 1)
+			sc.Once(&seen, 1)
 			scanOptInt(sc, &u.PromptTokens)
 		case "completion_tokens":
-			seen = onceIn(sc, seen, 2)
+			sc.Once(&seen, 2)
 			scanOptInt(sc, &u.CompletionTokens)
 		case "prompt_tokens_details", "completion_tokens_details":
 			// Rare in streams of the servers that send usage this way,
@@ -139,25 +139,6 @@ func scanUsage(sc *protocol.Scanner, u *oaUsage) {
 			sc.Unknown(key, "prompt_tokens", "completion_tokens", "prompt_tokens_details", "completion_tokens_details")
 		}
 	}
-}
-
-// onceIn marks bit in seen, failing the scan for a repeated key:
-// encoding/json decodes a repeated key again over the first, which the
-// scanner does not imitate.
-func onceIn(sc *protocol.Scanner, seen, bit uint8) uint8 {
-	if seen&bit != 0 {
-		sc.Fail()
-	}
-	return seen | bit
-}
-
-// scanOptString reads a string or null into a *string field.
-func scanOptString(sc *protocol.Scanner) *string {
-	if sc.Null() {
-		return nil
-	}
-	s := sc.String()
-	return &s
 }
 
 // scanOptInt reads an integer or null (which leaves the field alone).

@@ -1,10 +1,7 @@
 package openai
 
 import (
-	"bytes"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"reflect"
 	"testing"
 
@@ -39,20 +36,8 @@ func BenchmarkStreamChunk(b *testing.B) {
 // chunk. Seeded with every frame of the recorded streams and with frames
 // that tell the two apart if either gets a detail wrong.
 func FuzzScanChunk(f *testing.F) {
-	files, _ := filepath.Glob(filepath.Join("testdata", "*.sse"))
-	for _, file := range files {
-		raw, err := os.ReadFile(file)
-		if err != nil {
-			f.Fatal(err)
-		}
-		rd := protocol.NewSSEReader(bytes.NewReader(raw), protocol.MaxEventSize)
-		for {
-			ev, err := rd.Next()
-			if err != nil {
-				break
-			}
-			f.Add(bytes.Clone(ev.Data))
-		}
+	for _, s := range protocoltest.RecordedFrames(f, "testdata") {
+		f.Add(s)
 	}
 	for _, s := range scanSeeds {
 		f.Add([]byte(s))

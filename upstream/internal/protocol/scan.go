@@ -149,6 +149,25 @@ func (s *Scanner) Unknown(key []byte, known ...string) {
 	s.Skip()
 }
 
+// Once marks bit in *seen, failing the scan if it was marked: a caller
+// calls it for each key it reads, since encoding/json decodes a repeated
+// key again over the first, which the scanner does not imitate.
+func (s *Scanner) Once(seen *uint32, bit uint32) {
+	if *seen&bit != 0 {
+		s.bad = true
+	}
+	*seen |= bit
+}
+
+// OptString reads a string or null into what a *string field gets.
+func (s *Scanner) OptString() *string {
+	if s.Null() {
+		return nil
+	}
+	t := s.String()
+	return &t
+}
+
 // Null consumes a null literal if one comes next.
 func (s *Scanner) Null() bool {
 	if s.Peek() == 'n' && bytes.HasPrefix(s.b[s.i:], []byte("null")) {
@@ -182,6 +201,25 @@ func (s *Scanner) String() string {
 		s.bad = true
 	}
 	return t
+}
+
+// Word reads a string value as String does, returning the one of words
+// it equals without allocating: for the type names and reasons a frame
+// repeats.
+func (s *Scanner) Word(words []string) string {
+	if s.Peek() == '"' {
+		save := s.i
+		raw, esc := s.str()
+		if !s.bad && !esc {
+			for _, w := range words {
+				if string(raw) == w {
+					return w
+				}
+			}
+		}
+		s.i, s.bad = save, false
+	}
+	return s.String()
 }
 
 // Int reads an integer value: a number without fraction or exponent that

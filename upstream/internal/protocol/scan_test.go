@@ -40,6 +40,12 @@ func FuzzScannerSkip(f *testing.F) {
 			}
 		}
 		s.Reset([]byte(in))
+		str, ok := s.String(), s.Done()
+		s.Reset([]byte(in))
+		if w := s.Word([]string{"plain", "esc\"aped\\", ""}); s.Done() != ok || w != str {
+			t.Fatalf("%q: Word %q (%v), String %q (%v)", in, w, !ok, str, ok)
+		}
+		s.Reset([]byte(in))
 		if n := s.Int(); s.Done() {
 			var w int
 			if err := json.Unmarshal([]byte(in), &w); err != nil || w != n {
