@@ -222,6 +222,20 @@ func (s *Scanner) Word(words []string) string {
 	return s.String()
 }
 
+// Bool reads true or false; anything else fails the scan.
+func (s *Scanner) Bool() bool {
+	switch s.Peek() {
+	case 't':
+		s.literal("true")
+		return !s.bad
+	case 'f':
+		s.literal("false")
+	default:
+		s.bad = true
+	}
+	return false
+}
+
 // Int reads an integer value: a number without fraction or exponent that
 // fits an int. Anything else fails the scan (encoding/json refuses it for
 // an int field, with an error the caller's fallback reports).

@@ -16,7 +16,7 @@ func FuzzScannerSkip(f *testing.F) {
 		`"plain"`, `"esc\"aped\\"`, `"\ud800"`, `"\u12"`, `"` + "\x01" + `"`, `"caf` + "\xe9" + `"`,
 		`0`, `-0`, `01`, `1.`, `.5`, `1e`, `1e+5`, `-`, `[1,]`, `{"a":1,}`, `{"a" 1}`, `{a:1}`,
 		`[` + strings.Repeat("[", 70) + strings.Repeat("]", 71), `nul`, `truex`, ` [ ] `, ``,
-		`"abcdefgh\"ijklmnop"`, `"abcdefghijklmnopqrstu` + "\t" + `vw"`,
+		`"abcdefgh\"ijklmnop"`, `true`, `false`, ` true `, `tru`, `"abcdefghijklmnopqrstu` + "\t" + `vw"`,
 	} {
 		f.Add(s)
 	}
@@ -44,6 +44,13 @@ func FuzzScannerSkip(f *testing.F) {
 		s.Reset([]byte(in))
 		if w := s.Word([]string{"plain", "esc\"aped\\", ""}); s.Done() != ok || w != str {
 			t.Fatalf("%q: Word %q (%v), String %q (%v)", in, w, !ok, str, ok)
+		}
+		s.Reset([]byte(in))
+		if v := s.Bool(); s.Done() {
+			var w bool
+			if err := json.Unmarshal([]byte(in), &w); err != nil || w != v {
+				t.Fatalf("%q: Bool %v, json.Unmarshal %v (%v)", in, v, w, err)
+			}
 		}
 		s.Reset([]byte(in))
 		if n := s.Int(); s.Done() {
