@@ -31,7 +31,7 @@ func runAttack(c config) (*Result, error) {
 	var ep endpoint
 	switch c.scenario {
 	case "messages", "gencontent":
-		if c.target != "svcgw" {
+		if !c.svcgw() {
 			return nil, fmt.Errorf("the %s surface is svcgw's only", c.scenario)
 		}
 		ep = c.surfaceEndpoint(c.scenario, false)

@@ -26,6 +26,7 @@ import (
 	"net/http"
 	"os"
 	"runtime/pprof"
+	"strings"
 	"time"
 )
 
@@ -84,7 +85,7 @@ type config struct {
 	duration, warmup, timeout        time.Duration
 	connections, rate, streams       int
 	holdTimeout                      time.Duration
-	profileURL, profileOut           string
+	profileURL, profileOut, heapOut  string
 }
 
 func main() {
@@ -121,7 +122,7 @@ func runCmd(args []string) error {
 	var c config
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.StringVar(&c.scenario, "scenario", "max", "max (closed loop at -connections, closed.go's driver), max-vegeta (the same, driven by vegeta), rate (constant -rate), stream (streaming closed loop at -connections), streamrate (-rate streams per second), hold (-streams open at once), messages or gencontent (svcgw surfaces, closed loop)")
-	fs.StringVar(&c.target, "target", "direct", "direct, proxy or svcgw (svcgw paths are under /svc and need -key)")
+	fs.StringVar(&c.target, "target", "direct", "direct, proxy, svcgw or svcgw-h2c (svcgw paths are under /svc and need -key)")
 	fs.StringVar(&c.base, "base", "", "target base URL, e.g. http://127.0.0.1:8080")
 	fs.StringVar(&c.key, "key", "", "API key (svcgw)")
 	fs.IntVar(&c.pid, "pid", 0, "target process id, for CPU time and peak RSS (0: not measured)")
@@ -134,6 +135,7 @@ func runCmd(args []string) error {
 	fs.DurationVar(&c.holdTimeout, "hold-timeout", 60*time.Second, "hold: give up on streams after this long")
 	fs.StringVar(&c.profileURL, "cpuprofile-url", "", "pprof base URL of the target (svcgwprof); a CPU profile of the measured phase is fetched from it")
 	fs.StringVar(&c.profileOut, "cpuprofile-out", "", "where to write that profile")
+	fs.StringVar(&c.heapOut, "heapprofile-out", "", "hold: where to write a heap profile fetched from -cpuprofile-url once every stream is open")
 	fs.StringVar(&c.out, "out", "", "write the result JSON here (default stdout)")
 	selfProfile := fs.String("self-cpuprofile", "", "write a CPU profile of the driver itself here (is it fast enough?)")
 	if err := fs.Parse(args); err != nil {
@@ -142,7 +144,7 @@ func runCmd(args []string) error {
 	if c.base == "" {
 		return fmt.Errorf("-base is required")
 	}
-	if c.target == "svcgw" && c.key == "" {
+	if c.svcgw() && c.key == "" {
 		return fmt.Errorf("-key is required for svcgw")
 	}
 	if *selfProfile != "" {
@@ -215,6 +217,10 @@ const (
 	geminiReq = `{"contents":[{"role":"user","parts":[{"text":"` + prompt + `"}]}],"generationConfig":{"maxOutputTokens":64}}`
 )
 
+// svcgw reports whether the target is an svcgw: svcgw, or svcgw-h2c (the
+// same, reaching the mock over h2c).
+func (c config) svcgw() bool { return strings.HasPrefix(c.target, "svcgw") }
+
 // endpoint is one call: where it goes and how it authenticates.
 type endpoint struct {
 	url    string
@@ -225,7 +231,7 @@ type endpoint struct {
 // chatEndpoint is the chat-completions call of a target.
 func (c config) chatEndpoint(stream bool) endpoint {
 	prefix := ""
-	if c.target == "svcgw" {
+	if c.svcgw() {
 		prefix = "/svc"
 	}
 	h := http.Header{"Content-Type": {"application/json"}}
