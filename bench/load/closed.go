@@ -28,8 +28,9 @@ import (
 // an http.Request, goes through net/http's client and reports each call
 // on a channel: on the benchmark's one driver core it capped the bare
 // proxy at about two thirds of what wrk measures, which flattered the
-// svcgw/proxy ratio. This driver keeps up with wrk (bench/RESULTS.md) and
-// stays in Go, so the benchmark needs nothing installed.
+// svcgw/proxy ratio. This driver does what wrk does and stays in Go, so
+// the benchmark needs nothing installed; bench/RESULTS.md compares the
+// three drivers.
 
 // closedStats is one connection's figures; they are merged at the end.
 type closedStats struct {
