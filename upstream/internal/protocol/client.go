@@ -55,6 +55,13 @@ func newH2CTransport() *http.Transport {
 	// connections: one more opens when the server's limit of concurrent
 	// streams is reached.
 	t.MaxConnsPerHost = 1
+	// Prior knowledge cannot go through an HTTP proxy: an h2c upstream is
+	// a server of one's own, reached directly.
+	t.Proxy = nil
+	// One connection carries every stream, so one that goes silent (a
+	// peer gone without a reset) is noticed by a ping after 30 s rather
+	// than by each stream's own timeout.
+	t.HTTP2 = &http.HTTP2Config{SendPingTimeout: 30 * time.Second}
 	return t
 }
 
