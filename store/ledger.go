@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -611,7 +610,7 @@ func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) 
 			sum.cost += r.costMicros
 			agg.spend[k] = sum
 		}
-		s.yieldCPU()
+		yieldCPU()
 		if _, err := tx.StmtContext(ctx, s.stmts[insertSQL[len(chunk)]]).ExecContext(ctx, args...); err != nil {
 			if len(chunk) == 1 {
 				return fmt.Errorf("ledger: insert generation %q: %w", chunk[0].g.ID, err)
@@ -626,21 +625,21 @@ func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) 
 		if cost == 0 {
 			continue
 		}
-		s.yieldCPU()
+		yieldCPU()
 		if _, err := debit.ExecContext(ctx, cost, cost, acct); err != nil {
 			return fmt.Errorf("ledger: debit account %d: %w", acct, err)
 		}
 	}
 	spend := tx.StmtContext(ctx, s.stmts[spendSQL])
 	for k, sum := range agg.spend {
-		s.yieldCPU()
+		yieldCPU()
 		if _, err := spend.ExecContext(ctx, k.account, k.key, k.day, sum.requests, sum.cost); err != nil {
 			return fmt.Errorf("ledger: spend of account %d: %w", k.account, err)
 		}
 	}
 	// The usage roll-ups, in the same transaction as the rows they sum.
 	if err := agg.rollup.write(ctx, func(ctx context.Context, q string, args []any) error {
-		s.yieldCPU()
+		yieldCPU()
 		_, err := tx.StmtContext(ctx, s.stmts[q]).ExecContext(ctx, args...)
 		return err
 	}); err != nil {
@@ -651,23 +650,11 @@ func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) 
 			return fmt.Errorf("ledger: commit: %w", err) // rolled back by the deferred Rollback
 		}
 	}
-	s.yieldCPU()
+	yieldCPU()
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("ledger: commit: %w: %w", errUncertain, err)
 	}
 	return nil
-}
-
-// yieldCPU lets the goroutines waiting to run go first between the
-// statements of a ledger commit when the process has one P (GOMAXPROCS 1,
-// as on a one-core container or a process pinned to one core). A commit is
-// pure CPU (the WAL is not synced per commit), and without it a request
-// that arrives meanwhile waits for the whole commit; with it, for one
-// statement at most (BenchmarkLedgerTail).
-func (s *Store) yieldCPU() {
-	if !s.noYield && runtime.GOMAXPROCS(0) == 1 {
-		runtime.Gosched()
-	}
 }
 
 // errUncertain marks a failure of the COMMIT itself. Before it nothing can

@@ -165,7 +165,6 @@ type Store struct {
 	closeTimeout  time.Duration
 	queryTimeout  time.Duration
 	commitHook    func() error
-	noYield       bool // commits do not yield (yieldCPU): BenchmarkLedgerTail's comparison
 
 	queue   ledgerQueue
 	pending atomic.Int64  // generations queued and not yet settled

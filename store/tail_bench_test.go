@@ -30,8 +30,9 @@ func BenchmarkLedgerTail(b *testing.B) {
 	}{{20 * time.Millisecond, false}, {20 * time.Millisecond, true}, {5 * time.Millisecond, false}, {5 * time.Millisecond, true}} {
 		b.Run(fmt.Sprintf("interval=%v/yield=%v", v.interval, v.yield), func(b *testing.B) {
 			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+			noCommitYield.Store(!v.yield)
+			defer noCommitYield.Store(false)
 			s := openTestStore(b, filepath.Join(b.TempDir(), "svcgw.db"), Options{BatchInterval: v.interval})
-			s.noYield = !v.yield
 			_, k, _ := newAccount(b, s, "acme", "1000000")
 			g := gen(b, "", k, "0.000123")
 			var late []time.Duration
