@@ -166,20 +166,38 @@ func BenchmarkPipeline_ChatStreamOpenAI(b *testing.B) {
 		strings.Replace(benchLoadBody, `"max_tokens":64`, `"max_tokens":64,"stream":true,"stream_options":{"include_usage":true}`, 1))
 }
 
+// benchRouted runs one call per iteration and reports, beside time and
+// allocations, the flushes per call: each is a write(2) to the caller's
+// socket in production, and a stream's count depends on how many of the
+// upstream's events the SSE reader's buffer holds at once.
 func benchRouted(b *testing.B, r *upstream.Router, path, body string) {
 	h, key, st := benchGateway(b, r)
 	b.ReportAllocs()
+	flushes := 0
 	for b.Loop() {
 		req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+key)
-		w := httptest.NewRecorder()
+		w := &flushCounter{ResponseRecorder: httptest.NewRecorder()}
 		h.ServeHTTP(w, req)
 		if w.Code != http.StatusOK {
 			b.Fatalf("status %d: %s", w.Code, w.Body)
 		}
+		flushes += w.flushes
 	}
 	b.StopTimer()
+	b.ReportMetric(float64(flushes)/float64(b.N), "flushes/op")
 	if err := st.Sync(context.Background()); err != nil {
 		b.Fatal(err)
 	}
+}
+
+// flushCounter counts a recorder's flushes.
+type flushCounter struct {
+	*httptest.ResponseRecorder
+	flushes int
+}
+
+func (f *flushCounter) Flush() {
+	f.flushes++
+	f.ResponseRecorder.Flush()
 }
