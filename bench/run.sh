@@ -3,8 +3,10 @@
 #
 # Builds svcgw and the bench programs into a temporary directory, starts an
 # OpenAI-compatible mock upstream, a bare reverse proxy to it and svcgw routed
-# to it, runs every scenario against direct-to-mock, the proxy and svcgw, and
-# prints the figures side by side. Loopback only; everything it starts is
+# to it twice (svcgw reaching the mock over HTTP/1.1, svcgw-h2c over h2c),
+# runs every scenario against direct-to-mock, the proxy and each svcgw, and
+# prints the figures side by side, with issue 19's four figures (ratios to
+# the floor measured in the same run) at the end. Loopback only; everything it starts is
 # stopped on exit. It exits non-zero when the harness itself fails (a build,
 # a process that does not start or dies, a scenario that cannot be measured);
 # a target missing the issue's figures is reported, not an error, unless
@@ -23,19 +25,21 @@
 #   BENCH_HOLD_CHUNK_DELAY=500ms … this far apart (so each lasts ~10 s)
 #   BENCH_SURFACE_DURATION=5s   measured phase of each surface in (e)
 #   BENCH_TIMEOUT=10s           per-call timeout (bounds a run against a target that hangs)
-#   BENCH_SCENARIOS="max rate stream hold surfaces"
-#   BENCH_TARGETS="direct proxy svcgw"
+#   BENCH_SCENARIOS="max max-vegeta rate stream hold surfaces"
+#                               (max: bench/load's closed-loop driver; max-vegeta: the same load by vegeta)
+#   BENCH_TARGETS="direct proxy svcgw svcgw-h2c"
 #   BENCH_TARGET_CPU=1          core the target under test is pinned to
 #   BENCH_DRIVER_CPU=0          core of the load driver and the upstream mock
 #   BENCH_LOG_LEVEL=info        svcgw's --log-level (info: one access line per call)
 #   BENCH_SVCGW_ENV=            extra environment for svcgw alone, e.g. "GOMEMLIMIT=48MiB GOGC=50"
 #   BENCH_PROFILE=0             1: serve svcgw with pprof (bench/svcgwprof) and
-#                               save a CPU profile of each of its measured phases
+#                               save a CPU profile of each of its measured phases,
+#                               and a heap profile once all of (d)'s streams are open
 #   BENCH_SVCGW_BIN=            measure this svcgw binary instead of building the tree's
 #   BENCH_KEEP=0                1: keep the binaries, svcgw's database and its full log
 #   BENCH_OUT=                  keep the results here (default: results/ in the work dir,
 #                               which is kept)
-#   BENCH_STRICT=0              1: exit 3 when svcgw misses an issue 8 target
+#   BENCH_STRICT=0              1: exit 3 when an svcgw misses a target
 #   BENCH_METRICS=1             1: also measure a second svcgw serving its admin
 #                               listener (so recording Prometheus metrics) in
 #                               scenarios a, b and c, right after the first:
@@ -60,8 +64,8 @@ hold_chunks=${BENCH_HOLD_CHUNKS:-20}
 hold_delay=${BENCH_HOLD_CHUNK_DELAY:-500ms}
 surface_duration=${BENCH_SURFACE_DURATION:-5s}
 call_timeout=${BENCH_TIMEOUT:-10s}
-scenarios=${BENCH_SCENARIOS:-max rate stream hold surfaces}
-targets=${BENCH_TARGETS:-direct proxy svcgw}
+scenarios=${BENCH_SCENARIOS:-max max-vegeta rate stream hold surfaces}
+targets=${BENCH_TARGETS:-direct proxy svcgw svcgw-h2c}
 target_cpu=${BENCH_TARGET_CPU:-1}
 driver_cpu=${BENCH_DRIVER_CPU:-0}
 log_level=${BENCH_LOG_LEVEL:-info}
@@ -96,9 +100,10 @@ cleanup() {
 	# The binaries, the database and svcgw's full access log are large;
 	# the results keep what matters.
 	if [ "${BENCH_KEEP:-0}" != 1 ]; then
-		rm -rf "$work/bin" "$work"/svcgw.db* "$work"/svcgwm.db*
-		if [ -s "$out/svcgw.log" ]; then rm -f "$work/svcgw.log"; fi
-		if [ -s "$out/svcgwm.log" ]; then rm -f "$work/svcgwm.log"; fi
+		rm -rf "$work/bin" "$work"/svcgw*.db*
+		for l in "$work"/svcgw*.log; do
+			if [ -s "$out/${l##*/}" ]; then rm -f "$l"; fi
+		done
 	fi
 	exit "$code"
 }
@@ -148,8 +153,9 @@ alive() { kill -0 "$2" 2>/dev/null || die "$1 (pid $2) is not running; see $work
 # --- start: the upstream mock, the direct-target mock, the proxy -------------
 mock_flags=(-chunks "$stream_chunks" -chunk-delay "$stream_delay")
 # The upstream mock serves the proxy and svcgw; it shares the driver's core so
-# that the target under test has its core to itself.
-"${pin_driver[@]}" "$bin/mock" -addr-file "$work/upstream.addr" "${mock_flags[@]}" >"$work/upstream.log" 2>&1 &
+# that the target under test has its core to itself. It speaks h2c beside
+# HTTP/1.1, for svcgw-h2c.
+"${pin_driver[@]}" "$bin/mock" -addr-file "$work/upstream.addr" "${mock_flags[@]}" -h2c >"$work/upstream.log" 2>&1 &
 upstream_pid=$!
 pids+=("$upstream_pid")
 waitfile "$work/upstream.addr" "$upstream_pid" || die "upstream mock did not start; see $work/upstream.log"
@@ -169,65 +175,84 @@ waitfile "$work/proxy.addr" "$proxy_pid" || die "proxy did not start; see $work/
 proxy_addr=$(cat "$work/proxy.addr")
 
 # --- start svcgw ---------------------------------------------------------------
-db=$work/svcgw.db
+# Each svcgw target is its own process with its own database and key:
+# svcgw reaches the mock over HTTP/1.1, svcgw-h2c over h2c (h2c: true).
+declare -A addr_of=([direct]=$direct_addr [proxy]=$proxy_addr)
+declare -A pid_of=([direct]=$direct_pid [proxy]=$proxy_pid)
+declare -A key_of=() pprof_of=()
+svcgw_targets=()
+for t in $targets; do case $t in svcgw*) svcgw_targets+=("$t") ;; esac; done
+
+backend="the OpenAI-protocol mock"
 # Only serve and init create a database (binaries from before init let
 # keys create do it).
 svcgw_help=$("$bin/svcgw" --help 2>&1 || true)
-if [[ $svcgw_help == *" init "* ]]; then
-	"$bin/svcgw" --db "$db" init 2>"$work/keys.log" || die "init; see $work/keys.log"
-fi
-"$bin/svcgw" --db "$db" keys create --account bench >"$work/key" 2>>"$work/keys.log" || die "keys create; see $work/keys.log"
-key=$(cat "$work/key")
-"$bin/svcgw" --db "$db" credits add --account bench 1000000 >/dev/null 2>>"$work/keys.log" || die "credits add; see $work/keys.log"
-
-backend="the OpenAI-protocol mock"
-serve_args=(serve --db "$db" --addr 127.0.0.1:0 --log-level "$log_level" --shutdown-grace 5s)
 # (Not a pipe into grep -q: under pipefail, svcgw's EPIPE when grep exits
 # early would read as "no --config".)
 serve_help=$("$bin/svcgw" serve --help 2>&1 || true)
-if [[ $serve_help == *--config* ]]; then
-	cat >"$work/svcgw.yaml" <<EOF
+if [[ $serve_help != *--config* ]]; then
+	backend="svcgw's built-in fixture backend (this svcgw has no --config)"
+	log "svcgw serve has no --config: svcgw is measured on its fixture backend"
+fi
+
+# start_svcgw NAME: create NAME's database, key and credits, and serve it.
+start_svcgw() {
+	local name=$1 db=$work/$1.db
+	if [[ $svcgw_help == *" init "* ]]; then
+		"$bin/svcgw" --db "$db" init 2>>"$work/keys.log" || die "init $name; see $work/keys.log"
+	fi
+	"$bin/svcgw" --db "$db" keys create --account bench >"$work/$name.key" 2>>"$work/keys.log" || die "keys create $name; see $work/keys.log"
+	key_of[$name]=$(cat "$work/$name.key")
+	"$bin/svcgw" --db "$db" credits add --account bench 1000000 >/dev/null 2>>"$work/keys.log" || die "credits add $name; see $work/keys.log"
+	local args=(serve --db "$db" --addr 127.0.0.1:0 --log-level "$log_level" --shutdown-grace 5s)
+	if [ "$name" = svcgw-metrics ]; then args+=(--admin-addr 127.0.0.1:0); fi
+	if [[ $serve_help == *--config* ]]; then
+		local h2c=false
+		if [ "$name" = svcgw-h2c ]; then h2c=true; fi
+		cat >"$work/$name.yaml" <<EOF
 upstreams:
   mock:
     protocol: openai
     base_url: http://$upstream_addr/v1
     api_key: bench
+    h2c: $h2c
     models:
       mock-model: {context_length: 128000, max_completion_tokens: 16384}
 routes:
   default: [mock/mock-model]
 EOF
-	serve_args+=(--config "$work/svcgw.yaml")
-else
-	backend="svcgw's built-in fixture backend (this svcgw has no --config)"
-	log "svcgw serve has no --config: svcgw is measured on its fixture backend"
-fi
-svcgw_bin=$bin/svcgw
-pprof_args=()
-if [ "$profile" = 1 ]; then
-	svcgw_bin=$bin/svcgwprof
-	export BENCH_PPROF_ADDR_FILE=$work/pprof.addr
-fi
-env "${svcgw_env[@]}" "${pin_target[@]}" "$svcgw_bin" "${serve_args[@]}" >"$work/svcgw.out" 2>"$work/svcgw.log" &
-svcgw_pid=$!
-pids+=("$svcgw_pid")
-for _ in $(seq 200); do
-	grep -q 'svcgw listening' "$work/svcgw.log" 2>/dev/null && break
-	kill -0 "$svcgw_pid" 2>/dev/null || break
-	sleep 0.05
-done
-svcgw_addr=$(grep -o 'msg="svcgw listening" addr=[0-9.:]*' "$work/svcgw.log" | head -1 | sed 's/.*addr=//') || true
-[ -n "$svcgw_addr" ] || die "svcgw did not start; see $work/svcgw.log"
-if [ "$profile" = 1 ]; then
-	waitfile "$work/pprof.addr" "$svcgw_pid" || die "svcgwprof wrote no pprof address"
-	pprof_args=(-cpuprofile-url "http://$(cat "$work/pprof.addr")")
-fi
+		args+=(--config "$work/$name.yaml")
+	fi
+	local exe=$bin/svcgw penv=()
+	if [ "$profile" = 1 ]; then
+		exe=$bin/svcgwprof
+		penv=("BENCH_PPROF_ADDR_FILE=$work/$name.pprof.addr")
+	fi
+	env "${svcgw_env[@]}" "${penv[@]}" "${pin_target[@]}" "$exe" "${args[@]}" >"$work/$name.out" 2>"$work/$name.log" &
+	local pid=$!
+	pids+=("$pid")
+	pid_of[$name]=$pid
+	for _ in $(seq 200); do
+		grep -q 'svcgw listening' "$work/$name.log" 2>/dev/null && break
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.05
+	done
+	local addr
+	addr=$(grep -o 'msg="svcgw listening" addr=[0-9.:]*' "$work/$name.log" | head -1 | sed 's/.*addr=//') || true
+	[ -n "$addr" ] || die "$name did not start; see $work/$name.log"
+	addr_of[$name]=$addr
+	if [ "$profile" = 1 ]; then
+		waitfile "$work/$name.pprof.addr" "$pid" || die "$name (svcgwprof) wrote no pprof address"
+		pprof_of[$name]=http://$(cat "$work/$name.pprof.addr")
+	fi
+}
+for t in "${svcgw_targets[@]}"; do start_svcgw "$t"; done
 
-log "upstream mock $upstream_addr (cpu $driver_cpu) · direct mock $direct_addr · proxy $proxy_addr · svcgw $svcgw_addr (targets on cpu $target_cpu)"
+svcgw_addrs=""
+for t in "${svcgw_targets[@]}"; do svcgw_addrs+=" · $t ${addr_of[$t]}"; done
+log "upstream mock $upstream_addr (cpu $driver_cpu) · direct mock $direct_addr · proxy $proxy_addr$svcgw_addrs (targets on cpu $target_cpu)"
 log "svcgw backend: $backend; results in $out"
 
-declare -A addr_of=([direct]=$direct_addr [proxy]=$proxy_addr [svcgw]=$svcgw_addr)
-declare -A pid_of=([direct]=$direct_pid [proxy]=$proxy_pid [svcgw]=$svcgw_pid)
 failed=()
 
 # --- start svcgw with metrics (BENCH_METRICS=1) ------------------------------
@@ -241,30 +266,13 @@ if [ "$metrics" = 1 ]; then
 	fi
 fi
 if [ "$metrics" = 1 ]; then
-	dbm=$work/svcgwm.db
-	"$bin/svcgw" --db "$dbm" init 2>>"$work/keys.log" || die "init (metrics); see $work/keys.log"
-	"$bin/svcgw" --db "$dbm" keys create --account bench >"$work/keym" 2>>"$work/keys.log" || die "keys create (metrics); see $work/keys.log"
-	keym=$(cat "$work/keym")
-	"$bin/svcgw" --db "$dbm" credits add --account bench 1000000 >/dev/null 2>>"$work/keys.log" || die "credits add (metrics); see $work/keys.log"
-	servem_args=("${serve_args[@]}")
-	servem_args[2]=$dbm # serve --db DB …
-	env "${svcgw_env[@]}" "${pin_target[@]}" "$bin/svcgw" "${servem_args[@]}" --admin-addr 127.0.0.1:0 >"$work/svcgwm.out" 2>"$work/svcgwm.log" &
-	svcgwm_pid=$!
-	pids+=("$svcgwm_pid")
-	for _ in $(seq 200); do
-		grep -q 'svcgw listening' "$work/svcgwm.log" 2>/dev/null && break
-		kill -0 "$svcgwm_pid" 2>/dev/null || break
-		sleep 0.05
-	done
-	svcgwm_addr=$(grep -o 'msg="svcgw listening" addr=[0-9.:]*' "$work/svcgwm.log" | head -1 | sed 's/.*addr=//') || true
-	admin_addr=$(grep -o 'admin_addr=[0-9.:]*' "$work/svcgwm.log" | head -1 | sed 's/.*=//') || true
-	[ -n "$svcgwm_addr" ] && [ -n "$admin_addr" ] || die "svcgw with metrics did not start; see $work/svcgwm.log"
-	addr_of[svcgw-metrics]=$svcgwm_addr
-	pid_of[svcgw-metrics]=$svcgwm_pid
+	start_svcgw svcgw-metrics
+	admin_addr=$(grep -o 'admin_addr=[0-9.:]*' "$work/svcgw-metrics.log" | head -1 | sed 's/.*=//') || true
+	[ -n "$admin_addr" ] || die "svcgw-metrics has no admin listener; see $work/svcgw-metrics.log"
 	"${pin_driver[@]}" bash -c 'while kill -0 "$1" 2>/dev/null; do curl -fsS -o /dev/null "http://$2/metrics" || true; sleep "$3"; done' \
-		scraper "$svcgwm_pid" "$admin_addr" "$scrape_interval" &
+		scraper "${pid_of[svcgw-metrics]}" "$admin_addr" "$scrape_interval" &
 	pids+=("$!")
-	log "svcgw with metrics $svcgwm_addr, admin listener $admin_addr, scraped every $scrape_interval"
+	log "svcgw-metrics ${addr_of[svcgw-metrics]}, admin listener $admin_addr, scraped every $scrape_interval"
 fi
 
 # withmetrics SCENARIO [flags…]: the metrics comparison's runs of a
@@ -292,16 +300,22 @@ drive() {
 	shift 2
 	# svcgw@k and svcgw-metrics@k are repeats of the metrics comparison,
 	# against the same processes.
-	local extra=() kind=$target base=${target%@*}
-	if [ "$target" = svcgw ]; then
-		extra+=(-key "$key")
-		if [ "$profile" = 1 ] && [ "${#pprof_args[@]}" -gt 0 ]; then
-			extra+=("${pprof_args[@]}" -cpuprofile-out "$out/cpu-$scenario.pprof")
-		fi
-	fi
+	local extra=() base=${target%@*}
+	local kind=$base
 	case $base in
-	svcgw) kind=svcgw; [ "$target" = svcgw ] || extra+=(-key "$key" -name "$target") ;;
-	svcgw-metrics) kind=svcgw; extra+=(-key "$keym" -name "$target") ;;
+	svcgw-metrics)
+		kind=svcgw
+		extra+=(-key "${key_of[$base]}" -name "$target")
+		;;
+	svcgw*)
+		extra+=(-key "${key_of[$base]}")
+		if [ "$target" != "$base" ]; then
+			extra+=(-name "$target")
+		elif [ "$profile" = 1 ]; then
+			extra+=(-cpuprofile-url "${pprof_of[$target]}" -cpuprofile-out "$out/cpu-$scenario-$target.pprof")
+			if [ "$scenario" = hold ]; then extra+=(-heapprofile-out "$out/heap-hold-$target.pprof"); fi
+		fi
+		;;
 	esac
 	if ! "${pin_driver[@]}" "$bin/load" run -scenario "$scenario" -target "$kind" \
 		-base "http://${addr_of[$base]}" -pid "${pid_of[$base]}" \
@@ -322,9 +336,13 @@ start=$SECONDS
 # Scenarios run target after target within each scenario, so that drift in
 # the machine's other load spreads over all targets alike.
 if has max; then
-	log "(a) max throughput @ $connections connections, $duration"
+	log "(a) max throughput @ $connections connections, $duration (closed-loop driver)"
 	for t in $targets; do drive max "$t" -connections "$connections" -duration "$duration" -warmup "$warmup"; done
 	withmetrics max -connections "$connections" -duration "$duration" -warmup "$warmup"
+fi
+if has max-vegeta; then
+	log "(a) max throughput @ $connections connections, $duration (vegeta)"
+	for t in $targets; do drive max-vegeta "$t" -connections "$connections" -duration "$duration" -warmup "$warmup"; done
 fi
 if has rate; then
 	log "(b) constant $rate req/s, $duration"
@@ -353,38 +371,43 @@ if has hold; then
 fi
 log "scenarios took $((SECONDS - start))s"
 
-# --- svcgw with metrics: its last scrape, then stop it ----------------------------
+# --- svcgw with metrics: its last scrape ---------------------------------------
 if [ "$metrics" = 1 ]; then
 	curl -fsS "http://$admin_addr/metrics" >"$out/metrics.txt" || log "the last scrape of svcgw's /metrics failed"
-	kill -TERM "$svcgwm_pid"
-	for _ in $(seq 300); do kill -0 "$svcgwm_pid" 2>/dev/null || break; sleep 0.1; done
-	wait "$svcgwm_pid" 2>/dev/null || log "svcgw (metrics) exited with status $?"
-	grep -v 'msg=request ' "$work/svcgwm.log" >"$out/svcgwm.log" || true
+	svcgw_targets+=(svcgw-metrics)
 fi
 
-# --- stop svcgw, then count its generation records -------------------------------
+# --- stop each svcgw, then count its generation records ---------------------------
 # serve drains within --shutdown-grace (5 s) plus its own drain timeout (10 s)
 # and then closes the ledger; 30 s is past anything it should need.
 stop_failed=
-kill -TERM "$svcgw_pid"
-for _ in $(seq 300); do kill -0 "$svcgw_pid" 2>/dev/null || break; sleep 0.1; done
-if kill -0 "$svcgw_pid" 2>/dev/null; then
-	stop_failed=1
-	log "svcgw did not stop within 30 s of SIGTERM: goroutine dump (SIGQUIT) in $out/svcgw.log"
-	kill -QUIT "$svcgw_pid" 2>/dev/null || true
-	sleep 1
-	kill -KILL "$svcgw_pid" 2>/dev/null || true
-fi
-wait "$svcgw_pid" 2>/dev/null || log "svcgw exited with status $?"
-"$bin/svcgw" --db "$db" usage --account bench --json >"$out/usage.json" 2>>"$work/keys.log" || die "svcgw usage; see $work/keys.log"
-locked=$(grep -c 'database is locked' "$work/svcgw.log" || true)
-errors=$(grep -c 'level=ERROR' "$work/svcgw.log" || true)
-# Keep everything but the access lines (one per call), and a few of those.
-{
-	grep -v 'msg=request ' "$work/svcgw.log" || true
-	echo "… $(grep -c 'msg=request ' "$work/svcgw.log" || true) access lines; the last 3:"
-	grep 'msg=request ' "$work/svcgw.log" | tail -n 3 || true
-} >"$out/svcgw.log"
+locked=0
+errors=0
+usage_args=()
+mkdir -p "$out/usage"
+for t in "${svcgw_targets[@]}"; do
+	pid=${pid_of[$t]}
+	kill -TERM "$pid"
+	for _ in $(seq 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+	if kill -0 "$pid" 2>/dev/null; then
+		stop_failed=1
+		log "$t did not stop within 30 s of SIGTERM: goroutine dump (SIGQUIT) in $out/$t.log"
+		kill -QUIT "$pid" 2>/dev/null || true
+		sleep 1
+		kill -KILL "$pid" 2>/dev/null || true
+	fi
+	wait "$pid" 2>/dev/null || log "$t exited with status $?"
+	"$bin/svcgw" --db "$work/$t.db" usage --account bench --json >"$out/usage/$t.json" 2>>"$work/keys.log" || die "$t usage; see $work/keys.log"
+	usage_args+=(-usage-json "$t=$out/usage/$t.json")
+	locked=$((locked + $(grep -c 'database is locked' "$work/$t.log" || true)))
+	errors=$((errors + $(grep -c 'level=ERROR' "$work/$t.log" || true)))
+	# Keep everything but the access lines (one per call), and a few of those.
+	{
+		grep -v 'msg=request ' "$work/$t.log" || true
+		echo "… $(grep -c 'msg=request ' "$work/$t.log" || true) access lines; the last 3:"
+		grep 'msg=request ' "$work/$t.log" | tail -n 3 || true
+	} >"$out/$t.log"
+done
 
 # --- report --------------------------------------------------------------------
 {
@@ -392,16 +415,16 @@ errors=$(grep -c 'level=ERROR' "$work/svcgw.log" || true)
 	echo
 	echo "- machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(free -g | awk '/Mem:/{print $2}') GiB, $(uname -sr), $(go version | cut -d' ' -f3)"
 	echo "- load average at the end: $(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine shifts every figure)"
-	echo "- targets pinned to cpu $target_cpu; driver and upstream mock on cpu $driver_cpu; svcgw routed to $backend, log level $log_level${BENCH_SVCGW_ENV:+, environment $BENCH_SVCGW_ENV}"
+	echo "- targets pinned to cpu $target_cpu; driver and upstream mock on cpu $driver_cpu; svcgw routed to $backend (svcgw over HTTP/1.1, svcgw-h2c over h2c), log level $log_level${BENCH_SVCGW_ENV:+, environment $BENCH_SVCGW_ENV}"
 	if [ -n "${BENCH_SVCGW_BIN:-}" ]; then echo "- svcgw binary: $BENCH_SVCGW_BIN (prebuilt, not the tree's)"; fi
-	echo "- svcgw log: $errors ERROR lines, $locked \"database is locked\""
-	if [ "$profile" = 1 ]; then echo "- svcgw ran with pprof (bench/svcgwprof); CPU profiles in $out"; fi
-	if [ "$metrics" = 1 ]; then echo "- (f): a second svcgw, same binary and configuration, with --admin-addr (metrics recorded), /metrics scraped every $scrape_interval; $metrics_repeat runs of each per scenario, in alternating order; its last scrape is metrics.txt"; fi
-	"$bin/load" report -usage-json "$out/usage.json" -db-locked "$locked" "$out"/*-*.json
+	echo "- svcgw logs: $errors ERROR lines, $locked \"database is locked\""
+	if [ "$profile" = 1 ]; then echo "- svcgw ran with pprof (bench/svcgwprof); CPU profiles and (d)'s heap profiles in $out"; fi
+	if [ "$metrics" = 1 ]; then echo "- (f): svcgw-metrics, the same binary and configuration with --admin-addr (metrics recorded), /metrics scraped every $scrape_interval; $metrics_repeat runs of each per scenario, in alternating order; its last scrape is metrics.txt"; fi
+	"$bin/load" report "${usage_args[@]}" -db-locked "$locked" "$out"/*-*.json
 } | tee "$out/report.md"
 
 if [ "$profile" = 1 ]; then
-	for p in "$out"/cpu-*.pprof; do
+	for p in "$out"/cpu-*.pprof "$out"/heap-*.pprof; do
 		[ -s "$p" ] || continue
 		go tool pprof -top -nodecount=40 "$bin/svcgwprof" "$p" >"${p%.pprof}.top.txt" 2>/dev/null || true
 		log "profile: $p (top: ${p%.pprof}.top.txt)"
@@ -414,6 +437,6 @@ if [ "${#failed[@]}" -gt 0 ]; then
 	die "scenarios that could not be measured: ${failed[*]}"
 fi
 if [ "$strict" = 1 ] && grep -q '| FAIL |' "$out/report.md"; then
-	log "svcgw misses an issue 8 target (BENCH_STRICT=1)"
+	log "an svcgw misses a target (BENCH_STRICT=1)"
 	exit 3
 fi

@@ -92,6 +92,8 @@ func TestLoad_ErrorsNameTheirLine(t *testing.T) {
 		{"bad idle timeout", "upstreams:\n  a:\n    protocol: fixture\n    models: {m: {}}\nroutes:\n  default: [a/m]\nlimits:\n  idle_timeout: -1s\n", nil, 8, "limits.idle_timeout"},
 		{"negative connection cap", "upstreams:\n  a:\n    protocol: fixture\n    models: {m: {}}\nroutes:\n  default: [a/m]\nlimits:\n  max_connections: -1\n", nil, 8, "max_connections"},
 		{"negative body rate", "upstreams:\n  a:\n    protocol: fixture\n    models: {m: {}}\nroutes:\n  default: [a/m]\nlimits:\n  body_min_rate: -1\n", nil, 8, "body_min_rate"},
+		{"h2c over https", "upstreams:\n  a:\n    protocol: openai\n    base_url: https://x/v1\n    h2c: true\n    models: {m: {}}\nroutes:\n  default: [a/m]\n", nil, 5, "h2c is unencrypted HTTP/2 and needs an http:// base_url"},
+		{"h2c on the fixture", "upstreams:\n  a:\n    protocol: fixture\n    h2c: true\n    models: {m: {}}\nroutes:\n  default: [a/m]\n", nil, 4, "h2c is for upstreams reached over the network"},
 		{"syntax", "upstreams: [\n", nil, 1, "did not find"},
 		{"bad optional bool", "upstreams:\n  a:\n    protocol: openai\n    base_url: http://x\n    prompt_cache_key: maybe\n    models: {m: {}}\nroutes:\n  default: [a/m]\n", nil, 5, `upstreams.a.prompt_cache_key: want true or false, not "maybe"`},
 		{"map key not a name", "upstreams:\n  ? [a]\n  : {protocol: fixture}\n", nil, 2, "upstreams: want a name as the key, not a list"},
@@ -280,6 +282,18 @@ func TestLoad_PromptCacheKeyDefaultsToOpenAIOnly(t *testing.T) {
 	is.True(!cfg.Upstreams["local"].PromptCacheKey) // compatible servers may refuse unknown fields
 	is.True(cfg.Upstreams["azure"].PromptCacheKey)  // unless the operator says otherwise
 	is.True(!cfg.Upstreams["off"].PromptCacheKey)
+}
+
+func TestLoad_H2C(t *testing.T) {
+	is := is.New(t)
+	doc := "upstreams:\n" +
+		"  vllm:\n    protocol: openai\n    base_url: http://127.0.0.1:8000/v1\n    h2c: true\n    models: {m: {}}\n" +
+		"  local:\n    protocol: openai\n    base_url: http://127.0.0.1:8080/v1\n    models: {m: {}}\n" +
+		"routes:\n  default: [vllm/m]\n"
+	cfg, err := Load([]byte(doc), env(nil))
+	is.NoErr(err)
+	is.True(cfg.Upstreams["vllm"].H2C)   // asked for
+	is.True(!cfg.Upstreams["local"].H2C) // HTTP/1.1 unless asked: most local servers speak nothing else
 }
 
 func TestLoad_Retention(t *testing.T) {

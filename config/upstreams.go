@@ -34,6 +34,12 @@ type Upstream struct {
 	// (api.openai.com) and off elsewhere: compatible servers that refuse
 	// unknown fields would fail every call.
 	PromptCacheKey bool
+	// H2C speaks unencrypted HTTP/2 to the upstream with prior knowledge
+	// (no upgrade), for a local server on an http:// base_url that
+	// serves it: one connection carries every stream, which costs svcgw
+	// less memory per open stream than HTTP/1.1's connection each.
+	// https:// upstreams negotiate HTTP/2 on their own (ALPN).
+	H2C bool
 	// Fixture options (protocol fixture only).
 	FixtureTTFT time.Duration
 	FixtureTPS  float64
@@ -62,7 +68,9 @@ type fileUpstream struct {
 	LegacyMaxTokens bool `yaml:"legacy_max_tokens"`
 	// PromptCacheKey: see Upstream.PromptCacheKey; nil takes the default.
 	PromptCacheKey *bool `yaml:"prompt_cache_key"`
-	Timeouts       struct {
+	// H2C: see Upstream.H2C.
+	H2C      bool `yaml:"h2c"`
+	Timeouts struct {
 		Connect   string `yaml:"connect"`
 		FirstByte string `yaml:"first_byte"`
 		Idle      string `yaml:"idle"`
@@ -99,7 +107,7 @@ func loadUpstreams(file map[string]fileUpstream, sec entry) (map[string]*Upstrea
 // loadUpstream validates one upstream, e being its entry in the file.
 func loadUpstream(name string, fu fileUpstream, e entry, errs *Errors) *Upstream {
 	u := &Upstream{Name: name, Protocol: fu.Protocol, BaseURL: strings.TrimRight(fu.BaseURL, "/"), APIKey: fu.APIKey,
-		Headers: fu.Headers, LegacyMaxTokens: fu.LegacyMaxTokens, Models: map[string]Model{}}
+		Headers: fu.Headers, LegacyMaxTokens: fu.LegacyMaxTokens, H2C: fu.H2C, Models: map[string]Model{}}
 	switch fu.Protocol {
 	case ProtocolOpenAI, ProtocolAnthropic, ProtocolGemini:
 		if u.BaseURL == "" {
@@ -115,8 +123,13 @@ func loadUpstream(name string, fu fileUpstream, e entry, errs *Errors) *Upstream
 			errs.addf(e.line(), "upstream %q: base_url is required for protocol openai", name)
 		} else if !strings.HasPrefix(u.BaseURL, "http://") && !strings.HasPrefix(u.BaseURL, "https://") {
 			errs.addf(e.get("base_url").line(), "upstream %q: base_url must start with http:// or https://", name)
+		} else if u.H2C && !strings.HasPrefix(u.BaseURL, "http://") {
+			errs.addf(e.get("h2c").line(), "upstream %q: h2c is unencrypted HTTP/2 and needs an http:// base_url (https:// upstreams negotiate HTTP/2 themselves)", name)
 		}
 	case ProtocolFixture:
+		if fu.H2C {
+			errs.addf(e.get("h2c").line(), "upstream %q: h2c is for upstreams reached over the network, not protocol fixture", name)
+		}
 		if fu.Fixture.TTFT != "" {
 			d, err := time.ParseDuration(fu.Fixture.TTFT)
 			if err != nil || d < 0 {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 	"github.com/svcgw/svcgw/store"
 	"github.com/svcgw/svcgw/upstream"
 	"github.com/svcgw/svcgw/upstream/fixture"
+	"github.com/svcgw/svcgw/upstream/openai"
 )
 
 // benchGateway is the real handler over a temp SQLite file and the instant
@@ -119,4 +121,107 @@ func BenchmarkPipeline_Messages(b *testing.B) {
 
 func BenchmarkPipeline_GenContent(b *testing.B) {
 	benchCall(b, "/svc/v1beta/models/gemini-2.5-flash:generateContent", `{"contents":[{"role":"user","parts":[{"text":"Write a haiku about the sea, please."}]}]}`)
+}
+
+// cannedUpstream is an OpenAI-protocol upstream without the network: each
+// call is answered with the bench mock's reply (bench/mock), as a JSON body
+// or, for a stream, its SSE frames: a role chunk, 16 content chunks of one
+// word, a finish chunk, the usage chunk and [DONE]. What a benchmark over
+// it measures is the gateway's own work, both protocol sides included.
+type cannedUpstream struct{ body, sse []byte }
+
+func newCannedUpstream() *cannedUpstream {
+	const head = `{"id":"chatcmpl-mock","object":"chat.completion.chunk","created":1700000000,"model":"mock-model","choices":[{"index":0,"delta":`
+	var sse strings.Builder
+	frame := func(s string) { sse.WriteString("data: " + s + "\n\n") }
+	frame(head + `{"role":"assistant","content":""},"finish_reason":null}]}`)
+	for i := range 16 {
+		text := " tok"
+		if i == 0 {
+			text = "tok"
+		}
+		frame(head + `{"content":"` + text + `"},"finish_reason":null}]}`)
+	}
+	frame(head + `{},"finish_reason":"stop"}]}`)
+	frame(`{"id":"chatcmpl-mock","object":"chat.completion.chunk","created":1700000000,"model":"mock-model","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":16,"total_tokens":28}}`)
+	frame("[DONE]")
+	body := `{"id":"chatcmpl-mock","object":"chat.completion","created":1700000000,"model":"mock-model","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"tok tok tok tok tok tok tok tok tok tok tok tok tok tok tok tok"}}],"usage":{"prompt_tokens":12,"completion_tokens":16,"total_tokens":28}}`
+	return &cannedUpstream{body: []byte(body), sse: []byte(sse.String())}
+}
+
+func (u *cannedUpstream) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil {
+		_, _ = io.Copy(io.Discard, r.Body)
+		r.Body.Close()
+	}
+	resp := &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Request: r, ProtoMajor: 1, ProtoMinor: 1}
+	if r.Header.Get("Accept") == "text/event-stream" {
+		resp.Header.Set("Content-Type", "text/event-stream")
+		resp.Body = io.NopCloser(bytes.NewReader(u.sse))
+	} else {
+		resp.Header.Set("Content-Type", "application/json")
+		resp.Body = io.NopCloser(bytes.NewReader(u.body))
+	}
+	return resp, nil
+}
+
+// benchOpenAIRouter routes every call to an OpenAI-protocol backend over
+// cannedUpstream, as bench/run.sh routes svcgw to its mock.
+func benchOpenAIRouter() *upstream.Router {
+	be := openai.New(upstream.HTTPOptions{BaseURL: "http://mock.invalid/v1", APIKey: "bench", Model: "mock-model",
+		Limits: upstream.Limits{ContextLength: 128000, MaxCompletionTokens: 16384},
+		Client: &http.Client{Transport: newCannedUpstream()}})
+	return upstream.NewRouter([]upstream.Candidate{{Name: "mock", Backend: be, Limits: be.Limits()}})
+}
+
+// benchLoadBody is the request of bench/load's chat scenarios.
+const benchLoadBody = `{"model":"svc-fusion","messages":[{"role":"user","content":"Say hello in five words."}],"max_tokens":64}`
+
+// BenchmarkPipeline_ChatOpenAI and BenchmarkPipeline_ChatStreamOpenAI are
+// bench/run.sh's (a) and (c) calls through the whole handler, routed over
+// the OpenAI protocol to a canned upstream: the gateway's CPU per call
+// without the sockets.
+func BenchmarkPipeline_ChatOpenAI(b *testing.B) {
+	benchRouted(b, benchOpenAIRouter(), "/svc/v1/chat/completions", benchLoadBody)
+}
+
+func BenchmarkPipeline_ChatStreamOpenAI(b *testing.B) {
+	benchRouted(b, benchOpenAIRouter(), "/svc/v1/chat/completions",
+		strings.Replace(benchLoadBody, `"max_tokens":64`, `"max_tokens":64,"stream":true,"stream_options":{"include_usage":true}`, 1))
+}
+
+// benchRouted runs one call per iteration and reports, beside time and
+// allocations, the flushes per call: each is a write(2) to the caller's
+// socket in production, and a stream's count depends on how many of the
+// upstream's events the SSE reader's buffer holds at once.
+func benchRouted(b *testing.B, r *upstream.Router, path, body string) {
+	h, key, st := benchGateway(b, r)
+	b.ReportAllocs()
+	flushes := 0
+	for b.Loop() {
+		req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+key)
+		w := &flushCounter{ResponseRecorder: httptest.NewRecorder()}
+		h.ServeHTTP(w, req)
+		if w.Code != http.StatusOK {
+			b.Fatalf("status %d: %s", w.Code, w.Body)
+		}
+		flushes += w.flushes
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(flushes)/float64(b.N), "flushes/op")
+	if err := st.Sync(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// flushCounter counts a recorder's flushes.
+type flushCounter struct {
+	*httptest.ResponseRecorder
+	flushes int
+}
+
+func (f *flushCounter) Flush() {
+	f.flushes++
+	f.ResponseRecorder.Flush()
 }

@@ -25,22 +25,28 @@ import (
 //
 // The callers are raw TCP connections, which cost no goroutine of their
 // own. The prompt sizes show that what an open stream holds does not grow
-// with its conversation.
+// with its conversation. The upstream speaks HTTP/1.1 and h2c on one port,
+// and the gateway reaches it over either (HTTPOptions.H2C); with h2c the
+// upstream's own side of the gateway's streams is HTTP/2's, and the direct
+// streams subtracted are HTTP/1.1, so the h2c figures include the
+// difference between the two on the upstream server's side as well.
 func BenchmarkOpenStreamMemory(b *testing.B) {
-	for _, prompt := range []int{40, 48 << 10} {
-		b.Run(fmt.Sprintf("prompt=%dB", prompt), func(b *testing.B) {
-			benchOpenStreams(b, prompt)
-		})
+	for _, upProto := range []string{"http1", "h2c"} {
+		for _, prompt := range []int{40, 48 << 10} {
+			b.Run(fmt.Sprintf("upstream=%s/prompt=%dB", upProto, prompt), func(b *testing.B) {
+				benchOpenStreams(b, prompt, upProto == "h2c")
+			})
+		}
 	}
 }
 
 const openStreams = 200
 
-func benchOpenStreams(b *testing.B, prompt int) {
+func benchOpenStreams(b *testing.B, prompt int, h2c bool) {
 	release := make(chan struct{})
 	defer close(release)
 	const chunk = `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1767225600,"model":"m","choices":[{"index":0,"delta":{"content":"tok"},"finish_reason":null}]}` + "\n\n"
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "text/event-stream")
 		_, _ = io.WriteString(w, chunk+chunk)
@@ -50,9 +56,14 @@ func benchOpenStreams(b *testing.B, prompt int) {
 		case <-r.Context().Done():
 		}
 	}))
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	up.Config.Protocols = &protocols
+	up.Start()
 	defer up.Close()
 
-	be := openai.New(upstream.HTTPOptions{BaseURL: up.URL + "/v1", Model: "m",
+	be := openai.New(upstream.HTTPOptions{BaseURL: up.URL + "/v1", Model: "m", H2C: h2c,
 		Limits: upstream.Limits{ContextLength: 1 << 20, MaxCompletionTokens: 16384}})
 	h, key, _ := benchGateway(b, upstream.NewRouter([]upstream.Candidate{{Name: "up", Backend: be, Limits: be.Limits()}}))
 	gw := httptest.NewServer(h)

@@ -614,6 +614,7 @@ func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) 
 			sum.cost += r.costMicros
 			agg.spend[k] = sum
 		}
+		yieldCPU()
 		if _, err := tx.StmtContext(ctx, s.stmts[insertSQL[len(chunk)]]).ExecContext(ctx, args...); err != nil {
 			if len(chunk) == 1 {
 				return fmt.Errorf("ledger: insert generation %q: %w", chunk[0].g.ID, err)
@@ -628,18 +629,21 @@ func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) 
 		if cost == 0 {
 			continue
 		}
+		yieldCPU()
 		if _, err := debit.ExecContext(ctx, cost, cost, acct); err != nil {
 			return fmt.Errorf("ledger: debit account %d: %w", acct, err)
 		}
 	}
 	spend := tx.StmtContext(ctx, s.stmts[spendSQL])
 	for k, sum := range agg.spend {
+		yieldCPU()
 		if _, err := spend.ExecContext(ctx, k.account, k.key, k.day, sum.requests, sum.cost); err != nil {
 			return fmt.Errorf("ledger: spend of account %d: %w", k.account, err)
 		}
 	}
 	// The usage roll-ups, in the same transaction as the rows they sum.
 	if err := agg.rollup.write(ctx, func(ctx context.Context, q string, args []any) error {
+		yieldCPU()
 		_, err := tx.StmtContext(ctx, s.stmts[q]).ExecContext(ctx, args...)
 		return err
 	}); err != nil {
@@ -650,6 +654,7 @@ func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) 
 			return fmt.Errorf("ledger: commit: %w", err) // rolled back by the deferred Rollback
 		}
 	}
+	yieldCPU()
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("ledger: commit: %w: %w", errUncertain, err)
 	}

@@ -101,6 +101,10 @@ type HTTPOptions struct {
 	// where the server offers it, up to 256 idle connections per host, and
 	// no overall timeout (the timeouts above time each phase).
 	Client *http.Client
+	// H2C, with no Client, sends the requests over unencrypted HTTP/2
+	// with prior knowledge (a transport shared by every such backend),
+	// for a server on an http:// BaseURL that speaks it.
+	H2C bool
 	// Headers are extra request headers (for example OpenRouter's
 	// HTTP-Referer and X-Title).
 	Headers map[string]string

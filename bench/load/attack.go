@@ -13,22 +13,25 @@ import (
 	"net/http"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 )
 
-// runAttack runs a non-streaming scenario with vegeta: max, messages and
-// gencontent keep -connections calls in flight (closed loop, as fast as the
-// target answers); rate sends -rate calls per second whatever the target
-// does (open loop).
+// runAttack runs a non-streaming scenario: max, messages and gencontent
+// keep -connections calls in flight (closed loop, as fast as the target
+// answers) with the driver of closed.go, or with vegeta for max-vegeta;
+// rate sends -rate calls per second whatever the target does (open loop,
+// vegeta's constant pacer).
 func runAttack(c config) (*Result, error) {
 	r := &Result{Target: c.target, Scenario: c.scenario}
 	var ep endpoint
 	switch c.scenario {
 	case "messages", "gencontent":
-		if c.target != "svcgw" {
+		if !c.svcgw() {
 			return nil, fmt.Errorf("the %s surface is svcgw's only", c.scenario)
 		}
 		ep = c.surfaceEndpoint(c.scenario, false)
@@ -41,6 +44,9 @@ func runAttack(c config) (*Result, error) {
 		}
 	default:
 		ep = c.chatEndpoint(false)
+	}
+	if c.scenario != "rate" && c.scenario != "max-vegeta" {
+		return closedAttack(c, r, ep)
 	}
 	tgt := vegeta.Target{Method: http.MethodPost, URL: ep.url, Body: []byte(ep.body), Header: ep.header}
 
@@ -57,7 +63,7 @@ func runAttack(c config) (*Result, error) {
 		return vegeta.NewAttacker(opts...)
 	}
 	pacer := vegeta.Rate{Freq: 0, Per: time.Second} // as fast as the workers go
-	r.Detail = fmt.Sprintf("closed loop, %d connections, %s", c.connections, c.duration)
+	r.Detail = fmt.Sprintf("closed loop, %d connections, %s (vegeta)", c.connections, c.duration)
 	if c.scenario == "rate" {
 		pacer = vegeta.Rate{Freq: c.rate, Per: time.Second}
 		r.Detail = fmt.Sprintf("%d req/s for %s", c.rate, c.duration)
@@ -107,6 +113,51 @@ func runAttack(c config) (*Result, error) {
 	}
 	r.StatusCodes = m.StatusCodes
 	r.Errors = firstErrors(m.Errors, 5)
+	return r, nil
+}
+
+// closedAttack runs a closed-loop scenario with the driver of closed.go:
+// a warm-up, then the measured phase, watching the target.
+func closedAttack(c config, r *Result, ep endpoint) (*Result, error) {
+	r.Detail = fmt.Sprintf("closed loop, %d connections, %s", c.connections, c.duration)
+	var okTotal atomic.Int64
+	if c.warmup > 0 {
+		if _, _, err := runClosed(c, ep, c.warmup, &okTotal); err != nil {
+			return nil, err
+		}
+	}
+	w, err := startWatch(c.pid)
+	if err != nil {
+		return nil, err
+	}
+	prof := startProfile(c)
+	st, elapsed, err := runClosed(c, ep, c.duration, &okTotal)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.stop(r, st.requests); err != nil {
+		return nil, err
+	}
+	r.CPUProfile = prof.wait()
+	r.OKTotal += okTotal.Load()
+	r.DurationSec = elapsed.Seconds()
+	r.Requests = st.requests
+	r.OK = st.ok
+	if st.requests > 0 {
+		r.SuccessPct = 100 * float64(st.ok) / float64(st.requests)
+	}
+	r.Rate = float64(st.requests) / elapsed.Seconds()
+	r.Throughput = float64(st.ok) / elapsed.Seconds()
+	r.Latency = quantiles(st.hist)
+	r.StatusCodes = map[string]int{}
+	for code, n := range st.codes {
+		r.StatusCodes[strconv.Itoa(code)] = n
+	}
+	errs := make([]string, 0, len(st.errs))
+	for e := range st.errs {
+		errs = append(errs, e)
+	}
+	r.Errors = firstErrors(errs, 5)
 	return r, nil
 }
 

@@ -3,13 +3,15 @@
 // Command load is the benchmark's load driver (bench/README.md). It runs one
 // scenario against one target and writes the figures as JSON:
 //
-//	load run -scenario max|rate|stream|streamrate|hold|messages|gencontent \
+//	load run -scenario max|max-vegeta|rate|stream|streamrate|hold|messages|gencontent \
 //	    -target direct|proxy|svcgw -base http://127.0.0.1:PORT [-key K] [-pid PID] -out FILE
 //	load report [-usage-json FILE | -gen-count N] [-db-locked N] FILE...
 //
-// Non-streaming scenarios are driven by vegeta's attacker and summarised by
-// its Metrics (t-digest quantiles); streaming ones record time to first
-// token and stream duration in HDR histograms. With -pid the target
+// Closed-loop non-streaming scenarios are driven by closed.go (wrk's way:
+// one raw keep-alive connection per worker), max-vegeta and the constant
+// rate by vegeta's attacker and summarised by its Metrics (t-digest
+// quantiles); latencies of the others, time to first token and stream
+// duration go into HDR histograms. With -pid the target
 // process's CPU time (/proc/PID/stat) and peak RSS (VmHWM, reset at the
 // start of the scenario) are measured over the measured phase only.
 //
@@ -23,6 +25,8 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"runtime/pprof"
+	"strings"
 	"time"
 )
 
@@ -82,7 +86,7 @@ type config struct {
 	duration, warmup, timeout        time.Duration
 	connections, rate, streams       int
 	holdTimeout                      time.Duration
-	profileURL, profileOut           string
+	profileURL, profileOut, heapOut  string
 }
 
 func main() {
@@ -118,8 +122,8 @@ func usage(w io.Writer) {
 func runCmd(args []string) error {
 	var c config
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.StringVar(&c.scenario, "scenario", "max", "max (closed loop at -connections), rate (constant -rate), stream (streaming closed loop at -connections), streamrate (-rate streams per second), hold (-streams open at once), messages or gencontent (svcgw surfaces, closed loop)")
-	fs.StringVar(&c.target, "target", "direct", "direct, proxy or svcgw (svcgw paths are under /svc and need -key)")
+	fs.StringVar(&c.scenario, "scenario", "max", "max (closed loop at -connections, closed.go's driver), max-vegeta (the same, driven by vegeta), rate (constant -rate), stream (streaming closed loop at -connections), streamrate (-rate streams per second), hold (-streams open at once), messages or gencontent (svcgw surfaces, closed loop)")
+	fs.StringVar(&c.target, "target", "direct", "direct, proxy, svcgw or svcgw-h2c (svcgw paths are under /svc and need -key)")
 	fs.StringVar(&c.base, "base", "", "target base URL, e.g. http://127.0.0.1:8080")
 	fs.StringVar(&c.key, "key", "", "API key (svcgw)")
 	fs.IntVar(&c.pid, "pid", 0, "target process id, for CPU time and peak RSS (0: not measured)")
@@ -132,23 +136,36 @@ func runCmd(args []string) error {
 	fs.DurationVar(&c.holdTimeout, "hold-timeout", 60*time.Second, "hold: give up on streams after this long")
 	fs.StringVar(&c.profileURL, "cpuprofile-url", "", "pprof base URL of the target (svcgwprof); a CPU profile of the measured phase is fetched from it")
 	fs.StringVar(&c.profileOut, "cpuprofile-out", "", "where to write that profile")
+	fs.StringVar(&c.heapOut, "heapprofile-out", "", "hold: where to write a heap profile fetched from -cpuprofile-url once every stream is open")
 	fs.StringVar(&c.out, "out", "", "write the result JSON here (default stdout)")
 	fs.StringVar(&c.name, "name", "", "the target's name in the result (default -target): two processes of one kind, such as svcgw with and without metrics, side by side")
+	selfProfile := fs.String("self-cpuprofile", "", "write a CPU profile of the driver itself here (is it fast enough?)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if c.base == "" {
 		return fmt.Errorf("-base is required")
 	}
-	if c.target == "svcgw" && c.key == "" {
+	if c.svcgw() && c.key == "" {
 		return fmt.Errorf("-key is required for svcgw")
+	}
+	if *selfProfile != "" {
+		f, err := os.Create(*selfProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	var (
 		r   *Result
 		err error
 	)
 	switch c.scenario {
-	case "max", "rate", "messages", "gencontent":
+	case "max", "max-vegeta", "rate", "messages", "gencontent":
 		r, err = runAttack(c)
 	case "stream":
 		r, err = runStream(c)
@@ -205,6 +222,10 @@ const (
 	geminiReq = `{"contents":[{"role":"user","parts":[{"text":"` + prompt + `"}]}],"generationConfig":{"maxOutputTokens":64}}`
 )
 
+// svcgw reports whether the target is an svcgw: svcgw, or svcgw-h2c (the
+// same, reaching the mock over h2c).
+func (c config) svcgw() bool { return strings.HasPrefix(c.target, "svcgw") }
+
 // endpoint is one call: where it goes and how it authenticates.
 type endpoint struct {
 	url    string
@@ -215,7 +236,7 @@ type endpoint struct {
 // chatEndpoint is the chat-completions call of a target.
 func (c config) chatEndpoint(stream bool) endpoint {
 	prefix := ""
-	if c.target == "svcgw" {
+	if c.svcgw() {
 		prefix = "/svc"
 	}
 	h := http.Header{"Content-Type": {"application/json"}}

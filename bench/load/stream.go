@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -309,6 +310,7 @@ func runHold(c config) (*Result, error) {
 	st := newStreamStats()
 	ctx, cancel := context.WithTimeout(context.Background(), c.holdTimeout)
 	defer cancel()
+	heap := heapWhenOpen(ctx, c, &open)
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i := 0; i < c.streams; i++ {
@@ -323,8 +325,49 @@ func runHold(c config) (*Result, error) {
 	if err := w.stop(r, st.requests); err != nil {
 		return nil, err
 	}
+	<-heap
 	r.OKTotal = st.ok
 	r.MaxOpen = maxOpen.Load()
 	st.fill(r, elapsed)
 	return r, nil
+}
+
+// heapWhenOpen fetches a heap profile of the target (its pprof listener,
+// -cpuprofile-url) into -heapprofile-out once all -streams are open, and
+// closes the channel it returns when done (at once without those flags).
+func heapWhenOpen(ctx context.Context, c config, open *atomic.Int64) <-chan struct{} {
+	done := make(chan struct{})
+	if c.profileURL == "" || c.heapOut == "" {
+		close(done)
+		return done
+	}
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for open.Load() < int64(c.streams) {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+		u := strings.TrimSuffix(c.profileURL, "/") + "/debug/pprof/heap?gc=1"
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "load: heap profile:", err)
+			return
+		}
+		defer resp.Body.Close()
+		raw, err := io.ReadAll(resp.Body)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			fmt.Fprintln(os.Stderr, "load: heap profile:", resp.Status, err)
+			return
+		}
+		if err := os.WriteFile(c.heapOut, raw, 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "load: heap profile:", err)
+		}
+	}()
+	return done
 }

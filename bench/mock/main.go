@@ -12,6 +12,10 @@
 // latency, chunks, chunk_delay, tokens_per_chunk) replaces the named
 // fields and answers with the shape now in force.
 //
+// With -h2c it serves unencrypted HTTP/2 with prior knowledge beside
+// HTTP/1.1 on the same port (a server tells them apart by the HTTP/2
+// preface), so one mock serves an upstream reached either way.
+//
 // It is a bench tool, not part of svcgw: it imports nothing of the module.
 package main
 
@@ -223,6 +227,7 @@ func main() {
 	flag.IntVar(&s.TokensPerChunk, "tokens-per-chunk", 1, "words of content per chunk")
 	flag.IntVar(&s.PromptTokens, "prompt-tokens", 12, "prompt_tokens reported in usage")
 	flag.BoolVar(&s.Usage, "usage", true, "report a usage block (in the body, and as the include_usage chunk of streams)")
+	h2c := flag.Bool("h2c", false, "serve unencrypted HTTP/2 (prior knowledge) beside HTTP/1.1")
 	flag.Parse()
 	if err := s.render(); err != nil {
 		log.Fatal(err)
@@ -250,6 +255,14 @@ func main() {
 	// No WriteTimeout: it would cut long streams. Keep-alive connections
 	// are the norm, so idle ones are kept for a while.
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10}
+	if *h2c {
+		// HTTP/2's defaults otherwise: 250 concurrent streams per
+		// connection (a client opens another connection past that).
+		var p http.Protocols
+		p.SetHTTP1(true)
+		p.SetUnencryptedHTTP2(true)
+		srv.Protocols = &p
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() {

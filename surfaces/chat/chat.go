@@ -158,6 +158,12 @@ func (Codec) WriteResponse(w http.ResponseWriter, _ *llm.Request, resp *llm.Resp
 // Stream encodes one streamed chat completion as `data:` frames. It
 // reuses one chunk value and one buffer for all of them, so a text delta
 // costs no allocation once the first frames have sized the buffer.
+//
+// A content or reasoning delta, most of a stream's frames, differs from
+// the one before only in its text: its frame is encoded once with an empty
+// text and split around it (textFrame), and each delta writes that prefix,
+// its text as a JSON string (surface.AppendString) and the suffix, the
+// same bytes as encoding the chunk at a fraction of the cost.
 type Stream struct {
 	id, model    string
 	created      int64
@@ -169,7 +175,13 @@ type Stream struct {
 	choice [1]chunkChoice
 	text   string // what a delta's Content or Reasoning points at
 	finish string
+
+	tmpl [2]textFrame // content, reasoning: built on first use
+	out  []byte       // a text delta's frame
 }
+
+// textFrame is a text delta's frame around its text.
+type textFrame struct{ prefix, suffix []byte }
 
 // NewStream returns the encoder of one streamed completion.
 func (Codec) NewStream(req *llm.Request, id string, created time.Time) surface.Stream {
@@ -204,6 +216,15 @@ type chunkDelta struct {
 }
 
 func (s *Stream) frame(w io.Writer, choices []chunkChoice, usage *usageJSON) error {
+	if err := s.encode(choices, usage); err != nil {
+		return err
+	}
+	_, err := w.Write(s.buf.Bytes())
+	return err
+}
+
+// encode puts a chunk's whole frame in buf.
+func (s *Stream) encode(choices []chunkChoice, usage *usageJSON) error {
 	s.chunk = chunk{ID: s.id, Object: "chat.completion.chunk", Created: s.created, Model: s.model, Choices: choices, Usage: usage}
 	s.buf.Reset()
 	s.buf.WriteString("data: ")
@@ -216,13 +237,52 @@ func (s *Stream) frame(w io.Writer, choices []chunkChoice, usage *usageJSON) err
 		s.buf.WriteString(`,"usage":null}` + "\n")
 	}
 	s.buf.WriteByte('\n')
-	_, err := w.Write(s.buf.Bytes())
-	return err
+	return nil
 }
 
 func (s *Stream) delta(w io.Writer, d chunkDelta) error {
 	s.choice[0] = chunkChoice{Delta: d}
 	return s.frame(w, s.choice[:], nil)
+}
+
+// textDelta writes a content delta, or a reasoning one, from the frame
+// template of its kind: the frame delta writes, without encoding it.
+func (s *Stream) textDelta(w io.Writer, reasoning bool, text string) error {
+	t := &s.tmpl[0]
+	if reasoning {
+		t = &s.tmpl[1]
+	}
+	if t.prefix == nil {
+		if err := s.template(t, reasoning); err != nil {
+			return err
+		}
+	}
+	s.out = append(s.out[:0], t.prefix...)
+	s.out = surface.AppendString(s.out, text, true) // json.Encoder escapes HTML
+	s.out = append(s.out, t.suffix...)
+	_, err := w.Write(s.out)
+	return err
+}
+
+// template encodes a text delta's frame with an empty text and splits it
+// there. The delta is the chunk's last object holding a string, so the
+// last `{"content":""}` (or reasoning) is it: the id and model before it
+// are JSON strings, whose quotes inside are escaped.
+func (s *Stream) template(t *textFrame, reasoning bool) error {
+	s.text = ""
+	d, key := chunkDelta{Content: &s.text}, `{"content":""}`
+	if reasoning {
+		d, key = chunkDelta{Reasoning: &s.text}, `{"reasoning":""}`
+	}
+	s.choice[0] = chunkChoice{Delta: d}
+	if err := s.encode(s.choice[:], nil); err != nil {
+		return err
+	}
+	b := s.buf.Bytes()
+	i := bytes.LastIndex(b, []byte(key))
+	t.prefix = bytes.Clone(b[:i+len(key)-len(`""}`)])
+	t.suffix = bytes.Clone(b[i+len(key)-len(`}`):])
+	return nil
 }
 
 // Start writes the first chunk, which carries the assistant role and no
@@ -240,14 +300,12 @@ func (s *Stream) Event(w io.Writer, ev llm.Event) error {
 		if ev.Text == "" {
 			return nil // a signature only: chat-completions has no slot for it
 		}
-		s.text = ev.Text
-		return s.delta(w, chunkDelta{Reasoning: &s.text})
+		return s.textDelta(w, true, ev.Text)
 	case llm.EventTextDelta:
 		if ev.Text == "" {
 			return nil
 		}
-		s.text = ev.Text
-		return s.delta(w, chunkDelta{Content: &s.text})
+		return s.textDelta(w, false, ev.Text)
 	case llm.EventToolCallStart:
 		idx, empty := ev.Index, ""
 		tc := toolCallJSON{Index: &idx, ID: ev.ToolCall.ID, Type: "function"}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/surfaces/surface"
 )
 
 // Stream encodes one streamed reply as :streamGenerateContent?alt=sse
@@ -46,7 +47,16 @@ type Stream struct {
 	enc  *json.Encoder // writes to buf
 	resp generateContentResponse
 	cand [1]candidate
+
+	// A chunk of one text part (or one thought part) differs from the one
+	// before only in its text: its frame is encoded once and split around
+	// the text (textChunk).
+	tmpl [2]textFrame // text, thought: built on first use
+	out  []byte       // a text chunk's frame
 }
+
+// textFrame is a text chunk's frame around its text.
+type textFrame struct{ prefix, suffix []byte }
 
 type pendingCall struct {
 	index int
@@ -200,6 +210,49 @@ func (s *Stream) produce(w io.Writer, parts ...part) error {
 
 // writeChunk writes one data frame.
 func (s *Stream) writeChunk(w io.Writer, parts []part, finish string, u *usageMetadata) error {
+	if len(parts) == 1 && finish == "" && u == nil && textOnly(&parts[0]) {
+		return s.textChunk(w, parts[0].Text, parts[0].Thought)
+	}
+	if err := s.encode(parts, finish, u); err != nil {
+		return err
+	}
+	_, err := w.Write(s.buf.Bytes())
+	return err
+}
+
+// textOnly reports whether p is a text or thought part with nothing else.
+func textOnly(p *part) bool {
+	return p.Text != "" && p.ThoughtSignature == "" && p.InlineData == nil && p.FileData == nil &&
+		p.FunctionCall == nil && p.FunctionResponse == nil && p.ExecutableCode == nil && p.CodeExecutionResult == nil
+}
+
+// textChunk writes the chunk of one text part, or one thought part: the
+// frame writeChunk would encode, from a template.
+func (s *Stream) textChunk(w io.Writer, text string, thought bool) error {
+	t := &s.tmpl[0]
+	if thought {
+		t = &s.tmpl[1]
+	}
+	if t.prefix == nil {
+		// The placeholder's `"text":"x"` is the frame's first: the
+		// strings after it (model, id) have their quotes escaped.
+		if err := s.encode([]part{{Text: "x", Thought: thought}}, "", nil); err != nil {
+			return err
+		}
+		b := s.buf.Bytes()
+		i := bytes.Index(b, []byte(`"text":"x"`)) + len(`"text":`)
+		t.prefix = bytes.Clone(b[:i])
+		t.suffix = bytes.Clone(b[i+len(`"x"`):])
+	}
+	s.out = append(s.out[:0], t.prefix...)
+	s.out = surface.AppendString(s.out, text, false) // the encoder does not escape HTML
+	s.out = append(s.out, t.suffix...)
+	_, err := w.Write(s.out)
+	return err
+}
+
+// encode puts one chunk's whole frame in buf.
+func (s *Stream) encode(parts []part, finish string, u *usageMetadata) error {
 	s.cand[0] = candidate{Content: content{Role: "model", Parts: parts}, FinishReason: finish}
 	s.resp = generateContentResponse{
 		Candidates:    s.cand[:],
@@ -213,6 +266,5 @@ func (s *Stream) writeChunk(w io.Writer, parts []part, finish string, u *usageMe
 		return err
 	}
 	s.buf.WriteByte('\n')
-	_, err := w.Write(s.buf.Bytes())
-	return err
+	return nil
 }

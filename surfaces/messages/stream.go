@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/surfaces/surface"
 )
 
 // Stream encodes one streamed reply as native SSE frames
@@ -38,6 +39,16 @@ type Stream struct {
 	cd   contentDelta
 	idx  int
 	text string // what cd points at
+
+	// A text, thinking or tool-input delta differs from the one before
+	// only in its string while its block stays open: its frame is encoded
+	// once with an empty string and split around it (textDelta).
+	tmpl struct {
+		typ            string
+		idx            int
+		prefix, suffix []byte
+	}
+	out []byte // a text delta's frame
 }
 
 func newStream(req *llm.Request, id string, _ time.Time) *Stream {
@@ -83,6 +94,15 @@ type messageDelta struct {
 // write writes one event whose SSE name equals its JSON type: the SDKs
 // dispatch on the name and silently drop frames without one.
 func (s *Stream) write(w io.Writer, f frame) error {
+	if err := s.encode(f); err != nil {
+		return err
+	}
+	_, err := w.Write(s.buf.Bytes())
+	return err
+}
+
+// encode puts an event's whole frame in buf.
+func (s *Stream) encode(f frame) error {
 	s.f = f
 	s.buf.Reset()
 	s.buf.WriteString("event: ")
@@ -92,8 +112,7 @@ func (s *Stream) write(w io.Writer, f frame) error {
 		return err
 	}
 	s.buf.WriteByte('\n')
-	_, err := w.Write(s.buf.Bytes())
-	return err
+	return nil
 }
 
 // Start writes nothing: message_start goes out with the first event, whose
@@ -151,7 +170,7 @@ func (s *Stream) Event(w io.Writer, ev llm.Event) error {
 			}
 		}
 		s.sawText = true
-		return s.delta(w, s.openIdx, contentDelta{Type: "text_delta", Text: s.textOf(ev.Text)})
+		return s.textDelta(w, s.openIdx, "text_delta", ev.Text)
 	case llm.EventToolCallStart:
 		return s.toolStart(w, ev)
 	case llm.EventToolCallDelta:
@@ -165,7 +184,7 @@ func (s *Stream) Event(w io.Writer, ev llm.Event) error {
 		// Normally idx is the open block; a backend that interleaves the
 		// arguments of parallel calls gets its late fragments delivered by
 		// index, which the SDKs' accumulators apply to the right block.
-		return s.delta(w, idx, contentDelta{Type: "input_json_delta", PartialJSON: s.textOf(ev.Text)})
+		return s.textDelta(w, idx, "input_json_delta", ev.Text)
 	case llm.EventFinish:
 		return s.finish(w, ev)
 	}
@@ -186,7 +205,7 @@ func (s *Stream) reasoning(w io.Writer, ev llm.Event) error {
 		}
 	}
 	if ev.Text != "" {
-		if err := s.delta(w, s.openIdx, contentDelta{Type: "thinking_delta", Thinking: s.textOf(ev.Text)}); err != nil {
+		if err := s.textDelta(w, s.openIdx, "thinking_delta", ev.Text); err != nil {
 			return err
 		}
 	}
@@ -282,6 +301,39 @@ func (s *Stream) closeBlock(w io.Writer) error {
 func (s *Stream) delta(w io.Writer, idx int, d contentDelta) error {
 	s.cd, s.idx = d, idx
 	return s.write(w, frame{Type: "content_block_delta", Index: &s.idx, Delta: &s.cd})
+}
+
+// textDelta writes the content_block_delta of block idx whose delta, of
+// type typ (text_delta, thinking_delta or input_json_delta), carries text:
+// the frame delta writes, from a template encoded once per block and type.
+func (s *Stream) textDelta(w io.Writer, idx int, typ, text string) error {
+	t := &s.tmpl
+	if t.prefix == nil || t.idx != idx || t.typ != typ {
+		d := contentDelta{Type: typ}
+		switch typ {
+		case "text_delta":
+			d.Text = s.textOf("")
+		case "thinking_delta":
+			d.Thinking = s.textOf("")
+		default:
+			d.PartialJSON = s.textOf("")
+		}
+		s.cd, s.idx = d, idx
+		if err := s.encode(frame{Type: "content_block_delta", Index: &s.idx, Delta: &s.cd}); err != nil {
+			return err
+		}
+		// The delta's string is the frame's last member: the last `""}}`.
+		b := s.buf.Bytes()
+		i := bytes.LastIndex(b, []byte(`""}}`))
+		t.typ, t.idx = typ, idx
+		t.prefix = append(t.prefix[:0], b[:i]...)
+		t.suffix = append(t.suffix[:0], b[i+len(`""`):]...)
+	}
+	s.out = append(s.out[:0], t.prefix...)
+	s.out = surface.AppendString(s.out, text, false) // the encoder does not escape HTML
+	s.out = append(s.out, t.suffix...)
+	_, err := w.Write(s.out)
+	return err
 }
 
 // textOf points at a delta's text through the stream, not a fresh copy.

@@ -169,17 +169,19 @@ type anEvent struct {
 	Message      *anResponse  `json:"message"`
 	Index        int          `json:"index"`
 	ContentBlock *anRespBlock `json:"content_block"`
-	Delta        *struct {
-		Type         string  `json:"type"`
-		Text         string  `json:"text"`
-		Thinking     string  `json:"thinking"`
-		Signature    string  `json:"signature"`
-		PartialJSON  string  `json:"partial_json"`
-		StopReason   string  `json:"stop_reason"`
-		StopSequence *string `json:"stop_sequence"`
-	} `json:"delta"`
-	Usage *anUsage     `json:"usage"`
-	Error *anErrorBody `json:"error"`
+	Delta        *anDelta     `json:"delta"`
+	Usage        *anUsage     `json:"usage"`
+	Error        *anErrorBody `json:"error"`
+}
+
+type anDelta struct {
+	Type         string  `json:"type"`
+	Text         string  `json:"text"`
+	Thinking     string  `json:"thinking"`
+	Signature    string  `json:"signature"`
+	PartialJSON  string  `json:"partial_json"`
+	StopReason   string  `json:"stop_reason"`
+	StopSequence *string `json:"stop_sequence"`
 }
 
 // anthropicStream decodes messages stream events.
@@ -193,7 +195,9 @@ type anthropicStream struct {
 	reason        string
 	stopSeq       string
 	json          protocol.FrameDecoder
+	scan          protocol.Scanner
 	event         anEvent // the frame being decoded, reused
+	delta         anDelta // what the scanner points event.Delta at
 }
 
 type anBlockState struct {
@@ -224,8 +228,13 @@ func (s *anthropicStream) decodeFrame(ev protocol.SSEEvent, out []llm.Event) ([]
 	}
 	s.event = anEvent{}
 	e := &s.event
-	if err := s.json.Decode(data, e); err != nil {
-		return out, false, upstream.Malformed(err)
+	// The usual frames are read by the scanner (scan.go); any other, and
+	// a malformed one, by encoding/json, whose verdict stands.
+	if !scanEvent(&s.scan, data, e, &s.delta) {
+		s.event = anEvent{}
+		if err := s.json.Decode(data, e); err != nil {
+			return out, false, upstream.Malformed(err)
+		}
 	}
 	typ := e.Type
 	if typ == "" {

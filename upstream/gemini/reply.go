@@ -16,16 +16,18 @@ import (
 // reasons, errors and the stream decoder.
 
 type gmResponse struct {
-	Candidates []struct {
-		Content      *gmContent `json:"content"`
-		FinishReason string     `json:"finishReason"`
-		Index        int        `json:"index"`
-	} `json:"candidates"`
+	Candidates     []gmCandidate `json:"candidates"`
 	PromptFeedback *struct {
 		BlockReason string `json:"blockReason"`
 	} `json:"promptFeedback"`
 	UsageMetadata *gmUsage     `json:"usageMetadata"`
 	Error         *gmErrorBody `json:"error"`
+}
+
+type gmCandidate struct {
+	Content      *gmContent `json:"content"`
+	FinishReason string     `json:"finishReason"`
+	Index        int        `json:"index"`
 }
 
 type gmUsage struct {
@@ -209,13 +211,15 @@ func geminiErrorHint(_ int, body []byte) upstream.ErrorHint {
 
 // geminiStream decodes streamGenerateContent chunks.
 type geminiStream struct {
-	usage *gmUsage
+	usage *gmUsage // the last chunk's, in last
+	last  gmUsage
 	// sent is set once the prompt counts (usageMetadata, on every chunk)
 	// have gone out on the stream's first event (llm.Event.Usage).
 	sent   bool
 	reason string
 	calls  int
 	json   protocol.FrameDecoder
+	scan   scanBufs
 	chunk  gmResponse // the frame being decoded, reused
 }
 
@@ -229,11 +233,17 @@ func (s *geminiStream) Decode(ev protocol.SSEEvent, out []llm.Event) ([]llm.Even
 	}
 	s.chunk = gmResponse{}
 	r := &s.chunk
-	if err := decodeGeminiResponse(&s.json, data, r); err != nil {
-		return out, false, err
+	// The usual chunks are read by the scanner (scan.go); any other, and
+	// a malformed one, by encoding/json, whose verdict stands.
+	if !s.scan.chunk(data, r) {
+		s.chunk = gmResponse{}
+		if err := decodeGeminiResponse(&s.json, data, r); err != nil {
+			return out, false, err
+		}
 	}
 	if r.UsageMetadata != nil {
-		s.usage = r.UsageMetadata
+		s.last = *r.UsageMetadata
+		s.usage = &s.last
 	}
 	if len(r.Candidates) == 0 {
 		if r.PromptFeedback != nil && r.PromptFeedback.BlockReason != "" {

@@ -221,13 +221,15 @@ func openAIFinish(reason string, calls, refusal bool) llm.FinishReason {
 // Streams.
 
 type oaChunk struct {
-	Choices []struct {
-		Index        int     `json:"index"`
-		Delta        oaDelta `json:"delta"`
-		FinishReason *string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage *oaUsage     `json:"usage"`
-	Error *oaErrorBody `json:"error"`
+	Choices []oaChunkChoice `json:"choices"`
+	Usage   *oaUsage        `json:"usage"`
+	Error   *oaErrorBody    `json:"error"`
+}
+
+type oaChunkChoice struct {
+	Index        int     `json:"index"`
+	Delta        oaDelta `json:"delta"`
+	FinishReason *string `json:"finish_reason"`
 }
 
 type oaDelta struct {
@@ -251,6 +253,7 @@ type openAIStream struct {
 	tokens int
 
 	json  protocol.FrameDecoder
+	scan  protocol.Scanner
 	chunk oaChunk // the frame being decoded, reused
 }
 
@@ -278,8 +281,14 @@ func (s *openAIStream) Decode(ev protocol.SSEEvent, out []llm.Event) ([]llm.Even
 	clear(choices)
 	s.chunk = oaChunk{Choices: choices[:0]}
 	c := &s.chunk
-	if err := s.json.Decode(data, c); err != nil {
-		return out, false, upstream.Malformed(err)
+	// The usual frames are read by the scanner (scan.go); any other, and
+	// a malformed one, by encoding/json, whose verdict stands.
+	if !scanChunk(&s.scan, data, c) {
+		clear(choices)
+		s.chunk = oaChunk{Choices: choices[:0]}
+		if err := s.json.Decode(data, c); err != nil {
+			return out, false, upstream.Malformed(err)
+		}
 	}
 	if c.Error != nil {
 		return out, false, c.Error.llmError(data)

@@ -31,8 +31,39 @@ const (
 )
 
 // sharedTransport is the transport of backends without an
-// HTTPOptions.Client, created on first use.
-var sharedTransport = sync.OnceValue(newTransport)
+// HTTPOptions.Client, created on first use; sharedH2CTransport that of
+// those with HTTPOptions.H2C.
+var (
+	sharedTransport    = sync.OnceValue(newTransport)
+	sharedH2CTransport = sync.OnceValue(newH2CTransport)
+)
+
+// newH2CTransport is newTransport speaking only unencrypted HTTP/2 with
+// prior knowledge: an http:// request opens no HTTP/1.1 connection and
+// no upgrade, and many streams share one connection (more open when the
+// server's concurrent-stream limit is reached). Over HTTP/1.1 each
+// stream holds a connection, its two buffers and the transport's read
+// and write goroutines; over HTTP/2 a stream holds only its own state.
+func newH2CTransport() *http.Transport {
+	t := newTransport()
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	t.Protocols = &p
+	// Without a bound, calls that start together before the first
+	// connection is up each dial one of their own (20 at once opened 10).
+	// For HTTP/2 this bounds only the dials under way to a host, not the
+	// connections: one more opens when the server's limit of concurrent
+	// streams is reached.
+	t.MaxConnsPerHost = 1
+	// Prior knowledge cannot go through an HTTP proxy: an h2c upstream is
+	// a server of one's own, reached directly.
+	t.Proxy = nil
+	// One connection carries every stream, so one that goes silent (a
+	// peer gone without a reset) is noticed by a ping after 30 s rather
+	// than by each stream's own timeout.
+	t.HTTP2 = &http.HTTP2Config{SendPingTimeout: 30 * time.Second}
+	return t
+}
 
 func newTransport() *http.Transport {
 	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
@@ -77,7 +108,11 @@ func NewClient(o upstream.HTTPOptions, defaultBase string, vendorError func(int,
 		o.BaseURL = defaultBase
 	}
 	c := o.Client
-	if c == nil {
+	switch {
+	case c != nil:
+	case o.H2C:
+		c = &http.Client{Transport: sharedH2CTransport()}
+	default:
 		c = &http.Client{Transport: sharedTransport()}
 	}
 	return Client{Opts: o, client: c, vendorError: vendorError}

@@ -176,3 +176,33 @@ func BenchmarkChunk(b *testing.B, dec protocol.Decoder, prime, frame string) {
 		})
 	}
 }
+
+// RecordedFrames returns the data of every event of the recorded streams
+// in dir (*.sse), to seed a fuzz target of a vendor's frame scanner.
+func RecordedFrames(tb testing.TB, dir string) [][]byte {
+	tb.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.sse"))
+	if err != nil || len(files) == 0 {
+		tb.Fatalf("no recorded streams in %s: %v", dir, err)
+	}
+	var frames [][]byte
+	for _, file := range files {
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		rd := protocol.NewSSEReader(bytes.NewReader(raw), protocol.MaxEventSize)
+		for {
+			ev, err := rd.Next()
+			if err != nil {
+				break
+			}
+			data := ev.Data
+			if data == nil {
+				data = ev.Bare
+			}
+			frames = append(frames, bytes.Clone(data))
+		}
+	}
+	return frames
+}

@@ -1,0 +1,42 @@
+package chat
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/svcgw/svcgw/llm"
+)
+
+// FuzzTextFrame checks that a text delta written from its frame template
+// is byte for byte the frame encoding the whole chunk writes, for any
+// text, model and id, with and without include_usage, content and
+// reasoning alike.
+func FuzzTextFrame(f *testing.F) {
+	f.Add("svc-fusion", "chatcmpl-golden", " patient", true)
+	f.Add(`m"{"content":""}`, `id{"reasoning":""}\`, "<b>&\u2028\xff\n", false)
+	f.Add("", "", "", true)
+	f.Fuzz(func(t *testing.T, model, id, text string, includeUsage bool) {
+		req := &llm.Request{Model: model, Stream: true, IncludeUsage: includeUsage}
+		fast := Codec{}.NewStream(req, id, time.Unix(1767225600, 0)).(*Stream)
+		slow := Codec{}.NewStream(req, id, time.Unix(1767225600, 0)).(*Stream)
+		for _, reasoning := range []bool{false, true} {
+			for range 2 { // the template's first use and a later one
+				var got, want bytes.Buffer
+				if err := fast.textDelta(&got, reasoning, text); err != nil {
+					t.Fatal(err)
+				}
+				d := chunkDelta{Content: &text}
+				if reasoning {
+					d = chunkDelta{Reasoning: &text}
+				}
+				if err := slow.delta(&want, d); err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got.Bytes(), want.Bytes()) {
+					t.Fatalf("template:\n%s\nencoder:\n%s", got.Bytes(), want.Bytes())
+				}
+			}
+		}
+	})
+}

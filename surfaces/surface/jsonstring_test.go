@@ -1,0 +1,30 @@
+package surface
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+)
+
+// FuzzAppendString checks AppendString against encoding/json's encoder,
+// with and without HTML escaping.
+func FuzzAppendString(f *testing.F) {
+	for _, s := range []string{"", "plain words", `quote " and \ backslash`, "\b\f\n\r\t\x00\x1f\x7f",
+		"<tag> & co", "caf\xe9", "\xed\xa0\x80 surrogate", "line\u2028sep\u2029para", "émoji 😀", "\xff\xfe", "a\xc3"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		for _, html := range []bool{false, true} {
+			var want bytes.Buffer
+			enc := json.NewEncoder(&want)
+			enc.SetEscapeHTML(html)
+			if err := enc.Encode(s); err != nil {
+				t.Fatal(err)
+			}
+			w := bytes.TrimSuffix(want.Bytes(), []byte("\n"))
+			if got := AppendString([]byte("x"), s, html); !bytes.Equal(got[1:], w) || got[0] != 'x' {
+				t.Fatalf("AppendString(%q, html %v) = %s, encoding/json %s", s, html, got[1:], w)
+			}
+		}
+	})
+}
