@@ -100,13 +100,7 @@ func (b *Backend) Complete(ctx context.Context, req *llm.Request) (*llm.Response
 	if err != nil {
 		return nil, err
 	}
-	c, resp, err := b.h.Post(ctx, b.url, b.header(false), body)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Release()
-	defer resp.Body.Close()
-	raw, err := c.ReadBody(resp.Body)
+	raw, err := b.h.PostRead(ctx, b.url, b.header(false), body)
 	if err != nil {
 		return nil, err
 	}

@@ -345,6 +345,18 @@ func (c *Call) fail(err error, msg string) error {
 	return &llm.Error{Kind: llm.KindUpstream, Message: msg, Err: err}
 }
 
+// PostRead is a whole non-streaming exchange: Post, then the reply read
+// with ReadBody, the call released. Its errors are Post's and ReadBody's.
+func (h *Client) PostRead(ctx context.Context, url string, header http.Header, body []byte) ([]byte, error) {
+	c, resp, err := h.Post(ctx, url, header, body)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Release()
+	defer resp.Body.Close()
+	return c.ReadBody(resp.Body)
+}
+
 // ReadBody reads a whole non-streaming reply, restarting the idle timer on
 // every read.
 func (c *Call) ReadBody(r io.Reader) ([]byte, error) {
