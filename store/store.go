@@ -48,7 +48,6 @@ package store
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
 	"embed"
 	"errors"
@@ -147,34 +146,16 @@ type Options struct {
 	AuthCacheTTL time.Duration
 }
 
-// Store is svcgw's database. It is safe for concurrent use.
+// Store is svcgw's SQLite database, the embedded default (see DB). It is
+// safe for concurrent use.
 type Store struct {
+	ledgerCore
 	path string
 	w    *sql.DB // the one writer connection
 	r    *sql.DB // read-only pool: account endpoints and commands
 	call *sql.DB // read-only pool of the call path (see Options.CallReaders)
-	now  func() time.Time
-	rand io.Reader
-	log  *slog.Logger
-
-	batchSize     int
-	batchInterval time.Duration
-	queueLimit    int64
-	commitTimeout time.Duration
-	retryInterval time.Duration
-	closeTimeout  time.Duration
-	queryTimeout  time.Duration
-	commitHook    func() error
-
-	queue   ledgerQueue
-	pending atomic.Int64  // generations queued and not yet settled
-	done    chan struct{} // closed when the ledger writer has exited
-	health  ledgerHealth
-	epoch   time.Time // Open's time: s.mono counts from it
-	lost    int       // generations Close gave up on; set by the writer before done
 
 	spend spendTracker // charges per account and key, queued ones included
-	auth  authCache    // recent authentications
 
 	// rollupsComplete is set once the usage roll-ups cover every
 	// generation: no backfill is pending (see Usage, StartUpkeep).
@@ -202,46 +183,12 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		// bypass the pragmas below.
 		return nil, fmt.Errorf("open store %q: %w: want a plain file path", path, ErrInvalid)
 	}
-	s := &Store{
-		path:          path,
-		now:           opts.Now,
-		rand:          opts.Rand,
-		log:           opts.Logger,
-		batchSize:     opts.BatchSize,
-		batchInterval: opts.BatchInterval,
-	}
-	if s.now == nil {
-		s.now = time.Now
-	}
-	if s.rand == nil {
-		s.rand = rand.Reader
-	}
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
-	}
-	if s.batchSize <= 0 {
-		s.batchSize = 256
-	}
-	s.auth.ttl = opts.AuthCacheTTL
-	if s.auth.ttl == 0 {
-		s.auth.ttl = DefaultAuthCacheTTL
-	}
-	if s.batchInterval <= 0 {
-		s.batchInterval = 20 * time.Millisecond
-	}
+	s := &Store{path: path}
+	s.init(opts, s, sqliteCharges{s})
 	readers := opts.Readers
 	if readers <= 0 {
 		readers = 4
 	}
-	s.queueLimit = int64(opts.QueueSize)
-	if s.queueLimit <= 0 {
-		s.queueLimit = 4096
-	}
-	s.commitTimeout = orDefault(opts.CommitTimeout, 5*time.Second)
-	s.retryInterval = orDefault(opts.RetryInterval, time.Second)
-	s.closeTimeout = orDefault(opts.CloseTimeout, 10*time.Second)
-	s.queryTimeout = orDefault(opts.QueryTimeout, 5*time.Second)
-	s.commitHook = opts.CommitHook
 
 	var err error
 	s.w, err = sql.Open("sqlite", path+"?"+dsnPragmas+
@@ -290,10 +237,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, err
 	}
 
-	s.queue.wake = make(chan struct{}, 1)
-	s.done = make(chan struct{})
-	s.epoch = time.Now()
-	go s.runLedger()
+	s.start()
 	return s, nil
 }
 
@@ -336,15 +280,7 @@ func checkWAL(ctx context.Context, db *sql.DB) error {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.stopUpkeep() // before the writer connection goes away
-		s.queue.mu.Lock()
-		s.queue.closed = true
-		s.queue.mu.Unlock()
-		s.queue.signal()
-		<-s.done
-		var errs []error
-		if s.lost > 0 {
-			errs = append(errs, fmt.Errorf("close: %w: %d generations could not be recorded (each is logged)", ErrUnavailable, s.lost))
-		}
+		errs := []error{s.stop()}
 		for _, st := range s.stmts {
 			errs = append(errs, st.Close())
 		}
