@@ -78,14 +78,18 @@ func (c *serveCmd) Run(e *env) (err error) {
 	if err != nil {
 		return err
 	}
-	// One server per database, for its whole life: a second one would
-	// spend the same balances without seeing the first one's charges.
-	lock, err := store.LockServe(e.global.DB)
-	if err != nil {
-		ln.Close()
-		return fmt.Errorf("%s: %w; stop it first, or serve another --db (the admin commands work beside it)", e.global.DB, err)
+	// One server per SQLite file, for its whole life: a second one would
+	// spend the same balances without seeing the first one's charges. On
+	// PostgreSQL several instances are the point: balance leases keep them
+	// within the balance together.
+	if !store.IsPostgres(e.global.DB) {
+		lock, err := store.LockServe(e.global.DB)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("%s: %w; stop it first, serve another --db, or move to PostgreSQL to run several (the admin commands work beside it)", e.global.DB, err)
+		}
+		defer lock.Release()
 	}
-	defer lock.Release()
 	// The store's logger is the server's: ledger failures and every
 	// generation it cannot record are reported there.
 	st, err := e.createStore(store.Options{Logger: log})
@@ -130,7 +134,7 @@ func (c *serveCmd) Run(e *env) (err error) {
 
 	maxConns := cmp.Or(c.MaxConnections, lim.MaxConnections, server.DefaultMaxConns())
 	b := readBuild()
-	log.Info("svcgw listening", "addr", ln.Addr().String(), "db", e.global.DB,
+	log.Info("svcgw listening", "addr", ln.Addr().String(), "db", e.global.where(),
 		"version", b.Version, "commit", b.Commit, "built", b.Date, "go", b.Go, "max_connections", maxConns)
 	err = server.Serve(e.ctx, ln, h, server.ServeOptions{
 		Logger: log, Grace: c.ShutdownGrace,
@@ -150,10 +154,10 @@ func (c *serveCmd) Run(e *env) (err error) {
 		log.Error("shutdown: handlers still running; closing the ledger without them", "waited", drainTimeout.String())
 	}
 	if cerr := st.Close(); cerr != nil {
-		log.Error("shutdown: flushing the ledger failed", "db", e.global.DB, "err", cerr)
+		log.Error("shutdown: flushing the ledger failed", "db", e.global.where(), "err", cerr)
 		return errors.Join(err, cerr)
 	}
-	log.Info("shutdown: ledger flushed, database closed", "db", e.global.DB)
+	log.Info("shutdown: ledger flushed, database closed", "db", e.global.where())
 	return err
 }
 
@@ -171,14 +175,15 @@ const drainTimeout = 10 * time.Second
 
 // bootstrap makes a fresh database usable at once: on an empty database it
 // creates account "default" with one key and a starter balance, and prints
-// the key (once) on stderr.
-func bootstrap(e *env, st *store.Store, credits apd.Decimal, addr string) error {
+// the key (once) on stderr. Of several instances starting at once on one
+// empty PostgreSQL database, only the one that creates the account does.
+func bootstrap(e *env, st store.DB, credits apd.Decimal, addr string) error {
 	n, err := st.CountAccounts(e.ctx)
 	if err != nil || n > 0 {
 		return err
 	}
-	acct, _, err := st.EnsureAccount(e.ctx, "default")
-	if err != nil {
+	acct, created, err := st.EnsureAccount(e.ctx, "default")
+	if err != nil || !created {
 		return err
 	}
 	secret, key, err := st.CreateKey(e.ctx, acct.ID, "default")
@@ -208,7 +213,7 @@ func newLogger(w io.Writer, level, format string) *slog.Logger {
 // sealerOf builds the sealer from the database's keys, which every
 // instance on it shares: an id or signature one instance sealed opens on
 // any other, and after a restart.
-func sealerOf(ctx context.Context, st *store.Store) (*seal.Box, error) {
+func sealerOf(ctx context.Context, st store.DB) (*seal.Box, error) {
 	keys, err := st.SealKeys(ctx)
 	if err != nil {
 		return nil, err

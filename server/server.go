@@ -53,7 +53,7 @@ const DefaultMaxBodyBytes = 32 << 20
 // Options are the dependencies of the HTTP handler.
 type Options struct {
 	Logger *slog.Logger     // required
-	Store  *store.Store     // required
+	Store  store.DB         // required: SQLite or PostgreSQL
 	Router *upstream.Router // required
 	Prices *billing.Prices  // nil: billing.DefaultPrices()
 	Now    func() time.Time // nil: time.Now
@@ -92,7 +92,7 @@ type Options struct {
 // Server is svcgw's http.Handler.
 type Server struct {
 	log     *slog.Logger
-	store   *store.Store
+	store   store.DB
 	router  *upstream.Router
 	prices  *billing.Prices
 	now     func() time.Time
@@ -207,7 +207,7 @@ func (s *Server) Wait() {
 }
 
 // storeLedger is the store as billing's Ledger.
-type storeLedger struct{ st *store.Store }
+type storeLedger struct{ st store.DB }
 
 func (l storeLedger) Budget(ctx context.Context, accountID int64) (billing.Budget, error) {
 	b, err := l.st.Budget(ctx, accountID)

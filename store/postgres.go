@@ -79,6 +79,17 @@ func OpenPostgres(ctx context.Context, dsn string, opts Options) (*Postgres, err
 	if p.w, err = pool(pgWritePool); err != nil {
 		return nil, fmt.Errorf("open postgres %s: %w", p.dsn, err)
 	}
+	if opts.Existing {
+		var table *string
+		if err := p.w.QueryRow(ctx, `SELECT to_regclass('schema_migrations')::text`).Scan(&table); err != nil {
+			p.w.Close()
+			return nil, fmt.Errorf("open postgres %s: %w", p.dsn, err)
+		}
+		if table == nil {
+			p.w.Close()
+			return nil, fmt.Errorf("open postgres %s: %w", p.dsn, ErrNoDatabase)
+		}
+	}
 	if err := p.migrate(ctx); err != nil {
 		p.w.Close()
 		return nil, fmt.Errorf("open postgres %s: %w", p.dsn, err)

@@ -55,6 +55,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"os"
 	"path"
 	"sort"
 	"strconv"
@@ -86,6 +87,10 @@ var (
 	// ErrLimit means a bound on stored rows was reached, such as the end
 	// users that may rate one generation.
 	ErrLimit = errors.New("limit reached")
+	// ErrNoDatabase means Options.Existing was set and svcgw has not
+	// created a database there: no SQLite file, or no svcgw schema in the
+	// PostgreSQL database.
+	ErrNoDatabase = errors.New("no svcgw database")
 )
 
 // Options configures a Store. The zero value is usable.
@@ -139,6 +144,11 @@ type Options struct {
 	Rand io.Reader
 	// Logger receives ledger-writer failures; default discards.
 	Logger *slog.Logger
+	// Existing makes Open and OpenPostgres refuse, with ErrNoDatabase, a
+	// database svcgw has not created, instead of creating it: the admin
+	// commands set it, so that one run against the wrong --db leaves no
+	// empty ledger behind.
+	Existing bool
 	// AuthCacheTTL is how long Authenticate trusts a key it has read
 	// without reading it again: a key revoked or re-limited by another
 	// process (the CLI) takes effect within it. 0 means
@@ -182,6 +192,11 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		// The driver splits its DSN at the first '?', and a file: URI would
 		// bypass the pragmas below.
 		return nil, fmt.Errorf("open store %q: %w: want a plain file path", path, ErrInvalid)
+	}
+	if opts.Existing {
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("open store %s: %w", path, ErrNoDatabase)
+		}
 	}
 	s := &Store{path: path}
 	s.init(opts, s, sqliteCharges{s})
