@@ -44,6 +44,16 @@ type Ledger interface {
 	Spend(ctx context.Context, accountID int64, keyID string, now time.Time) (Spend, error)
 }
 
+// LeasingLedger is a Ledger whose budget is leased from a database that
+// several processes share (PostgreSQL): reading the budget may take a
+// larger slice of the account's balance, so Admission says what it holds
+// for calls in progress (reserved) and what the call that made it read
+// asks for (need), both in micro-dollars.
+type LeasingLedger interface {
+	Ledger
+	LeaseBudget(ctx context.Context, accountID int64, reserved, need int64) (Budget, error)
+}
+
 // Claim is a call asking to be admitted.
 type Claim struct {
 	AccountID int64
@@ -178,7 +188,7 @@ func (r *Reservation) Release() {
 func (a *Admission) Admit(ctx context.Context, c Claim) (*Reservation, error) {
 	started := a.clock()
 	acct := a.account(c.AccountID)
-	if err := a.load(ctx, acct, started.Add(-a.refresh)); err != nil {
+	if err := a.load(ctx, acct, started.Add(-a.refresh), c.Amount); err != nil {
 		return nil, err
 	}
 	res, refusal, err := a.try(ctx, acct, c)
@@ -188,7 +198,7 @@ func (a *Admission) Admit(ctx context.Context, c Claim) (*Reservation, error) {
 	// Credits may have been added, or a cap raised, by another process
 	// since the budget was read: read it again (unless a read began after
 	// this call arrived) before refusing.
-	if err := a.load(ctx, acct, started); err != nil {
+	if err := a.load(ctx, acct, started, c.Amount); err != nil {
 		return nil, err
 	}
 	res, refusal, err = a.try(ctx, acct, c)
@@ -199,6 +209,17 @@ func (a *Admission) Admit(ctx context.Context, c Claim) (*Reservation, error) {
 		return nil, refusal
 	}
 	return res, nil
+}
+
+// Hold runs fn with what the account's admitted calls hold in
+// reservations, under the account's lock: no call of the account is
+// admitted or released meanwhile. A leasing Ledger gives back the part of
+// its lease nothing holds with it.
+func (a *Admission) Hold(accountID int64, fn func(reserved int64)) {
+	acct := a.account(accountID)
+	acct.mu.Lock()
+	defer acct.mu.Unlock()
+	fn(acct.reserved)
 }
 
 func (a *Admission) account(id int64) *admAccount {
@@ -212,8 +233,9 @@ func (a *Admission) account(id int64) *admAccount {
 	return acct
 }
 
-// load makes sure acct's budget was read by a read that began after since.
-func (a *Admission) load(ctx context.Context, acct *admAccount, since time.Time) error {
+// load makes sure acct's budget was read by a read that began after since,
+// for a call asking need.
+func (a *Admission) load(ctx context.Context, acct *admAccount, since time.Time, need int64) error {
 	fresh := func() bool {
 		acct.mu.Lock()
 		defer acct.mu.Unlock()
@@ -228,7 +250,18 @@ func (a *Admission) load(ctx context.Context, acct *admAccount, since time.Time)
 		return nil // another caller read it meanwhile
 	}
 	began := a.clock()
-	b, err := a.ledger.Budget(ctx, acct.id)
+	var (
+		b   Budget
+		err error
+	)
+	if ll, ok := a.ledger.(LeasingLedger); ok {
+		acct.mu.Lock()
+		reserved := acct.reserved
+		acct.mu.Unlock()
+		b, err = ll.LeaseBudget(ctx, acct.id, reserved, need)
+	} else {
+		b, err = a.ledger.Budget(ctx, acct.id)
+	}
 	if err != nil {
 		return fmt.Errorf("admission: %w", err)
 	}

@@ -42,12 +42,17 @@ type gatewayOption func(*Options)
 // the gateway closes it at the end.
 func withStore(st store.DB) gatewayOption { return func(o *Options) { o.Store = st } }
 
+// openGatewayStore opens the gateway's database: SQLite, or PostgreSQL
+// while TestPostgres_GatewayEndToEnd runs the gateway's tests on it.
+var openGatewayStore = func(ctx context.Context, t *testing.T) (store.DB, error) {
+	return store.Open(ctx, filepath.Join(t.TempDir(), "svcgw.db"), store.Options{})
+}
+
 // newTestGateway starts a gateway; everything is torn down with the test.
 func newTestGateway(t *testing.T, opts ...gatewayOption) *testGateway {
 	t.Helper()
 	ctx := context.Background()
-	var st store.DB
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "svcgw.db"), store.Options{})
+	st, err := openGatewayStore(ctx, t)
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}

@@ -55,7 +55,7 @@ func (s *Server) handleInference(sf surface.Codec) authedHandler {
 		}
 		// Requests per minute come next: a caller over its rate costs
 		// nothing more than this check, not even reading its body.
-		if err := s.limiter.Request(caller.ID, limitOr(caller.Limits.RPM, s.rpm), s.now()); err != nil {
+		if err := s.limiter.Request(caller.ID, s.share(limitOr(caller.Limits.RPM, s.rpm)), s.now()); err != nil {
 			sf.WriteError(w, err)
 			return
 		}
@@ -115,7 +115,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, sf surface.Code
 		app:     application(r, caller),
 		start:   start,
 		created: start,
-		tpm:     limitOr(caller.Limits.TPM, s.tpm),
+		tpm:     s.share(limitOr(caller.Limits.TPM, s.tpm)),
 	}
 	if err := s.admit(r.Context(), c); err != nil {
 		return nil, err
@@ -180,6 +180,20 @@ func databaseUnavailable(cause error) *llm.Error {
 
 // limitOr is a key's own rate limit, or the server's default when it has
 // none.
+// share is this instance's share of a per-minute limit when several
+// instances serve one PostgreSQL database: the limit divided among the
+// instances seen in the last three heartbeats, rounded up (so that a
+// limit of 1 stays usable). Each instance's buckets are its own, so the
+// limit holds globally when the load balancer spreads a key's calls
+// evenly; see the README for the tolerance.
+func (s *Server) share(limit int64) int64 {
+	n := int64(s.store.Instances())
+	if n <= 1 || limit <= 0 {
+		return limit
+	}
+	return (limit + n - 1) / n
+}
+
 func limitOr(own *int64, def int64) int64 {
 	if own != nil {
 		return *own

@@ -151,7 +151,13 @@ func New(opts Options) *Server {
 	if s.reserveOut <= 0 {
 		s.reserveOut = billing.ReserveOutputTokens
 	}
-	s.admission = billing.NewAdmission(storeLedger{s.store}, billing.AdmissionOptions{Refresh: opts.BudgetRefresh})
+	adm := s.store.Admission()
+	s.admission = billing.NewAdmission(ledgerOf(adm), billing.AdmissionOptions{Refresh: opts.BudgetRefresh})
+	if l, ok := adm.(interface {
+		ShrinkWith(func(accountID int64, fn func(reserved int64)))
+	}); ok {
+		l.ShrinkWith(s.admission.Hold)
+	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -206,8 +212,32 @@ func (s *Server) Wait() {
 	}
 }
 
-// storeLedger is the store as billing's Ledger.
-type storeLedger struct{ st store.DB }
+// storeLedger is the store's admission as billing's Ledger.
+type storeLedger struct{ st store.Admitter }
+
+// leasingLedger is storeLedger for a store whose budget is leased
+// (PostgreSQL): billing.LeasingLedger.
+type leasingLedger struct {
+	storeLedger
+	l interface {
+		LeaseBudget(ctx context.Context, accountID int64, reserved, need int64) (store.Budget, error)
+	}
+}
+
+func (l leasingLedger) LeaseBudget(ctx context.Context, accountID int64, reserved, need int64) (billing.Budget, error) {
+	b, err := l.l.LeaseBudget(ctx, accountID, reserved, need)
+	return billing.Budget(b), err
+}
+
+// ledgerOf adapts a store's admission to billing.
+func ledgerOf(a store.Admitter) billing.Ledger {
+	if l, ok := a.(interface {
+		LeaseBudget(ctx context.Context, accountID int64, reserved, need int64) (store.Budget, error)
+	}); ok {
+		return leasingLedger{storeLedger{a}, l}
+	}
+	return storeLedger{a}
+}
 
 func (l storeLedger) Budget(ctx context.Context, accountID int64) (billing.Budget, error) {
 	b, err := l.st.Budget(ctx, accountID)

@@ -46,6 +46,14 @@ type DB interface {
 	UpsertFeedback(ctx context.Context, accountID int64, f Feedback, maxAge time.Duration) (created bool, err error)
 	PrunedBefore(ctx context.Context) (time.Time, error)
 
+	// Admission is what the server admits calls against (billing's
+	// Ledger): the Store itself on SQLite; the instance's balance leases
+	// on PostgreSQL, which also start its heartbeat.
+	Admission() Admitter
+	// Instances is how many svcgw serve instances share the database, 1
+	// on SQLite: the rate limits are divided among them.
+	Instances() int
+
 	// The rest.
 	SealKeys(ctx context.Context) ([]SealKey, error)
 	StartUpkeep(opts UpkeepOptions) error

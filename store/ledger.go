@@ -55,9 +55,9 @@ type genRow struct {
 	// uncertain is set once a commit that held the row failed at its
 	// COMMIT: such a commit may have taken effect all the same (see flush).
 	uncertain bool
-	// lease is the balance lease the charge was made against (Postgres);
-	// 0 for none.
-	lease int64
+	// lease and keyLease are the balance leases of the account and the
+	// key the charge was made against (Postgres); 0 for none.
+	lease, keyLease int64
 }
 
 // RecordGeneration hands g to the ledger writer, which inserts the row,

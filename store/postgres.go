@@ -39,6 +39,8 @@ type Postgres struct {
 	r    *pgxpool.Pool
 	call *pgxpool.Pool
 
+	leases *leases
+
 	upkeep    upkeepState
 	closeOnce sync.Once
 	closeErr  error
@@ -70,6 +72,7 @@ func OpenPostgres(ctx context.Context, dsn string, opts Options) (*Postgres, err
 	}
 	p := &Postgres{dsn: Redact(dsn)}
 	p.init(opts, p, pgCharges{p})
+	p.leases = newLeases(p, opts.LeaseTTL)
 
 	pool := func(n int) (*pgxpool.Pool, error) {
 		c := cfg.Copy()
@@ -124,7 +127,7 @@ func (p *Postgres) Path() string { return p.dsn }
 func (p *Postgres) Close() error {
 	p.closeOnce.Do(func() {
 		p.stopUpkeep()
-		errs := []error{p.stop()}
+		errs := []error{p.stop(), p.leases.stop()}
 		p.call.Close()
 		p.r.Close()
 		p.w.Close()

@@ -146,6 +146,9 @@ func (p *Postgres) commitBatch(ctx context.Context, rows []genRow, agg *batchSum
 		if r.lease != 0 {
 			leases[r.lease] += r.costMicros
 		}
+		if r.keyLease != 0 {
+			leases[r.keyLease] += r.costMicros
+		}
 	}
 
 	accounts := make([]int64, 0, len(agg.debits))

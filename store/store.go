@@ -154,6 +154,11 @@ type Options struct {
 	// process (the CLI) takes effect within it. 0 means
 	// DefaultAuthCacheTTL; negative disables the cache.
 	AuthCacheTTL time.Duration
+	// LeaseTTL is, on PostgreSQL, how long a balance lease holds without
+	// its instance's heartbeat (every third of it): what a crashed
+	// instance held comes back to the others this long after its last
+	// heartbeat. 0 means DefaultLeaseTTL. SQLite ignores it.
+	LeaseTTL time.Duration
 }
 
 // Store is svcgw's SQLite database, the embedded default (see DB). It is
