@@ -38,10 +38,15 @@ type serveCmd struct {
 	FixtureTTFT      time.Duration `name:"fixture-ttft" default:"0s" help:"Fixture backend: simulated time to first token."`
 	FixtureTPS       float64       `name:"fixture-tps" default:"0" help:"Fixture backend: simulated output tokens per second (0 = instant)."`
 
+	LeaseTTL time.Duration `name:"lease-ttl" default:"15s" help:"PostgreSQL only: how long this instance's balance leases hold without its heartbeat (sent every third of it); what a crashed instance held returns to the others this long after it stopped."`
+
 	RetentionGenerations string `name:"retention-generations" placeholder:"DAYS" help:"Delete generation records older than this, e.g. 90d (usage totals, credits and balances are kept forever); overrides retention.generations from --config; 0 keeps every record."`
 }
 
 func (c *serveCmd) Run(e *env) (err error) {
+	if c.LeaseTTL < 3*time.Second {
+		return fmt.Errorf("--lease-ttl must be at least 3s (a heartbeat every third of it)")
+	}
 	if c.RPM < 0 || c.TPM < 0 {
 		return fmt.Errorf("--rpm and --tpm must not be negative (0 is unlimited)")
 	}
@@ -92,7 +97,7 @@ func (c *serveCmd) Run(e *env) (err error) {
 	}
 	// The store's logger is the server's: ledger failures and every
 	// generation it cannot record are reported there.
-	st, err := e.createStore(store.Options{Logger: log})
+	st, err := e.createStore(store.Options{Logger: log, LeaseTTL: c.LeaseTTL})
 	if err != nil {
 		ln.Close()
 		return err

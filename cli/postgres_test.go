@@ -1,0 +1,297 @@
+//go:build unix
+
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/matryer/is"
+
+	"github.com/svcgw/svcgw/internal/pgtest"
+)
+
+// TestPostgres_EveryCommand runs each command on a PostgreSQL database.
+func TestPostgres_EveryCommand(t *testing.T) {
+	is := is.New(t)
+	db := pgtest.DSN(t)
+
+	code, _, errOut := run(t, db, "keys", "list")
+	is.Equal(code, 1) // an admin command does not create the schema
+	is.True(strings.Contains(errOut, "no database at"))
+	code, _, errOut = run(t, db, "init")
+	is.Equal(code, 0) // init creates the schema
+	is.True(strings.Contains(errOut, "schema is in place"))
+	is.True(!strings.Contains(errOut, "password")) // the URL is redacted
+
+	code, key, errOut := run(t, db, "keys", "create", "--account", "pg")
+	is.Equal(code, 0) // keys create
+	key = strings.TrimSpace(key)
+	is.True(strings.HasPrefix(key, "llm_live_"))
+	code, _, errOut = run(t, db, "credits", "add", "--account", "pg", "5")
+	is.Equal(code, 0) // credits add
+	code, out, _ := run(t, db, "credits", "cap", "--account", "pg", "--daily", "4")
+	is.Equal(code, 0) // credits cap
+	code, out, _ = run(t, db, "keys", "list", "--json")
+	is.Equal(code, 0) // keys list
+	var keys []struct{ ID string }
+	is.NoErr(json.Unmarshal([]byte(out), &keys))
+	is.Equal(len(keys), 1)
+	code, _, _ = run(t, db, "keys", "limit", keys[0].ID, "--rpm", "1000")
+	is.Equal(code, 0) // keys limit
+
+	addr, _ := serve(t, db)
+	resp, err := http.Post("http://"+addr+"/svc/v1/chat/completions?", "application/json", nil)
+	is.NoErr(err)
+	resp.Body.Close()
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/svc/v1/chat/completions",
+		strings.NewReader(`{"model":"m","max_tokens":16,"messages":[{"role":"user","content":"hello"}]}`))
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err = http.DefaultClient.Do(req)
+	is.NoErr(err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	is.Equal(resp.StatusCode, http.StatusOK) // served from PostgreSQL
+	var gen struct{ ID string }
+	is.NoErr(json.Unmarshal(body, &gen))
+	st, credits := getCredits(t, addr, key)
+	is.Equal(st, http.StatusOK)
+
+	code, out, errOut = run(t, db, "credits", "show", "--account", "pg", "--json")
+	is.Equal(code, 0) // credits show
+	var shown map[string]any
+	is.NoErr(json.Unmarshal([]byte(out), &shown))
+	is.Equal(shown["balance"], credits["balance"]) // the CLI and the endpoint agree
+	code, out, errOut = run(t, db, "usage", "--account", "pg", "--json")
+	is.Equal(code, 0) // usage
+	is.True(strings.Contains(out, `"requests": 1`) || strings.Contains(out, `"requests":1`))
+	code, out, errOut = run(t, db, "generation", gen.ID)
+	is.Equal(code, 0) // generation
+	is.True(strings.Contains(out, gen.ID))
+	code, _, errOut = run(t, db, "keys", "revoke", keys[0].ID)
+	is.Equal(code, 0) // keys revoke
+	code, _, errOut = run(t, db, "backup", t.TempDir()+"/x.db")
+	is.Equal(code, 1) // backup is SQLite's
+	is.True(strings.Contains(errOut, "pg_dump"))
+}
+
+// TestPostgres_ThreeInstancesShareOneLedger is the multi-instance proof:
+// three svcgw serve processes on one PostgreSQL database take 600
+// concurrent calls against a balance that covers about 100, and the
+// balance is never overdrawn, the ledger reconciles to the micro-dollar
+// and the usage roll-ups equal the generations; then one is killed with
+// SIGKILL under load, the others keep serving, and what it held comes back
+// once its leases expire.
+func TestPostgres_ThreeInstancesShareOneLedger(t *testing.T) {
+	is := is.New(t)
+	db := pgtest.DSN(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, db)
+	is.NoErr(err)
+	defer conn.Close(ctx)
+
+	code, _, errOut := run(t, db, "init")
+	is.Equal(code, 0)
+	const ttl = 3 * time.Second
+	var srvs []*child
+	for range 3 {
+		srvs = append(srvs, startServer(t, db, "--lease-ttl", ttl.String(), "--fixture-ttft", "1ms"))
+	}
+
+	// What one call costs and reserves, measured on an account of its own.
+	code, probeKey, errOut := run(t, db, "keys", "create", "--account", "probe")
+	is.Equal(code, 0)
+	code, _, errOut = run(t, db, "credits", "add", "--account", "probe", "1")
+	is.Equal(code, 0)
+	st, id := chat(t, srvs[0].addr, strings.TrimSpace(probeKey))
+	is.Equal(st, http.StatusOK)
+	srvs[0].sync(t, strings.TrimSpace(probeKey))
+	var cost int64
+	is.NoErr(conn.QueryRow(ctx, `SELECT cost_micros FROM generations WHERE id = $1`, id).Scan(&cost))
+	is.True(cost > 0)
+
+	code, key, errOut := run(t, db, "keys", "create", "--account", "load")
+	is.Equal(code, 0)
+	key = strings.TrimSpace(key)
+	funds := 100 * cost
+	code, _, errOut = run(t, db, "credits", "add", "--account", "load", fmt.Sprintf("%d.%06d", funds/1e6, funds%1e6))
+	is.Equal(code, 0) // errOut
+	_ = errOut
+
+	// 600 calls at once, spread over the three.
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		statuses = map[int]int{}
+	)
+	for i := range 600 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, _ := chat(t, srvs[i%3].addr, key)
+			mu.Lock()
+			statuses[st]++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	t.Logf("600 calls over 3 instances against a balance of 100 calls: %v", statuses)
+	is.Equal(statuses[http.StatusOK]+statuses[http.StatusPaymentRequired], 600) // each served or refused for money
+	for _, s := range srvs {
+		s.sync(t, key)
+	}
+	balance, rows := checkLedger(t, conn, "load")
+	is.True(balance >= 0)                          // never overdrawn (a fixture call costs at most what it reserves)
+	is.Equal(rows, int64(statuses[http.StatusOK])) // every 200 is a generation, and only those
+	is.True(statuses[http.StatusOK] >= 90)         // the balance was spent, not stranded in leases
+	t.Logf("left: %d micro-dollars (%.1f calls)", balance, float64(balance)/float64(cost))
+
+	// kill -9 one instance under load.
+	code, _, _ = run(t, db, "credits", "add", "--account", "load", fmt.Sprintf("%d.%06d", 4*funds/1e6, 4*funds%1e6))
+	is.Equal(code, 0)
+	stop := make(chan struct{})
+	var loads []*load
+	for _, s := range srvs {
+		loads = append(loads, startLoad(t, s.addr, key, 4, stop))
+	}
+	loads[0].waitFor(t, 20)
+	var dead string
+	is.NoErr(conn.QueryRow(ctx, `SELECT id FROM instances WHERE pid = $1`, srvs[0].cmd.Process.Pid).Scan(&dead))
+	is.NoErr(srvs[0].cmd.Process.Signal(syscall.SIGKILL))
+	err = <-srvs[0].exited
+	srvs[0].exited <- err
+	before := loads[1].n.Load() + loads[2].n.Load()
+	time.Sleep(ttl)
+	after := loads[1].n.Load() + loads[2].n.Load()
+	close(stop)
+	for _, l := range loads {
+		l.wg.Wait()
+	}
+	t.Logf("survivors served %d calls in the %s after the kill", after-before, ttl)
+	is.True(after > before) // the others keep serving
+	for _, s := range srvs[1:] {
+		s.sync(t, key)
+	}
+	_, _ = checkLedger(t, conn, "load")
+	ids := map[string]bool{}
+	r, err := conn.Query(ctx, `SELECT id FROM generations`)
+	is.NoErr(err)
+	for r.Next() {
+		var id string
+		is.NoErr(r.Scan(&id))
+		ids[id] = true
+	}
+	r.Close()
+	lost := 0
+	for id := range loads[0].ok {
+		if !ids[id] {
+			lost++
+		}
+	}
+	t.Logf("killed instance: %d successful responses, %d not in the ledger", len(loads[0].ok), lost)
+	is.True(lost <= crashWindow) // at most the documented window
+
+	// Its leases lapse after the TTL, and what they held is spendable by
+	// the survivors: draining the account leaves less than a few calls.
+	var deadHeld int64
+	is.NoErr(conn.QueryRow(ctx, `SELECT COALESCE(SUM(GREATEST(granted_micros - charged_micros, 0)), 0)
+		FROM leases WHERE instance_id = $1`, dead).Scan(&deadHeld))
+	var live int
+	is.NoErr(conn.QueryRow(ctx, `SELECT COUNT(*) FROM leases WHERE instance_id = $1
+		AND expires_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT`, dead).Scan(&live))
+	is.Equal(live, 0) // the killed instance's leases have expired
+	refused := 0
+	for i := 0; refused < 6; i++ {
+		st, _ := chat(t, srvs[1+i%2].addr, key)
+		if st == http.StatusPaymentRequired {
+			refused++
+		} else {
+			is.Equal(st, http.StatusOK)
+			refused = 0
+		}
+	}
+	for _, s := range srvs[1:] {
+		s.sync(t, key)
+	}
+	balance, _ = checkLedger(t, conn, "load")
+	t.Logf("the killed instance held %d micro-dollars; after draining, %d are left", deadHeld, balance)
+	is.True(balance >= 0)
+	is.True(balance < 10*cost) // what it held came back
+}
+
+// chat makes one chat call and returns its status and generation id.
+func chat(t *testing.T, addr, key string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/svc/v1/chat/completions",
+		strings.NewReader(`{"model":"m","max_tokens":16,"messages":[{"role":"user","content":"load"}]}`))
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Errorf("chat: %v", err)
+		return 0, ""
+	}
+	defer resp.Body.Close()
+	var c struct{ ID string }
+	_ = json.NewDecoder(resp.Body).Decode(&c)
+	return resp.StatusCode, c.ID
+}
+
+// sync waits for the instance's ledger to commit what it has queued (GET
+// /svc/v1/credits syncs first).
+func (c *child) sync(t *testing.T, key string) {
+	t.Helper()
+	if st, _ := getCredits(t, c.addr, key); st != http.StatusOK {
+		t.Fatalf("credits: %d", st)
+	}
+}
+
+// checkLedger checks the account on PostgreSQL: credits − balance = Σ
+// generation costs = total_used, to the micro-dollar; spend_daily and the
+// daily usage roll-up equal the generations' sums. It returns the balance
+// and the number of generations.
+func checkLedger(t *testing.T, conn *pgx.Conn, account string) (balance, rows int64) {
+	t.Helper()
+	is := is.New(t)
+	ctx := context.Background()
+	var used, credits, costs int64
+	is.NoErr(conn.QueryRow(ctx, `
+		SELECT a.balance_micros, a.total_used_micros,
+		       (SELECT COALESCE(SUM(amount_micros), 0) FROM credit_transactions c WHERE c.account_id = a.id),
+		       (SELECT COALESCE(SUM(cost_micros), 0) FROM generations g WHERE g.account_id = a.id),
+		       (SELECT COUNT(*) FROM generations g WHERE g.account_id = a.id)
+		FROM accounts a WHERE a.name = $1`, account).Scan(&balance, &used, &credits, &costs, &rows))
+	is.Equal(credits-balance, costs) // credits added − balance = Σ generation costs
+	is.Equal(used, costs)            // total_used = Σ generation costs
+	var bad int
+	is.NoErr(conn.QueryRow(ctx, `
+		SELECT COUNT(*) FROM (
+			SELECT account_id, COALESCE(key_id, '') AS key_id, (created_at / 86400000)::INTEGER AS day,
+			       COUNT(*) AS requests, SUM(cost_micros) AS cost
+			FROM generations GROUP BY 1, 2, 3
+		) g FULL OUTER JOIN spend_daily d USING (account_id, key_id, day)
+		WHERE g.cost IS DISTINCT FROM d.cost_micros OR g.requests IS DISTINCT FROM d.requests`).Scan(&bad))
+	is.Equal(bad, 0) // spend_daily = the generations' sums
+	is.NoErr(conn.QueryRow(ctx, `
+		SELECT COUNT(*) FROM (
+			SELECT account_id, (created_at / 86400000)::INTEGER AS day, COUNT(*) AS requests, SUM(cost_micros) AS cost,
+			       SUM(prompt_tokens) AS input, SUM(completion_tokens) AS output
+			FROM generations GROUP BY 1, 2
+		) g FULL OUTER JOIN (
+			SELECT account_id, day, SUM(requests) AS requests, SUM(cost_micros) AS cost,
+			       SUM(input_tokens) AS input, SUM(output_tokens) AS output
+			FROM usage_daily GROUP BY 1, 2
+		) u USING (account_id, day)
+		WHERE g.cost IS DISTINCT FROM u.cost OR g.requests IS DISTINCT FROM u.requests
+		   OR g.input IS DISTINCT FROM u.input OR g.output IS DISTINCT FROM u.output`).Scan(&bad))
+	is.Equal(bad, 0) // usage totals = the generations' sums
+	return balance, rows
+}
