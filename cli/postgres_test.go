@@ -155,6 +155,29 @@ func TestPostgres_ThreeInstancesShareOneLedger(t *testing.T) {
 	is.True(statuses[http.StatusOK] >= 90)         // the balance was spent, not stranded in leases
 	t.Logf("left: %d micro-dollars (%.1f calls)", balance, float64(balance)/float64(cost))
 
+	// A key's requests per minute hold across the three: 60 calls spread
+	// evenly over them with --rpm 30 get 30 through, ±10%.
+	code, rlKey, _ := run(t, db, "keys", "create", "--account", "rl")
+	is.Equal(code, 0)
+	rlKey = strings.TrimSpace(rlKey)
+	code, _, _ = run(t, db, "credits", "add", "--account", "rl", "1")
+	is.Equal(code, 0)
+	code, out, _ := run(t, db, "keys", "list", "--account", "rl", "--json")
+	is.Equal(code, 0)
+	var rlKeys []struct{ ID string }
+	is.NoErr(json.Unmarshal([]byte(out), &rlKeys))
+	code, _, _ = run(t, db, "keys", "limit", rlKeys[0].ID, "--rpm", "30")
+	is.Equal(code, 0)
+	time.Sleep(ttl / 2) // every instance has counted the three
+	limited := map[int]int{}
+	for i := range 60 {
+		st, _ := chat(t, srvs[i%3].addr, rlKey)
+		limited[st]++
+	}
+	t.Logf("60 calls at --rpm 30 over 3 instances: %v", limited)
+	is.True(limited[http.StatusOK] >= 27 && limited[http.StatusOK] <= 33) // the key's limit, globally, ±10%
+	is.Equal(limited[http.StatusOK]+limited[http.StatusTooManyRequests], 60)
+
 	// kill -9 one instance under load.
 	code, _, _ = run(t, db, "credits", "add", "--account", "load", fmt.Sprintf("%d.%06d", 4*funds/1e6, 4*funds%1e6))
 	is.Equal(code, 0)
@@ -163,7 +186,7 @@ func TestPostgres_ThreeInstancesShareOneLedger(t *testing.T) {
 	for _, s := range srvs {
 		loads = append(loads, startLoad(t, s.addr, key, 4, stop))
 	}
-	loads[0].waitFor(t, 20)
+	loads[0].waitFor(t, 150)
 	var dead string
 	is.NoErr(conn.QueryRow(ctx, `SELECT id FROM instances WHERE pid = $1`, srvs[0].cmd.Process.Pid).Scan(&dead))
 	is.NoErr(srvs[0].cmd.Process.Signal(syscall.SIGKILL))

@@ -259,8 +259,8 @@ func (l *leases) heartbeat(ctx context.Context) error {
 		ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at`, l.id, hostname(), int64(os.Getpid()))
 	b.Queue(`UPDATE leases SET expires_at = `+pgNowMS+` + $2 WHERE instance_id = $1`, l.id, l.ttl.Milliseconds())
 	b.Queue(`SELECT COUNT(*) FROM instances WHERE seen_at > `+pgNowMS+` - $1`, 3*every)
-	b.Queue(`DELETE FROM leases WHERE expires_at < `+pgNowMS+` - 3600000`)
-	b.Queue(`DELETE FROM instances WHERE seen_at < `+pgNowMS+` - 3600000`)
+	b.Queue(`DELETE FROM leases WHERE expires_at < ` + pgNowMS + ` - 3600000`)
+	b.Queue(`DELETE FROM instances WHERE seen_at < ` + pgNowMS + ` - 3600000`)
 	var n int64
 	err := pgx.BeginFunc(ctx, l.p.call, func(tx pgx.Tx) error {
 		br := tx.SendBatch(ctx, &b)
