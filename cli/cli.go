@@ -56,6 +56,7 @@ type root struct {
 	Generation generationCmd    `cmd:"" help:"Show one generation record (as GET /svc/v1/generation)."`
 	Config     configCmd        `cmd:"" help:"Work with configuration files."`
 	Backup     backupCmd        `cmd:"" help:"Copy the database consistently, even while svcgw serves it."`
+	DB         dbCmd            `cmd:"" name:"db" help:"Move a ledger from SQLite to PostgreSQL."`
 }
 
 // env is what a command's Run receives besides its own flags.

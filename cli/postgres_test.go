@@ -318,3 +318,86 @@ func checkLedger(t *testing.T, conn *pgx.Conn, account string) (balance, rows in
 	is.Equal(bad, 0) // usage totals = the generations' sums
 	return balance, rows
 }
+
+// TestPostgres_DBCopy moves a served SQLite ledger (two accounts, keys
+// with limits, credits, caps, generations, roll-ups, feedback, sealing
+// keys) to PostgreSQL: every figure matches, the commands report the same
+// on both, and a key made on SQLite serves calls from the copy.
+func TestPostgres_DBCopy(t *testing.T) {
+	is := is.New(t)
+	lite := newDB(t)
+	pg := pgtest.DSN(t)
+	var keys []string
+	for _, acct := range []string{"alpha", "beta"} {
+		code, key, errOut := run(t, lite, "keys", "create", "--account", acct, "--rpm", "1000")
+		is.Equal(code, 0) // errOut
+		_ = errOut
+		keys = append(keys, strings.TrimSpace(key))
+		code, _, _ = run(t, lite, "credits", "add", "--account", acct, "3.5")
+		is.Equal(code, 0)
+	}
+	code, _, _ := run(t, lite, "credits", "cap", "--account", "beta", "--monthly", "3")
+	is.Equal(code, 0)
+
+	// Serve it for a while, then stop.
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int)
+	go func() { done <- Run(ctx, []string{"--db", lite, "serve", "--addr", addr}, io.Discard, io.Discard) }()
+	for range 200 {
+		if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
+			resp.Body.Close()
+			break
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	var ids []string
+	for i := range 30 {
+		st, id := chat(t, addr, keys[i%2])
+		is.Equal(st, http.StatusOK)
+		ids = append(ids, id)
+	}
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/svc/v1/feedback",
+		strings.NewReader(`{"id":"`+ids[0]+`","rating":"up","comment":"fine","labels":{"topic":"copy"}}`))
+	req.Header.Set("Authorization", "Bearer "+keys[0])
+	resp, err := http.DefaultClient.Do(req)
+	is.NoErr(err)
+	resp.Body.Close()
+	is.Equal(resp.StatusCode, http.StatusOK) // feedback recorded
+	cancel()
+	is.Equal(<-done, 0) // serve stopped
+
+	var out, errb strings.Builder
+	code = Run(context.Background(), []string{"db", "copy", "--from", lite, "--to", pg}, &out, &errb)
+	t.Logf("db copy:\n%s%s", out.String(), errb.String())
+	is.Equal(code, 0) // copied and verified
+	is.True(!strings.Contains(out.String(), "MISMATCH"))
+	is.Equal(strings.Count(out.String(), "ok\n"), 21) // 9 tables' rows, 12 sums
+	is.True(strings.Contains(errb.String(), "every figure matches"))
+
+	for _, args := range [][]string{
+		{"credits", "show", "--account", "alpha", "--json"},
+		{"credits", "show", "--account", "beta", "--json"},
+		{"usage", "--account", "alpha", "--json", "--group-by", "api_key"},
+		{"keys", "list", "--json"},
+		{"generation", ids[0], "--json"},
+	} {
+		c1, o1, e1 := run(t, lite, args...)
+		c2, o2, e2 := run(t, pg, args...)
+		is.Equal(c1, 0) // e1
+		is.Equal(c2, 0) // e2
+		_, _ = e1, e2
+		is.Equal(o1, o2) // the same answer from both databases
+	}
+
+	// Served from the copy: the SQLite key authenticates, and the
+	// balance goes on from where it was.
+	addr2, _ := serve(t, pg)
+	st, _ := chat(t, addr2, keys[1])
+	is.Equal(st, http.StatusOK)
+
+	// A second copy into a database that holds a ledger is refused.
+	code, _, errOut := run(t, lite, "db", "copy", "--from", lite, "--to", pg)
+	is.Equal(code, 1)
+	is.True(strings.Contains(errOut, "already holds svcgw data"))
+}
