@@ -70,6 +70,16 @@ func OpenPostgres(ctx context.Context, dsn string, opts Options) (*Postgres, err
 	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "svcgw"
 	}
+	// A batch costs a round trip and a commit whatever its size, so
+	// PostgreSQL takes larger batches, and a longer queue, than SQLite:
+	// a server on another machine, or busy with other instances, commits
+	// less often.
+	if opts.BatchSize <= 0 {
+		opts.BatchSize = 1024
+	}
+	if opts.QueueSize <= 0 {
+		opts.QueueSize = 16384
+	}
 	p := &Postgres{dsn: Redact(dsn)}
 	p.init(opts, p, pgCharges{p})
 	p.leases = newLeases(p, opts.LeaseTTL)

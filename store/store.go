@@ -98,7 +98,7 @@ type Options struct {
 	// Now is the clock every stored time comes from; default time.Now.
 	Now func() time.Time
 	// BatchSize is the most generations committed in one ledger
-	// transaction; default 256.
+	// transaction; default 256 (1024 on PostgreSQL).
 	BatchSize int
 	// BatchInterval is how long the ledger writer waits for a batch to fill
 	// before it commits what it has; default 20ms. Nobody waits for it (a
@@ -107,7 +107,8 @@ type Options struct {
 	BatchInterval time.Duration
 	// QueueSize is how many answered generations may wait for the ledger
 	// before it counts as backed up, and CheckLedger refuses billable calls
-	// until it has caught up; default 4096. RecordGeneration never blocks.
+	// until it has caught up; default 4096 (16384 on PostgreSQL).
+	// RecordGeneration never blocks.
 	QueueSize int
 	// CommitTimeout bounds one ledger commit, waiting for the database's
 	// write lock included; default 5s. A commit that does not finish in
