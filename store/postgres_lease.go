@@ -167,6 +167,9 @@ type leaseAcct struct {
 	// day is the day the last grant was made for: a call of another day
 	// needs a grant of its own (the caps' periods changed).
 	day int32
+	// until is when (time.Now, monotonic) the account's leases, as the
+	// last grant extended them, stop being usable (see leases.alive).
+	until time.Time
 }
 
 // lease is one row of leases, as this instance knows it.
@@ -288,8 +291,9 @@ func (l *leases) heartbeat(ctx context.Context) error {
 	return nil
 }
 
-// extend makes the leases usable until a TTL after sent (less a tenth, for
-// the clocks' rates), the time a statement that extended them was sent.
+// extend makes every lease usable until a TTL after sent (less a tenth,
+// for the clocks' rates), the time the heartbeat that extended them all was
+// sent. A grant extends its account's leases alone (leaseAcct.until).
 func (l *leases) extend(sent time.Time) {
 	l.aliveMu.Lock()
 	defer l.aliveMu.Unlock()
@@ -553,13 +557,13 @@ func (l *leases) grant(ctx context.Context, a *leaseAcct, accountID, reserved, n
 		a.usedLast = a.acct.used
 		a.renewed = true
 		a.day = p.day
+		a.until = sent.Add(l.ttl - l.ttl/10)
 		out = Budget{Credits: balance + used, DailyCap: caps[0], MonthlyCap: caps[1]}
 		return nil
 	})
 	if err != nil {
 		return Budget{}, err
 	}
-	l.extend(sent)
 	return out, nil
 }
 
@@ -636,8 +640,9 @@ func (l *leases) Spend(ctx context.Context, accountID int64, keyID string, now t
 	_, known := a.keys[keyID]
 	newDay := a.renewed && a.day != dayNumber(now)
 	ready := a.renewed && (keyID == "" || known) && !newDay
+	fresh := time.Now().Before(a.until)
 	a.mu.Unlock()
-	if !ready || !l.valid() {
+	if !ready || !(fresh || l.valid()) {
 		if newDay {
 			// A new day: the charges still queued are the last day's,
 			// and count in its spend, not this one's, once committed.
