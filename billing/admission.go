@@ -188,7 +188,7 @@ func (r *Reservation) Release() {
 func (a *Admission) Admit(ctx context.Context, c Claim) (*Reservation, error) {
 	started := a.clock()
 	acct := a.account(c.AccountID)
-	if err := a.load(ctx, acct, started.Add(-a.refresh), c.Amount); err != nil {
+	if err := a.load(ctx, acct, started.Add(-a.refresh), c.Amount, false); err != nil {
 		return nil, err
 	}
 	res, refusal, err := a.try(ctx, acct, c)
@@ -198,7 +198,7 @@ func (a *Admission) Admit(ctx context.Context, c Claim) (*Reservation, error) {
 	// Credits may have been added, or a cap raised, by another process
 	// since the budget was read: read it again (unless a read began after
 	// this call arrived) before refusing.
-	if err := a.load(ctx, acct, started, c.Amount); err != nil {
+	if err := a.load(ctx, acct, started, c.Amount, true); err != nil {
 		return nil, err
 	}
 	res, refusal, err = a.try(ctx, acct, c)
@@ -234,21 +234,44 @@ func (a *Admission) account(id int64) *admAccount {
 }
 
 // load makes sure acct's budget was read by a read that began after since,
-// for a call asking need.
-func (a *Admission) load(ctx context.Context, acct *admAccount, since time.Time, need int64) error {
-	fresh := func() bool {
+// for a call asking need; refusing says the call would otherwise be
+// refused.
+func (a *Admission) load(ctx context.Context, acct *admAccount, since time.Time, need int64, refusing bool) error {
+	fresh := func() (ok, read bool) {
 		acct.mu.Lock()
 		defer acct.mu.Unlock()
-		return !acct.readAt.IsZero() && acct.readAt.After(since)
+		return !acct.readAt.IsZero() && acct.readAt.After(since), !acct.readAt.IsZero()
 	}
-	if fresh() {
+	ok, read := fresh()
+	if ok {
+		return nil
+	}
+	// A leased budget only tops the lease up (the lease bounds what is
+	// admitted, stale or not): a periodic refresh runs beside the calls
+	// instead of making them wait for the database; only a call that
+	// would be refused waits for its read.
+	if _, leasing := a.ledger.(LeasingLedger); leasing && read && !refusing {
+		if acct.loadMu.TryLock() {
+			go func() {
+				defer acct.loadMu.Unlock()
+				ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*a.refresh+5*time.Second)
+				defer cancel()
+				_ = a.read(ctx, acct, need) // a failure shows in the lease lapsing, and the next refusal reads again
+			}()
+		}
 		return nil
 	}
 	acct.loadMu.Lock()
 	defer acct.loadMu.Unlock()
-	if fresh() {
+	if ok, _ := fresh(); ok {
 		return nil // another caller read it meanwhile
 	}
+	return a.read(ctx, acct, need)
+}
+
+// read reads acct's budget (a leasing ledger tops its lease up for a call
+// asking need). Callers hold acct.loadMu.
+func (a *Admission) read(ctx context.Context, acct *admAccount, need int64) error {
 	began := a.clock()
 	var (
 		b   Budget

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/singleflight"
 )
 
 // Postgres is svcgw's database on a PostgreSQL server, which several svcgw
@@ -40,6 +41,9 @@ type Postgres struct {
 	call *pgxpool.Pool
 
 	leases *leases
+	// authReads shares one read among the calls that authenticate the same
+	// key at once (see Authenticate).
+	authReads singleflight.Group
 
 	upkeep    upkeepState
 	closeOnce sync.Once

@@ -285,20 +285,26 @@ func (p *Postgres) Authenticate(ctx context.Context, secret string) (Key, error)
 	if k, ok := p.auth.get(hash, now); ok {
 		return k, nil
 	}
-	ctx, cancel := p.readCtx(ctx)
-	defer cancel()
-	k, err := scanKey(p.call.QueryRow(ctx,
-		`SELECT `+keyColumns+`
-		 FROM api_keys k JOIN accounts a ON a.id = k.account_id
-		 WHERE k.secret_sha256 = $1 AND k.revoked_at IS NULL`, hash))
-	if noRows(err) {
-		return Key{}, fmt.Errorf("authenticate: %w", ErrNotFound)
-	}
-	if err != nil {
-		return Key{}, fmt.Errorf("authenticate: %w", p.readErr(ctx, err))
-	}
-	p.auth.put(hash, k, now)
-	return k, nil
+	// The calls that find a key's entry expired at once share one read:
+	// a busy key would otherwise send every call in flight to the
+	// database each time its entry expires.
+	v, err, _ := p.authReads.Do(hash, func() (any, error) {
+		ctx, cancel := p.readCtx(context.WithoutCancel(ctx))
+		defer cancel()
+		k, err := scanKey(p.call.QueryRow(ctx,
+			`SELECT `+keyColumns+`
+			 FROM api_keys k JOIN accounts a ON a.id = k.account_id
+			 WHERE k.secret_sha256 = $1 AND k.revoked_at IS NULL`, hash))
+		if noRows(err) {
+			return Key{}, fmt.Errorf("authenticate: %w", ErrNotFound)
+		}
+		if err != nil {
+			return Key{}, fmt.Errorf("authenticate: %w", p.readErr(ctx, err))
+		}
+		p.auth.put(hash, k, now)
+		return k, nil
+	})
+	return v.(Key), err
 }
 
 // UpdateKeyLimits changes the limits of the key with the public id keyID
