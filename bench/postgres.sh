@@ -225,18 +225,18 @@ ms() { printf '%.3f' "$1"; }
 	a_s=$(j .throughput "$out/max-sqlite.json")
 	a_p=$(j .throughput "$out/max-postgres.json")
 	echo "| req/s | $(printf %.0f "$a_s") | $(printf %.0f "$a_p") | $(awk -v p="$a_p" -v s="$a_s" 'BEGIN{printf "%.2f×%s", p/s, (p/s >= 0.8 ? " (target ≥ 0.8×: met)" : " (target ≥ 0.8×: MISSED)")}') |"
-	echo "| success | $(j .success_pct "$out/max-sqlite.json")% | $(j .success_pct "$out/max-postgres.json")% | |"
+	echo "| success (%) | $(printf %.2f "$(j .success_pct "$out/max-sqlite.json")") | $(printf %.2f "$(j .success_pct "$out/max-postgres.json")") | |"
 	echo "| p50 / p99 (ms) | $(ms "$(j .latency.p50_ms "$out/max-sqlite.json")") / $(ms "$(j .latency.p99_ms "$out/max-sqlite.json")") | $(ms "$(j .latency.p50_ms "$out/max-postgres.json")") / $(ms "$(j .latency.p99_ms "$out/max-postgres.json")") | |"
 	echo "| CPU per call (µs, svcgw alone) | $(printf %.1f "$(j '.cpu_per_call_us // 0' "$out/max-sqlite.json")") | $(printf %.1f "$(j '.cpu_per_call_us // 0' "$out/max-postgres.json")") | |"
+	echo "| svcgw's share of its core / the core busy (%) | $(printf %.0f "$(j '.target_cpu_pct // 0' "$out/max-sqlite.json")") / $(printf %.0f "$(j '.core_busy_pct // 0' "$out/max-sqlite.json")") | $(printf %.0f "$(j '.target_cpu_pct // 0' "$out/max-postgres.json")") / $(printf %.0f "$(j '.core_busy_pct // 0' "$out/max-postgres.json")") | |"
 	echo "| PostgreSQL connections held, most | | $(cat "$out/conns-max") | |"
 	echo
 	echo "### (b) $rate req/s, non-streaming chat completions ($duration)"
 	echo
 	echo "| | direct | svcgw on SQLite | svcgw on PostgreSQL | added over direct: SQLite / PostgreSQL (ms) |"
 	echo "|---|---:|---:|---:|---:|"
-	for f in success_pct throughput; do
-		echo "| $f | $(j .$f "$out/rate-direct.json") | $(j .$f "$out/rate-sqlite.json") | $(j .$f "$out/rate-postgres.json") | |"
-	done
+	echo "| success (%) | $(j .success_pct "$out/rate-direct.json") | $(j .success_pct "$out/rate-sqlite.json") | $(j .success_pct "$out/rate-postgres.json") | |"
+	echo "| achieved req/s | $(printf %.0f "$(j .throughput "$out/rate-direct.json")") | $(printf %.0f "$(j .throughput "$out/rate-sqlite.json")") | $(printf %.0f "$(j .throughput "$out/rate-postgres.json")") | |"
 	for q in p50 p90 p99; do
 		d=$(j ".latency.${q}_ms" "$out/rate-direct.json")
 		s=$(j ".latency.${q}_ms" "$out/rate-sqlite.json")
