@@ -13,13 +13,17 @@
 #
 # It starts a throwaway PostgreSQL cluster (initdb + pg_ctl in a temporary
 # directory, on a Unix socket only, as the postgres user when run as root)
-# from Debian's postgresql package, pinned with the driver and the upstream
-# mock, so that the target's core is the target's alone. Loopback and
+# from Debian's postgresql package, pinned to the target's core: SQLite's
+# work happens inside svcgw, on that core, so PostgreSQL's does too, and
+# it never takes the core of the driver and the upstream mock (on which it
+# would slow the mock down and show as svcgw's latency). Loopback and
 # sockets only; everything it starts is stopped on exit.
 #
 # Settings (environment): BENCH_DURATION=10s, BENCH_WARMUP=1s,
 # BENCH_CONNECTIONS=50, BENCH_RATE=2000, BENCH_TIMEOUT=10s,
-# BENCH_TARGET_CPU=1, BENCH_DRIVER_CPU=0, BENCH_LOG_LEVEL=info,
+# BENCH_TARGET_CPU=1, BENCH_DRIVER_CPU=0, BENCH_PG_CPU= (PostgreSQL's core:
+# the target's by default; the driver's to leave svcgw's core to svcgw, as
+# a database server on another machine would), BENCH_LOG_LEVEL=info,
 # BENCH_OUT= (results directory; default: results/ in the work directory).
 set -euo pipefail
 
@@ -33,6 +37,7 @@ rate=${BENCH_RATE:-2000}
 call_timeout=${BENCH_TIMEOUT:-10s}
 target_cpu=${BENCH_TARGET_CPU:-1}
 driver_cpu=${BENCH_DRIVER_CPU:-0}
+pg_cpu=${BENCH_PG_CPU:-$target_cpu}
 log_level=${BENCH_LOG_LEVEL:-info}
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/svcgw-pgbench.XXXXXX")
@@ -70,10 +75,12 @@ trap 'exit 130' INT TERM
 if command -v taskset >/dev/null && [ "$(nproc)" -gt 1 ]; then
 	pin_target=(taskset -c "$target_cpu")
 	pin_driver=(taskset -c "$driver_cpu")
+	pin_pg=(taskset -c "$pg_cpu")
 else
 	log "taskset or a second core missing: nothing is pinned"
 	pin_target=()
 	pin_driver=()
+	pin_pg=()
 fi
 ulimit -n 65536 2>/dev/null || true
 
@@ -95,12 +102,12 @@ waitfile() {
 }
 alive() { kill -0 "$2" 2>/dev/null || die "$1 (pid $2) is not running; see $work/$1.log"; }
 
-# --- PostgreSQL, on the driver's core ------------------------------------------
+# --- PostgreSQL, on the target's core unless BENCH_PG_CPU says otherwise --------
 mkdir -p "$pgdata" "$work/pgsock" "$work/pglog"
 if [ "${#as_pg[@]}" -gt 0 ]; then chown postgres "$pgdata" "$work/pgsock" "$work/pglog"; fi
 "${as_pg[@]}" "$pgbin/initdb" -D "$pgdata" -U postgres -A trust --no-sync >"$work/initdb.log" 2>&1 || die "initdb; see $work/initdb.log"
 pgport=$((20000 + RANDOM % 20000))
-"${pin_driver[@]}" "${as_pg[@]}" "$pgbin/pg_ctl" -D "$pgdata" -l "$work/pglog/server.log" -w \
+"${pin_pg[@]}" "${as_pg[@]}" "$pgbin/pg_ctl" -D "$pgdata" -l "$work/pglog/server.log" -w \
 	-o "-c listen_addresses='' -c unix_socket_directories='$work/pgsock' -p $pgport -c max_connections=50" start >/dev/null ||
 	die "PostgreSQL did not start; see $work/pglog/server.log"
 psql=("$pgbin/psql" -X -q -h "$work/pgsock" -p "$pgport" -U postgres)
@@ -155,7 +162,7 @@ start_svcgw() {
 }
 start_svcgw sqlite "$work/svcgw.db"
 start_svcgw postgres "$pgdsn"
-log "direct $direct_addr · svcgw/sqlite ${addr_of[sqlite]} · svcgw/postgres ${addr_of[postgres]} (cpu $target_cpu); PostgreSQL $pgversion and the upstream mock on cpu $driver_cpu"
+log "direct $direct_addr · svcgw/sqlite ${addr_of[sqlite]} · svcgw/postgres ${addr_of[postgres]} on cpu $target_cpu; PostgreSQL $pgversion on cpu $pg_cpu; driver and upstream mock on cpu $driver_cpu"
 
 # sample_conns FILE: the most connections svcgw holds to PostgreSQL, sampled
 # until killed.
@@ -215,7 +222,8 @@ ms() { printf '%.3f' "$1"; }
 	echo
 	echo "- machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(uname -sr), $(go version | cut -d' ' -f3); PostgreSQL $pgversion (throwaway cluster, default settings, Unix socket)"
 	echo "- load average at the end: $(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine shifts every figure)"
-	echo "- svcgw (either store) and the direct mock pinned to cpu $target_cpu; the load driver, the upstream mock and PostgreSQL on cpu $driver_cpu; log level $log_level"
+	if [ "$pg_cpu" = "$target_cpu" ]; then where="the target's core: its work shares svcgw's core, as SQLite's does inside svcgw"; else where="cpu $pg_cpu (BENCH_PG_CPU), beside the driver and the upstream mock: svcgw's core is svcgw's alone"; fi
+	echo "- svcgw (either store) and the direct mock pinned to cpu $target_cpu; the load driver and the upstream mock on cpu $driver_cpu; PostgreSQL on $where; log level $log_level"
 	echo "- svcgw logs: $errors_svcgw ERROR lines"
 	echo
 	echo "### (a) maximum throughput, non-streaming chat completions ($connections connections, $duration)"
@@ -228,6 +236,9 @@ ms() { printf '%.3f' "$1"; }
 	echo "| success (%) | $(printf %.2f "$(j .success_pct "$out/max-sqlite.json")") | $(printf %.2f "$(j .success_pct "$out/max-postgres.json")") | |"
 	echo "| p50 / p99 (ms) | $(ms "$(j .latency.p50_ms "$out/max-sqlite.json")") / $(ms "$(j .latency.p99_ms "$out/max-sqlite.json")") | $(ms "$(j .latency.p50_ms "$out/max-postgres.json")") / $(ms "$(j .latency.p99_ms "$out/max-postgres.json")") | |"
 	echo "| CPU per call (µs, svcgw alone) | $(printf %.1f "$(j '.cpu_per_call_us // 0' "$out/max-sqlite.json")") | $(printf %.1f "$(j '.cpu_per_call_us // 0' "$out/max-postgres.json")") | |"
+	c_s=$(j '.cpu_per_call_us // 0' "$out/max-sqlite.json")
+	c_p=$(j '.cpu_per_call_us // 0' "$out/max-postgres.json")
+	echo "| calls per second of svcgw's own CPU (10⁶ / CPU per call; PostgreSQL's not counted) | $(awk -v c="$c_s" 'BEGIN{printf "%.0f", 1e6/c}') | $(awk -v c="$c_p" 'BEGIN{printf "%.0f", 1e6/c}') | $(awk -v s="$c_s" -v p="$c_p" 'BEGIN{printf "%.2f×", s/p}') |"
 	echo "| svcgw's share of its core / the core busy (%) | $(printf %.0f "$(j '.target_cpu_pct // 0' "$out/max-sqlite.json")") / $(printf %.0f "$(j '.core_busy_pct // 0' "$out/max-sqlite.json")") | $(printf %.0f "$(j '.target_cpu_pct // 0' "$out/max-postgres.json")") / $(printf %.0f "$(j '.core_busy_pct // 0' "$out/max-postgres.json")") | |"
 	echo "| PostgreSQL connections held, most | | $(cat "$out/conns-max") | |"
 	echo
