@@ -178,8 +178,6 @@ func databaseUnavailable(cause error) *llm.Error {
 		Message: "the gateway's database is not answering at the moment; retry later"}
 }
 
-// limitOr is a key's own rate limit, or the server's default when it has
-// none.
 // share is this instance's share of a per-minute limit when several
 // instances serve one PostgreSQL database: the limit divided among the
 // instances seen in the last three heartbeats, rounded up (so that a
@@ -194,6 +192,8 @@ func (s *Server) share(limit int64) int64 {
 	return (limit + n - 1) / n
 }
 
+// limitOr is a key's own rate limit, or the server's default when it has
+// none.
 func limitOr(own *int64, def int64) int64 {
 	if own != nil {
 		return *own

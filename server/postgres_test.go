@@ -30,6 +30,14 @@ func TestPostgres_GatewayEndToEnd(t *testing.T) {
 		{"ChargeExact", TestCharge_ExactOnEveryUpstreamProtocol},
 		{"AuthHeaders", TestAuth_TwoHeaderStyles},
 		{"WaitWaitsForHandlers", TestServer_WaitWaitsForHandlersToRecord},
+		{"ExactlyOnTheCap", TestCaps_ExactlyOnTheCap},
+		{"PaymentRequired", TestPaymentRequired_WhenBalanceIsSpent},
+		{"Unauthorized", TestAuth_401InTheSurfaceEnvelope},
+		{"GenerationAndFeedback", TestChat_IDAcceptedByGenerationAndFeedback},
+		{"UsageCreditsAndGenerations", TestChat_ScriptedSeriesMatchesUsageCreditsAndGenerations},
+		{"StreamDisconnectIsMetered", TestChat_StreamDisconnectIsMetered},
+		{"AbsurdUsageIsBounded", TestGateway_AbsurdUpstreamUsageIsBoundedAndCharged},
+		{"UnreportedUsage", TestGateway_UnreportedUsageIsChargedAtTheEstimate},
 	}
 	pgtest.DSN(t) // skip here, once, without PostgreSQL
 	sqlite := openGatewayStore
