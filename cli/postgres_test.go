@@ -155,6 +155,53 @@ func TestPostgres_ThreeInstancesShareOneLedger(t *testing.T) {
 	is.True(statuses[http.StatusOK] >= 90)         // the balance was spent, not stranded in leases
 	t.Logf("left: %d micro-dollars (%.1f calls)", balance, float64(balance)/float64(cost))
 
+	// An account's daily cap and a key's monthly cap hold across the three
+	// as the balance does: 90 calls at once, 30 per key over the three
+	// instances, never spend more than either cap.
+	var capKeys []string
+	for range 3 {
+		code, k, _ := run(t, db, "keys", "create", "--account", "capped")
+		is.Equal(code, 0)
+		capKeys = append(capKeys, strings.TrimSpace(k))
+	}
+	code, _, _ = run(t, db, "credits", "add", "--account", "capped", "1")
+	is.Equal(code, 0)
+	usd := func(m int64) string { return fmt.Sprintf("%d.%06d", m/1e6, m%1e6) }
+	code, _, _ = run(t, db, "credits", "cap", "--account", "capped", "--daily", usd(20*cost))
+	is.Equal(code, 0)
+	code, out, _ := run(t, db, "keys", "list", "--account", "capped", "--json")
+	is.Equal(code, 0)
+	var capIDs []struct{ ID string }
+	is.NoErr(json.Unmarshal([]byte(out), &capIDs))
+	code, _, _ = run(t, db, "keys", "limit", capIDs[0].ID, "--monthly", usd(5*cost))
+	is.Equal(code, 0)
+	capped := map[int]map[int]int{0: {}, 1: {}, 2: {}}
+	for i := range 90 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, _ := chat(t, srvs[i%3].addr, capKeys[i/30])
+			mu.Lock()
+			capped[i/30][st]++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	for _, s := range srvs {
+		s.sync(t, capKeys[1])
+	}
+	t.Logf("90 calls over 3 instances, daily cap of 20 calls, first key's monthly cap of 5: %v", capped)
+	var capSpent, keySpent int64
+	is.NoErr(conn.QueryRow(ctx, `SELECT COALESCE(SUM(g.cost_micros), 0), COALESCE(SUM(g.cost_micros) FILTER (WHERE g.key_id = $1), 0)
+		FROM generations g JOIN accounts a ON a.id = g.account_id WHERE a.name = 'capped'`, capIDs[0].ID).Scan(&capSpent, &keySpent))
+	is.True(capSpent <= 20*cost) // the account's daily cap holds globally
+	is.True(keySpent <= 5*cost)  // the key's monthly cap holds globally
+	// A burst can leave up to a slice per instance unspent for a
+	// heartbeat (README: a call may be refused while another instance
+	// holds the rest); most of the cap is spent all the same.
+	is.True(capSpent >= 10*cost)
+	is.True(capped[0][http.StatusOK] >= 1)
+
 	// A key's requests per minute hold across the three: 60 calls spread
 	// evenly over them with --rpm 30 get 30 through, ±10%.
 	code, rlKey, _ := run(t, db, "keys", "create", "--account", "rl")
@@ -162,7 +209,7 @@ func TestPostgres_ThreeInstancesShareOneLedger(t *testing.T) {
 	rlKey = strings.TrimSpace(rlKey)
 	code, _, _ = run(t, db, "credits", "add", "--account", "rl", "1")
 	is.Equal(code, 0)
-	code, out, _ := run(t, db, "keys", "list", "--account", "rl", "--json")
+	code, out, _ = run(t, db, "keys", "list", "--account", "rl", "--json")
 	is.Equal(code, 0)
 	var rlKeys []struct{ ID string }
 	is.NoErr(json.Unmarshal([]byte(out), &rlKeys))
@@ -177,6 +224,16 @@ func TestPostgres_ThreeInstancesShareOneLedger(t *testing.T) {
 	t.Logf("60 calls at --rpm 30 over 3 instances: %v", limited)
 	is.True(limited[http.StatusOK] >= 27 && limited[http.StatusOK] <= 33) // the key's limit, globally, ±10%
 	is.Equal(limited[http.StatusOK]+limited[http.StatusTooManyRequests], 60)
+
+	// A key revoked with the CLI is refused by every instance within the
+	// one-second authentication cache.
+	code, _, _ = run(t, db, "keys", "revoke", rlKeys[0].ID)
+	is.Equal(code, 0)
+	time.Sleep(1100 * time.Millisecond)
+	for _, s := range srvs {
+		st, _ := chat(t, s.addr, rlKey)
+		is.Equal(st, http.StatusUnauthorized) // revoked everywhere
+	}
 
 	// kill -9 one instance under load.
 	code, _, _ = run(t, db, "credits", "add", "--account", "load", fmt.Sprintf("%d.%06d", 4*funds/1e6, 4*funds%1e6))
@@ -263,8 +320,14 @@ func chat(t *testing.T, addr, key string) (int, string) {
 		return 0, ""
 	}
 	defer resp.Body.Close()
-	var c struct{ ID string }
+	var c struct {
+		ID    string
+		Error struct{ Message string }
+	}
 	_ = json.NewDecoder(resp.Body).Decode(&c)
+	if resp.StatusCode != http.StatusOK {
+		return resp.StatusCode, c.Error.Message
+	}
 	return resp.StatusCode, c.ID
 }
 
