@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"golang.org/x/sync/singleflight"
 )
 
 // Balance leases: how several svcgw serve instances on one PostgreSQL
@@ -72,12 +73,17 @@ type leases struct {
 
 	started   sync.Once
 	instances atomic.Int64 // instances seen lately, this one included
+	beaten    atomic.Bool  // a heartbeat has succeeded
 	stopLoop  chan struct{}
 	loopDone  chan struct{}
 	// alive is when (time.Now, monotonic) the leases stop being usable
 	// unless a heartbeat or a grant extends them first.
 	aliveMu sync.Mutex
 	alive   time.Time
+
+	// beats shares one synchronous heartbeat among the calls that find
+	// the leases lapsing (see Spend).
+	beats singleflight.Group
 
 	// hold runs fn with what admission holds for the account's calls in
 	// progress, no call being admitted meanwhile (billing's
@@ -167,9 +173,6 @@ type leaseAcct struct {
 	// day is the day the last grant was made for: a call of another day
 	// needs a grant of its own (the caps' periods changed).
 	day int32
-	// until is when (time.Now, monotonic) the account's leases, as the
-	// last grant extended them, stop being usable (see leases.alive).
-	until time.Time
 }
 
 // lease is one row of leases, as this instance knows it.
@@ -252,48 +255,78 @@ func (l *leases) loop() {
 	}
 }
 
-// heartbeat records the instance as alive, extends its leases, counts the
-// instances alive, and forgets instances and leases gone for an hour.
+// heartbeat records the instance as alive, which keeps every lease of it
+// live, counts the instances alive, and forgets instances gone for an
+// hour with their leases. It writes only its own instances row and rows
+// of the dead, so it never waits for, nor deadlocks with, a ledger batch
+// or a grant.
 func (l *leases) heartbeat(ctx context.Context) error {
 	sent := time.Now()
 	every := l.heartbeatEvery().Milliseconds()
 	var b pgx.Batch
-	b.Queue(`INSERT INTO instances (id, host, pid, started_at, seen_at) VALUES ($1, $2, $3, `+pgNowMS+`, `+pgNowMS+`)
-		ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at`, l.id, hostname(), int64(os.Getpid()))
-	b.Queue(`UPDATE leases SET expires_at = `+pgNowMS+` + $2 WHERE instance_id = $1`, l.id, l.ttl.Milliseconds())
+	b.Queue(`WITH old AS (SELECT seen_at + lease_ttl_ms AS live_until FROM instances WHERE id = $1)
+		INSERT INTO instances (id, host, pid, started_at, seen_at, lease_ttl_ms)
+		VALUES ($1, $2, $3, `+pgNowMS+`, `+pgNowMS+`, $4)
+		ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at
+		RETURNING (SELECT live_until FROM old), seen_at`, l.id, hostname(), int64(os.Getpid()), l.ttl.Milliseconds())
 	b.Queue(`SELECT COUNT(*) FROM instances WHERE seen_at > `+pgNowMS+` - $1`, 3*every)
-	b.Queue(`DELETE FROM leases WHERE expires_at < ` + pgNowMS + ` - 3600000`)
 	b.Queue(`DELETE FROM instances WHERE seen_at < ` + pgNowMS + ` - 3600000`)
-	var n int64
+	b.Queue(`DELETE FROM leases l WHERE NOT EXISTS (SELECT 1 FROM instances i WHERE i.id = l.instance_id)`)
+	var (
+		n         int64
+		liveUntil *int64
+		seen      int64
+		lapsed    bool
+	)
 	err := pgx.BeginFunc(ctx, l.p.call, func(tx pgx.Tx) error {
 		br := tx.SendBatch(ctx, &b)
-		defer br.Close()
-		for i := 0; i < 2; i++ {
-			if _, err := br.Exec(); err != nil {
-				return err
-			}
+		if err := br.QueryRow().Scan(&liveUntil, &seen); err != nil {
+			br.Close()
+			return err
 		}
 		if err := br.QueryRow().Scan(&n); err != nil {
+			br.Close()
 			return err
 		}
 		for i := 0; i < 2; i++ {
 			if _, err := br.Exec(); err != nil {
+				br.Close()
 				return err
 			}
 		}
-		return br.Close()
+		if err := br.Close(); err != nil {
+			return err
+		}
+		// Back after the others took this instance for gone (or after
+		// its row was forgotten): its leases lapsed, and what they held
+		// may have been leased again. They are dropped, here and in the
+		// database, and granted afresh.
+		lapsed = (liveUntil == nil && l.beaten.Load()) || (liveUntil != nil && *liveUntil <= seen)
+		if lapsed {
+			if _, err := tx.Exec(ctx, `DELETE FROM leases WHERE instance_id = $1`, l.id); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("heartbeat: %w", err)
 	}
+	if lapsed {
+		l.p.log.Warn("leases: this instance's leases lapsed (no heartbeat for a lease TTL); granting afresh", "lease_ttl", l.ttl.String())
+		l.mu.Lock()
+		l.accts = make(map[int64]*leaseAcct)
+		l.mu.Unlock()
+	}
+	l.beaten.Store(true)
 	l.instances.Store(max(n, 1))
 	l.extend(sent)
 	return nil
 }
 
 // extend makes every lease usable until a TTL after sent (less a tenth,
-// for the clocks' rates), the time the heartbeat that extended them all was
-// sent. A grant extends its account's leases alone (leaseAcct.until).
+// for the clocks' rates), the time the heartbeat that kept them live was
+// sent.
 func (l *leases) extend(sent time.Time) {
 	l.aliveMu.Lock()
 	defer l.aliveMu.Unlock()
@@ -390,7 +423,6 @@ func (l *leases) grant(ctx context.Context, a *leaseAcct, accountID, reserved, n
 		now = l.p.now()
 	}
 	p := periodOf(now)
-	sent := time.Now()
 
 	var out Budget
 	err := pgx.BeginFunc(ctx, l.p.call, func(tx pgx.Tx) error {
@@ -438,8 +470,9 @@ func (l *leases) grant(ctx context.Context, a *leaseAcct, accountID, reserved, n
 		type row struct{ granted, charged int64 }
 		others := map[string]int64{} // key → holds of other instances
 		mine := map[string]row{}
-		rows, err = tx.Query(ctx, `SELECT instance_id, key_id, granted_micros, charged_micros, expires_at
-			FROM leases WHERE account_id = $1`, accountID)
+		rows, err = tx.Query(ctx, `SELECT l.instance_id, l.key_id, l.granted_micros, l.charged_micros,
+			       COALESCE(i.seen_at + i.lease_ttl_ms, 0)
+			FROM leases l LEFT JOIN instances i ON i.id = l.instance_id WHERE l.account_id = $1`, accountID)
 		if err != nil {
 			return err
 		}
@@ -513,7 +546,7 @@ func (l *leases) grant(ctx context.Context, a *leaseAcct, accountID, reserved, n
 				room[1+i] = c - s - others[""] - held
 			}
 		}
-		acctLease, err := l.upsert(ctx, tx, accountID, "", m, accUsed, l.target(reserved, want, need, room), room, dbNow)
+		acctLease, err := l.upsert(ctx, tx, accountID, "", m, accUsed, l.target(reserved, want, need, room), room)
 		if err != nil {
 			return err
 		}
@@ -537,7 +570,7 @@ func (l *leases) grant(ctx context.Context, a *leaseAcct, accountID, reserved, n
 					room[1+i] = c - s - others[k] - held
 				}
 			}
-			kl, err := l.upsert(ctx, tx, accountID, k, m, keyUsed[k], l.target(reserved, want, need, room), room, dbNow)
+			kl, err := l.upsert(ctx, tx, accountID, k, m, keyUsed[k], l.target(reserved, want, need, room), room)
 			if err != nil {
 				return err
 			}
@@ -557,7 +590,6 @@ func (l *leases) grant(ctx context.Context, a *leaseAcct, accountID, reserved, n
 		a.usedLast = a.acct.used
 		a.renewed = true
 		a.day = p.day
-		a.until = sent.Add(l.ttl - l.ttl/10)
 		out = Budget{Credits: balance + used, DailyCap: caps[0], MonthlyCap: caps[1]}
 		return nil
 	})
@@ -592,7 +624,7 @@ const noRoom = int64(1) << 62
 // is left for this instance, its current hold included) allows, and
 // extends it. It returns the lease with its slack.
 func (l *leases) upsert(ctx context.Context, tx pgx.Tx, accountID int64, keyID string, m struct{ granted, charged int64 },
-	used, target int64, room [3]int64, dbNow int64) (lease, error) {
+	used, target int64, room [3]int64) (lease, error) {
 	free := noRoom
 	for _, r := range room {
 		free = min(free, r)
@@ -602,10 +634,10 @@ func (l *leases) upsert(ctx context.Context, tx pgx.Tx, accountID int64, keyID s
 	top := max(min(used+target-m.granted, free), 0)
 	granted := m.granted + top
 	var id int64
-	if err := tx.QueryRow(ctx, `INSERT INTO leases (instance_id, account_id, key_id, granted_micros, charged_micros, expires_at)
-		VALUES ($1, $2, $3, $4, 0, `+pgNowMS+` + $5)
-		ON CONFLICT (account_id, key_id, instance_id) DO UPDATE SET granted_micros = excluded.granted_micros, expires_at = excluded.expires_at
-		RETURNING id`, l.id, accountID, keyID, granted, l.ttl.Milliseconds()).Scan(&id); err != nil {
+	if err := tx.QueryRow(ctx, `INSERT INTO leases (instance_id, account_id, key_id, granted_micros, charged_micros)
+		VALUES ($1, $2, $3, $4, 0)
+		ON CONFLICT (account_id, key_id, instance_id) DO UPDATE SET granted_micros = excluded.granted_micros
+		RETURNING id`, l.id, accountID, keyID, granted).Scan(&id); err != nil {
 		return lease{}, err
 	}
 	out := lease{id: id, granted: granted}
@@ -634,15 +666,26 @@ func capOf(c *int64) int64 {
 // key this instance has not served yet, or leases that lapsed (the
 // heartbeat failing), cost a grant first.
 func (l *leases) Spend(ctx context.Context, accountID int64, keyID string, now time.Time) (Spend, error) {
+	if !l.valid() {
+		// The heartbeat has not succeeded for most of a TTL: the
+		// leases may have lapsed for the others. One heartbeat now,
+		// shared by the calls that find them so; they fail if it does.
+		if _, err, _ := l.beats.Do("", func() (any, error) {
+			ctx, cancel := l.p.readCtx(context.WithoutCancel(ctx))
+			defer cancel()
+			return nil, l.heartbeat(ctx)
+		}); err != nil {
+			return Spend{}, fmt.Errorf("lease: %w: %w", ErrUnavailable, err)
+		}
+	}
 	a := l.account(accountID)
 	a.mu.Lock()
 	a.now = now
 	_, known := a.keys[keyID]
 	newDay := a.renewed && a.day != dayNumber(now)
 	ready := a.renewed && (keyID == "" || known) && !newDay
-	fresh := time.Now().Before(a.until)
 	a.mu.Unlock()
-	if !ready || !(fresh || l.valid()) {
+	if !ready {
 		if newDay {
 			// A new day: the charges still queued are the last day's,
 			// and count in its spend, not this one's, once committed.

@@ -148,12 +148,18 @@ func TestLeases_ALapsedInstanceStopsAndItsHoldComesBack(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	// And p1 no longer admits from its lapsed lease without a new grant.
+	// p1 no longer admits from its lapsed lease; when its heartbeat comes
+	// back, it drops what it held and is granted afresh.
+	is.True(!a1.valid())
+	is.NoErr(a1.heartbeat(ctx))
+	is.Equal(queryInt(t, p1, `SELECT COUNT(*) FROM leases WHERE instance_id = '`+a1.id+`'`), int64(0)) // dropped
 	a1.mu.Lock()
-	e := a1.accts[acct.ID]
+	n := len(a1.accts)
 	a1.mu.Unlock()
-	e.mu.Lock()
-	fresh := time.Now().Before(e.until)
-	e.mu.Unlock()
-	is.True(!fresh && !a1.valid()) // its own view lapsed before the database's
+	is.Equal(n, 0) // and forgotten here
+	b, err = a1.LeaseBudget(ctx, acct.ID, 0, 1000)
+	is.NoErr(err)
+	sp, err = a1.Spend(ctx, acct.ID, "", time.Now())
+	is.NoErr(err)
+	is.Equal(b.Credits-sp.Total, int64(0)) // p2 holds it all now: nothing for p1 until p2 gives back
 }
