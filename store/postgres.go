@@ -21,18 +21,19 @@ import (
 )
 
 // Postgres is svcgw's database on a PostgreSQL server, which several svcgw
-// serve instances may share (see DB; docs/postgres.md has the design). It
-// is safe for concurrent use.
+// serve instances may share (see DB; docs/ledger.md, "Several instances on
+// PostgreSQL", has the design). It is safe for concurrent use.
 //
 // It keeps the ledger the SQLite Store keeps, with the same batched writer
 // (a batch of generations, their debits, spend and roll-ups are one
 // transaction, sent to the server in one round trip), and it adds what
-// several writers need: balance leases (Lease, Held) through which each
-// instance admits calls without asking the database, and rate-limit
-// buckets shared by all instances (TakeRate). Its connections come from
-// three pgx pools of fixed size: the ledger writer and other writes
-// (2), account reads and commands (Options.Readers, 4) and the call path
-// (Options.CallReaders, 2): at most 8 connections per instance.
+// several writers need: balance leases (Admission), through which each
+// instance admits calls without asking the database, and the count of
+// live instances the rate limits are shared among (Instances). Its
+// connections come from three pgx pools of fixed size: the ledger writer
+// and other writes (2), account reads and commands (Options.Readers, 4)
+// and the call path, lease grants and the heartbeat (Options.CallReaders,
+// 2): at most 8 connections per instance.
 type Postgres struct {
 	ledgerCore
 	dsn  string // redacted

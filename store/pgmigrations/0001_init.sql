@@ -1,8 +1,8 @@
 -- 0001_init: svcgw's PostgreSQL schema, born with what the SQLite schema
 -- reached in its migrations 0001 to 0003: accounts, API keys, credits, the
 -- generation ledger, daily spend, usage roll-ups, feedback and sealing keys,
--- plus what several instances on one database need: their heartbeats,
--- balance leases and shared rate-limit buckets (docs/postgres.md).
+-- plus what several instances on one database need: their heartbeats and
+-- balance leases (docs/ledger.md, "Several instances on PostgreSQL").
 --
 -- The columns are those of the SQLite schema, so that svcgw db copy moves
 -- a ledger across unchanged: money is BIGINT micro-dollars (SUM is exact),
