@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
@@ -55,8 +56,9 @@ func (s *Server) handleInference(sf surface.Codec) authedHandler {
 		}
 		// Requests per minute come next: a caller over its rate costs
 		// nothing more than this check, not even reading its body.
-		if err := s.limiter.Request(caller.ID, s.share(limitOr(caller.Limits.RPM, s.rpm)), s.now()); err != nil {
-			sf.WriteError(w, err)
+		rpm := limitOr(caller.Limits.RPM, s.rpm)
+		if err := s.limiter.Request(caller.ID, s.share(rpm), s.now()); err != nil {
+			sf.WriteError(w, s.sharedLimit(err, rpm))
 			return
 		}
 		c, err := s.prepare(w, r, sf, caller)
@@ -129,7 +131,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, sf surface.Code
 func (s *Server) admit(ctx context.Context, c *call) error {
 	input := c.input
 	if err := s.limiter.AdmitTokens(c.caller.ID, c.tpm, input, c.start); err != nil {
-		return err
+		return s.sharedLimit(err, limitOr(c.caller.Limits.TPM, s.tpm))
 	}
 	output := billing.ReservedOutputTokens(c.req.MaxTokens, s.router.Limits().MaxCompletionTokens, s.reserveOut)
 	claim := billing.Claim{
@@ -190,6 +192,20 @@ func (s *Server) share(limit int64) int64 {
 		return limit
 	}
 	return (limit + n - 1) / n
+}
+
+// sharedLimit adds to a rate-limit refusal, when the limit was shared
+// among several instances, that the figure it names is this instance's
+// share of the key's limit.
+func (s *Server) sharedLimit(err error, limit int64) error {
+	var le *llm.Error
+	n := s.store.Instances()
+	if n <= 1 || !errors.As(err, &le) || le.Kind != llm.KindRateLimited {
+		return err
+	}
+	shared := *le
+	shared.Message += fmt.Sprintf(" (this gateway instance's share: the key's limit of %d per minute is divided among the %d instances serving it)", limit, n)
+	return &shared
 }
 
 // limitOr is a key's own rate limit, or the server's default when it has
