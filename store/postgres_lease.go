@@ -29,10 +29,11 @@ import (
 // ledger writer takes each committed charge off its lease in the same
 // transaction that debits the account, and a lease is topped up when the
 // account's budget is refreshed (at most once per refresh interval while
-// calls come) or when a call would otherwise be refused. The heartbeat
-// extends every lease of a live instance; one that stops (crash, lost
-// connection) stops admitting at once locally and its leases hold nothing
-// once they expire, LeaseTTL later. Close gives them back.
+// calls come) or when a call would otherwise be refused. A lease is live
+// while its instance's heartbeat is: one that stops (crash, lost
+// connection) stops admitting locally before the others count its leases
+// lapsed, LeaseTTL after its last heartbeat; the heartbeat gives back what
+// a lease holds beyond its use, and Close gives everything back.
 
 // DefaultLeaseTTL is how long a lease holds without its instance's
 // heartbeat, when Options.LeaseTTL is zero.
@@ -77,7 +78,7 @@ type leases struct {
 	stopLoop  chan struct{}
 	loopDone  chan struct{}
 	// alive is when (time.Now, monotonic) the leases stop being usable
-	// unless a heartbeat or a grant extends them first.
+	// unless a heartbeat keeps them live first.
 	aliveMu sync.Mutex
 	alive   time.Time
 
@@ -392,7 +393,7 @@ func (l *leases) Budget(ctx context.Context, accountID int64) (Budget, error) {
 // it this instance serves, so that each holds what the calls in progress
 // have reserved plus need, four times over, plus twice what was charged
 // since the last grant, within what the balance and the caps leave after
-// every other instance's holds; and extends them. It returns the account's
+// every other instance's holds. It returns the account's
 // credits and caps as read under its row lock. It is one transaction of a
 // few statements, made at most once per budget refresh while calls come,
 // and when a call would otherwise be refused.
@@ -622,7 +623,7 @@ const noRoom = int64(1) << 62
 // upsert writes one lease's top-up: it grows the grant to cover what is
 // charged here (used), plus target, as far as room (per constraint, what
 // is left for this instance, its current hold included) allows, and
-// extends it. It returns the lease with its slack.
+// returns the lease with its slack.
 func (l *leases) upsert(ctx context.Context, tx pgx.Tx, accountID int64, keyID string, m struct{ granted, charged int64 },
 	used, target int64, room [3]int64) (lease, error) {
 	free := noRoom
