@@ -34,6 +34,7 @@ var allowed = map[string][]string{
 	"llm":                 {},
 	"seal":                {},      // authenticated encryption of caller-held tokens (golang.org/x/crypto only)
 	"internal/golden":     {"llm"}, // golden-file helpers, imported by the surfaces' tests only
+	"internal/pgtest":     {},      // a throwaway PostgreSQL for tests, imported by tests only
 
 	// what the vendor protocols share: HTTP transport, SSE reader, frame
 	// decoder, stop sequences, translation helpers

@@ -21,6 +21,10 @@ type Budget struct {
 	// DailyCap and MonthlyCap cap the account's spend per UTC calendar day
 	// and month, or are NoCap.
 	DailyCap, MonthlyCap int64
+	// Leased is set when Credits covers only the part of the balance this
+	// instance may spend (several instances share the account); a refusal
+	// then does not call it the account's balance.
+	Leased bool
 }
 
 // Spend is what an account, and one of its keys, has been charged, in
@@ -42,6 +46,16 @@ type Ledger interface {
 	// never twice and never not at all, and should not read the database
 	// on every call.
 	Spend(ctx context.Context, accountID int64, keyID string, now time.Time) (Spend, error)
+}
+
+// LeasingLedger is a Ledger whose budget is leased from a database that
+// several processes share (PostgreSQL): reading the budget may take a
+// larger slice of the account's balance, so Admission says what it holds
+// for calls in progress (reserved) and what the call that made it read
+// asks for (need), both in micro-dollars.
+type LeasingLedger interface {
+	Ledger
+	LeaseBudget(ctx context.Context, accountID int64, reserved, need int64) (Budget, error)
 }
 
 // Claim is a call asking to be admitted.
@@ -178,7 +192,7 @@ func (r *Reservation) Release() {
 func (a *Admission) Admit(ctx context.Context, c Claim) (*Reservation, error) {
 	started := a.clock()
 	acct := a.account(c.AccountID)
-	if err := a.load(ctx, acct, started.Add(-a.refresh)); err != nil {
+	if err := a.load(ctx, acct, started.Add(-a.refresh), c.Amount, false); err != nil {
 		return nil, err
 	}
 	res, refusal, err := a.try(ctx, acct, c)
@@ -188,7 +202,7 @@ func (a *Admission) Admit(ctx context.Context, c Claim) (*Reservation, error) {
 	// Credits may have been added, or a cap raised, by another process
 	// since the budget was read: read it again (unless a read began after
 	// this call arrived) before refusing.
-	if err := a.load(ctx, acct, started); err != nil {
+	if err := a.load(ctx, acct, started, c.Amount, true); err != nil {
 		return nil, err
 	}
 	res, refusal, err = a.try(ctx, acct, c)
@@ -199,6 +213,17 @@ func (a *Admission) Admit(ctx context.Context, c Claim) (*Reservation, error) {
 		return nil, refusal
 	}
 	return res, nil
+}
+
+// Hold runs fn with what the account's admitted calls hold in
+// reservations, under the account's lock: no call of the account is
+// admitted or released meanwhile. A leasing Ledger gives back the part of
+// its lease nothing holds with it.
+func (a *Admission) Hold(accountID int64, fn func(reserved int64)) {
+	acct := a.account(accountID)
+	acct.mu.Lock()
+	defer acct.mu.Unlock()
+	fn(acct.reserved)
 }
 
 func (a *Admission) account(id int64) *admAccount {
@@ -212,23 +237,58 @@ func (a *Admission) account(id int64) *admAccount {
 	return acct
 }
 
-// load makes sure acct's budget was read by a read that began after since.
-func (a *Admission) load(ctx context.Context, acct *admAccount, since time.Time) error {
-	fresh := func() bool {
+// load makes sure acct's budget was read by a read that began after since,
+// for a call asking need; refusing says the call would otherwise be
+// refused.
+func (a *Admission) load(ctx context.Context, acct *admAccount, since time.Time, need int64, refusing bool) error {
+	fresh := func() (ok, read bool) {
 		acct.mu.Lock()
 		defer acct.mu.Unlock()
-		return !acct.readAt.IsZero() && acct.readAt.After(since)
+		return !acct.readAt.IsZero() && acct.readAt.After(since), !acct.readAt.IsZero()
 	}
-	if fresh() {
+	ok, read := fresh()
+	if ok {
+		return nil
+	}
+	// A leased budget only tops the lease up (the lease bounds what is
+	// admitted, stale or not): a periodic refresh runs beside the calls
+	// instead of making them wait for the database; only a call that
+	// would be refused waits for its read.
+	if _, leasing := a.ledger.(LeasingLedger); leasing && read && !refusing {
+		if acct.loadMu.TryLock() {
+			go func() {
+				defer acct.loadMu.Unlock()
+				ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*a.refresh+5*time.Second)
+				defer cancel()
+				_ = a.read(ctx, acct, need) // a failure shows in the lease lapsing, and the next refusal reads again
+			}()
+		}
 		return nil
 	}
 	acct.loadMu.Lock()
 	defer acct.loadMu.Unlock()
-	if fresh() {
+	if ok, _ := fresh(); ok {
 		return nil // another caller read it meanwhile
 	}
+	return a.read(ctx, acct, need)
+}
+
+// read reads acct's budget (a leasing ledger tops its lease up for a call
+// asking need). Callers hold acct.loadMu.
+func (a *Admission) read(ctx context.Context, acct *admAccount, need int64) error {
 	began := a.clock()
-	b, err := a.ledger.Budget(ctx, acct.id)
+	var (
+		b   Budget
+		err error
+	)
+	if ll, ok := a.ledger.(LeasingLedger); ok {
+		acct.mu.Lock()
+		reserved := acct.reserved
+		acct.mu.Unlock()
+		b, err = ll.LeaseBudget(ctx, acct.id, reserved, need)
+	} else {
+		b, err = a.ledger.Budget(ctx, acct.id)
+	}
 	if err != nil {
 		return fmt.Errorf("admission: %w", err)
 	}
@@ -269,7 +329,7 @@ func (a *Admission) try(ctx context.Context, acct *admAccount, c Claim) (*Reserv
 func check(b Budget, sp Spend, reserved, keyReserved int64, c Claim) *llm.Error {
 	balance := b.Credits - sp.Total
 	if avail := balance - reserved; avail <= 0 || avail < c.Amount {
-		return balanceRefusal(balance, reserved, c.Amount)
+		return balanceRefusal(balance, reserved, c.Amount, b.Leased)
 	}
 	caps := [...]struct {
 		limit, spent, reserved int64
@@ -290,9 +350,15 @@ func check(b Budget, sp Spend, reserved, keyReserved int64, c Claim) *llm.Error 
 	return nil
 }
 
-func balanceRefusal(balance, reserved, amount int64) *llm.Error {
+func balanceRefusal(balance, reserved, amount int64, leased bool) *llm.Error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "insufficient credits: the account balance is %s USD", Format(FromMicros(balance)))
+	if leased {
+		// Other gateway instances hold the rest of the balance for their
+		// own calls; what they do not need comes back within seconds.
+		fmt.Fprintf(&b, "insufficient credits: %s USD of the account balance is available to this call now (calls in progress elsewhere hold the rest)", Format(FromMicros(balance)))
+	} else {
+		fmt.Fprintf(&b, "insufficient credits: the account balance is %s USD", Format(FromMicros(balance)))
+	}
 	if reserved > 0 {
 		fmt.Fprintf(&b, ", of which %s USD is held by calls in progress,", Format(FromMicros(reserved)))
 	}

@@ -347,7 +347,10 @@ func TestAdmission_ExactlyOnTheLimit(t *testing.T) {
 		keyCaps [2]int64 // daily, monthly
 		want    string
 	}{
-		{"balance", Budget{Credits: 100, DailyCap: NoCap, MonthlyCap: NoCap}, [2]int64{NoCap, NoCap}, "insufficient credits"},
+		{"balance", Budget{Credits: 100, DailyCap: NoCap, MonthlyCap: NoCap}, [2]int64{NoCap, NoCap}, "insufficient credits: the account balance is 0.000070 USD"},
+		// A lease is this instance's part of the balance: the refusal does
+		// not call it the account's balance.
+		{"leased balance", Budget{Credits: 100, DailyCap: NoCap, MonthlyCap: NoCap, Leased: true}, [2]int64{NoCap, NoCap}, "insufficient credits: 0.000070 USD of the account balance is available to this call now"},
 		{"account daily cap", Budget{Credits: 1e9, DailyCap: 100, MonthlyCap: NoCap}, [2]int64{NoCap, NoCap}, "the account's daily cap"},
 		{"account monthly cap", Budget{Credits: 1e9, DailyCap: NoCap, MonthlyCap: 100}, [2]int64{NoCap, NoCap}, "the account's monthly cap"},
 		{"key daily cap", Budget{Credits: 1e9, DailyCap: NoCap, MonthlyCap: NoCap}, [2]int64{100, NoCap}, "this key's daily cap"},

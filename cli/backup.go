@@ -15,7 +15,14 @@ type backupCmd struct {
 // Run copies the database named by --db to File while it may be serving:
 // store.Backup, SQLite's VACUUM INTO in one read transaction. It never
 // creates or migrates the database it copies.
+//
+// backup is SQLite's alone: a PostgreSQL database is backed up with the
+// server's own tools (pg_dump, or continuous archiving), which see every
+// instance's writes; svcgw does not reimplement them.
 func (c *backupCmd) Run(e *env) error {
+	if store.IsPostgres(e.global.DB) {
+		return fmt.Errorf("backup copies a SQLite database; %s is PostgreSQL: back it up with pg_dump (pg_dump -Fc -f svcgw.dump '<url>') or the server's continuous archiving", e.global.where())
+	}
 	res, err := store.Backup(e.ctx, e.global.DB, c.File, c.NoCheck)
 	if err != nil {
 		return err

@@ -20,8 +20,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
 	"strings"
 
 	"github.com/alecthomas/kong"
@@ -31,8 +29,20 @@ import (
 
 // Globals are the flags every command shares.
 type Globals struct {
-	DB string `name:"db" default:"svcgw.db" env:"SVCGW_DB" help:"SQLite database file." type:"path"`
+	DB string `name:"db" default:"svcgw.db" env:"SVCGW_DB" help:"The database: a SQLite file (the default), or a postgres:// URL for a PostgreSQL database that several svcgw serve instances share."`
 }
+
+// AfterApply expands a SQLite path as kong's path type would (a
+// postgres:// URL must not be turned into a file path).
+func (g *Globals) AfterApply() error {
+	if !store.IsPostgres(g.DB) {
+		g.DB = kong.ExpandPath(g.DB)
+	}
+	return nil
+}
+
+// where names the database in messages, its password redacted.
+func (g *Globals) where() string { return store.Redact(g.DB) }
 
 // root is the whole grammar.
 type root struct {
@@ -46,6 +56,7 @@ type root struct {
 	Generation generationCmd    `cmd:"" help:"Show one generation record (as GET /svc/v1/generation)."`
 	Config     configCmd        `cmd:"" help:"Work with configuration files."`
 	Backup     backupCmd        `cmd:"" help:"Copy the database consistently, even while svcgw serves it."`
+	DB         dbCmd            `cmd:"" name:"db" help:"Move a ledger from SQLite to PostgreSQL."`
 }
 
 // env is what a command's Run receives besides its own flags.
@@ -122,7 +133,23 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 		return 2
 	}
 	e := &env{ctx: ctx, stdout: stdout, stderr: stderr, global: &cli.Globals}
-	if err := kctx.Run(e); err != nil {
+	// The admin commands take the existing database (store.DB) as an
+	// argument of Run: it is opened once, when a command asks for it, and
+	// closed after the command.
+	var opened store.DB
+	if err := kctx.BindSingletonProvider(func() (store.DB, error) {
+		st, err := e.openStore()
+		opened = st
+		return st, err
+	}); err != nil {
+		fmt.Fprintln(stderr, "svcgw:", err)
+		return 2
+	}
+	err = kctx.Run(e)
+	if opened != nil {
+		err = errors.Join(err, opened.Close())
+	}
+	if err != nil {
 		var ee exitError
 		if errors.As(err, &ee) {
 			return ee.code
@@ -133,32 +160,37 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 	return 0
 }
 
-// openStore opens the existing database named by --db, for an admin command.
-// Only serve and init create one: a command run in the wrong directory must
-// not leave an empty ledger behind, nor fund one nobody serves.
-func (e *env) openStore() (*store.Store, error) {
-	if _, err := os.Stat(e.global.DB); errors.Is(err, fs.ErrNotExist) {
+// openStore opens the existing database named by --db, for an admin
+// command. Only serve and init create one: a command run in the wrong
+// directory, or against the wrong server, must not leave an empty ledger
+// behind, nor fund one nobody serves.
+func (e *env) openStore() (store.DB, error) {
+	st, err := store.Dial(e.ctx, e.global.DB, store.Options{Existing: true})
+	if errors.Is(err, store.ErrNoDatabase) {
 		return nil, fmt.Errorf("no database at %s: point at svcgw serve's database with --db or SVCGW_DB "+
-			"(svcgw serve creates one on its first start, svcgw init without serving)", e.global.DB)
+			"(svcgw serve creates one on its first start, svcgw init without serving)", e.global.where())
 	}
-	return e.createStore(store.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", e.global.where(), err)
+	}
+	return st, nil
 }
 
 // createStore opens the database named by --db with opts, creating and
 // migrating it if needed.
-func (e *env) createStore(opts store.Options) (*store.Store, error) {
-	st, err := store.Open(e.ctx, e.global.DB, opts)
+func (e *env) createStore(opts store.Options) (store.DB, error) {
+	st, err := store.Dial(e.ctx, e.global.DB, opts)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", e.global.DB, err)
+		return nil, fmt.Errorf("open %s: %w", e.global.where(), err)
 	}
 	return st, nil
 }
 
 // account looks an account up by name.
-func (e *env) account(st *store.Store, name string) (store.Account, error) {
+func (e *env) account(st store.DB, name string) (store.Account, error) {
 	acct, err := st.AccountByName(e.ctx, name)
 	if errors.Is(err, store.ErrNotFound) {
-		return store.Account{}, fmt.Errorf("account %q not found in %s (keys create --account %s creates it)", name, e.global.DB, name)
+		return store.Account{}, fmt.Errorf("account %q not found in %s (keys create --account %s creates it)", name, e.global.where(), name)
 	}
 	return acct, err // the store's error names the account
 }
@@ -166,7 +198,7 @@ func (e *env) account(st *store.Store, name string) (store.Account, error) {
 // keyError words a key lookup's failure for the command line.
 func (e *env) keyError(keyID string, err error) error {
 	if errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("key %s not found in %s (keys list shows the keys)", keyID, e.global.DB)
+		return fmt.Errorf("key %s not found in %s (keys list shows the keys)", keyID, e.global.where())
 	}
 	return err // the store's error names the key
 }

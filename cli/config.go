@@ -54,12 +54,17 @@ func (c *configCheckCmd) Run(e *env) error {
 }
 
 type configReloadCmd struct {
-	AdminAddr string `help:"The running serve's --admin-addr: reload through its POST /-/reload and print the outcome. Without it, the serve on --db is sent SIGHUP (its pid is in the database's lock file) and logs the outcome."`
+	AdminAddr string `help:"The running serve's --admin-addr: reload through its POST /-/reload and print the outcome. Without it, the serve on --db (a SQLite file) is sent SIGHUP (its pid is in the database's lock file) and logs the outcome."`
 }
 
 func (c *configReloadCmd) Run(e *env) error {
 	if c.AdminAddr != "" {
 		return c.viaAdmin(e)
+	}
+	if store.IsPostgres(e.global.DB) {
+		// Instances on PostgreSQL share the database and no lock file:
+		// each is reloaded on its own.
+		return errors.New("on PostgreSQL, reload each instance through its admin listener (--admin-addr) or with SIGHUP")
 	}
 	pid, err := store.ServingPID(e.global.DB)
 	if err != nil {

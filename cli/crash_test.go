@@ -21,6 +21,7 @@ import (
 
 	"github.com/matryer/is"
 
+	"github.com/svcgw/svcgw/internal/pgtest"
 	"github.com/svcgw/svcgw/store"
 )
 
@@ -46,7 +47,7 @@ func TestMain(m *testing.M) {
 		stop()
 		os.Exit(code)
 	}
-	os.Exit(m.Run())
+	os.Exit(pgtest.Main(m))
 }
 
 // child is a `svcgw serve` child process.

@@ -22,16 +22,11 @@ type creditsAddCmd struct {
 	Amount  string `arg:"" help:"Positive amount in USD, e.g. 25 or 12.50 (at most six decimal places)."`
 }
 
-func (c *creditsAddCmd) Run(e *env) error {
+func (c *creditsAddCmd) Run(e *env, st store.DB) error {
 	amount, err := billing.ParseAmount(c.Amount)
 	if err != nil {
 		return err
 	}
-	st, err := e.openStore()
-	if err != nil {
-		return err
-	}
-	defer st.Close()
 	acct, err := e.account(st, c.Account)
 	if err != nil {
 		return err
@@ -56,12 +51,7 @@ type creditsShowCmd struct {
 	JSON    bool   `name:"json" help:"Print JSON: GET /svc/v1/credits's fields, plus caps and spend in the current UTC day and month."`
 }
 
-func (c *creditsShowCmd) Run(e *env) error {
-	st, err := e.openStore()
-	if err != nil {
-		return err
-	}
-	defer st.Close()
+func (c *creditsShowCmd) Run(e *env, st store.DB) error {
 	acct, err := e.account(st, c.Account)
 	if err != nil {
 		return err
@@ -71,7 +61,7 @@ func (c *creditsShowCmd) Run(e *env) error {
 
 // printAccount shows the account with its spend in the current UTC day and
 // month, as committed (a running server may hold a few milliseconds more).
-func printAccount(e *env, st *store.Store, acct store.Account, asJSON bool) error {
+func printAccount(e *env, st store.DB, acct store.Account, asJSON bool) error {
 	sp, err := st.PeriodSpend(e.ctx, acct.ID, "", time.Now())
 	if err != nil {
 		return err
@@ -102,7 +92,7 @@ type creditsCapCmd struct {
 
 // Run changes only the caps given. A running server sees a raised cap at
 // the next call it would otherwise refuse, and any change within a second.
-func (c *creditsCapCmd) Run(e *env) error {
+func (c *creditsCapCmd) Run(e *env, st store.DB) error {
 	if c.Daily == "" && c.Monthly == "" {
 		return fmt.Errorf("nothing to change: give --daily, --monthly or both (an amount in USD, or none)")
 	}
@@ -118,11 +108,6 @@ func (c *creditsCapCmd) Run(e *env) error {
 			return err
 		}
 	}
-	st, err := e.openStore()
-	if err != nil {
-		return err
-	}
-	defer st.Close()
 	acct, err := e.account(st, c.Account)
 	if err != nil {
 		return err

@@ -14,7 +14,21 @@ type initCmd struct{}
 // on an existing one it only applies pending migrations. serve bootstraps
 // the default account only on a database with no accounts, so keys created
 // after init are the only ones.
+//
+// On PostgreSQL the database itself must exist (CREATE DATABASE is the
+// server administrator's); init creates svcgw's tables in it.
 func (c *initCmd) Run(e *env) error {
+	if store.IsPostgres(e.global.DB) {
+		st, err := e.createStore(store.Options{})
+		if err != nil {
+			return err
+		}
+		if err := st.Close(); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stderr, "%s: svcgw's schema is in place and up to date\n", e.global.where())
+		return nil
+	}
 	_, err := os.Stat(e.global.DB)
 	existed := !errors.Is(err, fs.ErrNotExist)
 	st, err := e.createStore(store.Options{})

@@ -32,16 +32,11 @@ func (c *keysCreateCmd) limits() (store.KeyLimits, bool, error) {
 
 // Run prints only the secret on stdout, so KEY=$(svcgw keys create …) works;
 // everything else goes to stderr.
-func (c *keysCreateCmd) Run(e *env) error {
+func (c *keysCreateCmd) Run(e *env, st store.DB) error {
 	limits, set, err := c.limits()
 	if err != nil {
 		return err
 	}
-	st, err := e.openStore()
-	if err != nil {
-		return err
-	}
-	defer st.Close()
 	acct, created, err := st.EnsureAccount(e.ctx, c.Account)
 	if err != nil {
 		return err
@@ -69,12 +64,7 @@ type keysListCmd struct {
 	JSON    bool   `name:"json" help:"Print JSON."`
 }
 
-func (c *keysListCmd) Run(e *env) error {
-	st, err := e.openStore()
-	if err != nil {
-		return err
-	}
-	defer st.Close()
+func (c *keysListCmd) Run(e *env, st store.DB) error {
 	var accountID int64
 	if c.Account != "" {
 		acct, err := e.account(st, c.Account)
@@ -134,7 +124,7 @@ type keysLimitCmd struct {
 
 // Run changes only the limits given; a running server applies them to the
 // key's next call.
-func (c *keysLimitCmd) Run(e *env) error {
+func (c *keysLimitCmd) Run(e *env, st store.DB) error {
 	if c.Daily == "" && c.Monthly == "" && c.RPM == "" && c.TPM == "" {
 		return fmt.Errorf("nothing to change: give --daily, --monthly, --rpm or --tpm")
 	}
@@ -142,11 +132,6 @@ func (c *keysLimitCmd) Run(e *env) error {
 	if err != nil {
 		return err
 	}
-	st, err := e.openStore()
-	if err != nil {
-		return err
-	}
-	defer st.Close()
 	k, err := st.UpdateKeyLimits(e.ctx, c.KeyID, func(cur *store.KeyLimits) {
 		if c.Daily != "" {
 			cur.DailyCap = l.DailyCap
@@ -199,12 +184,7 @@ type keysRevokeCmd struct {
 	KeyID string `arg:"" name:"key-id" help:"The key's public id (key_…), as keys list shows it."`
 }
 
-func (c *keysRevokeCmd) Run(e *env) error {
-	st, err := e.openStore()
-	if err != nil {
-		return err
-	}
-	defer st.Close()
+func (c *keysRevokeCmd) Run(e *env, st store.DB) error {
 	k, err := st.RevokeKey(e.ctx, c.KeyID)
 	if err != nil {
 		return e.keyError(c.KeyID, err)

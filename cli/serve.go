@@ -47,10 +47,15 @@ type serveCmd struct {
 	AdminAddr        string        `help:"Address of the admin listener, e.g. 127.0.0.1:9090: Prometheus /metrics, /readyz naming what is wrong, /debug/pprof/ and POST /-/reload. Off when empty; never reachable on --addr. Keep it off the network callers reach."`
 	MetricsAppLabels int           `name:"metrics-application-labels" default:"0" help:"Label calls, tokens and cost in /metrics with the application (X-Title, Referer host or key name), for at most this many distinct applications; the rest count as \"other\" (0 = no application label)."`
 
+	LeaseTTL time.Duration `name:"lease-ttl" default:"15s" help:"PostgreSQL only: how long this instance's balance leases hold without its heartbeat (sent every third of it); what a crashed instance held returns to the others this long after it stopped."`
+
 	RetentionGenerations string `name:"retention-generations" placeholder:"DAYS" help:"Delete generation records older than this, e.g. 90d (usage totals, credits and balances are kept forever); overrides retention.generations from --config; 0 keeps every record."`
 }
 
 func (c *serveCmd) Run(e *env) (err error) {
+	if c.LeaseTTL < 3*time.Second {
+		return fmt.Errorf("--lease-ttl must be at least 3s (a heartbeat every third of it)")
+	}
 	if c.RPM < 0 || c.TPM < 0 {
 		return fmt.Errorf("--rpm and --tpm must not be negative (0 is unlimited)")
 	}
@@ -114,17 +119,21 @@ func (c *serveCmd) Run(e *env) (err error) {
 			ApplicationLabels: c.MetricsAppLabels,
 		})
 	}
-	// One server per database, for its whole life: a second one would
-	// spend the same balances without seeing the first one's charges.
-	lock, err := store.LockServe(e.global.DB)
-	if err != nil {
-		ln.Close()
-		return fmt.Errorf("%s: %w; stop it first, or serve another --db (the admin commands work beside it)", e.global.DB, err)
+	// One server per SQLite file, for its whole life: a second one would
+	// spend the same balances without seeing the first one's charges. On
+	// PostgreSQL several instances are the point: balance leases keep them
+	// within the balance together.
+	if !store.IsPostgres(e.global.DB) {
+		lock, err := store.LockServe(e.global.DB)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("%s: %w; stop it first, serve another --db, or move to PostgreSQL to run several (the admin commands work beside it)", e.global.DB, err)
+		}
+		defer lock.Release()
 	}
-	defer lock.Release()
 	// The store's logger is the server's: ledger failures and every
 	// generation it cannot record are reported there.
-	st, err := e.createStore(store.Options{Logger: log, OnCommit: metrics.ObserveCommit})
+	st, err := e.createStore(store.Options{Logger: log, OnCommit: metrics.ObserveCommit, LeaseTTL: c.LeaseTTL})
 	if err != nil {
 		ln.Close()
 		return err
@@ -155,7 +164,7 @@ func (c *serveCmd) Run(e *env) (err error) {
 	rl := &reloader{cmd: c, srv: h, log: log, metrics: metrics, cfg: cfg}
 
 	maxConns := cmp.Or(c.MaxConnections, lim.MaxConnections, server.DefaultMaxConns())
-	attrs := []any{"addr", ln.Addr().String(), "db", e.global.DB,
+	attrs := []any{"addr", ln.Addr().String(), "db", e.global.where(),
 		"version", b.Version, "commit", b.Commit, "built", b.Date, "go", b.Go, "max_connections", maxConns}
 	if adminLn != nil {
 		attrs = append(attrs, "admin_addr", adminLn.Addr().String())
@@ -210,10 +219,10 @@ func (c *serveCmd) Run(e *env) (err error) {
 		log.Error("shutdown: handlers still running; closing the ledger without them", "waited", drainTimeout.String())
 	}
 	if cerr := st.Close(); cerr != nil {
-		log.Error("shutdown: flushing the ledger failed", "db", e.global.DB, "err", cerr)
+		log.Error("shutdown: flushing the ledger failed", "db", e.global.where(), "err", cerr)
 		return errors.Join(err, cerr)
 	}
-	log.Info("shutdown: ledger flushed, database closed", "db", e.global.DB)
+	log.Info("shutdown: ledger flushed, database closed", "db", e.global.where())
 	return err
 }
 
@@ -257,14 +266,15 @@ const drainTimeout = 10 * time.Second
 
 // bootstrap makes a fresh database usable at once: on an empty database it
 // creates account "default" with one key and a starter balance, and prints
-// the key (once) on stderr.
-func bootstrap(e *env, st *store.Store, credits apd.Decimal, addr string) error {
+// the key (once) on stderr. Of several instances starting at once on one
+// empty PostgreSQL database, only the one that creates the account does.
+func bootstrap(e *env, st store.DB, credits apd.Decimal, addr string) error {
 	n, err := st.CountAccounts(e.ctx)
 	if err != nil || n > 0 {
 		return err
 	}
-	acct, _, err := st.EnsureAccount(e.ctx, "default")
-	if err != nil {
+	acct, created, err := st.EnsureAccount(e.ctx, "default")
+	if err != nil || !created {
 		return err
 	}
 	secret, key, err := st.CreateKey(e.ctx, acct.ID, "default")
@@ -294,7 +304,7 @@ func newLogger(w io.Writer, level, format string) *slog.Logger {
 // sealerOf builds the sealer from the database's keys, which every
 // instance on it shares: an id or signature one instance sealed opens on
 // any other, and after a restart.
-func sealerOf(ctx context.Context, st *store.Store) (*seal.Box, error) {
+func sealerOf(ctx context.Context, st store.DB) (*seal.Box, error) {
 	keys, err := st.SealKeys(ctx)
 	if err != nil {
 		return nil, err

@@ -19,16 +19,11 @@ type usageCmd struct {
 }
 
 // Run reports usage with the same parsing and figures as GET /svc/v1/usage.
-func (c *usageCmd) Run(e *env) error {
+func (c *usageCmd) Run(e *env, st store.DB) error {
 	q, err := account.ParseUsageQuery(c.GroupBy, c.Start, c.End)
 	if err != nil {
 		return c.flagError(err)
 	}
-	st, err := e.openStore()
-	if err != nil {
-		return err
-	}
-	defer st.Close()
 	acct, err := e.account(st, c.Account)
 	if err != nil {
 		return err
@@ -90,12 +85,7 @@ type generationCmd struct {
 	JSON bool   `name:"json" help:"Print JSON (as GET /svc/v1/generation, without the data wrapper)."`
 }
 
-func (c *generationCmd) Run(e *env) error {
-	st, err := e.openStore()
-	if err != nil {
-		return err
-	}
-	defer st.Close()
+func (c *generationCmd) Run(e *env, st store.DB) error {
 	g, err := st.GenerationByID(e.ctx, c.ID)
 	if errors.Is(err, store.ErrNotFound) {
 		// As GET /svc/v1/generation: say when retention deleted it.

@@ -310,7 +310,7 @@ func TestAdmission_CreditsAddedByAnotherProcessAreSeenAtOnce(t *testing.T) {
 
 	// `svcgw credits add` runs in another process: a second Store on the
 	// same file stands in for it.
-	other, err := store.Open(context.Background(), gw.Store.Path(), store.Options{})
+	other, err := store.Open(context.Background(), gw.Store.(*store.Store).Path(), store.Options{})
 	is.NoErr(err)
 	acct, err := other.AccountByName(context.Background(), "broke")
 	is.NoErr(err)

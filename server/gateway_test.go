@@ -29,7 +29,7 @@ type testGateway struct {
 	URL     string // base URL, without /svc
 	Key     string // an llm_live_ key of account "acme" with $10.00 of credits
 	KeyID   string // its public id
-	Store   *store.Store
+	Store   store.DB
 	Server  *Server
 	Fixture *fixture.Backend
 	now     func() time.Time
@@ -40,13 +40,19 @@ type gatewayOption func(*Options)
 
 // withStore serves from st, opened by the test (with options of its own);
 // the gateway closes it at the end.
-func withStore(st *store.Store) gatewayOption { return func(o *Options) { o.Store = st } }
+func withStore(st store.DB) gatewayOption { return func(o *Options) { o.Store = st } }
+
+// openGatewayStore opens the gateway's database: SQLite, or PostgreSQL
+// while TestPostgres_GatewayEndToEnd runs the gateway's tests on it.
+var openGatewayStore = func(ctx context.Context, t *testing.T) (store.DB, error) {
+	return store.Open(ctx, filepath.Join(t.TempDir(), "svcgw.db"), store.Options{})
+}
 
 // newTestGateway starts a gateway; everything is torn down with the test.
 func newTestGateway(t *testing.T, opts ...gatewayOption) *testGateway {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "svcgw.db"), store.Options{})
+	st, err := openGatewayStore(ctx, t)
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}

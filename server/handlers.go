@@ -29,8 +29,9 @@ func (s *Server) handleCount(sf surface.Codec, c surface.Counter) authedHandler 
 // envelope.
 func (s *Server) withRPM(sf surface.Codec, next authedHandler) authedHandler {
 	return func(w http.ResponseWriter, r *http.Request, caller store.Key) {
-		if err := s.limiter.Request(caller.ID, limitOr(caller.Limits.RPM, s.current().rpm), s.now()); err != nil {
-			sf.WriteError(w, err)
+		rpm := limitOr(caller.Limits.RPM, s.current().rpm)
+		if err := s.limiter.Request(caller.ID, s.share(rpm), s.now()); err != nil {
+			sf.WriteError(w, s.sharedLimit(err, rpm))
 			return
 		}
 		next(w, r, caller)

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
@@ -61,8 +62,9 @@ func (s *Server) handleInference(sf surface.Codec) authedHandler {
 		}
 		// Requests per minute come next: a caller over its rate costs
 		// nothing more than this check, not even reading its body.
-		if err := s.limiter.Request(caller.ID, limitOr(caller.Limits.RPM, set.rpm), s.now()); err != nil {
-			sf.WriteError(w, err)
+		rpm := limitOr(caller.Limits.RPM, set.rpm)
+		if err := s.limiter.Request(caller.ID, s.share(rpm), s.now()); err != nil {
+			sf.WriteError(w, s.sharedLimit(err, rpm))
 			return
 		}
 		c, err := s.prepare(w, r, sf, caller, set)
@@ -120,7 +122,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, sf surface.Code
 		app:     application(r, caller),
 		start:   start,
 		created: start,
-		tpm:     limitOr(caller.Limits.TPM, set.tpm),
+		tpm:     s.share(limitOr(caller.Limits.TPM, set.tpm)),
 		set:     set,
 	}
 	rec.app = c.app
@@ -136,7 +138,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, sf surface.Code
 func (s *Server) admit(ctx context.Context, c *call) error {
 	input := c.input
 	if err := s.limiter.AdmitTokens(c.caller.ID, c.tpm, input, c.start); err != nil {
-		return err
+		return s.sharedLimit(err, limitOr(c.caller.Limits.TPM, c.set.tpm))
 	}
 	output := billing.ReservedOutputTokens(c.req.MaxTokens, c.set.router.Limits().MaxCompletionTokens, c.set.reserveOut)
 	claim := billing.Claim{
@@ -183,6 +185,34 @@ func ledgerUnavailable(cause error) *llm.Error {
 func databaseUnavailable(cause error) *llm.Error {
 	return &llm.Error{Kind: llm.KindUnavailable, RetryAfter: unavailableRetryAfter, Err: cause,
 		Message: "the gateway's database is not answering at the moment; retry later"}
+}
+
+// share is this instance's share of a per-minute limit when several
+// instances serve one PostgreSQL database: the limit divided among the
+// instances seen in the last three heartbeats, rounded up (so that a
+// limit of 1 stays usable). Each instance's buckets are its own, so the
+// limit holds globally when the load balancer spreads a key's calls
+// evenly; see the README for the tolerance.
+func (s *Server) share(limit int64) int64 {
+	n := int64(s.store.Instances())
+	if n <= 1 || limit <= 0 {
+		return limit
+	}
+	return (limit + n - 1) / n
+}
+
+// sharedLimit adds to a rate-limit refusal, when the limit was shared
+// among several instances, that the figure it names is this instance's
+// share of the key's limit.
+func (s *Server) sharedLimit(err error, limit int64) error {
+	var le *llm.Error
+	n := s.store.Instances()
+	if n <= 1 || !errors.As(err, &le) || le.Kind != llm.KindRateLimited {
+		return err
+	}
+	shared := *le
+	shared.Message += fmt.Sprintf(" (this gateway instance's share: the key's limit of %d per minute is divided among the %d instances serving it)", limit, n)
+	return &shared
 }
 
 // limitOr is a key's own rate limit, or the server's default when it has

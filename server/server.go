@@ -60,7 +60,7 @@ const DefaultMaxBodyBytes = 32 << 20
 // Options are the dependencies of the HTTP handler.
 type Options struct {
 	Logger *slog.Logger     // required
-	Store  *store.Store     // required
+	Store  store.DB         // required: SQLite or PostgreSQL
 	Router *upstream.Router // required
 	Prices *billing.Prices  // nil: billing.DefaultPrices()
 	Now    func() time.Time // nil: time.Now
@@ -102,7 +102,7 @@ type Options struct {
 // Server is svcgw's http.Handler.
 type Server struct {
 	log   *slog.Logger
-	store *store.Store
+	store store.DB
 	now   func() time.Time
 	// cur holds what a configuration reload replaces (see Reload).
 	cur     atomic.Pointer[settings]
@@ -143,7 +143,13 @@ func New(opts Options) *Server {
 		s.sealer = seal.NewEphemeral()
 	}
 	s.inflightZero = sync.NewCond(&s.inflightMu)
-	s.admission = billing.NewAdmission(storeLedger{s.store}, billing.AdmissionOptions{Refresh: opts.BudgetRefresh})
+	adm := s.store.Admission()
+	s.admission = billing.NewAdmission(ledgerOf(adm), billing.AdmissionOptions{Refresh: opts.BudgetRefresh})
+	if l, ok := adm.(interface {
+		ShrinkWith(func(accountID int64, fn func(reserved int64)))
+	}); ok {
+		l.ShrinkWith(s.admission.Hold)
+	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -251,8 +257,32 @@ func (s *Server) Wait() {
 	}
 }
 
-// storeLedger is the store as billing's Ledger.
-type storeLedger struct{ st *store.Store }
+// storeLedger is the store's admission as billing's Ledger.
+type storeLedger struct{ st store.Admitter }
+
+// leasingLedger is storeLedger for a store whose budget is leased
+// (PostgreSQL): billing.LeasingLedger.
+type leasingLedger struct {
+	storeLedger
+	l interface {
+		LeaseBudget(ctx context.Context, accountID int64, reserved, need int64) (store.Budget, error)
+	}
+}
+
+func (l leasingLedger) LeaseBudget(ctx context.Context, accountID int64, reserved, need int64) (billing.Budget, error) {
+	b, err := l.l.LeaseBudget(ctx, accountID, reserved, need)
+	return billing.Budget(b), err
+}
+
+// ledgerOf adapts a store's admission to billing.
+func ledgerOf(a store.Admitter) billing.Ledger {
+	if l, ok := a.(interface {
+		LeaseBudget(ctx context.Context, accountID int64, reserved, need int64) (store.Budget, error)
+	}); ok {
+		return leasingLedger{storeLedger{a}, l}
+	}
+	return storeLedger{a}
+}
 
 func (l storeLedger) Budget(ctx context.Context, accountID int64) (billing.Budget, error) {
 	b, err := l.st.Budget(ctx, accountID)

@@ -175,6 +175,9 @@ type Budget struct {
 	Credits int64
 	// DailyCap and MonthlyCap are the spend caps, or NoCap.
 	DailyCap, MonthlyCap int64
+	// Leased is set when Credits counts only what this instance may
+	// spend of the balance (a PostgreSQL balance lease), not all of it.
+	Leased bool
 }
 
 // NoCap marks an absent cap or limit in Budget and KeyLimits micro-dollar

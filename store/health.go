@@ -48,7 +48,7 @@ func (inc *incident) hold(n int64) {
 }
 
 // mono is a monotonic clock reading, never zero.
-func (s *Store) mono() int64 { return int64(time.Since(s.epoch)) + 1 }
+func (s *ledgerCore) mono() int64 { return int64(time.Since(s.epoch)) + 1 }
 
 // CheckLedger reports whether the ledger can take more generations. It is
 // nil while the ledger keeps up; otherwise it wraps ErrUnavailable and says
@@ -75,7 +75,7 @@ func (s *Store) mono() int64 { return int64(time.Since(s.epoch)) + 1 }
 // that it is backed up), so it never holds more than QueueSize plus the
 // calls in flight when it began refusing: about 4,096 × 0.5 KiB plus the
 // calls in flight with the defaults.
-func (s *Store) CheckLedger() error {
+func (s *ledgerCore) CheckLedger() error {
 	err := s.ledgerErr()
 	if err != nil {
 		inc := s.startIncident(err, s.troubleSince())
@@ -86,7 +86,7 @@ func (s *Store) CheckLedger() error {
 }
 
 // ledgerErr is CheckLedger without the counting.
-func (s *Store) ledgerErr() error {
+func (s *ledgerCore) ledgerErr() error {
 	if err := s.ledgerFault(); err != nil {
 		return err
 	}
@@ -99,10 +99,10 @@ func (s *Store) ledgerErr() error {
 
 // ledgerFault is ledgerErr for a failing or stalled ledger only: one that
 // is not committing, as opposed to one that is behind.
-func (s *Store) ledgerFault() error {
+func (s *ledgerCore) ledgerFault() error {
 	if f := s.health.fault.Load(); f != nil {
 		return fmt.Errorf("%w: the ledger has been failing since %s (%s): %w",
-			ErrUnavailable, f.since.UTC().Format(time.RFC3339), faultReason(f.err), f.err)
+			ErrUnavailable, f.since.UTC().Format(time.RFC3339), s.db.faultReason(f.err), f.err)
 	}
 	if start := s.health.commitStart.Load(); start != 0 {
 		if d := time.Duration(s.mono() - start); d > s.commitTimeout {
@@ -115,7 +115,7 @@ func (s *Store) ledgerFault() error {
 
 // troubleSince is when the ledger stopped keeping up, as far as is known:
 // when the failing (or still running) commit began, or now.
-func (s *Store) troubleSince() time.Time {
+func (s *ledgerCore) troubleSince() time.Time {
 	if f := s.health.fault.Load(); f != nil {
 		return f.since
 	}
@@ -128,7 +128,7 @@ func (s *Store) troubleSince() time.Time {
 
 // startIncident returns the incident in progress, starting (and logging)
 // one that began at since if there is none.
-func (s *Store) startIncident(cause error, since time.Time) *incident {
+func (s *ledgerCore) startIncident(cause error, since time.Time) *incident {
 	for {
 		if inc := s.health.incident.Load(); inc != nil {
 			return inc
@@ -147,7 +147,7 @@ func (s *Store) startIncident(cause error, since time.Time) *incident {
 // ledgerFailed marks the ledger failing after a commit that began at
 // attempt failed with err: CheckLedger refuses from now on, and waiting
 // Syncs are answered.
-func (s *Store) ledgerFailed(err error, attempt time.Time) {
+func (s *ledgerCore) ledgerFailed(err error, attempt time.Time) {
 	since := attempt // a commit that timed out was failing from its start
 	if f := s.health.fault.Load(); f != nil {
 		since = f.since
@@ -159,7 +159,7 @@ func (s *Store) ledgerFailed(err error, attempt time.Time) {
 
 // ledgerCommitted clears the fault after a commit succeeded, and ends the
 // incident once CheckLedger would admit again.
-func (s *Store) ledgerCommitted() {
+func (s *ledgerCore) ledgerCommitted() {
 	if s.health.fault.Load() != nil {
 		s.health.fault.Store(nil)
 	}
@@ -178,7 +178,7 @@ func (s *Store) ledgerCommitted() {
 // unstorable reports whether err is the database rejecting a row as such
 // (a constraint, a value it cannot hold): committing it again can never
 // succeed. Any other failure is the database's, and worth retrying.
-func unstorable(err error) bool {
+func (s *Store) unstorable(err error) bool {
 	var se *sqlite.Error
 	if !errors.As(err, &se) {
 		return false
@@ -191,7 +191,7 @@ func unstorable(err error) bool {
 }
 
 // faultReason says in a few words why a ledger commit failed, for operators.
-func faultReason(err error) string {
+func (s *Store) faultReason(err error) string {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return "a commit did not finish in time: is another process holding the database's write lock?"
 	}
@@ -254,7 +254,7 @@ func (s *Store) Health(ctx context.Context) Health {
 var errQueryTimeout = errors.New("query timeout")
 
 // readCtx bounds a read on a request's path by QueryTimeout.
-func (s *Store) readCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+func (s *ledgerCore) readCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeoutCause(ctx, s.queryTimeout, errQueryTimeout)
 }
 

@@ -16,117 +16,123 @@ var (
 )
 
 func TestCreateKey(t *testing.T) {
-	is := is.New(t)
-	s, clock := newTestStore(t)
-	ctx := context.Background()
-	a, _, err := s.EnsureAccount(ctx, "acme")
-	is.NoErr(err) // account
+	forEachDB(t, func(t *testing.T, open opener) {
+		is := is.New(t)
+		s, clock := newTestDB(t, open)
+		ctx := context.Background()
+		a, _, err := s.EnsureAccount(ctx, "acme")
+		is.NoErr(err) // account
 
-	secret, k, err := s.CreateKey(ctx, a.ID, "")
-	is.NoErr(err)                              // create key
-	is.True(secretPattern.MatchString(secret)) // secret format
-	is.True(keyIDPattern.MatchString(k.ID))    // key id format
-	is.Equal(k.Name, "default")                // default label
-	is.Equal(k.AccountID, a.ID)                // account id
-	is.Equal(k.AccountName, "acme")            // account name
-	is.Equal(k.CreatedAt, clock.Now())         // created from the clock
-	is.True(k.RevokedAt.IsZero())              // active
+		secret, k, err := s.CreateKey(ctx, a.ID, "")
+		is.NoErr(err)                              // create key
+		is.True(secretPattern.MatchString(secret)) // secret format
+		is.True(keyIDPattern.MatchString(k.ID))    // key id format
+		is.Equal(k.Name, "default")                // default label
+		is.Equal(k.AccountID, a.ID)                // account id
+		is.Equal(k.AccountName, "acme")            // account name
+		is.Equal(k.CreatedAt, clock.Now())         // created from the clock
+		is.True(k.RevokedAt.IsZero())              // active
 
-	secret2, k2, err := s.CreateKey(ctx, a.ID, "ci")
-	is.NoErr(err)              // second key
-	is.True(secret2 != secret) // distinct secrets
-	is.True(k2.ID != k.ID)     // distinct ids
-	is.Equal(k2.Name, "ci")    // label
+		secret2, k2, err := s.CreateKey(ctx, a.ID, "ci")
+		is.NoErr(err)              // second key
+		is.True(secret2 != secret) // distinct secrets
+		is.True(k2.ID != k.ID)     // distinct ids
+		is.Equal(k2.Name, "ci")    // label
 
-	_, _, err = s.CreateKey(ctx, 999, "x")
-	is.True(errors.Is(err, ErrNotFound)) // unknown account
-	_, _, err = s.CreateKey(ctx, a.ID, " padded")
-	is.True(errors.Is(err, ErrInvalid)) // bad label
+		_, _, err = s.CreateKey(ctx, 999, "x")
+		is.True(errors.Is(err, ErrNotFound)) // unknown account
+		_, _, err = s.CreateKey(ctx, a.ID, " padded")
+		is.True(errors.Is(err, ErrInvalid)) // bad label
+	})
 }
 
 func TestAuthenticate(t *testing.T) {
-	s, clock := newTestStore(t)
-	ctx := context.Background()
-	a, k, secret := newAccount(t, s, "acme", "")
-	_, revoked, revokedSecret := func() (Account, Key, string) {
-		sec, k, err := s.CreateKey(ctx, a.ID, "old")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return a, k, sec
-	}()
-	clock.Advance(time.Minute)
-	rk, err := s.RevokeKey(ctx, revoked.ID)
-	if err != nil {
-		t.Fatalf("revoke: %v", err)
-	}
-
-	tests := []struct {
-		name   string
-		secret string
-		want   string // key id, or "" for ErrNotFound
-	}{
-		{"active key", secret, k.ID},
-		{"revoked key", revokedSecret, ""},
-		{"unknown key", "llm_live_" + "0000000000000000000000000000000000000000", ""},
-		{"wrong prefix", "sk-" + secret[len(SecretPrefix):], ""},
-		{"empty", "", ""},
-		{"key id is not a secret", k.ID, ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			is := is.New(t)
-			got, err := s.Authenticate(ctx, tt.secret)
-			if tt.want == "" {
-				is.True(errors.Is(err, ErrNotFound)) // not authenticated
-				return
+	forEachDB(t, func(t *testing.T, open opener) {
+		s, clock := newTestDB(t, open)
+		ctx := context.Background()
+		a, k, secret := newAccount(t, s, "acme", "")
+		_, revoked, revokedSecret := func() (Account, Key, string) {
+			sec, k, err := s.CreateKey(ctx, a.ID, "old")
+			if err != nil {
+				t.Fatal(err)
 			}
-			is.NoErr(err)                     // authenticated
-			is.Equal(got.ID, tt.want)         // the right key
-			is.Equal(got.AccountName, "acme") // with its account
-		})
-	}
+			return a, k, sec
+		}()
+		clock.Advance(time.Minute)
+		rk, err := s.RevokeKey(ctx, revoked.ID)
+		if err != nil {
+			t.Fatalf("revoke: %v", err)
+		}
 
-	is := is.New(t)
-	is.Equal(rk.RevokedAt, clock.Now()) // revoked at the clock's time
-	clock.Advance(time.Minute)
-	again, err := s.RevokeKey(ctx, revoked.ID)
-	is.NoErr(err)                           // revoking twice is fine
-	is.Equal(again.RevokedAt, rk.RevokedAt) // and keeps the first time
-	_, err = s.RevokeKey(ctx, "key_0000000000000000")
-	is.True(errors.Is(err, ErrNotFound)) // unknown key id
+		tests := []struct {
+			name   string
+			secret string
+			want   string // key id, or "" for ErrNotFound
+		}{
+			{"active key", secret, k.ID},
+			{"revoked key", revokedSecret, ""},
+			{"unknown key", "llm_live_" + "0000000000000000000000000000000000000000", ""},
+			{"wrong prefix", "sk-" + secret[len(SecretPrefix):], ""},
+			{"empty", "", ""},
+			{"key id is not a secret", k.ID, ""},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				is := is.New(t)
+				got, err := s.Authenticate(ctx, tt.secret)
+				if tt.want == "" {
+					is.True(errors.Is(err, ErrNotFound)) // not authenticated
+					return
+				}
+				is.NoErr(err)                     // authenticated
+				is.Equal(got.ID, tt.want)         // the right key
+				is.Equal(got.AccountName, "acme") // with its account
+			})
+		}
+
+		is := is.New(t)
+		is.Equal(rk.RevokedAt, clock.Now()) // revoked at the clock's time
+		clock.Advance(time.Minute)
+		again, err := s.RevokeKey(ctx, revoked.ID)
+		is.NoErr(err)                           // revoking twice is fine
+		is.Equal(again.RevokedAt, rk.RevokedAt) // and keeps the first time
+		_, err = s.RevokeKey(ctx, "key_0000000000000000")
+		is.True(errors.Is(err, ErrNotFound)) // unknown key id
+	})
 }
 
 func TestListKeys(t *testing.T) {
-	is := is.New(t)
-	s, clock := newTestStore(t)
-	ctx := context.Background()
-	a, k1, _ := newAccount(t, s, "acme", "")
-	clock.Advance(time.Second)
-	b, k2, _ := newAccount(t, s, "beta", "")
-	clock.Advance(time.Second)
-	_, k3, err := s.CreateKey(ctx, a.ID, "second")
-	is.NoErr(err) // third key
+	forEachDB(t, func(t *testing.T, open opener) {
+		is := is.New(t)
+		s, clock := newTestDB(t, open)
+		ctx := context.Background()
+		a, k1, _ := newAccount(t, s, "acme", "")
+		clock.Advance(time.Second)
+		b, k2, _ := newAccount(t, s, "beta", "")
+		clock.Advance(time.Second)
+		_, k3, err := s.CreateKey(ctx, a.ID, "second")
+		is.NoErr(err) // third key
 
-	ids := func(ks []Key) []string {
-		var out []string
-		for _, k := range ks {
-			out = append(out, k.ID)
+		ids := func(ks []Key) []string {
+			var out []string
+			for _, k := range ks {
+				out = append(out, k.ID)
+			}
+			return out
 		}
-		return out
-	}
-	all, err := s.ListKeys(ctx, 0)
-	is.NoErr(err)                                     // list all
-	is.Equal(ids(all), []string{k1.ID, k2.ID, k3.ID}) // every account, oldest first
-	acme, err := s.ListKeys(ctx, a.ID)
-	is.NoErr(err)                               // list acme
-	is.Equal(ids(acme), []string{k1.ID, k3.ID}) // only acme's
-	beta, err := s.ListKeys(ctx, b.ID)
-	is.NoErr(err)                        // list beta
-	is.Equal(ids(beta), []string{k2.ID}) // only beta's
-	none, err := s.ListKeys(ctx, 999)
-	is.NoErr(err)          // list unknown account
-	is.Equal(len(none), 0) // nothing
+		all, err := s.ListKeys(ctx, 0)
+		is.NoErr(err)                                     // list all
+		is.Equal(ids(all), []string{k1.ID, k2.ID, k3.ID}) // every account, oldest first
+		acme, err := s.ListKeys(ctx, a.ID)
+		is.NoErr(err)                               // list acme
+		is.Equal(ids(acme), []string{k1.ID, k3.ID}) // only acme's
+		beta, err := s.ListKeys(ctx, b.ID)
+		is.NoErr(err)                        // list beta
+		is.Equal(ids(beta), []string{k2.ID}) // only beta's
+		none, err := s.ListKeys(ctx, 999)
+		is.NoErr(err)          // list unknown account
+		is.Equal(len(none), 0) // nothing
+	})
 }
 
 func TestNewSecret_Uniform(t *testing.T) {

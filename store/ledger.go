@@ -2,11 +2,15 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/apd/v3"
@@ -51,6 +55,9 @@ type genRow struct {
 	// uncertain is set once a commit that held the row failed at its
 	// COMMIT: such a commit may have taken effect all the same (see flush).
 	uncertain bool
+	// lease and keyLease are the balance leases of the account and the
+	// key the charge was made against (Postgres); 0 for none.
+	lease, keyLease int64
 }
 
 // RecordGeneration hands g to the ledger writer, which inserts the row,
@@ -71,7 +78,7 @@ type genRow struct {
 // database rejects as such (a duplicate id, an unknown account or key id),
 // and one recorded after Close. Those are bugs in the caller. Call Sync to
 // wait for the commit.
-func (s *Store) RecordGeneration(g Generation) {
+func (s *ledgerCore) RecordGeneration(g Generation) {
 	row, err := s.toRow(g)
 	if err != nil {
 		s.logDrop(g, err)
@@ -79,12 +86,12 @@ func (s *Store) RecordGeneration(g Generation) {
 	}
 	// Counted before it is queued, so that Spend never misses a charge
 	// the ledger has not committed yet; a drop takes it back.
-	s.spend.record(s, g.AccountID, g.KeyID, row.costMicros, row.g.CreatedAt)
+	s.charges.record(&row)
 	q := &s.queue
 	q.mu.Lock()
 	if q.closed {
 		q.mu.Unlock()
-		s.spend.unrecord(g.AccountID, g.KeyID, row.costMicros, row.g.CreatedAt)
+		s.charges.unrecord(&row)
 		s.logDrop(g, ErrClosed)
 		return
 	}
@@ -100,7 +107,7 @@ func (s *Store) RecordGeneration(g Generation) {
 	}
 }
 
-func (s *Store) toRow(g Generation) (genRow, error) {
+func (s *ledgerCore) toRow(g Generation) (genRow, error) {
 	if g.ID == "" {
 		return genRow{}, fmt.Errorf("%w: empty generation id", ErrInvalid)
 	}
@@ -119,7 +126,7 @@ func (s *Store) toRow(g Generation) (genRow, error) {
 
 // logDrop logs a generation that will never reach the ledger, with what an
 // operator needs to reconcile it by hand (never prompts or completions).
-func (s *Store) logDrop(g Generation, err error) {
+func (s *ledgerCore) logDrop(g Generation, err error) {
 	s.dropped.Add(1)
 	s.log.Error("generation dropped from ledger", append(generationAttrs(g), "error", err)...)
 }
@@ -143,7 +150,7 @@ func generationAttrs(g Generation) []any {
 // so a following read sees it. It returns at once when nothing is pending.
 // While the ledger is failing or stalled (see CheckLedger) it does not wait
 // for the recovery: it returns an error wrapping ErrUnavailable.
-func (s *Store) Sync(ctx context.Context) error {
+func (s *ledgerCore) Sync(ctx context.Context) error {
 	// pending is raised before a generation is queued and lowered after it
 	// is settled, so zero means everything recorded so far is committed.
 	if s.pending.Load() == 0 {
@@ -186,6 +193,122 @@ func (s *Store) Sync(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// ledgerCore is the batched ledger writer every store shares: the queue of
+// generations recorded and not yet settled, the writer goroutine that
+// commits them in batches and retries what the database fails to take, and
+// the health CheckLedger reports. What differs between databases is behind
+// db (how a batch is committed, how failures are classified) and charges
+// (how a charge counts before it is committed).
+type ledgerCore struct {
+	db      ledgerDB
+	charges chargeCounter
+
+	now  func() time.Time
+	rand io.Reader
+	log  *slog.Logger
+
+	batchSize     int
+	batchInterval time.Duration
+	queueLimit    int64
+	commitTimeout time.Duration
+	retryInterval time.Duration
+	closeTimeout  time.Duration
+	queryTimeout  time.Duration
+	commitHook    func() error
+	onCommit      func(LedgerCommit)
+
+	queue   ledgerQueue
+	pending atomic.Int64  // generations queued and not yet settled
+	done    chan struct{} // closed when the ledger writer has exited
+	health  ledgerHealth
+	epoch   time.Time // the writer's start: s.mono counts from it
+	lost    int       // generations Close gave up on; set by the writer before done
+	// committed and dropped count generations for LedgerStats.
+	committed, dropped atomic.Uint64
+
+	auth authCache // recent authentications
+}
+
+// ledgerDB is what the ledger writer needs of a database.
+type ledgerDB interface {
+	// commitBatch inserts the rows, debits their accounts and adds them to
+	// spend_daily and the roll-ups, in one transaction. A failure of the
+	// COMMIT itself wraps errUncertain.
+	commitBatch(ctx context.Context, rows []genRow, agg *batchSums) error
+	// storedRow reads the account, cost and creation time of the stored
+	// generation id.
+	storedRow(ctx context.Context, id string) (acct, cost, created int64, err error)
+	// unstorable reports whether err rejects a row as such (committing it
+	// again can never succeed), as opposed to a failure of the database.
+	unstorable(err error) bool
+	// faultReason says in a few words why a commit failed, for operators.
+	faultReason(err error) string
+}
+
+// chargeCounter counts each charge from the moment it is recorded until it
+// is committed (and after), and takes back one the ledger drops.
+type chargeCounter interface {
+	record(r *genRow)
+	unrecord(r *genRow)
+}
+
+// init applies opts's ledger settings and their defaults.
+func (s *ledgerCore) init(opts Options, db ledgerDB, charges chargeCounter) {
+	s.db, s.charges = db, charges
+	s.now, s.rand, s.log = opts.Now, opts.Rand, opts.Logger
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.rand == nil {
+		s.rand = rand.Reader
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.batchSize = opts.BatchSize
+	if s.batchSize <= 0 {
+		s.batchSize = 256
+	}
+	s.batchInterval = orDefault(opts.BatchInterval, 20*time.Millisecond)
+	s.auth.ttl = opts.AuthCacheTTL
+	if s.auth.ttl == 0 {
+		s.auth.ttl = DefaultAuthCacheTTL
+	}
+	s.queueLimit = int64(opts.QueueSize)
+	if s.queueLimit <= 0 {
+		s.queueLimit = 4096
+	}
+	s.commitTimeout = orDefault(opts.CommitTimeout, 5*time.Second)
+	s.retryInterval = orDefault(opts.RetryInterval, time.Second)
+	s.closeTimeout = orDefault(opts.CloseTimeout, 10*time.Second)
+	s.queryTimeout = orDefault(opts.QueryTimeout, 5*time.Second)
+	s.commitHook = opts.CommitHook
+	s.onCommit = opts.OnCommit
+}
+
+// start starts the writer goroutine.
+func (s *ledgerCore) start() {
+	s.queue.wake = make(chan struct{}, 1)
+	s.done = make(chan struct{})
+	s.epoch = time.Now()
+	go s.runLedger()
+}
+
+// stop stops accepting generations and waits for the writer to commit
+// what is queued (or to give up on it, CloseTimeout later); it reports the
+// generations it gave up on.
+func (s *ledgerCore) stop() error {
+	s.queue.mu.Lock()
+	s.queue.closed = true
+	s.queue.mu.Unlock()
+	s.queue.signal()
+	<-s.done
+	if s.lost > 0 {
+		return fmt.Errorf("close: %w: %d generations could not be recorded (each is logged)", ErrUnavailable, s.lost)
+	}
+	return nil
 }
 
 // ledgerQueue holds the generations recorded and not yet settled (committed,
@@ -284,7 +407,7 @@ func (q *ledgerQueue) failed(k int, err error) {
 
 // settle removes the first k queued rows, which the writer has committed or
 // dropped, and wakes the Syncs that were waiting for them.
-func (s *Store) settle(k int) {
+func (s *ledgerCore) settle(k int) {
 	q := &s.queue
 	q.mu.Lock()
 	for i := range k {
@@ -333,7 +456,7 @@ func (q *ledgerQueue) failWaiters(err error) {
 // RetryInterval, until a commit succeeds. After Close it commits what is
 // queued and exits; rows it still cannot commit CloseTimeout later are
 // logged, one line each, and counted in Close's error.
-func (s *Store) runLedger() {
+func (s *ledgerCore) runLedger() {
 	defer close(s.done)
 	q := &s.queue
 	batch := make([]genRow, 0, min(s.batchSize, 1024)) // grows if BatchSize is larger
@@ -384,7 +507,7 @@ func (s *Store) runLedger() {
 
 // collect waits until the queue holds a full batch, a Sync waits or Close
 // was called, or BatchInterval passes.
-func (s *Store) collect(timer *time.Timer) {
+func (s *ledgerCore) collect(timer *time.Timer) {
 	timer.Reset(s.batchInterval)
 	defer timer.Stop()
 	for {
@@ -405,13 +528,13 @@ func (s *Store) collect(timer *time.Timer) {
 // other failure (the disk full, the file locked past the deadline, an I/O
 // error) is returned: the rows not yet settled stay queued, still counted
 // in Spend, and are retried.
-func (s *Store) flush(by time.Time, batch []genRow, agg *batchSums) error {
+func (s *ledgerCore) flush(by time.Time, batch []genRow, agg *batchSums) error {
 	err := s.commit(by, batch, agg)
 	if err == nil {
 		s.settle(len(batch))
 		return nil
 	}
-	if !unstorable(err) {
+	if !s.db.unstorable(err) {
 		s.queue.failed(len(batch), err)
 		return err
 	}
@@ -427,10 +550,10 @@ func (s *Store) flush(by time.Time, batch []genRow, agg *batchSums) error {
 				committed = make(map[string]bool)
 			}
 			committed[r.g.ID] = true
-		case !unstorable(err):
+		case !s.db.unstorable(err):
 			s.queue.failed(len(batch)-i, err)
 			return err
-		case r.uncertain && !committed[r.g.ID] && s.alreadyStored(by, r):
+		case r.uncertain && !committed[r.g.ID] && s.stored(by, r):
 			// A COMMIT that reported failure took effect after all:
 			// the row, its debit and its spend are in.
 			s.log.Warn("ledger: a commit reported as failed had succeeded; not charging it twice",
@@ -446,34 +569,40 @@ func (s *Store) flush(by time.Time, batch []genRow, agg *batchSums) error {
 // commit runs commitBatch with a deadline, marking the time it began for
 // CheckLedger, which treats a commit running past CommitTimeout as failing
 // even when its deadline cannot interrupt it.
-func (s *Store) commit(by time.Time, rows []genRow, agg *batchSums) error {
+func (s *ledgerCore) commit(by time.Time, rows []genRow, agg *batchSums) error {
 	ctx, cancel := context.WithDeadline(context.Background(), by)
 	defer cancel()
 	s.health.commitStart.Store(s.mono())
 	defer s.health.commitStart.Store(0)
 	start := time.Now()
-	err := s.commitBatch(ctx, rows, agg)
+	err := s.db.commitBatch(ctx, rows, agg)
 	s.observeCommit(len(rows), start, err)
 	return err
 }
 
-// alreadyStored reports whether r's row is in the database as r would have
+// stored reports whether r's row is in the database as r would have
 // written it. Only a row whose earlier COMMIT reported failure is asked
 // about: that commit may have taken effect, and retrying it then meets its
 // own row.
-func (s *Store) alreadyStored(by time.Time, r *genRow) bool {
+func (s *ledgerCore) stored(by time.Time, r *genRow) bool {
 	ctx, cancel := context.WithDeadline(context.Background(), by)
 	defer cancel()
-	var acct, cost, created int64
-	err := s.w.QueryRowContext(ctx, `SELECT account_id, cost_micros, created_at FROM generations WHERE id = ?`, r.g.ID).
-		Scan(&acct, &cost, &created)
+	acct, cost, created, err := s.db.storedRow(ctx, r.g.ID)
 	return err == nil && acct == r.g.AccountID && cost == r.costMicros && created == r.createdMS
+}
+
+// storedRow reads the account, cost and creation time of the stored
+// generation id (see ledgerCore.stored).
+func (s *Store) storedRow(ctx context.Context, id string) (acct, cost, created int64, err error) {
+	err = s.w.QueryRowContext(ctx, `SELECT account_id, cost_micros, created_at FROM generations WHERE id = ?`, id).
+		Scan(&acct, &cost, &created)
+	return acct, cost, created, err
 }
 
 // abandon logs every row still queued when Close gives up on a ledger that
 // cannot commit, one Error line each with every column, so an operator can
 // enter them by hand, and answers the waiting Syncs.
-func (s *Store) abandon() {
+func (s *ledgerCore) abandon() {
 	q := &s.queue
 	q.mu.Lock()
 	s.lost = q.n
@@ -559,8 +688,8 @@ type spendSum struct {
 
 // drop logs a generation that can never be stored and takes its charge
 // back from the spend tracker.
-func (s *Store) drop(r genRow, err error) {
-	s.spend.unrecord(r.g.AccountID, r.g.KeyID, r.costMicros, r.g.CreatedAt)
+func (s *ledgerCore) drop(r genRow, err error) {
+	s.charges.unrecord(&r)
 	s.logDrop(r.g, err)
 }
 

@@ -27,116 +27,124 @@ func gen(t testing.TB, id string, k Key, cost string) Generation {
 }
 
 func TestRecordGeneration_SyncReadsYourWrites(t *testing.T) {
-	is := is.New(t)
-	s, clock := newTestStore(t)
-	ctx := context.Background()
-	a, k, _ := newAccount(t, s, "acme", "10")
+	forEachDB(t, func(t *testing.T, open opener) {
+		is := is.New(t)
+		s, clock := newTestDB(t, open)
+		ctx := context.Background()
+		a, k, _ := newAccount(t, s, "acme", "10")
 
-	g := gen(t, "chatcmpl-1", k, "0.5")
-	g.Streamed = true
-	g.CacheCreationTokens = 7
-	s.RecordGeneration(g)
-	is.NoErr(s.Sync(ctx)) // sync
+		g := gen(t, "chatcmpl-1", k, "0.5")
+		g.Streamed = true
+		g.CacheCreationTokens = 7
+		s.RecordGeneration(g)
+		is.NoErr(s.Sync(ctx)) // sync
 
-	got, err := s.Generation(ctx, a.ID, "chatcmpl-1")
-	is.NoErr(err) // generation visible after Sync
-	want := g
-	want.Cost = dec(t, "0.500000")
-	want.CreatedAt = clock.Now()
-	is.Equal(got.Cost.String(), "0.500000") // cost
-	got.Cost, want.Cost = want.Cost, got.Cost
-	is.Equal(got, want) // every field round-trips
+		got, err := s.Generation(ctx, a.ID, "chatcmpl-1")
+		is.NoErr(err) // generation visible after Sync
+		want := g
+		want.Cost = dec(t, "0.500000")
+		want.CreatedAt = clock.Now()
+		is.Equal(got.Cost.String(), "0.500000") // cost
+		got.Cost, want.Cost = want.Cost, got.Cost
+		is.Equal(got, want) // every field round-trips
 
-	acct, err := s.AccountByID(ctx, a.ID)
-	is.NoErr(err)                                 // account
-	is.Equal(acct.Balance.String(), "9.500000")   // debited
-	is.Equal(acct.TotalUsed.String(), "0.500000") // used
-	checkLedger(t, s)
+		acct, err := s.AccountByID(ctx, a.ID)
+		is.NoErr(err)                                 // account
+		is.Equal(acct.Balance.String(), "9.500000")   // debited
+		is.Equal(acct.TotalUsed.String(), "0.500000") // used
+		checkLedger(t, s)
 
-	is.NoErr(s.Sync(ctx)) // sync with nothing pending
+		is.NoErr(s.Sync(ctx)) // sync with nothing pending
+	})
 }
 
 func TestGeneration_NotFound(t *testing.T) {
-	is := is.New(t)
-	s, _ := newTestStore(t)
-	ctx := context.Background()
-	a, k, _ := newAccount(t, s, "acme", "1")
-	b, _, _ := newAccount(t, s, "beta", "1")
-	s.RecordGeneration(gen(t, "msg_1", k, "0.1"))
-	is.NoErr(s.Sync(ctx)) // sync
+	forEachDB(t, func(t *testing.T, open opener) {
+		is := is.New(t)
+		s, _ := newTestDB(t, open)
+		ctx := context.Background()
+		a, k, _ := newAccount(t, s, "acme", "1")
+		b, _, _ := newAccount(t, s, "beta", "1")
+		s.RecordGeneration(gen(t, "msg_1", k, "0.1"))
+		is.NoErr(s.Sync(ctx)) // sync
 
-	_, err := s.Generation(ctx, a.ID, "msg_2")
-	is.True(errors.Is(err, ErrNotFound)) // unknown id
-	_, err = s.Generation(ctx, b.ID, "msg_1")
-	is.True(errors.Is(err, ErrNotFound)) // another account's generation
+		_, err := s.Generation(ctx, a.ID, "msg_2")
+		is.True(errors.Is(err, ErrNotFound)) // unknown id
+		_, err = s.Generation(ctx, b.ID, "msg_1")
+		is.True(errors.Is(err, ErrNotFound)) // another account's generation
+	})
 }
 
 func TestRecordGeneration_DropsBadRowsOnly(t *testing.T) {
-	is := is.New(t)
-	var logs bytes.Buffer
-	clock := newTestClock()
-	s := openTestStore(t, filepath.Join(t.TempDir(), "svcgw.db"), Options{
-		Now:           clock.Now,
-		BatchInterval: time.Hour, // one batch, flushed by Sync
-		Logger:        slog.New(slog.NewTextHandler(&logs, nil)),
+	forEachDB(t, func(t *testing.T, open opener) {
+		is := is.New(t)
+		var logs bytes.Buffer
+		clock := newTestClock()
+		s := openTestStore(t, filepath.Join(t.TempDir(), "svcgw.db"), Options{
+			Now:           clock.Now,
+			BatchInterval: time.Hour, // one batch, flushed by Sync
+			Logger:        slog.New(slog.NewTextHandler(&logs, nil)),
+		})
+		ctx := context.Background()
+		a, k, _ := newAccount(t, s, "acme", "10")
+
+		s.RecordGeneration(gen(t, "ok-1", k, "1"))
+		s.RecordGeneration(gen(t, "ok-1", k, "1"))                // duplicate id
+		s.RecordGeneration(gen(t, "too-precise", k, "0.0000001")) // rejected before queueing
+		s.RecordGeneration(gen(t, "negative", k, "-1"))           // rejected before queueing
+		orphan := gen(t, "orphan", k, "1")
+		orphan.AccountID = 999 // unknown account
+		s.RecordGeneration(orphan)
+		badKey := gen(t, "bad-key", k, "1")
+		badKey.KeyID = "key_ffffffffffffffff" // unknown key
+		s.RecordGeneration(badKey)
+		s.RecordGeneration(gen(t, "ok-2", k, "2"))
+		is.NoErr(s.Sync(ctx)) // sync
+
+		bs, err := s.Usage(ctx, a.ID, UsageQuery{GroupBy: GroupByDay})
+		is.NoErr(err)                             // usage
+		is.Equal(len(bs), 1)                      // one day
+		is.Equal(bs[0].Requests, int64(2))        // the two good rows
+		is.Equal(bs[0].Cost.String(), "3.000000") // their cost
+		acct, err := s.AccountByID(ctx, a.ID)
+		is.NoErr(err)                               // account
+		is.Equal(acct.Balance.String(), "7.000000") // debited once per good row
+		checkLedger(t, s)
+		for _, id := range []string{"ok-1", "too-precise", "negative", "orphan", "bad-key"} {
+			is.True(bytes.Contains(logs.Bytes(), []byte("generation_id="+id))) // each drop is logged
+		}
+		is.Equal(bytes.Count(logs.Bytes(), []byte("generation dropped")), 5) // and nothing else
 	})
-	ctx := context.Background()
-	a, k, _ := newAccount(t, s, "acme", "10")
-
-	s.RecordGeneration(gen(t, "ok-1", k, "1"))
-	s.RecordGeneration(gen(t, "ok-1", k, "1"))                // duplicate id
-	s.RecordGeneration(gen(t, "too-precise", k, "0.0000001")) // rejected before queueing
-	s.RecordGeneration(gen(t, "negative", k, "-1"))           // rejected before queueing
-	orphan := gen(t, "orphan", k, "1")
-	orphan.AccountID = 999 // unknown account
-	s.RecordGeneration(orphan)
-	badKey := gen(t, "bad-key", k, "1")
-	badKey.KeyID = "key_ffffffffffffffff" // unknown key
-	s.RecordGeneration(badKey)
-	s.RecordGeneration(gen(t, "ok-2", k, "2"))
-	is.NoErr(s.Sync(ctx)) // sync
-
-	bs, err := s.Usage(ctx, a.ID, UsageQuery{GroupBy: GroupByDay})
-	is.NoErr(err)                             // usage
-	is.Equal(len(bs), 1)                      // one day
-	is.Equal(bs[0].Requests, int64(2))        // the two good rows
-	is.Equal(bs[0].Cost.String(), "3.000000") // their cost
-	acct, err := s.AccountByID(ctx, a.ID)
-	is.NoErr(err)                               // account
-	is.Equal(acct.Balance.String(), "7.000000") // debited once per good row
-	checkLedger(t, s)
-	for _, id := range []string{"ok-1", "too-precise", "negative", "orphan", "bad-key"} {
-		is.True(bytes.Contains(logs.Bytes(), []byte("generation_id="+id))) // each drop is logged
-	}
-	is.Equal(bytes.Count(logs.Bytes(), []byte("generation dropped")), 5) // and nothing else
 }
 
 func TestClose_FlushesQueue(t *testing.T) {
-	is := is.New(t)
-	ctx := context.Background()
-	clock := newTestClock()
-	path := filepath.Join(t.TempDir(), "svcgw.db")
-	// Neither the size nor the interval would ever commit: only Close does.
-	s := openTestStore(t, path, Options{Now: clock.Now, BatchSize: 1 << 20, BatchInterval: time.Hour})
-	a, k, _ := newAccount(t, s, "acme", "100")
-	const n = 500
-	for i := range n {
-		s.RecordGeneration(gen(t, "gen-"+strconv.Itoa(i), k, "0.01"))
-	}
-	is.NoErr(s.Close()) // close flushes
+	forEachDB(t, func(t *testing.T, open opener) {
+		is := is.New(t)
+		ctx := context.Background()
+		clock := newTestClock()
+		path := filepath.Join(t.TempDir(), "svcgw.db")
+		// Neither the size nor the interval would ever commit: only Close does.
+		s := openTestStore(t, path, Options{Now: clock.Now, BatchSize: 1 << 20, BatchInterval: time.Hour})
+		a, k, _ := newAccount(t, s, "acme", "100")
+		const n = 500
+		for i := range n {
+			s.RecordGeneration(gen(t, "gen-"+strconv.Itoa(i), k, "0.01"))
+		}
+		is.NoErr(s.Close()) // close flushes
 
-	s.RecordGeneration(gen(t, "late", k, "1")) // after Close: dropped, no panic
-	is.NoErr(s.Sync(ctx))                      // nothing pending after Close
+		s.RecordGeneration(gen(t, "late", k, "1")) // after Close: dropped, no panic
+		is.NoErr(s.Sync(ctx))                      // nothing pending after Close
 
-	s2 := openTestStore(t, path, Options{Now: clock.Now})
-	acct, err := s2.AccountByID(ctx, a.ID)
-	is.NoErr(err)                                 // reopen
-	is.Equal(acct.Balance.String(), "95.000000")  // all n debits committed
-	is.Equal(acct.TotalUsed.String(), "5.000000") // all n costs
-	var rows int
-	is.NoErr(s2.r.QueryRow(`SELECT COUNT(*) FROM generations`).Scan(&rows)) // count
-	is.Equal(rows, n)                                                       // all n rows
-	checkLedger(t, s2)
+		s2 := openTestStore(t, path, Options{Now: clock.Now})
+		acct, err := s2.AccountByID(ctx, a.ID)
+		is.NoErr(err)                                 // reopen
+		is.Equal(acct.Balance.String(), "95.000000")  // all n debits committed
+		is.Equal(acct.TotalUsed.String(), "5.000000") // all n costs
+		var rows int
+		is.NoErr(s2.r.QueryRow(`SELECT COUNT(*) FROM generations`).Scan(&rows)) // count
+		is.Equal(rows, n)                                                       // all n rows
+		checkLedger(t, s2)
+	})
 }
 
 // TestLedger_ConcurrentReadersAndWriters runs thousands of RecordGeneration
@@ -144,112 +152,114 @@ func TestClose_FlushesQueue(t *testing.T) {
 // the same file (as the CLI would be): nothing may fail, in particular not
 // with "database is locked".
 func TestLedger_ConcurrentReadersAndWriters(t *testing.T) {
-	is := is.New(t)
-	ctx := context.Background()
-	clock := newTestClock()
-	path := filepath.Join(t.TempDir(), "svcgw.db")
-	s := openTestStore(t, path, Options{Now: clock.Now})
-	cli := openTestStore(t, path, Options{Now: clock.Now})
-	a, k, secret := newAccount(t, s, "acme", "1000")
-	b, kb, _ := newAccount(t, s, "beta", "1000")
+	forEachDB(t, func(t *testing.T, open opener) {
+		is := is.New(t)
+		ctx := context.Background()
+		clock := newTestClock()
+		path := filepath.Join(t.TempDir(), "svcgw.db")
+		s := openTestStore(t, path, Options{Now: clock.Now})
+		cli := openTestStore(t, path, Options{Now: clock.Now})
+		a, k, secret := newAccount(t, s, "acme", "1000")
+		b, kb, _ := newAccount(t, s, "beta", "1000")
 
-	const writers, perWriter = 8, 400
-	var (
-		wg      sync.WaitGroup
-		errMu   sync.Mutex
-		errs    []error
-		stop    = make(chan struct{})
-		readers sync.WaitGroup
-	)
-	fail := func(err error) {
-		errMu.Lock()
-		errs = append(errs, err)
-		errMu.Unlock()
-	}
-	for w := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			key := k
-			if w%2 == 1 {
-				key = kb
-			}
-			for i := range perWriter {
-				s.RecordGeneration(gen(t, fmt.Sprintf("gen-%d-%d", w, i), key, "0.001"))
-			}
-		}()
-	}
-	// Each reader loops with a short pause, so that on a small machine the
-	// writers still get the CPU; the other store, like an operator's CLI,
-	// writes less often.
-	read := func(name string, pause time.Duration, f func() error) {
-		readers.Add(1)
-		go func() {
-			defer readers.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-time.After(pause):
-				}
-				if err := f(); err != nil {
-					fail(fmt.Errorf("%s: %w", name, err))
-					return
-				}
-			}
-		}()
-	}
-	read("usage", 100*time.Microsecond, func() error {
-		_, err := s.Usage(ctx, a.ID, UsageQuery{GroupBy: GroupByAPIKey})
-		return err
-	})
-	read("generation", 100*time.Microsecond, func() error {
-		_, err := s.Generation(ctx, a.ID, "gen-0-0")
-		if errors.Is(err, ErrNotFound) {
-			return nil // not committed yet
+		const writers, perWriter = 8, 400
+		var (
+			wg      sync.WaitGroup
+			errMu   sync.Mutex
+			errs    []error
+			stop    = make(chan struct{})
+			readers sync.WaitGroup
+		)
+		fail := func(err error) {
+			errMu.Lock()
+			errs = append(errs, err)
+			errMu.Unlock()
 		}
-		return err
-	})
-	read("authenticate", 100*time.Microsecond, func() error {
-		_, err := s.Authenticate(ctx, secret)
-		return err
-	})
-	read("account", 100*time.Microsecond, func() error {
-		_, err := s.AccountByID(ctx, b.ID)
-		return err
-	})
-	read("sync", 100*time.Microsecond, func() error { return s.Sync(ctx) })
-	var credits int
-	read("cli credits", 5*time.Millisecond, func() error {
-		credits++
-		_, err := cli.AddCredits(ctx, a.ID, dec(t, "1"), "cli")
-		return err
-	})
-	read("feedback", 100*time.Microsecond, func() error {
-		_, err := s.UpsertFeedback(ctx, b.ID, Feedback{ID: "gen-1-0", Rating: "up"}, time.Hour)
-		if errors.Is(err, ErrNotFound) {
-			return nil
+		for w := range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				key := k
+				if w%2 == 1 {
+					key = kb
+				}
+				for i := range perWriter {
+					s.RecordGeneration(gen(t, fmt.Sprintf("gen-%d-%d", w, i), key, "0.001"))
+				}
+			}()
 		}
-		return err
+		// Each reader loops with a short pause, so that on a small machine the
+		// writers still get the CPU; the other store, like an operator's CLI,
+		// writes less often.
+		read := func(name string, pause time.Duration, f func() error) {
+			readers.Add(1)
+			go func() {
+				defer readers.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					case <-time.After(pause):
+					}
+					if err := f(); err != nil {
+						fail(fmt.Errorf("%s: %w", name, err))
+						return
+					}
+				}
+			}()
+		}
+		read("usage", 100*time.Microsecond, func() error {
+			_, err := s.Usage(ctx, a.ID, UsageQuery{GroupBy: GroupByAPIKey})
+			return err
+		})
+		read("generation", 100*time.Microsecond, func() error {
+			_, err := s.Generation(ctx, a.ID, "gen-0-0")
+			if errors.Is(err, ErrNotFound) {
+				return nil // not committed yet
+			}
+			return err
+		})
+		read("authenticate", 100*time.Microsecond, func() error {
+			_, err := s.Authenticate(ctx, secret)
+			return err
+		})
+		read("account", 100*time.Microsecond, func() error {
+			_, err := s.AccountByID(ctx, b.ID)
+			return err
+		})
+		read("sync", 100*time.Microsecond, func() error { return s.Sync(ctx) })
+		var credits int
+		read("cli credits", 5*time.Millisecond, func() error {
+			credits++
+			_, err := cli.AddCredits(ctx, a.ID, dec(t, "1"), "cli")
+			return err
+		})
+		read("feedback", 100*time.Microsecond, func() error {
+			_, err := s.UpsertFeedback(ctx, b.ID, Feedback{ID: "gen-1-0", Rating: "up"}, time.Hour)
+			if errors.Is(err, ErrNotFound) {
+				return nil
+			}
+			return err
+		})
+
+		wg.Wait()
+		is.NoErr(s.Sync(ctx)) // sync
+		close(stop)
+		readers.Wait()
+		for _, err := range errs {
+			t.Errorf("concurrent operation failed: %v", err)
+		}
+
+		var rows int
+		is.NoErr(s.r.QueryRow(`SELECT COUNT(*) FROM generations`).Scan(&rows)) // count
+		is.Equal(rows, writers*perWriter)                                      // every generation committed
+		acct, err := s.AccountByID(ctx, b.ID)
+		is.NoErr(err)                                 // beta
+		is.Equal(acct.TotalUsed.String(), "1.600000") // 1600 × 0.001
+		is.Equal(acct.Balance.String(), "998.400000") // 1000 - 1.6
+		is.True(credits > 0)                          // the second store wrote too
+		checkLedger(t, s)
 	})
-
-	wg.Wait()
-	is.NoErr(s.Sync(ctx)) // sync
-	close(stop)
-	readers.Wait()
-	for _, err := range errs {
-		t.Errorf("concurrent operation failed: %v", err)
-	}
-
-	var rows int
-	is.NoErr(s.r.QueryRow(`SELECT COUNT(*) FROM generations`).Scan(&rows)) // count
-	is.Equal(rows, writers*perWriter)                                      // every generation committed
-	acct, err := s.AccountByID(ctx, b.ID)
-	is.NoErr(err)                                 // beta
-	is.Equal(acct.TotalUsed.String(), "1.600000") // 1600 × 0.001
-	is.Equal(acct.Balance.String(), "998.400000") // 1000 - 1.6
-	is.True(credits > 0)                          // the second store wrote too
-	checkLedger(t, s)
 }
 
 // BenchmarkRecordGeneration measures the ledger's sustained throughput: the

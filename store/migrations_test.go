@@ -19,27 +19,42 @@ var shipped = []struct{ name, sha256 string }{
 	{"0004_spend_daily_covering", "fa4fd116a76143dc2b338fc4b6ab30be6c7bf7835ed5f56b45751b9ce7a36a32"},
 }
 
+// shippedPG are PostgreSQL's (store/pgmigrations), pinned the same way.
+var shippedPG = []struct{ name, sha256 string }{
+	{"0001_init", "73b63662688a28fd53b473b28a25e18ec66b86a774186a17ff6c06b48a7d35dd"},
+}
+
 func TestMigrations_AppendOnly(t *testing.T) {
 	ms, err := loadMigrations()
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkAppendOnly(t, "migrations", "shipped", ms, shipped)
+	pg, err := loadMigrationsFS(pgMigrationFiles, "pgmigrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkAppendOnly(t, "pgmigrations", "shippedPG", pg, shippedPG)
+}
+
+func checkAppendOnly(t *testing.T, dir, list string, ms []migration, shipped []struct{ name, sha256 string }) {
+	t.Helper()
 	for i, m := range ms {
 		sum := sha256.Sum256([]byte(m.sql))
 		got := hex.EncodeToString(sum[:])
 		switch {
 		case i >= len(shipped):
-			t.Errorf("migrations/%s.sql is new: pin it by adding\n\t{%q, %q},\nto shipped in store/migrations_test.go", m.name, m.name, got)
+			t.Errorf("%s/%s.sql is new: pin it by adding\n\t{%q, %q},\nto %s in store/migrations_test.go", dir, m.name, m.name, got, list)
 		case m.name != shipped[i].name:
-			t.Errorf("migration %d is migrations/%s.sql, but %s shipped in its place: shipped migrations are never renamed, removed or reordered, and a new one goes after %s",
-				i+1, m.name, shipped[i].name, shipped[len(shipped)-1].name)
+			t.Errorf("migration %d is %s/%s.sql, but %s shipped in its place: shipped migrations are never renamed, removed or reordered, and a new one goes after %s",
+				i+1, dir, m.name, shipped[i].name, shipped[len(shipped)-1].name)
 			return // every one after it is out of place too
 		case got != shipped[i].sha256:
-			t.Errorf("migrations/%s.sql has changed since it shipped (sha256 %s, shipped %s): databases that applied it will not run it again; restore it and make the change in a new migration",
-				m.name, got, shipped[i].sha256)
+			t.Errorf("%s/%s.sql has changed since it shipped (sha256 %s, shipped %s): databases that applied it will not run it again; restore it and make the change in a new migration",
+				dir, m.name, got, shipped[i].sha256)
 		}
 	}
 	for _, s := range shipped[min(len(ms), len(shipped)):] {
-		t.Errorf("migrations/%s.sql shipped and is gone: restore it", s.name)
+		t.Errorf("%s/%s.sql shipped and is gone: restore it", dir, s.name)
 	}
 }

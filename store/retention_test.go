@@ -102,7 +102,7 @@ func TestRetention_DeletesDetailOnly(t *testing.T) {
 	is.True(old > 400 && kept > 400 && oldFeedback > 0) // the workload straddles the cutoff
 
 	p := &pacer{target: time.Millisecond, size: 100} // many small transactions
-	is.NoErr(s.prunePass(ctx, retention, p, s.log))
+	is.NoErr(prunePass(ctx, s, s.now, retention, p, s.log))
 
 	is.Equal(count(t, s, `SELECT COUNT(*) FROM generations WHERE created_at < ?`, cutoff), 0) // old detail gone
 	is.Equal(count(t, s, `SELECT COUNT(*) FROM generations`), kept)                           // the rest kept
@@ -117,7 +117,7 @@ func TestRetention_DeletesDetailOnly(t *testing.T) {
 
 	// A later pass with a shorter window only moves the mark forward; a
 	// longer one does not move it back.
-	is.NoErr(s.prunePass(ctx, 90*24*time.Hour, p, s.log))
+	is.NoErr(prunePass(ctx, s, s.now, 90*24*time.Hour, p, s.log))
 	pruned, err = s.PrunedBefore(ctx)
 	is.NoErr(err)
 	is.Equal(ms(pruned), cutoff)

@@ -228,10 +228,7 @@ func (rs *rollupSums) write(ctx context.Context, exec execFunc) error {
 	for k := range rs.daily {
 		dks = append(dks, k)
 	}
-	slices.SortFunc(dks, func(a, b dailyKey) int {
-		return cmp.Or(cmp.Compare(a.account, b.account), cmp.Compare(a.day, b.day), strings.Compare(a.key, b.key),
-			strings.Compare(a.app, b.app), strings.Compare(a.typ, b.typ))
-	})
+	slices.SortFunc(dks, compareDaily)
 	for _, k := range dks {
 		v := rs.daily[k]
 		args = append(args, k.account, k.day, k.key, k.app, k.typ,
@@ -245,10 +242,7 @@ func (rs *rollupSums) write(ctx context.Context, exec execFunc) error {
 	for k := range rs.periods {
 		pks = append(pks, k)
 	}
-	slices.SortFunc(pks, func(a, b periodKey) int {
-		return cmp.Or(cmp.Compare(a.account, b.account), strings.Compare(a.axis, b.axis), strings.Compare(a.span, b.span),
-			cmp.Compare(a.first, b.first), strings.Compare(a.bucket, b.bucket))
-	})
+	slices.SortFunc(pks, comparePeriod)
 	for _, k := range pks {
 		v := rs.periods[k]
 		args = append(args, k.account, k.axis, k.span, k.first, k.bucket,
@@ -262,6 +256,18 @@ func (rs *rollupSums) write(ctx context.Context, exec execFunc) error {
 	clear(pks)
 	rs.args, rs.dailyKeys, rs.periodKeys = args[:0], dks[:0], pks[:0]
 	return nil
+}
+
+// compareDaily orders usage_daily keys as the table's primary key does.
+func compareDaily(a, b dailyKey) int {
+	return cmp.Or(cmp.Compare(a.account, b.account), cmp.Compare(a.day, b.day), strings.Compare(a.key, b.key),
+		strings.Compare(a.app, b.app), strings.Compare(a.typ, b.typ))
+}
+
+// comparePeriod orders usage_periods keys as the table's primary key does.
+func comparePeriod(a, b periodKey) int {
+	return cmp.Or(cmp.Compare(a.account, b.account), strings.Compare(a.axis, b.axis), strings.Compare(a.span, b.span),
+		cmp.Compare(a.first, b.first), strings.Compare(a.bucket, b.bucket))
 }
 
 // upsertColumns is the number of columns, so of arguments, per upserted

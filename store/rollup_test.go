@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -18,15 +19,17 @@ import (
 // type; usage_periods per axis, span and bucket), and that spend_daily,
 // which spend caps read, agrees with usage_periods. Only valid once the
 // backfill is complete and before retention has deleted anything.
-func checkRollups(t testing.TB, s *Store) {
+func checkRollups(t testing.TB, s DB) {
 	t.Helper()
 	const sums = `COUNT(*), SUM(prompt_tokens), SUM(completion_tokens), SUM(cached_prompt_tokens),
 		SUM(cache_creation_tokens), SUM(reasoning_tokens), SUM(cost_micros)`
 	const cols = `requests, input_tokens, output_tokens, cached_input_tokens, cache_write_tokens, reasoning_tokens, cost_micros`
 	// The generations' day, month and year, as day numbers, in SQL.
 	const day = `(created_at / 86400000)`
-	const month = `(unixepoch(date(created_at / 1000, 'unixepoch', 'start of month')) / 86400)`
-	const year = `(unixepoch(date(created_at / 1000, 'unixepoch', 'start of year')) / 86400)`
+	month := dialect(s, `(unixepoch(date(created_at / 1000, 'unixepoch', 'start of month')) / 86400)`,
+		`(extract(epoch FROM date_trunc('month', to_timestamp(created_at / 1000) AT TIME ZONE 'UTC'))::bigint / 86400)`)
+	year := dialect(s, `(unixepoch(date(created_at / 1000, 'unixepoch', 'start of year')) / 86400)`,
+		`(extract(epoch FROM date_trunc('year', to_timestamp(created_at / 1000) AT TIME ZONE 'UTC'))::bigint / 86400)`)
 	// Each check is two queries that must hold the same rows: A EXCEPT B
 	// and B EXCEPT A must both be empty.
 	type check struct{ a, b string }
@@ -53,17 +56,12 @@ func checkRollups(t testing.TB, s *Store) {
 			}
 		}
 	}
-	var n int
-	if err := s.r.QueryRow(`SELECT COUNT(*) FROM usage_periods WHERE axis = 'day' AND span != 'day'`).Scan(&n); err != nil || n != 0 {
-		t.Errorf("usage_periods has %d month or year rows of axis day (err %v), want none", n, err)
+	if n := queryInt(t, s, `SELECT COUNT(*) FROM usage_periods WHERE axis = 'day' AND span != 'day'`); n != 0 {
+		t.Errorf("usage_periods has %d month or year rows of axis day, want none", n)
 	}
 	for name, c := range checks {
 		for _, q := range []string{c.a + ` EXCEPT ` + c.b, c.b + ` EXCEPT ` + c.a} {
-			var bad int
-			if err := s.r.QueryRow(`SELECT COUNT(*) FROM (` + q + `)`).Scan(&bad); err != nil {
-				t.Fatalf("check %s: %v", name, err)
-			}
-			if bad != 0 {
+			if bad := queryInt(t, s, `SELECT COUNT(*) FROM (`+q+`) x`); bad != 0 {
 				t.Errorf("%s disagrees with generations on %d rows", name, bad)
 			}
 		}
@@ -72,7 +70,7 @@ func checkRollups(t testing.TB, s *Store) {
 
 // usageFromGenerations is the usage report computed the slow way, over
 // generations, as svcgw did before roll-ups: what Usage must equal.
-func usageFromGenerations(t testing.TB, s *Store, accountID int64, q UsageQuery) []Bucket {
+func usageFromGenerations(t testing.TB, s DB, accountID int64, q UsageQuery) []Bucket {
 	t.Helper()
 	where, args := `account_id = ?`, []any{accountID}
 	if !q.Start.IsZero() {
@@ -83,30 +81,28 @@ func usageFromGenerations(t testing.TB, s *Store, accountID int64, q UsageQuery)
 		where += ` AND created_at < ?`
 		args = append(args, ms(q.End))
 	}
-	rows, err := s.r.Query(`SELECT `+scanExprs[q.GroupBy]+` AS bucket, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens),
-		SUM(cached_prompt_tokens), SUM(cache_creation_tokens), SUM(reasoning_tokens), SUM(cost_micros)
-		FROM generations WHERE `+where+` GROUP BY bucket ORDER BY bucket`, args...)
-	if err != nil {
-		t.Fatalf("usage from generations: %v", err)
+	expr := scanExprs[q.GroupBy]
+	if q.GroupBy == GroupByDay {
+		expr = dialect(s, expr, `to_char(to_timestamp(created_at / 1000) AT TIME ZONE 'UTC', 'YYYY-MM-DD')`)
 	}
-	defer rows.Close()
 	out := []Bucket{}
-	for rows.Next() {
+	query(t, s, `SELECT `+expr+` AS bucket, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens),
+		SUM(cached_prompt_tokens), SUM(cache_creation_tokens), SUM(reasoning_tokens), SUM(cost_micros)
+		FROM generations WHERE `+where+` GROUP BY 1`, args, func(r rowScanner) error {
 		var (
 			b    Bucket
 			cost int64
 		)
-		if err := rows.Scan(&b.Bucket, &b.Requests, &b.InputTokens, &b.OutputTokens, &b.CachedInputTokens,
+		if err := r.Scan(&b.Bucket, &b.Requests, &b.InputTokens, &b.OutputTokens, &b.CachedInputTokens,
 			&b.CacheWriteTokens, &b.ReasoningTokens, &cost); err != nil {
-			t.Fatalf("usage from generations: %v", err)
+			return err
 		}
 		b.TotalTokens = b.InputTokens + b.OutputTokens
 		b.Cost = fromMicros(cost)
 		out = append(out, b)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatalf("usage from generations: %v", err)
-	}
+		return nil
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].Bucket < out[j].Bucket })
 	return out
 }
 
@@ -158,7 +154,7 @@ func usageRanges(r *rand.Rand, first, last time.Time, random int) [][2]time.Time
 // applications, request types and ~four months (Nov 2024 – Mar 2025, so a
 // year's end too), with zero-cost (failed) and cached calls, syncing now
 // and then so that batches vary. It returns the accounts.
-func randomWorkload(t testing.TB, s *Store, clock *testClock, r *rand.Rand, n int) []Account {
+func randomWorkload(t testing.TB, s DB, clock *testClock, r *rand.Rand, n int) []Account {
 	t.Helper()
 	ctx := context.Background()
 	var (
@@ -213,17 +209,19 @@ func randomWorkload(t testing.TB, s *Store, clock *testClock, r *rand.Rand, n in
 }
 
 func TestRollups_EqualGenerations(t *testing.T) {
-	s, clock := newTestStore(t)
-	r := rand.New(rand.NewPCG(1, 2))
-	accounts := randomWorkload(t, s, clock, r, 1200)
-	checkRollups(t, s)
-	checkLedger(t, s)
-	checkAllUsage(t, s, r, accounts, 10)
+	forEachDB(t, func(t *testing.T, open opener) {
+		s, clock := newTestDB(t, open)
+		r := rand.New(rand.NewPCG(1, 2))
+		accounts := randomWorkload(t, s, clock, r, 1200)
+		checkRollups(t, s)
+		checkLedger(t, s)
+		checkAllUsage(t, s, r, accounts, 10)
+	})
 }
 
 // checkAllUsage asserts that Usage equals the report over generations for
 // every grouping of every account over the ranges of usageRanges.
-func checkAllUsage(t *testing.T, s *Store, r *rand.Rand, accounts []Account, random int) {
+func checkAllUsage(t *testing.T, s DB, r *rand.Rand, accounts []Account, random int) {
 	t.Helper()
 	ctx := context.Background()
 	ranges := usageRanges(r, time.Date(2024, 11, 20, 0, 0, 0, 0, time.UTC), time.Date(2025, 3, 20, 0, 0, 0, 0, time.UTC), random)

@@ -84,6 +84,17 @@ func (s *Store) PeriodSpend(ctx context.Context, accountID int64, keyID string, 
 	return sp, nil
 }
 
+// sqliteCharges is the spend tracker as the ledger's charge counter.
+type sqliteCharges struct{ s *Store }
+
+func (c sqliteCharges) record(r *genRow) {
+	c.s.spend.record(c.s, r.g.AccountID, r.g.KeyID, r.costMicros, r.g.CreatedAt)
+}
+
+func (c sqliteCharges) unrecord(r *genRow) {
+	c.s.spend.unrecord(r.g.AccountID, r.g.KeyID, r.costMicros, r.g.CreatedAt)
+}
+
 // spendKey names an entry of the spend tracker: an account's (key "") or a
 // key's.
 type spendKey struct {

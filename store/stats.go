@@ -3,6 +3,8 @@ package store
 import (
 	"database/sql"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // LedgerCommit is one ledger commit attempt, as Options.OnCommit sees it.
@@ -26,7 +28,7 @@ type LedgerStats struct {
 }
 
 // LedgerStats reports the ledger writer's state now.
-func (s *Store) LedgerStats() LedgerStats {
+func (s *ledgerCore) LedgerStats() LedgerStats {
 	return LedgerStats{
 		Pending:   s.pending.Load(),
 		Limit:     s.queueLimit,
@@ -36,9 +38,12 @@ func (s *Store) LedgerStats() LedgerStats {
 	}
 }
 
-// Pool is the state of one of the store's connection pools.
+// Pool is the state of one of the store's connection pools. On
+// PostgreSQL the pgx pool's figures fill the same fields: connections open,
+// in use, idle and the most allowed, and the acquisitions that had to wait
+// for a connection and how long they waited.
 type Pool struct {
-	Name string // "writer" (the ledger's one connection), "readers" (account reads), "call_readers" (the call path's)
+	Name string // "writer" (the ledger's connection(s)), "readers" (account reads), "call_readers" (the call path's)
 	sql.DBStats
 }
 
@@ -53,11 +58,27 @@ func (s *Store) Pools() []Pool {
 }
 
 // observeCommit counts a commit attempt and tells Options.OnCommit of it.
-func (s *Store) observeCommit(rows int, start time.Time, err error) {
+func (s *ledgerCore) observeCommit(rows int, start time.Time, err error) {
 	if err == nil {
 		s.committed.Add(uint64(rows))
 	}
 	if s.onCommit != nil {
 		s.onCommit(LedgerCommit{Rows: rows, Duration: time.Since(start), Err: err})
 	}
+}
+
+// Pools reports each pgx pool's statistics, as the SQLite store's.
+func (p *Postgres) Pools() []Pool {
+	stat := func(name string, pl *pgxpool.Pool) Pool {
+		st := pl.Stat()
+		return Pool{Name: name, DBStats: sql.DBStats{
+			MaxOpenConnections: int(st.MaxConns()),
+			OpenConnections:    int(st.TotalConns()),
+			InUse:              int(st.AcquiredConns()),
+			Idle:               int(st.IdleConns()),
+			WaitCount:          st.EmptyAcquireCount(),
+			WaitDuration:       st.EmptyAcquireWaitTime(),
+		}}
+	}
+	return []Pool{stat("writer", p.w), stat("readers", p.r), stat("call_readers", p.call)}
 }

@@ -48,7 +48,6 @@ package store
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
 	"embed"
 	"errors"
@@ -56,6 +55,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"os"
 	"path"
 	"sort"
 	"strconv"
@@ -87,6 +87,10 @@ var (
 	// ErrLimit means a bound on stored rows was reached, such as the end
 	// users that may rate one generation.
 	ErrLimit = errors.New("limit reached")
+	// ErrNoDatabase means Options.Existing was set and svcgw has not
+	// created a database there: no SQLite file, or no svcgw schema in the
+	// PostgreSQL database.
+	ErrNoDatabase = errors.New("no svcgw database")
 )
 
 // Options configures a Store. The zero value is usable.
@@ -94,7 +98,7 @@ type Options struct {
 	// Now is the clock every stored time comes from; default time.Now.
 	Now func() time.Time
 	// BatchSize is the most generations committed in one ledger
-	// transaction; default 256.
+	// transaction; default 256 (1024 on PostgreSQL).
 	BatchSize int
 	// BatchInterval is how long the ledger writer waits for a batch to fill
 	// before it commits what it has; default 20ms. Nobody waits for it (a
@@ -103,7 +107,8 @@ type Options struct {
 	BatchInterval time.Duration
 	// QueueSize is how many answered generations may wait for the ledger
 	// before it counts as backed up, and CheckLedger refuses billable calls
-	// until it has caught up; default 4096. RecordGeneration never blocks.
+	// until it has caught up; default 4096 (16384 on PostgreSQL).
+	// RecordGeneration never blocks.
 	QueueSize int
 	// CommitTimeout bounds one ledger commit, waiting for the database's
 	// write lock included; default 5s. A commit that does not finish in
@@ -144,44 +149,33 @@ type Options struct {
 	Rand io.Reader
 	// Logger receives ledger-writer failures; default discards.
 	Logger *slog.Logger
+	// Existing makes Open and OpenPostgres refuse, with ErrNoDatabase, a
+	// database svcgw has not created, instead of creating it: the admin
+	// commands set it, so that one run against the wrong --db leaves no
+	// empty ledger behind.
+	Existing bool
 	// AuthCacheTTL is how long Authenticate trusts a key it has read
 	// without reading it again: a key revoked or re-limited by another
 	// process (the CLI) takes effect within it. 0 means
 	// DefaultAuthCacheTTL; negative disables the cache.
 	AuthCacheTTL time.Duration
+	// LeaseTTL is, on PostgreSQL, how long a balance lease holds without
+	// its instance's heartbeat (every third of it): what a crashed
+	// instance held comes back to the others this long after its last
+	// heartbeat. 0 means DefaultLeaseTTL. SQLite ignores it.
+	LeaseTTL time.Duration
 }
 
-// Store is svcgw's database. It is safe for concurrent use.
+// Store is svcgw's SQLite database, the embedded default (see DB). It is
+// safe for concurrent use.
 type Store struct {
+	ledgerCore
 	path string
 	w    *sql.DB // the one writer connection
 	r    *sql.DB // read-only pool: account endpoints and commands
 	call *sql.DB // read-only pool of the call path (see Options.CallReaders)
-	now  func() time.Time
-	rand io.Reader
-	log  *slog.Logger
-
-	batchSize     int
-	batchInterval time.Duration
-	queueLimit    int64
-	commitTimeout time.Duration
-	retryInterval time.Duration
-	closeTimeout  time.Duration
-	queryTimeout  time.Duration
-	commitHook    func() error
-	onCommit      func(LedgerCommit)
-
-	queue   ledgerQueue
-	pending atomic.Int64  // generations queued and not yet settled
-	done    chan struct{} // closed when the ledger writer has exited
-	health  ledgerHealth
-	epoch   time.Time // Open's time: s.mono counts from it
-	lost    int       // generations Close gave up on; set by the writer before done
-	// committed and dropped count generations for LedgerStats.
-	committed, dropped atomic.Uint64
 
 	spend spendTracker // charges per account and key, queued ones included
-	auth  authCache    // recent authentications
 
 	// rollupsComplete is set once the usage roll-ups cover every
 	// generation: no backfill is pending (see Usage, StartUpkeep).
@@ -209,47 +203,17 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		// bypass the pragmas below.
 		return nil, fmt.Errorf("open store %q: %w: want a plain file path", path, ErrInvalid)
 	}
-	s := &Store{
-		path:          path,
-		now:           opts.Now,
-		rand:          opts.Rand,
-		log:           opts.Logger,
-		batchSize:     opts.BatchSize,
-		batchInterval: opts.BatchInterval,
+	if opts.Existing {
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("open store %s: %w", path, ErrNoDatabase)
+		}
 	}
-	if s.now == nil {
-		s.now = time.Now
-	}
-	if s.rand == nil {
-		s.rand = rand.Reader
-	}
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
-	}
-	if s.batchSize <= 0 {
-		s.batchSize = 256
-	}
-	s.auth.ttl = opts.AuthCacheTTL
-	if s.auth.ttl == 0 {
-		s.auth.ttl = DefaultAuthCacheTTL
-	}
-	if s.batchInterval <= 0 {
-		s.batchInterval = 20 * time.Millisecond
-	}
+	s := &Store{path: path}
+	s.init(opts, s, sqliteCharges{s})
 	readers := opts.Readers
 	if readers <= 0 {
 		readers = 4
 	}
-	s.queueLimit = int64(opts.QueueSize)
-	if s.queueLimit <= 0 {
-		s.queueLimit = 4096
-	}
-	s.commitTimeout = orDefault(opts.CommitTimeout, 5*time.Second)
-	s.retryInterval = orDefault(opts.RetryInterval, time.Second)
-	s.closeTimeout = orDefault(opts.CloseTimeout, 10*time.Second)
-	s.queryTimeout = orDefault(opts.QueryTimeout, 5*time.Second)
-	s.commitHook = opts.CommitHook
-	s.onCommit = opts.OnCommit
 
 	var err error
 	s.w, err = sql.Open("sqlite", path+"?"+dsnPragmas+
@@ -294,10 +258,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, err
 	}
 
-	s.queue.wake = make(chan struct{}, 1)
-	s.done = make(chan struct{})
-	s.epoch = time.Now()
-	go s.runLedger()
+	s.start()
 	return s, nil
 }
 
@@ -326,15 +287,7 @@ func checkWAL(ctx context.Context, db *sql.DB) error {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.stopUpkeep() // before the writer connection goes away
-		s.queue.mu.Lock()
-		s.queue.closed = true
-		s.queue.mu.Unlock()
-		s.queue.signal()
-		<-s.done
-		var errs []error
-		if s.lost > 0 {
-			errs = append(errs, fmt.Errorf("close: %w: %d generations could not be recorded (each is logged)", ErrUnavailable, s.lost))
-		}
+		errs := []error{s.stop()}
 		for _, st := range s.stmts {
 			errs = append(errs, st.Close())
 		}

@@ -79,7 +79,7 @@ func dec(t testing.TB, s string) apd.Decimal {
 }
 
 // newAccount creates an account with the given credits and one key.
-func newAccount(t testing.TB, s *Store, name, credits string) (Account, Key, string) {
+func newAccount(t testing.TB, s DB, name, credits string) (Account, Key, string) {
 	t.Helper()
 	ctx := context.Background()
 	a, created, err := s.EnsureAccount(ctx, name)
@@ -99,40 +99,31 @@ func newAccount(t testing.TB, s *Store, name, credits string) (Account, Key, str
 }
 
 // checkLedger asserts the reconciliation invariant for every account:
-// balance = credits - costs and total_used = costs.
-func checkLedger(t testing.TB, s *Store) {
+// balance = credits - costs and total_used = costs; and that spend_daily
+// holds the generations' sums.
+func checkLedger(t testing.TB, s DB) {
 	t.Helper()
-	rows, err := s.r.Query(`
+	query(t, s, `
 		SELECT a.id, a.balance_micros, a.total_used_micros,
 		       (SELECT COALESCE(SUM(amount_micros), 0) FROM credit_transactions c WHERE c.account_id = a.id),
 		       (SELECT COALESCE(SUM(cost_micros), 0) FROM generations g WHERE g.account_id = a.id)
-		FROM accounts a`)
-	if err != nil {
-		t.Fatalf("reconcile: %v", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
+		FROM accounts a`, nil, func(r rowScanner) error {
 		var id, balance, used, credits, costs int64
-		if err := rows.Scan(&id, &balance, &used, &credits, &costs); err != nil {
-			t.Fatalf("reconcile: scan: %v", err)
+		if err := r.Scan(&id, &balance, &used, &credits, &costs); err != nil {
+			return err
 		}
 		if balance != credits-costs || used != costs {
 			t.Errorf("account %d: balance %d, total_used %d; credits %d, costs %d", id, balance, used, credits, costs)
 		}
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatalf("reconcile: %v", err)
-	}
-	var spendBad int
-	if err := s.r.QueryRow(`
+		return nil
+	})
+	spendBad := queryInt(t, s, `
 		SELECT COUNT(*) FROM (
 			SELECT account_id, COALESCE(key_id, '') AS key_id, created_at / 86400000 AS day,
 			       COUNT(*) AS requests, SUM(cost_micros) AS cost
 			FROM generations GROUP BY 1, 2, 3
 		) g FULL OUTER JOIN spend_daily d USING (account_id, key_id, day)
-		WHERE g.cost IS NOT d.cost_micros OR g.requests IS NOT d.requests`).Scan(&spendBad); err != nil {
-		t.Fatalf("reconcile spend_daily: %v", err)
-	}
+		WHERE g.cost IS DISTINCT FROM d.cost_micros OR g.requests IS DISTINCT FROM d.requests`)
 	if spendBad != 0 {
 		t.Errorf("spend_daily disagrees with the generations on %d (account, key, day)s", spendBad)
 	}
@@ -237,36 +228,38 @@ func TestOpen_RefusesNewerSchema(t *testing.T) {
 // TestCreateKey_SecretNeverStored searches the database file and its WAL,
 // open and after close, for the secret.
 func TestCreateKey_SecretNeverStored(t *testing.T) {
-	is := is.New(t)
-	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "svcgw.db")
-	s := openTestStore(t, path, Options{Rand: nil})
-	_, k, secret := newAccount(t, s, "acme", "5")
-	got, err := s.Authenticate(ctx, secret)
-	is.NoErr(err)          // authenticate
-	is.Equal(got.ID, k.ID) // the key authenticates
-	random := strings.TrimPrefix(secret, SecretPrefix)
+	forEachDB(t, func(t *testing.T, open opener) {
+		is := is.New(t)
+		ctx := context.Background()
+		path := filepath.Join(t.TempDir(), "svcgw.db")
+		s := openTestStore(t, path, Options{Rand: nil})
+		_, k, secret := newAccount(t, s, "acme", "5")
+		got, err := s.Authenticate(ctx, secret)
+		is.NoErr(err)          // authenticate
+		is.Equal(got.ID, k.ID) // the key authenticates
+		random := strings.TrimPrefix(secret, SecretPrefix)
 
-	search := func(when string) {
-		for _, suffix := range []string{"", "-wal", "-shm"} {
-			b, err := os.ReadFile(path + suffix)
-			if os.IsNotExist(err) {
-				continue
-			}
-			is.NoErr(err) // read database file
-			if bytes.Contains(b, []byte(random)) {
-				t.Errorf("%s: secret found in %s", when, filepath.Base(path+suffix))
+		search := func(when string) {
+			for _, suffix := range []string{"", "-wal", "-shm"} {
+				b, err := os.ReadFile(path + suffix)
+				if os.IsNotExist(err) {
+					continue
+				}
+				is.NoErr(err) // read database file
+				if bytes.Contains(b, []byte(random)) {
+					t.Errorf("%s: secret found in %s", when, filepath.Base(path+suffix))
+				}
 			}
 		}
-	}
-	search("open")
-	_, err = s.w.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
-	is.NoErr(err) // checkpoint
-	search("checkpointed")
-	is.NoErr(s.Close()) // close
-	search("closed")
+		search("open")
+		_, err = s.w.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
+		is.NoErr(err) // checkpoint
+		search("checkpointed")
+		is.NoErr(s.Close()) // close
+		search("closed")
 
-	b, err := os.ReadFile(path)
-	is.NoErr(err)                                          // read database
-	is.True(bytes.Contains(b, []byte(hashSecret(secret)))) // the hash is what is stored
+		b, err := os.ReadFile(path)
+		is.NoErr(err)                                          // read database
+		is.True(bytes.Contains(b, []byte(hashSecret(secret)))) // the hash is what is stored
+	})
 }

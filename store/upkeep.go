@@ -62,6 +62,16 @@ var errUpkeepStarted = errors.New("upkeep already started")
 // do not. The upkeep logs its progress and its failures, having no caller
 // to return them to.
 func (s *Store) StartUpkeep(opts UpkeepOptions) error {
+	opts = opts.withDefaults()
+	log := opts.Logger
+	if log == nil {
+		log = s.log
+	}
+	return s.upkeep.start(func(ctx context.Context) { s.runUpkeep(ctx, opts, log) })
+}
+
+// withDefaults fills in the defaults of the zero fields.
+func (opts UpkeepOptions) withDefaults() UpkeepOptions {
 	if opts.Interval <= 0 {
 		opts.Interval = time.Minute
 	}
@@ -71,7 +81,11 @@ func (s *Store) StartUpkeep(opts UpkeepOptions) error {
 	if opts.RetryDelay <= 0 {
 		opts.RetryDelay = 10 * time.Second
 	}
-	u := &s.upkeep
+	return opts
+}
+
+// start runs run in the upkeep goroutine, which stop cancels.
+func (u *upkeepState) start(run func(ctx context.Context)) error {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	switch {
@@ -82,18 +96,18 @@ func (s *Store) StartUpkeep(opts UpkeepOptions) error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	u.started, u.cancel, u.done = true, cancel, make(chan struct{})
-	log := opts.Logger
-	if log == nil {
-		log = s.log
-	}
-	go s.runUpkeep(ctx, opts, log)
+	go func() {
+		defer close(u.done)
+		run(ctx)
+	}()
 	return nil
 }
 
 // stopUpkeep cancels the upkeep and waits for it to return; the
 // transaction it was in is rolled back and resumed at the next start.
-func (s *Store) stopUpkeep() {
-	u := &s.upkeep
+func (s *Store) stopUpkeep() { s.upkeep.stop() }
+
+func (u *upkeepState) stop() {
 	u.mu.Lock()
 	u.stopped = true
 	started := u.started
@@ -105,7 +119,6 @@ func (s *Store) stopUpkeep() {
 }
 
 func (s *Store) runUpkeep(ctx context.Context, opts UpkeepOptions, log *slog.Logger) {
-	defer close(s.upkeep.done)
 	busy := func() bool { return s.pending.Load() >= int64(max(s.batchSize/2, 1)) }
 	// The backfill's pacer counts usage_daily rows written per chunk,
 	// retention's generations deleted per transaction.
@@ -122,13 +135,19 @@ func (s *Store) runUpkeep(ctx context.Context, opts UpkeepOptions, log *slog.Log
 			}
 		}
 	}
+	runRetention(ctx, s, s.now, opts, pp, log)
+}
+
+// runRetention deletes the generations older than opts.Retention every
+// opts.Interval until ctx ends; it returns at once when there is none.
+func runRetention(ctx context.Context, pr pruner, now func() time.Time, opts UpkeepOptions, pp *pacer, log *slog.Logger) {
 	if opts.Retention <= 0 {
 		return
 	}
 	log.Info("retention: generation records older than the window are deleted in the background",
 		"window", formatDays(opts.Retention))
 	for {
-		if err := s.prunePass(ctx, opts.Retention, pp, log); err != nil {
+		if err := prunePass(ctx, pr, now, opts.Retention, pp, log); err != nil {
 			if ctx.Err() != nil {
 				return
 			}
@@ -193,10 +212,22 @@ func (s *Store) runBackfill(ctx context.Context, p *pacer, log *slog.Logger) err
 // adapts so that writing them takes about ChunkTime.
 const backfillLimit = 1 << 20
 
+// pruner is what retention needs of a database.
+type pruner interface {
+	// startPrune records that detail before cutoff (Unix ms) is being
+	// deleted; the mark only moves forward.
+	startPrune(ctx context.Context, cutoff int64) error
+	// pruneAccounts lists the accounts.
+	pruneAccounts(ctx context.Context) ([]int64, error)
+	// pruneChunk deletes up to limit of the account's oldest generations
+	// created before cutoff, with their feedback, and says how many.
+	pruneChunk(ctx context.Context, accountID, cutoff int64, limit int) (int, error)
+}
+
 // prunePass deletes every generation older than retention, account by
 // account, chunk by chunk.
-func (s *Store) prunePass(ctx context.Context, retention time.Duration, p *pacer, log *slog.Logger) error {
-	cutoff := ms(s.now().Add(-retention))
+func prunePass(ctx context.Context, s pruner, now func() time.Time, retention time.Duration, p *pacer, log *slog.Logger) error {
+	cutoff := ms(now().Add(-retention))
 	if err := s.startPrune(ctx, cutoff); err != nil {
 		return err
 	}

@@ -171,6 +171,20 @@ const periodSums = `requests, input_tokens, output_tokens, cached_input_tokens, 
 // the days [from, to) (see spanParts). Each part is a range of the primary
 // key; a grouping by day reads day rows only.
 func (s *Store) usageRollups(ctx context.Context, db querier, accountID int64, groupBy string, from, to int32) (map[string]*usageSums, error) {
+	query, args := usageRollupsSQL(accountID, groupBy, from, to)
+	if query == "" {
+		return make(map[string]*usageSums), nil
+	}
+	rows, err := db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("usage: %w", err)
+	}
+	defer rows.Close()
+	return sumUsageRows(rows, groupBy)
+}
+
+// usageRollupsSQL is the query of usageRollups, "" when the range is empty.
+func usageRollupsSQL(accountID int64, groupBy string, from, to int32) (string, []any) {
 	parts := []spanPart{{spanDay, from, to}}
 	if groupBy != GroupByDay {
 		parts = spanParts(from, to)
@@ -187,20 +201,26 @@ func (s *Store) usageRollups(ctx context.Context, db querier, accountID int64, g
 			WHERE account_id = ? AND axis = ? AND span = ? AND first_day >= ? AND first_day < ?`)
 		args = append(args, accountID, groupBy, p.span, p.from, p.to)
 	}
+	return strings.Join(sel, "\nUNION ALL\n"), args
+}
+
+// rowScanner is what *sql.Rows and pgx.Rows have in common.
+type rowScanner interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// sumUsageRows adds up the roll-up rows of a usageRollupsSQL query by
+// bucket.
+//
+// The rows are added up here rather than by a GROUP BY, so that the read
+// can give up the processor every few hundred rows: the database produces
+// them one at a time as they are asked for, and a report over thousands of
+// buckets then delays a call on the same core by a fraction of a
+// millisecond instead of by its whole length (docs/ledger-scale.md).
+func sumUsageRows(rows rowScanner, groupBy string) (map[string]*usageSums, error) {
 	sums := make(map[string]*usageSums)
-	if len(sel) == 0 {
-		return sums, nil
-	}
-	// The rows are added up here rather than by a GROUP BY, so that the
-	// read can give up the processor every few hundred rows: SQLite
-	// produces them one at a time as they are asked for, and a report over
-	// thousands of buckets then delays a call on the same core by a fraction
-	// of a millisecond instead of by its whole length (docs/ledger-scale.md).
-	rows, err := db.QueryContext(ctx, strings.Join(sel, "\nUNION ALL\n"), args...)
-	if err != nil {
-		return nil, fmt.Errorf("usage: %w", err)
-	}
-	defer rows.Close()
 	for n := 1; rows.Next(); n++ {
 		if n%yieldRows == 0 {
 			runtime.Gosched()

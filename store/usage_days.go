@@ -76,20 +76,27 @@ type dayCell struct {
 
 // usageDayRollups sums the account's day rows of the axis over [from, to).
 func usageDayRollups(ctx context.Context, db querier, accountID int64, axis string, from, to int32) (map[dayCell]*usageSums, error) {
-	sums := make(map[dayCell]*usageSums)
 	if from >= to {
-		return sums, nil
+		return make(map[dayCell]*usageSums), nil
 	}
-	rows, err := db.QueryContext(ctx, `SELECT first_day, bucket, `+periodSums+` FROM usage_periods
-		WHERE account_id = ? AND axis = ? AND span = ? AND first_day >= ? AND first_day < ?`,
-		accountID, axis, spanDay, from, to)
+	rows, err := db.QueryContext(ctx, usageDaySQL, accountID, axis, spanDay, from, to)
 	if err != nil {
 		return nil, fmt.Errorf("usage by day: %w", err)
 	}
 	defer rows.Close()
+	return sumDayRows(rows)
+}
+
+// usageDaySQL reads the day rows of one axis of an account over a range.
+const usageDaySQL = `SELECT first_day, bucket, ` + periodSums + ` FROM usage_periods
+	WHERE account_id = ? AND axis = ? AND span = ? AND first_day >= ? AND first_day < ?`
+
+// sumDayRows adds up the rows of a usageDaySQL query by day and bucket.
+func sumDayRows(rows rowScanner) (map[dayCell]*usageSums, error) {
+	sums := make(map[dayCell]*usageSums)
 	for n := 1; rows.Next(); n++ {
 		if n%yieldRows == 0 {
-			runtime.Gosched() // see usageRollups
+			runtime.Gosched() // see sumUsageRows
 		}
 		var (
 			c dayCell

@@ -11,110 +11,112 @@ import (
 )
 
 func TestUsage(t *testing.T) {
-	s, clock := newTestStore(t)
-	ctx := context.Background()
-	a, k1, _ := newAccount(t, s, "acme", "10")
-	_, k2, err := s.CreateKey(ctx, a.ID, "second")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, other, _ := newAccount(t, s, "other", "10")
+	forEachDB(t, func(t *testing.T, open opener) {
+		s, clock := newTestDB(t, open)
+		ctx := context.Background()
+		a, k1, _ := newAccount(t, s, "acme", "10")
+		_, k2, err := s.CreateKey(ctx, a.ID, "second")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, other, _ := newAccount(t, s, "other", "10")
 
-	day := func(d, h, m, sec, msec int) time.Time {
-		return time.Date(2025, 3, d, h, m, sec, msec*int(time.Millisecond), time.UTC)
-	}
-	record := func(at time.Time, id string, k Key, app, typ, cost string) {
-		clock.Set(at)
-		g := gen(t, id, k, cost)
-		g.Application, g.RequestType = app, typ
-		g.CacheCreationTokens = 10
-		s.RecordGeneration(g) // stamped with the clock's time
-	}
-	record(day(10, 12, 0, 0, 0), "g1", k1, "alpha", "code", "0.1")
-	record(day(10, 23, 59, 59, 999), "g2", k2, "beta", "pro", "0.2")
-	record(day(11, 0, 0, 0, 0), "g3", k1, "alpha", "vision", "0.3")
-	record(day(12, 8, 0, 0, 0), "g4", k2, "beta", "code", "0.4")
-	record(day(11, 9, 0, 0, 0), "x1", other, "alpha", "code", "5") // another account
-	if err := s.Sync(ctx); err != nil {
-		t.Fatal(err)
-	}
+		day := func(d, h, m, sec, msec int) time.Time {
+			return time.Date(2025, 3, d, h, m, sec, msec*int(time.Millisecond), time.UTC)
+		}
+		record := func(at time.Time, id string, k Key, app, typ, cost string) {
+			clock.Set(at)
+			g := gen(t, id, k, cost)
+			g.Application, g.RequestType = app, typ
+			g.CacheCreationTokens = 10
+			s.RecordGeneration(g) // stamped with the clock's time
+		}
+		record(day(10, 12, 0, 0, 0), "g1", k1, "alpha", "code", "0.1")
+		record(day(10, 23, 59, 59, 999), "g2", k2, "beta", "pro", "0.2")
+		record(day(11, 0, 0, 0, 0), "g3", k1, "alpha", "vision", "0.3")
+		record(day(12, 8, 0, 0, 0), "g4", k2, "beta", "code", "0.4")
+		record(day(11, 9, 0, 0, 0), "x1", other, "alpha", "code", "5") // another account
+		if err := s.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
 
-	keyOrder := []string{k1.ID, k2.ID}
-	sort.Strings(keyOrder)
-	keyCost := map[string]string{k1.ID: "0.400000", k2.ID: "0.600000"}
+		keyOrder := []string{k1.ID, k2.ID}
+		sort.Strings(keyOrder)
+		keyCost := map[string]string{k1.ID: "0.400000", k2.ID: "0.600000"}
 
-	type want struct {
-		bucket   string
-		requests int64
-		cost     string
-	}
-	tests := []struct {
-		name string
-		q    UsageQuery
-		want []want
-	}{
-		{"day unbounded", UsageQuery{GroupBy: GroupByDay},
-			[]want{{"2025-03-10", 2, "0.300000"}, {"2025-03-11", 1, "0.300000"}, {"2025-03-12", 1, "0.400000"}}},
-		{"day from start inclusive", UsageQuery{GroupBy: GroupByDay, Start: day(11, 0, 0, 0, 0)},
-			[]want{{"2025-03-11", 1, "0.300000"}, {"2025-03-12", 1, "0.400000"}}},
-		{"day to end exclusive", UsageQuery{GroupBy: GroupByDay, End: day(11, 0, 0, 0, 0)},
-			[]want{{"2025-03-10", 2, "0.300000"}}},
-		{"one day, the last millisecond of it included", UsageQuery{GroupBy: GroupByDay, Start: day(10, 0, 0, 0, 0), End: day(11, 0, 0, 0, 0)},
-			[]want{{"2025-03-10", 2, "0.300000"}}},
-		{"a midnight in another zone", UsageQuery{GroupBy: GroupByDay, Start: day(11, 0, 0, 0, 0).In(time.FixedZone("CET", 3600))},
-			[]want{{"2025-03-11", 1, "0.300000"}, {"2025-03-12", 1, "0.400000"}}},
-		{"an end on the last day RFC 3339 can write", UsageQuery{GroupBy: GroupByDay, End: time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)},
-			[]want{{"2025-03-10", 2, "0.300000"}, {"2025-03-11", 1, "0.300000"}, {"2025-03-12", 1, "0.400000"}}},
-		{"request type", UsageQuery{GroupBy: GroupByRequestType},
-			[]want{{"code", 2, "0.500000"}, {"pro", 1, "0.200000"}, {"vision", 1, "0.300000"}}},
-		{"request type bounded", UsageQuery{GroupBy: GroupByRequestType, Start: day(11, 0, 0, 0, 0), End: day(12, 0, 0, 0, 0)},
-			[]want{{"vision", 1, "0.300000"}}},
-		{"application", UsageQuery{GroupBy: GroupByApplication},
-			[]want{{"alpha", 2, "0.400000"}, {"beta", 2, "0.600000"}}},
-		{"application bounded", UsageQuery{GroupBy: GroupByApplication, End: day(11, 0, 0, 0, 0)},
-			[]want{{"alpha", 1, "0.100000"}, {"beta", 1, "0.200000"}}},
-		{"api key", UsageQuery{GroupBy: GroupByAPIKey},
-			[]want{{keyOrder[0], 2, keyCost[keyOrder[0]]}, {keyOrder[1], 2, keyCost[keyOrder[1]]}}},
-		{"api key bounded", UsageQuery{GroupBy: GroupByAPIKey, Start: day(12, 0, 0, 0, 0)},
-			[]want{{k2.ID, 1, "0.400000"}}},
-		{"empty window", UsageQuery{GroupBy: GroupByDay, Start: day(11, 0, 0, 0, 0), End: day(11, 0, 0, 0, 0)},
-			[]want{}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
+		type want struct {
+			bucket   string
+			requests int64
+			cost     string
+		}
+		tests := []struct {
+			name string
+			q    UsageQuery
+			want []want
+		}{
+			{"day unbounded", UsageQuery{GroupBy: GroupByDay},
+				[]want{{"2025-03-10", 2, "0.300000"}, {"2025-03-11", 1, "0.300000"}, {"2025-03-12", 1, "0.400000"}}},
+			{"day from start inclusive", UsageQuery{GroupBy: GroupByDay, Start: day(11, 0, 0, 0, 0)},
+				[]want{{"2025-03-11", 1, "0.300000"}, {"2025-03-12", 1, "0.400000"}}},
+			{"day to end exclusive", UsageQuery{GroupBy: GroupByDay, End: day(11, 0, 0, 0, 0)},
+				[]want{{"2025-03-10", 2, "0.300000"}}},
+			{"one day, the last millisecond of it included", UsageQuery{GroupBy: GroupByDay, Start: day(10, 0, 0, 0, 0), End: day(11, 0, 0, 0, 0)},
+				[]want{{"2025-03-10", 2, "0.300000"}}},
+			{"a midnight in another zone", UsageQuery{GroupBy: GroupByDay, Start: day(11, 0, 0, 0, 0).In(time.FixedZone("CET", 3600))},
+				[]want{{"2025-03-11", 1, "0.300000"}, {"2025-03-12", 1, "0.400000"}}},
+			{"an end on the last day RFC 3339 can write", UsageQuery{GroupBy: GroupByDay, End: time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)},
+				[]want{{"2025-03-10", 2, "0.300000"}, {"2025-03-11", 1, "0.300000"}, {"2025-03-12", 1, "0.400000"}}},
+			{"request type", UsageQuery{GroupBy: GroupByRequestType},
+				[]want{{"code", 2, "0.500000"}, {"pro", 1, "0.200000"}, {"vision", 1, "0.300000"}}},
+			{"request type bounded", UsageQuery{GroupBy: GroupByRequestType, Start: day(11, 0, 0, 0, 0), End: day(12, 0, 0, 0, 0)},
+				[]want{{"vision", 1, "0.300000"}}},
+			{"application", UsageQuery{GroupBy: GroupByApplication},
+				[]want{{"alpha", 2, "0.400000"}, {"beta", 2, "0.600000"}}},
+			{"application bounded", UsageQuery{GroupBy: GroupByApplication, End: day(11, 0, 0, 0, 0)},
+				[]want{{"alpha", 1, "0.100000"}, {"beta", 1, "0.200000"}}},
+			{"api key", UsageQuery{GroupBy: GroupByAPIKey},
+				[]want{{keyOrder[0], 2, keyCost[keyOrder[0]]}, {keyOrder[1], 2, keyCost[keyOrder[1]]}}},
+			{"api key bounded", UsageQuery{GroupBy: GroupByAPIKey, Start: day(12, 0, 0, 0, 0)},
+				[]want{{k2.ID, 1, "0.400000"}}},
+			{"empty window", UsageQuery{GroupBy: GroupByDay, Start: day(11, 0, 0, 0, 0), End: day(11, 0, 0, 0, 0)},
+				[]want{}},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				is := is.New(t)
+				got, err := s.Usage(ctx, a.ID, tt.q)
+				is.NoErr(err)                    // usage
+				is.True(got != nil)              // never nil
+				is.Equal(len(got), len(tt.want)) // bucket count
+				for i, w := range tt.want {
+					b := got[i]
+					is.Equal(b.Bucket, w.bucket)                 // bucket key
+					is.Equal(b.Requests, w.requests)             // requests
+					is.Equal(b.Cost.String(), w.cost)            // cost
+					is.Equal(b.InputTokens, 100*w.requests)      // input tokens
+					is.Equal(b.OutputTokens, 20*w.requests)      // output tokens
+					is.Equal(b.TotalTokens, 120*w.requests)      // total tokens
+					is.Equal(b.CachedInputTokens, 40*w.requests) // cached input tokens
+					is.Equal(b.CacheWriteTokens, 10*w.requests)  // cache write tokens
+					is.Equal(b.ReasoningTokens, 5*w.requests)    // reasoning tokens
+				}
+			})
+		}
+
+		t.Run("invalid queries", func(t *testing.T) {
 			is := is.New(t)
-			got, err := s.Usage(ctx, a.ID, tt.q)
-			is.NoErr(err)                    // usage
-			is.True(got != nil)              // never nil
-			is.Equal(len(got), len(tt.want)) // bucket count
-			for i, w := range tt.want {
-				b := got[i]
-				is.Equal(b.Bucket, w.bucket)                 // bucket key
-				is.Equal(b.Requests, w.requests)             // requests
-				is.Equal(b.Cost.String(), w.cost)            // cost
-				is.Equal(b.InputTokens, 100*w.requests)      // input tokens
-				is.Equal(b.OutputTokens, 20*w.requests)      // output tokens
-				is.Equal(b.TotalTokens, 120*w.requests)      // total tokens
-				is.Equal(b.CachedInputTokens, 40*w.requests) // cached input tokens
-				is.Equal(b.CacheWriteTokens, 10*w.requests)  // cache write tokens
-				is.Equal(b.ReasoningTokens, 5*w.requests)    // reasoning tokens
+			for _, q := range []UsageQuery{
+				{GroupBy: ""},
+				{GroupBy: "model"},
+				{GroupBy: "day; DROP TABLE generations"},
+				{GroupBy: GroupByDay, Start: day(12, 0, 0, 0, 0), End: day(11, 0, 0, 0, 0)},
+				{GroupBy: GroupByDay, Start: day(10, 23, 59, 59, 999)},                    // not a UTC midnight
+				{GroupBy: GroupByAPIKey, End: day(11, 0, 0, 0, 0).Add(-time.Microsecond)}, // nor this
+				{GroupBy: GroupByDay, Start: time.Date(2025, 3, 11, 0, 0, 0, 0, time.FixedZone("CET", 3600))},
+			} {
+				_, err := s.Usage(ctx, a.ID, q)
+				is.True(errors.Is(err, ErrInvalid)) // rejected
 			}
 		})
-	}
-
-	t.Run("invalid queries", func(t *testing.T) {
-		is := is.New(t)
-		for _, q := range []UsageQuery{
-			{GroupBy: ""},
-			{GroupBy: "model"},
-			{GroupBy: "day; DROP TABLE generations"},
-			{GroupBy: GroupByDay, Start: day(12, 0, 0, 0, 0), End: day(11, 0, 0, 0, 0)},
-			{GroupBy: GroupByDay, Start: day(10, 23, 59, 59, 999)},                    // not a UTC midnight
-			{GroupBy: GroupByAPIKey, End: day(11, 0, 0, 0, 0).Add(-time.Microsecond)}, // nor this
-			{GroupBy: GroupByDay, Start: time.Date(2025, 3, 11, 0, 0, 0, 0, time.FixedZone("CET", 3600))},
-		} {
-			_, err := s.Usage(ctx, a.ID, q)
-			is.True(errors.Is(err, ErrInvalid)) // rejected
-		}
 	})
 }

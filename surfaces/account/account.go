@@ -43,7 +43,7 @@ const maxFeedbackBody = 64 << 10
 
 // Handler serves the account endpoints. Create it with New.
 type Handler struct {
-	st *store.Store
+	st store.DB
 	// now is the request clock. The only time-relative rule today, the
 	// feedback window, is checked by the store against its own clock, which
 	// the server gives the same source.
@@ -58,7 +58,7 @@ type Handler struct {
 // New returns a Handler reading st. writeErr renders every failure; it is
 // always given an *llm.Error. A nil now means time.Now; zero limits take
 // their defaults.
-func New(st *store.Store, now func() time.Time, writeErr func(w http.ResponseWriter, r *http.Request, err error), limits Limits) *Handler {
+func New(st store.DB, now func() time.Time, writeErr func(w http.ResponseWriter, r *http.Request, err error), limits Limits) *Handler {
 	if now == nil {
 		now = time.Now
 	}

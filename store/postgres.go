@@ -1,0 +1,342 @@
+package store
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/singleflight"
+)
+
+// Postgres is svcgw's database on a PostgreSQL server, which several svcgw
+// serve instances may share (see DB; docs/ledger.md, "Several instances on
+// PostgreSQL", has the design). It is safe for concurrent use.
+//
+// It keeps the ledger the SQLite Store keeps, with the same batched writer
+// (a batch of generations, their debits, spend and roll-ups are one
+// transaction, sent to the server in one round trip), and it adds what
+// several writers need: balance leases (Admission), through which each
+// instance admits calls without asking the database, and the count of
+// live instances the rate limits are shared among (Instances). Its
+// connections come from three pgx pools of fixed size: the ledger writer
+// and other writes (2), account reads and commands (Options.Readers, 4)
+// and the call path, lease grants and the heartbeat (Options.CallReaders,
+// 2): at most 8 connections per instance.
+type Postgres struct {
+	ledgerCore
+	dsn  string // redacted
+	w    *pgxpool.Pool
+	r    *pgxpool.Pool
+	call *pgxpool.Pool
+
+	leases *leases
+	// authReads shares one read among the calls that authenticate the same
+	// key at once (see Authenticate).
+	authReads singleflight.Group
+
+	upkeep    upkeepState
+	closeOnce sync.Once
+	closeErr  error
+}
+
+//go:embed pgmigrations/*.sql
+var pgMigrationFiles embed.FS
+
+// pgWritePool is the writer pool's size: the ledger writer, and one more
+// connection for other writes (credits, keys, feedback, upkeep).
+const pgWritePool = 2
+
+// OpenPostgres connects to the PostgreSQL database dsn names (a postgres://
+// or postgresql:// URL, with any libpq parameter pgx accepts), applies any
+// pending migrations and starts the ledger writer. Migrations are safe when
+// several instances start at once: each runs in a transaction holding an
+// advisory lock, and a migration already recorded is skipped. Close the
+// store when done.
+func OpenPostgres(ctx context.Context, dsn string, opts Options) (*Postgres, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres %s: %w: %w", Redact(dsn), ErrInvalid, err)
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = 10 * time.Second
+	}
+	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
+		cfg.ConnConfig.RuntimeParams["application_name"] = "svcgw"
+	}
+	// A batch costs a round trip and a commit whatever its size, so
+	// PostgreSQL takes larger batches, and a longer queue, than SQLite:
+	// a server on another machine, or busy with other instances, commits
+	// less often.
+	if opts.BatchSize <= 0 {
+		opts.BatchSize = 1024
+	}
+	if opts.QueueSize <= 0 {
+		opts.QueueSize = 16384
+	}
+	p := &Postgres{dsn: Redact(dsn)}
+	p.init(opts, p, pgCharges{p})
+	p.leases = newLeases(p, opts.LeaseTTL)
+
+	pool := func(n int) (*pgxpool.Pool, error) {
+		c := cfg.Copy()
+		c.MaxConns = int32(n)
+		return pgxpool.NewWithConfig(ctx, c)
+	}
+	if p.w, err = pool(pgWritePool); err != nil {
+		return nil, fmt.Errorf("open postgres %s: %w", p.dsn, err)
+	}
+	if opts.Existing {
+		var table *string
+		if err := p.w.QueryRow(ctx, `SELECT to_regclass('schema_migrations')::text`).Scan(&table); err != nil {
+			p.w.Close()
+			return nil, fmt.Errorf("open postgres %s: %w", p.dsn, err)
+		}
+		if table == nil {
+			p.w.Close()
+			return nil, fmt.Errorf("open postgres %s: %w", p.dsn, ErrNoDatabase)
+		}
+	}
+	if err := p.migrate(ctx); err != nil {
+		p.w.Close()
+		return nil, fmt.Errorf("open postgres %s: %w", p.dsn, err)
+	}
+	if p.r, err = pool(cmpOr(opts.Readers, 4)); err != nil {
+		p.w.Close()
+		return nil, fmt.Errorf("open postgres %s: %w", p.dsn, err)
+	}
+	if p.call, err = pool(cmpOr(opts.CallReaders, 2)); err != nil {
+		p.r.Close()
+		p.w.Close()
+		return nil, fmt.Errorf("open postgres %s: %w", p.dsn, err)
+	}
+	p.start()
+	return p, nil
+}
+
+// cmpOr is n, or def when n is not positive.
+func cmpOr(n, def int) int {
+	if n <= 0 {
+		return def
+	}
+	return n
+}
+
+// Path is the database's URL, its password redacted.
+func (p *Postgres) Path() string { return p.dsn }
+
+// Close stops the upkeep and the lease loop, waits for the ledger writer to
+// commit what is queued (see Store.Close), gives back this instance's
+// leases and rate-limit slices, and closes the pools. It is idempotent.
+func (p *Postgres) Close() error {
+	p.closeOnce.Do(func() {
+		p.stopUpkeep()
+		errs := []error{p.stop(), p.leases.stop()}
+		p.call.Close()
+		p.r.Close()
+		p.w.Close()
+		p.closeErr = errors.Join(errs...)
+	})
+	return p.closeErr
+}
+
+// pgAdvisoryLock is the key of the advisory lock migrations hold: any
+// number fixed for svcgw ("svcg" in ASCII).
+const pgAdvisoryLock = 0x73766367
+
+// migrate applies every embedded migration not yet recorded, each in its
+// own transaction under a transaction-scoped advisory lock: instances
+// starting at once take turns, and each finds what the others applied.
+// Migrations only go forward: a schema newer than this build is refused.
+func (p *Postgres) migrate(ctx context.Context) error {
+	ms, err := loadMigrationsFS(pgMigrationFiles, "pgmigrations")
+	if err != nil {
+		return err
+	}
+	latest := ms[len(ms)-1].version
+	for _, m := range ms {
+		if err := p.applyMigration(ctx, m, latest); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *Postgres) applyMigration(ctx context.Context, m migration, latest int) error {
+	tx, err := p.w.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("migration %s: begin: %w", m.name, err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(pgAdvisoryLock)); err != nil {
+		return fmt.Errorf("migration %s: lock: %w", m.name, err)
+	}
+	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    INTEGER PRIMARY KEY,
+		name       TEXT    NOT NULL,
+		applied_at BIGINT  NOT NULL
+	)`); err != nil {
+		return fmt.Errorf("create schema_migrations: %w", err)
+	}
+	var newest *int64
+	if err := tx.QueryRow(ctx, `SELECT MAX(version) FROM schema_migrations`).Scan(&newest); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	if newest != nil && *newest > int64(latest) {
+		return fmt.Errorf("database schema version %d is newer than this build's %d", *newest, latest)
+	}
+	var n int
+	if err := tx.QueryRow(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE version = $1`, m.version).Scan(&n); err != nil {
+		return fmt.Errorf("migration %s: check: %w", m.name, err)
+	}
+	if n > 0 {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, m.sql); err != nil {
+		return fmt.Errorf("migration %s: %w", m.name, err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)`,
+		m.version, m.name, ms(p.now())); err != nil {
+		return fmt.Errorf("migration %s: record: %w", m.name, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("migration %s: commit: %w", m.name, err)
+	}
+	return nil
+}
+
+// loadMigrationsFS returns the migrations NNNN_name.sql of dir in fsys, in
+// version order.
+func loadMigrationsFS(fsys fs.FS, dir string) ([]migration, error) {
+	names, err := fs.Glob(fsys, dir+"/*.sql")
+	if err != nil {
+		return nil, fmt.Errorf("list migrations: %w", err)
+	}
+	var list []migration
+	for _, name := range names {
+		base := path.Base(name)
+		num, _, ok := strings.Cut(base, "_")
+		version, err := strconv.Atoi(num)
+		if !ok || err != nil || version <= 0 {
+			return nil, fmt.Errorf("migration %s: name is not NNNN_name.sql", base)
+		}
+		body, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			return nil, fmt.Errorf("read migration %s: %w", base, err)
+		}
+		list = append(list, migration{version: version, name: strings.TrimSuffix(base, ".sql"), sql: string(body)})
+	}
+	if len(list) == 0 {
+		return nil, errors.New("no migrations embedded")
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].version < list[j].version })
+	for i := 1; i < len(list); i++ {
+		if list[i].version == list[i-1].version {
+			return nil, fmt.Errorf("migrations %s and %s share a version", list[i-1].name, list[i].name)
+		}
+	}
+	return list, nil
+}
+
+// Health checks the database for a readiness probe, as Store.Health does.
+func (p *Postgres) Health(ctx context.Context) Health {
+	h := Health{Ledger: p.ledgerErr(), Pending: p.pending.Load()}
+	if h.Ledger != nil {
+		p.startIncident(h.Ledger, p.troubleSince())
+	}
+	ctx, cancel := context.WithTimeout(ctx, healthTimeout)
+	defer cancel()
+	var n int
+	if err := p.r.QueryRow(ctx, `SELECT COUNT(*) FROM schema_migrations`).Scan(&n); err != nil {
+		h.Database = fmt.Errorf("%w: a read did not answer: %w", ErrUnavailable, err)
+	}
+	return h
+}
+
+// PostgreSQL error classes (SQLSTATE's first two characters) that reject
+// a row as such: a constraint (class 23) or a value the column cannot hold
+// (class 22).
+const (
+	pgClassData       = "22"
+	pgClassConstraint = "23"
+)
+
+// unstorable reports whether err is PostgreSQL rejecting a row as such.
+func (p *Postgres) unstorable(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	class := pe.Code[:2]
+	return class == pgClassData || class == pgClassConstraint
+}
+
+// faultReason says in a few words why a ledger commit failed.
+func (p *Postgres) faultReason(err error) string {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return "a commit did not finish in time: is the database server overloaded, or a lock held?"
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code[:2] {
+		case "53":
+			return "the database server is out of a resource (disk, memory or connections)"
+		case "57":
+			return "the database server is shutting down or cancelled the commit"
+		case "40":
+			return "the commit conflicted with another transaction"
+		case "08":
+			return "the connection to the database server failed"
+		case "25":
+			return "the database is read-only"
+		}
+		return "the database refused the write"
+	}
+	var ne net.Error
+	if errors.As(err, &ne) || errors.Is(err, net.ErrClosed) || pgconn.SafeToRetry(err) {
+		return "the database server cannot be reached"
+	}
+	return "a commit failed"
+}
+
+// readErr marks err, from a read run under readCtx, as ErrUnavailable when
+// the read ran out of time or could not reach the server: the caller may
+// retry later. A caller's own cancellation stays what it is.
+func (p *Postgres) readErr(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(context.Cause(ctx), errQueryTimeout) {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	if ctx.Err() != nil {
+		return err
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code[:2] {
+		case "08", "53", "57":
+			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		return err
+	}
+	var ne net.Error
+	if errors.As(err, &ne) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return err
+}
+
+// noRows reports whether err is pgx's "no rows in result set".
+func noRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }

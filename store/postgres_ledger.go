@@ -1,0 +1,398 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// The ledger on PostgreSQL. A batch is one implicit transaction of a few
+// statements sent in one round trip (a pgx.Batch): lock the batch's
+// accounts in id order, insert the generations, debit the accounts, upsert
+// spend_daily and the roll-ups, and take the charges off this instance's
+// leases. Every statement carries the whole batch as arrays (unnest), so
+// the number of statements does not grow with the batch.
+//
+// Locking the accounts first, in id order, is what keeps several instances
+// committing at once from deadlocking: every ledger transaction, lease
+// grant and credit takes the rows of its accounts before anything else,
+// and every other row a batch writes (roll-ups, spend, leases) belongs to
+// one of them. Two batches that share an account take turns; batches of
+// different accounts never wait for each other.
+
+const pgInsertGenerations = `INSERT INTO generations (
+	id, account_id, key_id, application, surface, model, request_type, tier,
+	streamed, finish_reason, prompt_tokens, completion_tokens,
+	cached_prompt_tokens, cache_creation_tokens, reasoning_tokens,
+	cost_micros, latency_ms, generation_time_ms, created_at)
+SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
+	$9::boolean[], $10::text[], $11::bigint[], $12::bigint[],
+	$13::bigint[], $14::bigint[], $15::bigint[],
+	$16::bigint[], $17::bigint[], $18::bigint[], $19::bigint[])`
+
+const pgLockAccounts = `SELECT id FROM accounts WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE`
+
+const pgDebit = `UPDATE accounts a SET balance_micros = a.balance_micros - d.cost, total_used_micros = a.total_used_micros + d.cost
+FROM unnest($1::bigint[], $2::bigint[]) AS d(id, cost) WHERE a.id = d.id`
+
+const pgSpend = `INSERT INTO spend_daily (account_id, key_id, day, requests, cost_micros)
+SELECT * FROM unnest($1::bigint[], $2::text[], $3::integer[], $4::bigint[], $5::bigint[])
+ON CONFLICT (account_id, key_id, day) DO UPDATE SET
+	requests = spend_daily.requests + excluded.requests,
+	cost_micros = spend_daily.cost_micros + excluded.cost_micros`
+
+// pgUpsertSums builds the roll-up upsert of table, whose key columns are
+// keyCols with their array types.
+func pgUpsertSums(table string, keyCols, keyTypes []string) string {
+	sums := []string{"requests", "input_tokens", "output_tokens", "cached_input_tokens", "cache_write_tokens", "reasoning_tokens", "cost_micros"}
+	var params, set []string
+	for i, t := range keyTypes {
+		params = append(params, fmt.Sprintf("$%d::%s[]", i+1, t))
+	}
+	for i, c := range sums {
+		params = append(params, fmt.Sprintf("$%d::bigint[]", len(keyTypes)+i+1))
+		set = append(set, fmt.Sprintf("%s = %s.%s + excluded.%s", c, table, c, c))
+	}
+	return `INSERT INTO ` + table + ` (` + strings.Join(keyCols, ", ") + `, ` + strings.Join(sums, ", ") + `)
+SELECT * FROM unnest(` + strings.Join(params, ", ") + `)
+ON CONFLICT (` + strings.Join(keyCols, ", ") + `) DO UPDATE SET ` + strings.Join(set, ", ")
+}
+
+var (
+	pgUpsertDaily = pgUpsertSums("usage_daily",
+		[]string{"account_id", "day", "key_id", "application", "request_type"},
+		[]string{"bigint", "integer", "text", "text", "text"})
+	pgUpsertPeriods = pgUpsertSums("usage_periods",
+		[]string{"account_id", "axis", "span", "first_day", "bucket"},
+		[]string{"bigint", "text", "text", "integer", "text"})
+)
+
+// sumColumns are the seven sums of the roll-up rows, as arrays.
+type sumColumns struct {
+	requests, input, output, cached, cacheWrite, reasoning, cost []int64
+}
+
+func (c *sumColumns) add(v usageSums) {
+	c.requests = append(c.requests, v.requests)
+	c.input = append(c.input, v.input)
+	c.output = append(c.output, v.output)
+	c.cached = append(c.cached, v.cached)
+	c.cacheWrite = append(c.cacheWrite, v.cacheWrite)
+	c.reasoning = append(c.reasoning, v.reasoning)
+	c.cost = append(c.cost, v.cost)
+}
+
+func (c *sumColumns) args() []any {
+	return []any{c.requests, c.input, c.output, c.cached, c.cacheWrite, c.reasoning, c.cost}
+}
+
+// commitBatch commits rows in one implicit transaction (see above). A
+// failure before the batch is sent, or one the server reports, means
+// nothing was written; a failure of the connection after it was sent may
+// hide a commit that took effect, and wraps errUncertain.
+func (p *Postgres) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) error {
+	clear(agg.debits)
+	clear(agg.spend)
+	agg.rollup.sum(rows)
+	n := len(rows)
+	gid := make([]string, 0, n)
+	acct := make([]int64, 0, n)
+	key := make([]*string, 0, n) // NULL for none
+	streamed := make([]bool, 0, n)
+	appl, surf, model := make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
+	typ, tier, fin := make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
+	prompt, completion, cached := make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n)
+	cacheWrite, reasoning, cost := make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n)
+	latency, genTime, created := make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n)
+	leases := make(map[int64]int64)
+	for i := range rows {
+		r := &rows[i]
+		g := &r.g
+		gid = append(gid, g.ID)
+		acct = append(acct, g.AccountID)
+		if g.KeyID != "" {
+			key = append(key, &g.KeyID)
+		} else {
+			key = append(key, nil)
+		}
+		appl = append(appl, g.Application)
+		surf = append(surf, g.Surface)
+		model = append(model, g.Model)
+		typ = append(typ, g.RequestType)
+		tier = append(tier, g.Tier)
+		streamed = append(streamed, g.Streamed)
+		fin = append(fin, g.FinishReason)
+		prompt = append(prompt, int64(g.PromptTokens))
+		completion = append(completion, int64(g.CompletionTokens))
+		cached = append(cached, int64(g.CachedPromptTokens))
+		cacheWrite = append(cacheWrite, int64(g.CacheCreationTokens))
+		reasoning = append(reasoning, int64(g.ReasoningTokens))
+		cost = append(cost, r.costMicros)
+		latency = append(latency, g.LatencyMS)
+		genTime = append(genTime, g.GenerationTimeMS)
+		created = append(created, r.createdMS)
+		agg.debits[g.AccountID] += r.costMicros
+		k := spendDay{account: g.AccountID, key: g.KeyID, day: dayNumber(g.CreatedAt)}
+		sum := agg.spend[k]
+		sum.requests++
+		sum.cost += r.costMicros
+		agg.spend[k] = sum
+		if r.lease != 0 {
+			leases[r.lease] += r.costMicros
+		}
+		if r.keyLease != 0 {
+			leases[r.keyLease] += r.costMicros
+		}
+	}
+
+	accounts := make([]int64, 0, len(agg.debits))
+	for a := range agg.debits {
+		accounts = append(accounts, a)
+	}
+	slices.Sort(accounts)
+	debits := make([]int64, len(accounts))
+	for i, a := range accounts {
+		debits[i] = agg.debits[a]
+	}
+
+	sk := make([]spendDay, 0, len(agg.spend))
+	for k := range agg.spend {
+		sk = append(sk, k)
+	}
+	slices.SortFunc(sk, func(a, b spendDay) int {
+		return cmp.Or(cmp.Compare(a.account, b.account), strings.Compare(a.key, b.key), cmp.Compare(a.day, b.day))
+	})
+	var (
+		spAcct, spReq, spCost []int64
+		spKey                 []string
+		spDay                 []int32
+	)
+	for _, k := range sk {
+		v := agg.spend[k]
+		spAcct, spKey, spDay = append(spAcct, k.account), append(spKey, k.key), append(spDay, k.day)
+		spReq, spCost = append(spReq, v.requests), append(spCost, v.cost)
+	}
+
+	var b pgx.Batch
+	b.Queue(pgLockAccounts, accounts)
+	b.Queue(pgInsertGenerations, gid, acct, key, appl, surf, model, typ, tier,
+		streamed, fin, prompt, completion, cached, cacheWrite, reasoning, cost, latency, genTime, created)
+	b.Queue(pgDebit, accounts, debits)
+	b.Queue(pgSpend, spAcct, spKey, spDay, spReq, spCost)
+	queueRollups(&b, &agg.rollup)
+	if len(leases) > 0 {
+		queueLeaseCharges(&b, leases)
+	}
+
+	if p.commitHook != nil {
+		if err := p.commitHook(); err != nil {
+			return fmt.Errorf("ledger: commit: %w", err)
+		}
+	}
+	conn, err := p.w.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("ledger: connect: %w", err)
+	}
+	defer conn.Release()
+	br := conn.SendBatch(ctx, &b)
+	var first error
+	for i := 0; i < b.Len(); i++ {
+		if _, err := br.Exec(); err != nil && first == nil {
+			first = err
+		}
+	}
+	if err := br.Close(); err != nil && first == nil {
+		first = err
+	}
+	if first == nil {
+		return nil
+	}
+	var pe *pgconn.PgError
+	if errors.As(first, &pe) {
+		if n == 1 {
+			return fmt.Errorf("ledger: insert generation %q: %w", rows[0].g.ID, first)
+		}
+		return fmt.Errorf("ledger: commit %d generations: %w", n, first)
+	}
+	// The connection failed with the batch sent: the server may have
+	// committed it.
+	return fmt.Errorf("ledger: commit: %w: %w", errUncertain, first)
+}
+
+// queueRollups queues the upserts of rs's roll-up rows, in primary-key
+// order (see rollupSums.write).
+func queueRollups(b *pgx.Batch, rs *rollupSums) {
+	dks := make([]dailyKey, 0, len(rs.daily))
+	for k := range rs.daily {
+		dks = append(dks, k)
+	}
+	slices.SortFunc(dks, compareDaily)
+	var (
+		acct      []int64
+		day       []int32
+		key, app  []string
+		typ       []string
+		dailySums sumColumns
+	)
+	for _, k := range dks {
+		acct, day, key, app, typ = append(acct, k.account), append(day, k.day), append(key, k.key), append(app, k.app), append(typ, k.typ)
+		dailySums.add(rs.daily[k])
+	}
+	if len(dks) > 0 {
+		b.Queue(pgUpsertDaily, append([]any{acct, day, key, app, typ}, dailySums.args()...)...)
+	}
+
+	pks := make([]periodKey, 0, len(rs.periods))
+	for k := range rs.periods {
+		pks = append(pks, k)
+	}
+	slices.SortFunc(pks, comparePeriod)
+	var (
+		pAcct              []int64
+		axis, span, bucket []string
+		first              []int32
+		periodSums         sumColumns
+	)
+	for _, k := range pks {
+		pAcct, axis, span, first, bucket = append(pAcct, k.account), append(axis, k.axis), append(span, k.span), append(first, k.first), append(bucket, k.bucket)
+		periodSums.add(rs.periods[k])
+	}
+	if len(pks) > 0 {
+		b.Queue(pgUpsertPeriods, append([]any{pAcct, axis, span, first, bucket}, periodSums.args()...)...)
+	}
+}
+
+// storedRow reads the account, cost and creation time of the stored
+// generation id.
+func (p *Postgres) storedRow(ctx context.Context, id string) (acct, cost, created int64, err error) {
+	err = p.w.QueryRow(ctx, `SELECT account_id, cost_micros, created_at FROM generations WHERE id = $1`, id).
+		Scan(&acct, &cost, &created)
+	return acct, cost, created, err
+}
+
+// Generation returns the account's generation with id (see
+// Store.Generation).
+func (p *Postgres) Generation(ctx context.Context, accountID int64, id string) (Generation, error) {
+	ctx, cancel := p.readCtx(ctx)
+	defer cancel()
+	g, err := scanPGGeneration(p.r.QueryRow(ctx,
+		`SELECT `+generationColumns+` FROM generations WHERE id = $1 AND account_id = $2`, id, accountID), id)
+	return g, p.readErr(ctx, err)
+}
+
+// GenerationByID returns the generation with id, whichever account it
+// belongs to (see Store.GenerationByID).
+func (p *Postgres) GenerationByID(ctx context.Context, id string) (Generation, error) {
+	return scanPGGeneration(p.r.QueryRow(ctx, `SELECT `+generationColumns+` FROM generations WHERE id = $1`, id), id)
+}
+
+func scanPGGeneration(row pgx.Row, id string) (Generation, error) {
+	var (
+		g             Generation
+		cost, created int64
+	)
+	err := row.Scan(
+		&g.ID, &g.AccountID, &g.KeyID, &g.Application, &g.Surface, &g.Model,
+		&g.RequestType, &g.Tier, &g.Streamed, &g.FinishReason, &g.PromptTokens, &g.CompletionTokens,
+		&g.CachedPromptTokens, &g.CacheCreationTokens, &g.ReasoningTokens,
+		&cost, &g.LatencyMS, &g.GenerationTimeMS, &created)
+	if noRows(err) {
+		return Generation{}, fmt.Errorf("generation %q: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Generation{}, fmt.Errorf("generation: %w", err)
+	}
+	g.Cost = fromMicros(cost)
+	g.CreatedAt = fromMS(created)
+	return g, nil
+}
+
+// ListGenerations returns a page of the account's generations, newest
+// first (see Store.ListGenerations). Among generations of the same
+// millisecond, the one inserted last comes first.
+func (p *Postgres) ListGenerations(ctx context.Context, accountID int64, q ListQuery) ([]ListedGeneration, bool, error) {
+	limit := q.Limit
+	if limit == 0 {
+		limit = DefaultListLimit
+	}
+	if limit < 1 || limit > MaxListLimit {
+		return nil, false, fmt.Errorf("list generations: limit %d: %w", q.Limit, ErrInvalid)
+	}
+	args := []any{ReviewEndUser, accountID}
+	where := `g.account_id = $2`
+	if q.Before != "" {
+		// A row never changes once written, so the cursor read and the
+		// page need not share a snapshot.
+		var created, seq int64
+		err := p.r.QueryRow(ctx, `SELECT created_at, seq FROM generations WHERE id = $1 AND account_id = $2`,
+			q.Before, accountID).Scan(&created, &seq)
+		if noRows(err) {
+			return nil, false, fmt.Errorf("list generations: cursor %q: %w", q.Before, ErrNotFound)
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("list generations: cursor: %w", err)
+		}
+		args = append(args, created, seq)
+		where += fmt.Sprintf(` AND (g.created_at, g.seq) < ($%d, $%d)`, len(args)-1, len(args))
+	}
+	if q.RequestType != "" {
+		args = append(args, q.RequestType)
+		where += fmt.Sprintf(` AND g.request_type = $%d`, len(args))
+	}
+	if q.Application != "" {
+		args = append(args, q.Application)
+		where += fmt.Sprintf(` AND g.application = $%d`, len(args))
+	}
+	args = append(args, limit+1)
+	rows, err := p.r.Query(ctx, `SELECT g.id, g.account_id, COALESCE(g.key_id, ''), g.application, g.surface, g.model,
+	        g.request_type, g.tier, g.streamed, g.finish_reason, g.prompt_tokens, g.completion_tokens,
+	        g.cached_prompt_tokens, g.cache_creation_tokens, g.reasoning_tokens,
+	        g.cost_micros, g.latency_ms, g.generation_time_ms, g.created_at,
+	        (SELECT COUNT(*) FROM feedback f
+	          WHERE f.account_id = g.account_id AND f.generation_id = g.id AND f.rating = 'up'),
+	        (SELECT COUNT(*) FROM feedback f
+	          WHERE f.account_id = g.account_id AND f.generation_id = g.id AND f.rating = 'down'),
+	        COALESCE(r.rating, ''), COALESCE(r.comment, '')
+	 FROM generations g
+	 LEFT JOIN feedback r ON r.account_id = g.account_id AND r.generation_id = g.id AND r.end_user = $1
+	 WHERE `+where+`
+	 ORDER BY g.created_at DESC, g.seq DESC
+	 LIMIT $`+fmt.Sprint(len(args)), args...)
+	if err != nil {
+		return nil, false, fmt.Errorf("list generations: %w", err)
+	}
+	defer rows.Close()
+	out := make([]ListedGeneration, 0, limit)
+	for rows.Next() {
+		var (
+			l             ListedGeneration
+			g             = &l.Generation
+			cost, created int64
+		)
+		if err := rows.Scan(
+			&g.ID, &g.AccountID, &g.KeyID, &g.Application, &g.Surface, &g.Model,
+			&g.RequestType, &g.Tier, &g.Streamed, &g.FinishReason, &g.PromptTokens, &g.CompletionTokens,
+			&g.CachedPromptTokens, &g.CacheCreationTokens, &g.ReasoningTokens,
+			&cost, &g.LatencyMS, &g.GenerationTimeMS, &created,
+			&l.Up, &l.Down, &l.Review.Rating, &l.Review.Comment); err != nil {
+			return nil, false, fmt.Errorf("list generations: scan: %w", err)
+		}
+		g.Cost = fromMicros(cost)
+		g.CreatedAt = fromMS(created)
+		out = append(out, l)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, fmt.Errorf("list generations: %w", err)
+	}
+	more := len(out) > limit
+	if more {
+		out = out[:limit]
+	}
+	return out, more, nil
+}
