@@ -89,7 +89,7 @@ log "building into $bin"
 	cd "$repo"
 	export CGO_ENABLED=0
 	go build -o "$bin/svcgw" .
-	go build -tags bench -o "$bin/" ./bench/mock ./bench/load
+	go -C bench build -tags bench -o "$bin/" ./mock ./load # their own module
 ) || die "build"
 
 waitfile() {
