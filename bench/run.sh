@@ -207,15 +207,16 @@ start_svcgw() {
 	local args=(serve --db "$db" --addr 127.0.0.1:0 --log-level "$log_level" --shutdown-grace 5s)
 	if [ "$name" = svcgw-metrics ]; then args+=(--admin-addr 127.0.0.1:0); fi
 	if [[ $serve_help == *--config* ]]; then
-		local h2c=false
-		if [ "$name" = svcgw-h2c ]; then h2c=true; fi
+		# h2c only where asked: an older svcgw (BENCH_SVCGW_BIN) refuses the key.
+		local h2c=
+		if [ "$name" = svcgw-h2c ]; then h2c="    h2c: true"; fi
 		cat >"$work/$name.yaml" <<EOF
 upstreams:
   mock:
     protocol: openai
     base_url: http://$upstream_addr/v1
     api_key: bench
-    h2c: $h2c
+$h2c
     models:
       mock-model: {context_length: 128000, max_completion_tokens: 16384}
 routes:
