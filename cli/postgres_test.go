@@ -176,17 +176,22 @@ func TestPostgres_ThreeInstancesShareOneLedger(t *testing.T) {
 	code, _, _ = run(t, db, "keys", "limit", capIDs[0].ID, "--monthly", usd(5*cost))
 	is.Equal(code, 0)
 	capped := map[int]map[int]int{0: {}, 1: {}, 2: {}}
-	for i := range 90 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			st, _ := chat(t, srvs[i%3].addr, capKeys[i/30])
-			mu.Lock()
-			capped[i/30][st]++
-			mu.Unlock()
-		}()
+	// Two waves: the first key's 30 calls, then the other two keys' 60.
+	// All at once, the other keys could take the whole daily cap before
+	// any call of the first key is admitted, which the caps allow.
+	for _, wave := range [][2]int{{0, 30}, {30, 90}} {
+		for i := wave[0]; i < wave[1]; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				st, _ := chat(t, srvs[i%3].addr, capKeys[i/30])
+				mu.Lock()
+				capped[i/30][st]++
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
 	}
-	wg.Wait()
 	for _, s := range srvs {
 		s.sync(t, capKeys[1])
 	}
