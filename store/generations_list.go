@@ -95,6 +95,12 @@ func (s *Store) ListGenerations(ctx context.Context, accountID int64, q ListQuer
 		return nil, false, fmt.Errorf("list generations: %w", err)
 	}
 	defer rows.Close()
+	return scanListed(rows, limit)
+}
+
+// scanListed reads a ListGenerations page of at most limit rows from rows
+// (the query's limit+1 rows: one more says whether older ones follow).
+func scanListed(rows rowScanner, limit int) ([]ListedGeneration, bool, error) {
 	out := make([]ListedGeneration, 0, limit)
 	for rows.Next() {
 		var (

@@ -368,31 +368,5 @@ func (p *Postgres) ListGenerations(ctx context.Context, accountID int64, q ListQ
 		return nil, false, fmt.Errorf("list generations: %w", err)
 	}
 	defer rows.Close()
-	out := make([]ListedGeneration, 0, limit)
-	for rows.Next() {
-		var (
-			l             ListedGeneration
-			g             = &l.Generation
-			cost, created int64
-		)
-		if err := rows.Scan(
-			&g.ID, &g.AccountID, &g.KeyID, &g.Application, &g.Surface, &g.Model,
-			&g.RequestType, &g.Tier, &g.Streamed, &g.FinishReason, &g.PromptTokens, &g.CompletionTokens,
-			&g.CachedPromptTokens, &g.CacheCreationTokens, &g.ReasoningTokens,
-			&cost, &g.LatencyMS, &g.GenerationTimeMS, &created,
-			&l.Up, &l.Down, &l.Review.Rating, &l.Review.Comment); err != nil {
-			return nil, false, fmt.Errorf("list generations: scan: %w", err)
-		}
-		g.Cost = fromMicros(cost)
-		g.CreatedAt = fromMS(created)
-		out = append(out, l)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, false, fmt.Errorf("list generations: %w", err)
-	}
-	more := len(out) > limit
-	if more {
-		out = out[:limit]
-	}
-	return out, more, nil
+	return scanListed(rows, limit)
 }
