@@ -357,18 +357,23 @@ func usageScan(ctx context.Context, tx *sql.Tx, accountID int64, expr string, q 
 func bucketsOf(sums map[string]*usageSums) []Bucket {
 	buckets := make([]Bucket, 0, len(sums))
 	for name, v := range sums {
-		buckets = append(buckets, Bucket{
-			Bucket:            name,
-			Requests:          v.requests,
-			InputTokens:       v.input,
-			OutputTokens:      v.output,
-			TotalTokens:       v.input + v.output,
-			CachedInputTokens: v.cached,
-			CacheWriteTokens:  v.cacheWrite,
-			ReasoningTokens:   v.reasoning,
-			Cost:              fromMicros(v.cost),
-		})
+		buckets = append(buckets, v.bucket(name))
 	}
 	sort.Slice(buckets, func(i, j int) bool { return buckets[i].Bucket < buckets[j].Bucket })
 	return buckets
+}
+
+// bucket renders the sums as the bucket named name.
+func (v *usageSums) bucket(name string) Bucket {
+	return Bucket{
+		Bucket:            name,
+		Requests:          v.requests,
+		InputTokens:       v.input,
+		OutputTokens:      v.output,
+		TotalTokens:       v.input + v.output,
+		CachedInputTokens: v.cached,
+		CacheWriteTokens:  v.cacheWrite,
+		ReasoningTokens:   v.reasoning,
+		Cost:              fromMicros(v.cost),
+	}
 }

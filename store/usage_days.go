@@ -161,20 +161,7 @@ func usageDayScan(ctx context.Context, tx *sql.Tx, accountID int64, expr string,
 func dayBucketsOf(sums map[dayCell]*usageSums) []DayBucket {
 	out := make([]DayBucket, 0, len(sums))
 	for c, v := range sums {
-		out = append(out, DayBucket{
-			Day: dayTime(c.day).Format(time.DateOnly),
-			Bucket: Bucket{
-				Bucket:            c.bucket,
-				Requests:          v.requests,
-				InputTokens:       v.input,
-				OutputTokens:      v.output,
-				TotalTokens:       v.input + v.output,
-				CachedInputTokens: v.cached,
-				CacheWriteTokens:  v.cacheWrite,
-				ReasoningTokens:   v.reasoning,
-				Cost:              fromMicros(v.cost),
-			},
-		})
+		out = append(out, DayBucket{Day: dayTime(c.day).Format(time.DateOnly), Bucket: v.bucket(c.bucket)})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Day != out[j].Day {
