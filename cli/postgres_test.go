@@ -82,6 +82,9 @@ func TestPostgres_EveryCommand(t *testing.T) {
 	code, _, errOut = run(t, db, "backup", t.TempDir()+"/x.db")
 	is.Equal(code, 1) // backup is SQLite's
 	is.True(strings.Contains(errOut, "pg_dump"))
+	code, _, errOut = run(t, db, "config", "reload")
+	is.Equal(code, 1) // no lock file holds a pid on PostgreSQL
+	is.True(strings.Contains(errOut, "admin listener"))
 }
 
 // TestPostgres_ThreeInstancesShareOneLedger is the multi-instance proof:
