@@ -252,10 +252,21 @@ func (s *Store) Authenticate(ctx context.Context, secret string) (Key, error) {
 		return Key{}, fmt.Errorf("authenticate: %w", ErrNotFound)
 	}
 	hash := hashSecret(secret)
-	now := s.now()
-	if k, ok := s.auth.get(hash, now); ok {
+	if k, ok, refresh := s.auth.get(hash, s.now()); ok {
+		if refresh {
+			// Read it again beside the calls, before the entry
+			// expires (see authCache).
+			s.authReads.DoChan(hash, func() (any, error) { return s.readKey(context.Background(), hash) })
+		}
 		return k, nil
 	}
+	return s.readKey(ctx, hash)
+}
+
+// readKey reads the active key whose secret hashes to hash into the
+// authentication cache.
+func (s *Store) readKey(ctx context.Context, hash string) (Key, error) {
+	now, epoch := s.now(), s.auth.begin()
 	ctx, cancel := s.readCtx(ctx)
 	defer cancel()
 	k, err := scanKey(s.call.QueryRowContext(ctx,
@@ -264,12 +275,13 @@ func (s *Store) Authenticate(ctx context.Context, secret string) (Key, error) {
 		 WHERE k.secret_sha256 = ? AND k.revoked_at IS NULL`,
 		hash))
 	if errors.Is(err, sql.ErrNoRows) {
+		s.auth.forget(hash, epoch)
 		return Key{}, fmt.Errorf("authenticate: %w", ErrNotFound)
 	}
 	if err != nil {
 		return Key{}, fmt.Errorf("authenticate: %w", readErr(ctx, err))
 	}
-	s.auth.put(hash, k, now)
+	s.auth.put(hash, k, now, epoch)
 	return k, nil
 }
 

@@ -156,34 +156,104 @@ func TestNewSecret_Uniform(t *testing.T) {
 }
 
 func TestAuthenticate_CacheSeesOtherProcessesWithinTTL(t *testing.T) {
-	is := is.New(t)
-	st, clock := newTestStore(t)
-	ctx := context.Background()
-	acct, _, err := st.EnsureAccount(ctx, "acme")
-	is.NoErr(err)
-	secret, k, err := st.CreateKey(ctx, acct.ID, "k")
-	is.NoErr(err)
-	_, err = st.Authenticate(ctx, secret)
-	is.NoErr(err) // cached now
+	forEachDB(t, func(t *testing.T, open opener) {
+		is := is.New(t)
+		st, clock := newTestDB(t, open)
+		ctx := context.Background()
+		acct, _, err := st.EnsureAccount(ctx, "acme")
+		is.NoErr(err)
+		secret, k, err := st.CreateKey(ctx, acct.ID, "k")
+		is.NoErr(err)
+		_, err = st.Authenticate(ctx, secret)
+		is.NoErr(err) // cached now
 
-	// Another process (a second Store on the same file, as the CLI is)
-	// revokes the key: this store trusts its cache until the TTL passes.
-	other := openTestStore(t, st.Path(), Options{Now: clock.Now})
-	_, err = other.RevokeKey(ctx, k.ID)
-	is.NoErr(err)
-	_, err = st.Authenticate(ctx, secret)
-	is.NoErr(err) // still within the TTL
-	clock.Advance(DefaultAuthCacheTTL)
-	_, err = st.Authenticate(ctx, secret)
-	is.True(errors.Is(err, ErrNotFound)) // revocation seen after the TTL
+		// Another process (a second store on the same database, as the
+		// CLI or another instance is) revokes the key: this store
+		// trusts its cache until the TTL passes.
+		other := open(t, Options{Now: clock.Now})
+		_, err = other.RevokeKey(ctx, k.ID)
+		is.NoErr(err)
+		_, err = st.Authenticate(ctx, secret)
+		is.NoErr(err) // still within the TTL
+		clock.Advance(DefaultAuthCacheTTL)
+		_, err = st.Authenticate(ctx, secret)
+		is.True(errors.Is(err, ErrNotFound)) // revocation seen after the TTL
 
-	// A revocation in this process takes effect at once.
-	secret2, k2, err := st.CreateKey(ctx, acct.ID, "k2")
-	is.NoErr(err)
-	_, err = st.Authenticate(ctx, secret2)
-	is.NoErr(err)
-	_, err = st.RevokeKey(ctx, k2.ID)
-	is.NoErr(err)
-	_, err = st.Authenticate(ctx, secret2)
-	is.True(errors.Is(err, ErrNotFound)) // no stale cache
+		// A revocation in this process takes effect at once.
+		secret2, k2, err := st.CreateKey(ctx, acct.ID, "k2")
+		is.NoErr(err)
+		_, err = st.Authenticate(ctx, secret2)
+		is.NoErr(err)
+		_, err = st.RevokeKey(ctx, k2.ID)
+		is.NoErr(err)
+		_, err = st.Authenticate(ctx, secret2)
+		is.True(errors.Is(err, ErrNotFound)) // no stale cache
+	})
+}
+
+// authCacheOf is db's authentication cache.
+func authCacheOf(db DB) *authCache {
+	switch db := db.(type) {
+	case *Store:
+		return &db.auth
+	case *Postgres:
+		return &db.auth
+	}
+	panic("unknown store")
+}
+
+// waitReadAt waits until the cache's entry of secret was read at at (or,
+// for a zero at, is gone): the read ahead a call started has finished.
+func waitReadAt(t *testing.T, c *authCache, secret string, at time.Time) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		c.mu.RLock()
+		e, ok := c.m[hashSecret(secret)]
+		c.mu.RUnlock()
+		if ok && e.at.Equal(at) || !ok && at.IsZero() {
+			return
+		}
+	}
+	t.Fatalf("the key's entry did not become the read of %v", at)
+}
+
+// A key in use is read again before its entry expires, beside the calls:
+// none waits for the database, and a change made elsewhere is still seen
+// within the TTL of when it was made.
+func TestAuthenticate_ReadsAheadOfExpiry(t *testing.T) {
+	forEachDB(t, func(t *testing.T, open opener) {
+		is := is.New(t)
+		st, clock := newTestDB(t, open)
+		ctx := context.Background()
+		acct, _, err := st.EnsureAccount(ctx, "acme")
+		is.NoErr(err)
+		secret, k, err := st.CreateKey(ctx, acct.ID, "k")
+		is.NoErr(err)
+		cache := authCacheOf(st)
+		ttl := DefaultAuthCacheTTL
+
+		_, err = st.Authenticate(ctx, secret)
+		is.NoErr(err) // read at t0
+		t0 := clock.Now()
+		clock.Advance(ttl / 4)
+		_, err = st.Authenticate(ctx, secret)
+		is.NoErr(err)          // fresh: no read
+		clock.Advance(ttl / 4) // half the TTL: the next call reads ahead
+		_, err = st.Authenticate(ctx, secret)
+		is.NoErr(err) // served from the cache while the read runs
+		waitReadAt(t, cache, secret, t0.Add(ttl/2))
+
+		// Revoked elsewhere at t0 + ½TTL: the entry read then (before the
+		// revocation) is trusted until t0 + 1½TTL, past the first read's
+		// expiry, and the revocation is seen a TTL after it was made.
+		other := open(t, Options{Now: clock.Now})
+		_, err = other.RevokeKey(ctx, k.ID)
+		is.NoErr(err)
+		clock.Advance(ttl/2 + ttl/4) // t0 + 1¼TTL
+		_, err = st.Authenticate(ctx, secret)
+		is.NoErr(err)                             // the read ahead kept it cached; this call reads ahead again
+		waitReadAt(t, cache, secret, time.Time{}) // …and finds the key gone
+		_, err = st.Authenticate(ctx, secret)
+		is.True(errors.Is(err, ErrNotFound)) // within the TTL of the revocation
+	})
 }

@@ -281,30 +281,40 @@ func (p *Postgres) Authenticate(ctx context.Context, secret string) (Key, error)
 		return Key{}, fmt.Errorf("authenticate: %w", ErrNotFound)
 	}
 	hash := hashSecret(secret)
-	now := p.now()
-	if k, ok := p.auth.get(hash, now); ok {
+	if k, ok, refresh := p.auth.get(hash, p.now()); ok {
+		if refresh {
+			// Read it again beside the calls, before the entry
+			// expires (see authCache).
+			p.authReads.DoChan(hash, func() (any, error) { return p.readKey(context.Background(), hash) })
+		}
 		return k, nil
 	}
 	// The calls that find a key's entry expired at once share one read:
 	// a busy key would otherwise send every call in flight to the
 	// database each time its entry expires.
-	v, err, _ := p.authReads.Do(hash, func() (any, error) {
-		ctx, cancel := p.readCtx(context.WithoutCancel(ctx))
-		defer cancel()
-		k, err := scanKey(p.call.QueryRow(ctx,
-			`SELECT `+keyColumns+`
-			 FROM api_keys k JOIN accounts a ON a.id = k.account_id
-			 WHERE k.secret_sha256 = $1 AND k.revoked_at IS NULL`, hash))
-		if noRows(err) {
-			return Key{}, fmt.Errorf("authenticate: %w", ErrNotFound)
-		}
-		if err != nil {
-			return Key{}, fmt.Errorf("authenticate: %w", p.readErr(ctx, err))
-		}
-		p.auth.put(hash, k, now)
-		return k, nil
-	})
+	v, err, _ := p.authReads.Do(hash, func() (any, error) { return p.readKey(context.WithoutCancel(ctx), hash) })
 	return v.(Key), err
+}
+
+// readKey reads the active key whose secret hashes to hash into the
+// authentication cache.
+func (p *Postgres) readKey(ctx context.Context, hash string) (Key, error) {
+	now, epoch := p.now(), p.auth.begin()
+	ctx, cancel := p.readCtx(ctx)
+	defer cancel()
+	k, err := scanKey(p.call.QueryRow(ctx,
+		`SELECT `+keyColumns+`
+		 FROM api_keys k JOIN accounts a ON a.id = k.account_id
+		 WHERE k.secret_sha256 = $1 AND k.revoked_at IS NULL`, hash))
+	if noRows(err) {
+		p.auth.forget(hash, epoch)
+		return Key{}, fmt.Errorf("authenticate: %w", ErrNotFound)
+	}
+	if err != nil {
+		return Key{}, fmt.Errorf("authenticate: %w", p.readErr(ctx, err))
+	}
+	p.auth.put(hash, k, now, epoch)
+	return k, nil
 }
 
 // UpdateKeyLimits changes the limits of the key with the public id keyID

@@ -64,6 +64,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/singleflight"
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
 )
 
@@ -176,6 +177,8 @@ type Store struct {
 	call *sql.DB // read-only pool of the call path (see Options.CallReaders)
 
 	spend spendTracker // charges per account and key, queued ones included
+	// authReads runs one read ahead per key at a time (see Authenticate).
+	authReads singleflight.Group
 
 	// rollupsComplete is set once the usage roll-ups cover every
 	// generation: no backfill is pending (see Usage, StartUpkeep).
