@@ -384,8 +384,8 @@ ms() { printf '%.3f' "$1"; }
 			echo
 			echo "PostgreSQL's statements during (b), by time (execution + planning), from pg_stat_statements:"
 			echo
-			echo "| calls | per generation | time (ms) | per call (µs) | rows | statement |"
-			echo "|---:|---:|---:|---:|---:|---|"
+			echo "| calls | per generation | time (ms) | per call (µs) | rows | planned | statement |"
+			echo "|---:|---:|---:|---:|---:|---:|---|"
 			awk -F '\t' -v g="$g_p" 'NR <= 15 { q = $5; gsub(/\|/, "\\|", q); printf "| %d | %.4f | %.1f | %.1f | %d | %d | `%s` |\n", $1, (g > 0 ? $1 / g : 0), $2, ($1 > 0 ? $2 * 1000 / $1 : 0), $3, $4, q }' "$out/statements.tsv"
 		fi
 	fi
