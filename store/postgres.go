@@ -89,12 +89,13 @@ func OpenPostgres(ctx context.Context, dsn string, opts Options) (*Postgres, err
 	p.init(opts, p, pgCharges{p})
 	p.leases = newLeases(p, opts.LeaseTTL)
 
-	pool := func(n int) (*pgxpool.Pool, error) {
+	pool := func(n int, after func(context.Context, *pgx.Conn) error) (*pgxpool.Pool, error) {
 		c := cfg.Copy()
 		c.MaxConns = int32(n)
+		c.AfterConnect = after
 		return pgxpool.NewWithConfig(ctx, c)
 	}
-	if p.w, err = pool(pgWritePool); err != nil {
+	if p.w, err = pool(pgWritePool, p.writerSession(cfg)); err != nil {
 		return nil, fmt.Errorf("open postgres %s: %w", p.dsn, err)
 	}
 	if opts.Existing {
@@ -112,17 +113,43 @@ func OpenPostgres(ctx context.Context, dsn string, opts Options) (*Postgres, err
 		p.w.Close()
 		return nil, fmt.Errorf("open postgres %s: %w", p.dsn, err)
 	}
-	if p.r, err = pool(cmpOr(opts.Readers, 4)); err != nil {
+	if p.r, err = pool(cmpOr(opts.Readers, 4), nil); err != nil {
 		p.w.Close()
 		return nil, fmt.Errorf("open postgres %s: %w", p.dsn, err)
 	}
-	if p.call, err = pool(cmpOr(opts.CallReaders, 2)); err != nil {
+	if p.call, err = pool(cmpOr(opts.CallReaders, 2), nil); err != nil {
 		p.r.Close()
 		p.w.Close()
 		return nil, fmt.Errorf("open postgres %s: %w", p.dsn, err)
 	}
 	p.start()
 	return p, nil
+}
+
+// writerSession returns what the writer pool runs on each new connection.
+// The writer's statements are prepared once (pgx caches them per
+// connection) and run with the same shape every time: a batch's accounts,
+// keys and leases passed as arrays, each table reached by its primary key.
+// PostgreSQL would plan the statements that join arrays afresh at every
+// commit (a custom plan each time: it cannot tell how long an array is),
+// for the same plan; force_generic_plan plans each once per connection.
+// It is a session setting, not a startup parameter, so a server that does
+// not know it (a PostgreSQL-wire database) still connects: the SET fails
+// and is ignored. A DSN that sets plan_cache_mode keeps its own.
+func (p *Postgres) writerSession(cfg *pgxpool.Config) func(context.Context, *pgx.Conn) error {
+	if _, set := cfg.ConnConfig.RuntimeParams["plan_cache_mode"]; set {
+		return nil
+	}
+	return func(ctx context.Context, conn *pgx.Conn) error {
+		if _, err := conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan`); err != nil {
+			var pe *pgconn.PgError
+			if !errors.As(err, &pe) {
+				return err // the connection failed
+			}
+			p.log.Debug("postgres: the server does not take plan_cache_mode; the ledger's statements are planned per commit", "error", err)
+		}
+		return nil
+	}
 }
 
 // cmpOr is n, or def when n is not positive.

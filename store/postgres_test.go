@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/matryer/is"
 
 	"github.com/svcgw/svcgw/internal/pgtest"
@@ -69,4 +70,31 @@ func TestDial_PicksTheEngineByScheme(t *testing.T) {
 	is.Equal(Redact("postgres://u:pw@h/db"), "postgres://u:xxxxx@h/db")
 	is.Equal(Redact("postgres://u@h/db?password=pw&sslmode=disable"), "postgres://u@h/db?password=xxxxx&sslmode=disable")
 	is.Equal(Redact("svcgw.db"), "svcgw.db")
+}
+
+// The writer's connections use generic plans (its statements take arrays
+// and would otherwise be planned at every commit); the readers' keep
+// PostgreSQL's default, and a DSN's own setting wins.
+func TestOpenPostgres_WriterUsesGenericPlans(t *testing.T) {
+	is := is.New(t)
+	dsn := pgtest.DSN(t)
+	ctx := context.Background()
+	mode := func(pool interface {
+		QueryRow(context.Context, string, ...any) pgx.Row
+	}) string {
+		var m string
+		is.NoErr(pool.QueryRow(ctx, `SHOW plan_cache_mode`).Scan(&m))
+		return m
+	}
+	p := openTestPostgres(t, dsn, Options{})
+	is.Equal(mode(p.w), "force_generic_plan") // the writer
+	is.Equal(mode(p.r), "auto")               // account reads
+	is.Equal(mode(p.call), "auto")            // the call path
+
+	sep := "?"
+	if strings.Contains(dsn, "?") {
+		sep = "&"
+	}
+	own := openTestPostgres(t, dsn+sep+"plan_cache_mode=force_custom_plan", Options{})
+	is.Equal(mode(own.w), "force_custom_plan") // the DSN's setting kept
 }
