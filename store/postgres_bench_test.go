@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/svcgw/svcgw/internal/pgtest"
 )
 
@@ -55,7 +57,7 @@ func benchLedgerCommit(b *testing.B, dsn string) {
 	if err := p.Sync(ctx); err != nil {
 		b.Fatal(err)
 	}
-	backends := func() (pids []string) {
+	backends := func() (pids []int) {
 		rows, err := p.r.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE application_name = 'svcgw' AND pid <> pg_backend_pid()`)
 		if err != nil {
 			b.Fatal(err)
@@ -66,22 +68,19 @@ func benchLedgerCommit(b *testing.B, dsn string) {
 			if err := rows.Scan(&pid); err != nil {
 				b.Fatal(err)
 			}
-			pids = append(pids, strconv.Itoa(pid))
+			pids = append(pids, pid)
 		}
 		return pids
 	}
-	cpu := func(pids []string) (ticks int64, ok bool) {
+	cpu := func(pids []int) (used time.Duration, ok bool) {
 		for _, pid := range pids {
-			stat, err := os.ReadFile("/proc/" + pid + "/stat")
-			if err != nil {
+			t, ok := procCPU(pid)
+			if !ok {
 				return 0, false
 			}
-			f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
-			u, _ := strconv.ParseInt(f[11], 10, 64) // utime, field 14
-			s, _ := strconv.ParseInt(f[12], 10, 64) // stime, field 15
-			ticks += u + s
+			used += t
 		}
-		return ticks, true
+		return used, true
 	}
 	pids := backends()
 	before, ok := cpu(pids)
@@ -100,9 +99,104 @@ func benchLedgerCommit(b *testing.B, dsn string) {
 	}
 	b.StopTimer()
 	if after, ok2 := cpu(pids); ok && ok2 {
-		const tick = 10 * time.Millisecond // USER_HZ is 100 on Linux
-		used := time.Duration(after-before) * tick
+		used := after - before
 		b.ReportMetric(float64(used.Microseconds())/float64(b.N), "pg-cpu-µs/gen")
 		b.ReportMetric(float64(used.Microseconds())/(float64(b.N)/perCommit), "pg-cpu-µs/commit")
 	}
+}
+
+// BenchmarkPostgresInsertGenerations compares the two ways of writing a
+// batch's generations rows, 40 to a transaction: the ledger's INSERT …
+// SELECT FROM unnest of one array per column, which goes in the batch's
+// pipeline (one round trip for the whole commit), and COPY, which cannot
+// (pgx runs it as an exchange of its own, so the commit would take
+// BEGIN, COPY, the other statements and COMMIT in turn). It reports
+// PostgreSQL's CPU per row, as BenchmarkPostgresLedgerCommit does.
+func BenchmarkPostgresInsertGenerations(b *testing.B) {
+	const rows = 40
+	cols := []string{"id", "account_id", "key_id", "application", "surface", "model", "request_type", "tier",
+		"streamed", "finish_reason", "prompt_tokens", "completion_tokens",
+		"cached_prompt_tokens", "cache_creation_tokens", "reasoning_tokens",
+		"cost_micros", "latency_ms", "generation_time_ms", "created_at"}
+	for _, how := range []string{"unnest", "copy"} {
+		b.Run(how, func(b *testing.B) {
+			p := openTestPostgres(b, pgtest.DSN(b), Options{})
+			_, k, _ := newAccount(b, p, "acme", "1000000")
+			ctx := context.Background()
+			conn, err := p.w.Acquire(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer conn.Release()
+			var pid int
+			if err := conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+				b.Fatal(err)
+			}
+			n := 0
+			batch := func() error {
+				tx, err := conn.Begin(ctx)
+				if err != nil {
+					return err
+				}
+				defer tx.Rollback(ctx)
+				if how == "copy" {
+					src := make([][]any, rows)
+					for i := range src {
+						n++
+						src[i] = []any{"gen-" + strconv.Itoa(n), k.AccountID, k.ID, "app", "chat", "svc-fusion", "flash", "standard",
+							false, "stop", int64(100), int64(20), int64(0), int64(0), int64(0), int64(123), int64(5), int64(4), int64(1732420000000 + n)}
+					}
+					if _, err := tx.CopyFrom(ctx, pgx.Identifier{"generations"}, cols, pgx.CopyFromRows(src)); err != nil {
+						return err
+					}
+				} else {
+					ids := make([]string, rows)
+					accts := make([]int64, rows)
+					keys := make([]string, rows)
+					strs := make([]string, rows)
+					bools := make([]bool, rows)
+					nums := make([]int64, rows)
+					times := make([]int64, rows)
+					for i := range rows {
+						n++
+						ids[i], accts[i], keys[i], strs[i], nums[i], times[i] = "gen-"+strconv.Itoa(n), k.AccountID, k.ID, "x", 100, int64(1732420000000+n)
+					}
+					if _, err := tx.Exec(ctx, pgInsertGenerations, ids, accts, keys, strs, strs, strs, strs, strs,
+						bools, strs, nums, nums, nums, nums, nums, nums, nums, nums, times); err != nil {
+						return err
+					}
+				}
+				return tx.Commit(ctx)
+			}
+			if err := batch(); err != nil { // warm up
+				b.Fatal(err)
+			}
+			before, ok := procCPU(pid)
+			b.ResetTimer()
+			for range b.N {
+				if err := batch(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			if after, ok2 := procCPU(pid); ok && ok2 {
+				b.ReportMetric(float64((after-before).Microseconds())/float64(b.N*rows), "pg-cpu-µs/row")
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*rows), "wall-µs/row")
+		})
+	}
+}
+
+// procCPU is the CPU time process pid has used (from /proc: Linux, and the
+// server on this machine).
+func procCPU(pid int) (time.Duration, bool) {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
+	u, _ := strconv.ParseInt(f[11], 10, 64) // utime, field 14
+	s, _ := strconv.ParseInt(f[12], 10, 64) // stime, field 15
+	const tick = 10 * time.Millisecond      // USER_HZ is 100 on Linux
+	return time.Duration(u+s) * tick, true
 }
