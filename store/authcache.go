@@ -18,10 +18,12 @@ const maxAuthCache = 10000
 // change made by another process (the CLI, another instance) is seen
 // within the TTL. Unknown keys are never cached.
 //
-// An entry past half its TTL is still used, but asks to be read again
-// (get's refresh): the store reads it beside the calls, so a key in use
-// is read before its entry expires and no call waits for the read. Only a
-// key unused for half a TTL costs its next call a read.
+// An entry past three quarters of its TTL is still used, but asks to be
+// read again (get's refresh): the store reads it beside the calls, so a
+// key in use is read before its entry expires (unless the read takes more
+// than a quarter of the TTL) and no call waits for the read. A key in use
+// is read about once per ¾ TTL; only a key unused for that long costs its
+// next call a read.
 type authCache struct {
 	ttl time.Duration // <= 0: disabled
 	mu  sync.RWMutex
@@ -36,8 +38,8 @@ type authEntry struct {
 	at  time.Time // when the read of key began
 }
 
-// get returns the cached key of hash, and whether the entry is past half
-// its TTL and wants reading again.
+// get returns the cached key of hash, and whether the entry is past three
+// quarters of its TTL and wants reading again.
 func (c *authCache) get(hash string, now time.Time) (k Key, ok, refresh bool) {
 	if c.ttl <= 0 {
 		return Key{}, false, false
@@ -49,7 +51,7 @@ func (c *authCache) get(hash string, now time.Time) (k Key, ok, refresh bool) {
 	if !ok || age >= c.ttl || age < 0 {
 		return Key{}, false, false
 	}
-	return e.key, true, age >= c.ttl/2
+	return e.key, true, age >= c.ttl-c.ttl/4
 }
 
 // begin is called before a read whose result goes to put: it returns the

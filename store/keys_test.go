@@ -235,21 +235,21 @@ func TestAuthenticate_ReadsAheadOfExpiry(t *testing.T) {
 		_, err = st.Authenticate(ctx, secret)
 		is.NoErr(err) // read at t0
 		t0 := clock.Now()
-		clock.Advance(ttl / 4)
+		clock.Advance(ttl / 2)
 		_, err = st.Authenticate(ctx, secret)
 		is.NoErr(err)          // fresh: no read
-		clock.Advance(ttl / 4) // half the TTL: the next call reads ahead
+		clock.Advance(ttl / 4) // ¾ of the TTL: the next call reads ahead
 		_, err = st.Authenticate(ctx, secret)
 		is.NoErr(err) // served from the cache while the read runs
-		waitReadAt(t, cache, secret, t0.Add(ttl/2))
+		waitReadAt(t, cache, secret, t0.Add(ttl*3/4))
 
-		// Revoked elsewhere at t0 + ½TTL: the entry read then (before the
-		// revocation) is trusted until t0 + 1½TTL, past the first read's
-		// expiry, and the revocation is seen a TTL after it was made.
+		// Revoked elsewhere at t0 + ¾TTL: the entry read then (before the
+		// revocation) is trusted until t0 + 1¾TTL, past the first read's
+		// expiry, and the revocation is seen within a TTL of it.
 		other := open(t, Options{Now: clock.Now})
 		_, err = other.RevokeKey(ctx, k.ID)
 		is.NoErr(err)
-		clock.Advance(ttl/2 + ttl/4) // t0 + 1¼TTL
+		clock.Advance(ttl * 3 / 4) // t0 + 1½TTL
 		_, err = st.Authenticate(ctx, secret)
 		is.NoErr(err)                             // the read ahead kept it cached; this call reads ahead again
 		waitReadAt(t, cache, secret, time.Time{}) // …and finds the key gone
