@@ -185,10 +185,13 @@ log "direct $direct_addr · svcgw/sqlite ${addr_of[sqlite]} · svcgw/postgres ${
 # every 0.2 s until killed, through one session (a new connection per
 # sample would fork a backend on PostgreSQL's core five times a second).
 sample_conns() {
+	local most=0 n
 	while :; do
 		echo "SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = 'svcgw';"
 		sleep 0.2
-	done | "${psql[@]}" -d postgres -At 2>/dev/null | awk -v f="$1" '$1 > most { most = $1; print most > f; close(f) }'
+	done | stdbuf -oL "${psql[@]}" -d postgres -At 2>/dev/null | while read -r n; do
+		if [ "$n" -gt "$most" ]; then most=$n; echo "$most" >"$1"; fi
+	done
 }
 
 # pg_cpu_ticks: CPU time (clock ticks) PostgreSQL's processes have used:
