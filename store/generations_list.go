@@ -46,10 +46,14 @@ type ListedGeneration struct {
 // ListGenerations returns a page of the account's generations, newest
 // first (by created_at, then by insertion order among equal times), and
 // whether older ones follow. Only the account's own rows are read: the scan
-// walks the (account_id, created_at) index backwards from the cursor, so a
-// page costs the same at any depth of history. A filter the page's rows
-// do not match makes the walk longer: it is over the account's rows only,
-// but not bounded by the page size.
+// walks an index backwards from the cursor, so a page costs the same at any
+// depth of history. Unfiltered, the index is (account_id, created_at);
+// filtered, it is the filter's own, (account_id, application or
+// request_type, created_at) (migration 0005), so a page of a rare or absent
+// value costs what any page does. With both filters the application's
+// index is read and the request type tested on its rows: such a page's
+// walk is bounded by the application's generations, not the account's
+// (see listSQL).
 //
 // It reads what is committed: call Sync first to see generations recorded
 // just before.
@@ -134,7 +138,17 @@ func scanListed(rows rowScanner, limit int) ([]ListedGeneration, bool, error) {
 // order: the review's end user, the account, then, with a cursor, its
 // created_at twice and its rowid, then the request type and the
 // application when filtered, and the limit.
+//
+// With an application, the page is read from its index by name (INDEXED
+// BY): without statistics SQLite would take the request type's index when
+// both are set, and a request type is one of eight values, often a third of
+// the account, where an application label is one of many and is the value
+// most likely to be rare or mistyped, so its walk is the shorter one.
 func listSQL(cursor, requestType, application bool) string {
+	from := `generations g`
+	if application {
+		from += ` INDEXED BY generations_account_application`
+	}
 	where := `g.account_id = ?`
 	if cursor {
 		// The range on created_at is what the index serves; the rowid test
@@ -156,7 +170,7 @@ func listSQL(cursor, requestType, application bool) string {
 	        (SELECT COUNT(*) FROM feedback f
 	          WHERE f.account_id = g.account_id AND f.generation_id = g.id AND f.rating = 'down'),
 	        COALESCE(r.rating, ''), COALESCE(r.comment, '')
-	 FROM generations g
+	 FROM ` + from + `
 	 LEFT JOIN feedback r ON r.account_id = g.account_id AND r.generation_id = g.id AND r.end_user = ?
 	 WHERE ` + where + `
 	 ORDER BY g.created_at DESC, g.rowid DESC
