@@ -1,9 +1,11 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -433,4 +435,42 @@ func queryPlan(t *testing.T, s *Store, query string, args ...any) string {
 		t.Fatal(err)
 	}
 	return strings.Join(plan, "\n")
+}
+
+// TestOpen_AnnouncesTheFilterIndexes upgrades a ledger from before the
+// filter indexes: opening it builds them, after a line that says so and on
+// how many generations, and another when done.
+func TestOpen_AnnouncesTheFilterIndexes(t *testing.T) {
+	forEachDB(t, func(t *testing.T, open opener) {
+		is := is.New(t)
+		s, _ := newTestDB(t, open)
+		_, k, _ := newAccount(t, s, "acme", "10")
+		for i := range 3 {
+			s.RecordGeneration(gen(t, fmt.Sprint("g", i), k, "0.01"))
+		}
+		is.NoErr(s.Sync(context.Background()))
+		version, name := 5, "0005_generations_filter_indexes"
+		if _, ok := s.(*Postgres); ok {
+			version, name = 2, "0002_generations_filter_indexes"
+		}
+		execSQL(t, s, `DROP INDEX generations_account_application`)
+		execSQL(t, s, `DROP INDEX generations_account_request_type`)
+		execSQL(t, s, `DELETE FROM schema_migrations WHERE version = ?`, version)
+		is.NoErr(s.Close())
+
+		var logged bytes.Buffer
+		s = open(t, Options{Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+		log := logged.String()
+		is.True(strings.Contains(log, `msg="store: migrating the ledger before serving; this holds its writer until done" migration=`+name+` builds="the generations' indexes by application and by request type" generations=3`))
+		is.True(strings.Contains(log, `msg="store: migrated the ledger" migration=`+name+` took=`))
+		indexes := queryInt(t, s, dialect(s,
+			`SELECT COUNT(*) FROM sqlite_schema WHERE type = 'index' AND name IN ('generations_account_application', 'generations_account_request_type')`,
+			`SELECT COUNT(*) FROM pg_indexes WHERE indexname IN ('generations_account_application', 'generations_account_request_type')`))
+		is.Equal(indexes, int64(2)) // built again
+
+		logged.Reset()
+		is.NoErr(s.Close())
+		s = open(t, Options{Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+		is.True(!strings.Contains(logged.String(), "migrat")) // nothing to say when nothing is migrated
+	})
 }
