@@ -213,8 +213,9 @@ func (c listCase) args() []any {
 // TestListGenerations_PlanReadsTheFilterIndex pins that a page is read
 // from an index in its own order, no scan of the table and no sort,
 // whatever the depth of the cursor: (account_id, created_at) unfiltered,
-// and the index of the filter when filtered (the application's when both
-// are set), so that a rare or absent value costs what any page does.
+// and the index of the filter when filtered (with both, either, as
+// rarerIndex picks), so that a rare or absent value costs what any page
+// does.
 func TestListGenerations_PlanReadsTheFilterIndex(t *testing.T) {
 	s, _ := newTestStore(t)
 	for _, c := range listCases() {
@@ -222,26 +223,71 @@ func TestListGenerations_PlanReadsTheFilterIndex(t *testing.T) {
 		if c.cursor { // listSQL takes the cursor's created_at twice, then its rowid
 			args = append(args[:2:2], append([]any{2, 2, 3}, args[4:]...)...)
 		}
-		plan := queryPlan(t, s, `EXPLAIN QUERY PLAN `+listSQL(c.cursor, c.requestType, c.application), args...)
-		var want string
+		indexes := []string{listIndexFor(ListQuery{})}
 		switch {
+		case c.application && c.requestType:
+			indexes = []string{indexByApplication, indexByRequestType}
 		case c.application:
-			want = "generations_account_application (account_id=? AND application=?"
+			indexes = []string{indexByApplication}
 		case c.requestType:
-			want = "generations_account_request_type (account_id=? AND request_type=?"
-		default:
-			want = "generations_account_created (account_id=?"
+			indexes = []string{indexByRequestType}
 		}
-		if c.cursor {
-			want += " AND created_at<?)"
-		} else {
-			want += ")"
+		for _, index := range indexes {
+			plan := queryPlan(t, s, `EXPLAIN QUERY PLAN `+listSQL(c.cursor, c.requestType, c.application, index), args...)
+			want := map[string]string{
+				indexByAccount:     "generations_account_created (account_id=?",
+				indexByApplication: "generations_account_application (account_id=? AND application=?",
+				indexByRequestType: "generations_account_request_type (account_id=? AND request_type=?",
+			}[index]
+			if c.cursor {
+				want += " AND created_at<?)"
+			} else {
+				want += ")"
+			}
+			if !strings.Contains(plan, "SEARCH g USING INDEX "+want) {
+				t.Errorf("%v, %s: plan does not search %s:\n%s", c, index, want, plan)
+			}
+			if strings.Contains(plan, "TEMP B-TREE") || strings.Contains(plan, "SCAN g") || strings.Contains(plan, "SCAN f") {
+				t.Errorf("%v, %s: plan sorts or scans a table:\n%s", c, index, plan)
+			}
 		}
-		if !strings.Contains(plan, "SEARCH g USING INDEX "+want) {
-			t.Errorf("%v: plan does not search %s:\n%s", c, want, plan)
+	}
+}
+
+// TestListGenerations_BothFiltersReadTheRarerIndex checks rarerIndex's
+// pick: the index of whichever value has fewer generations, the
+// application's on a tie or when both pass the probe's bound.
+func TestListGenerations_BothFiltersReadTheRarerIndex(t *testing.T) {
+	s, _ := newTestStore(t)
+	_, k, _ := newAccount(t, s, "acme", "10")
+	for i := range 30 {
+		g := gen(t, fmt.Sprint("g", i), k, "0.01")
+		g.Application = []string{"busy", "busy", "quiet"}[i%3] // 20, 10
+		g.RequestType = "flash"                                // 30
+		if i%10 == 0 {
+			g.RequestType = "document" // 3
 		}
-		if strings.Contains(plan, "TEMP B-TREE") || strings.Contains(plan, "SCAN g") || strings.Contains(plan, "SCAN f") {
-			t.Errorf("%v: plan sorts or scans a table:\n%s", c, plan)
+		s.RecordGeneration(g)
+	}
+	ctx := context.Background()
+	if err := s.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ app, typ, want string }{
+		{"busy", "document", indexByRequestType},
+		{"quiet", "flash", indexByApplication},
+		{"absent", "flash", indexByApplication},
+		{"busy", "absent", indexByRequestType},
+		{"absent", "absent", indexByApplication},
+	} {
+		tx, err := s.r.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := rarerIndex(ctx, tx, k.AccountID, ListQuery{Application: tc.app, RequestType: tc.typ})
+		tx.Rollback()
+		if err != nil || got != tc.want {
+			t.Errorf("application %q, request type %q: %s, %v; want %s", tc.app, tc.typ, got, err, tc.want)
 		}
 	}
 }
