@@ -17,7 +17,7 @@ var shipped = []struct{ name, sha256 string }{
 	{"0002_seal_keys", "537b11edde65caded45eecd8bb68309662dafd87e947f32847c92a53bbaacf95"},
 	{"0003_usage_rollups", "80a16604290ceae54730b17de11263f5ef671ff49f89456bc21fdfe4ce92568f"},
 	{"0004_spend_daily_covering", "fa4fd116a76143dc2b338fc4b6ab30be6c7bf7835ed5f56b45751b9ce7a36a32"},
-	{"0005_generations_filter_indexes", "fa2d3c7d6e81c21f014e2cf78d8466f74dc2c26d64eb35ee1f4074128a29d319"},
+	{"0005_generations_filter_indexes", "5ea86a60baabb87b7703637ea14cf1b24e50ad06bf18da7d3e326249eec6ad0e"},
 }
 
 // shippedPG are PostgreSQL's (store/pgmigrations), pinned the same way.

@@ -421,7 +421,7 @@ func applyMigration(ctx context.Context, db *sql.DB, m migration, now func() tim
 // holds the writer (on SQLite the write lock, on PostgreSQL writes to
 // generations) before svcgw serves; another says when it is done.
 var slowMigrations = map[string]string{
-	// docs/ledger.md: about 5 s of CPU per million generations on SQLite.
+	// docs/ledger-scale.md: about 5 s of CPU per million generations on SQLite.
 	"0005_generations_filter_indexes": "the generations' indexes by application and by request type",
 	"0002_generations_filter_indexes": "the generations' indexes by application and by request type",
 }

@@ -5,8 +5,8 @@
 -- account and keeping the matching ones: a rare or absent value cost a walk
 -- of the whole account (on one account of 10 million calls, past the 10 s
 -- read limit). The rowid, the last column of every SQLite index, orders the
--- generations of one millisecond. Each index costs about 36 bytes per call.
--- Building them on an existing ledger holds the write lock (see
--- docs/ledger.md for the time per million generations).
+-- generations of one millisecond. They cost about 35 and 21 bytes a call.
+-- Building them on an existing ledger holds the write lock, about 5 s of
+-- CPU per million generations (docs/ledger-scale.md).
 CREATE INDEX generations_account_application ON generations (account_id, application, created_at);
 CREATE INDEX generations_account_request_type ON generations (account_id, request_type, created_at);
