@@ -349,6 +349,14 @@ func TestDashboard_InABrowser(t *testing.T) {
 		code := apiGet[listBody](t, gw, gw.Key, "/svc/v1/generations?limit=25&request_type=code")
 		is.True(len(code.Data) > 0 && len(code.Data) < len(page1.Data)+1)
 		showing("only code calls", code.ids())
+		// Both filters, then an application nobody called from.
+		setSelect(t, tab, "f-app", "notebook")
+		both := apiGet[listBody](t, gw, gw.Key, "/svc/v1/generations?limit=25&request_type=code&application=notebook")
+		is.True(len(both.Data) > 0 && len(both.Data) < len(code.Data)+1)
+		showing("only code calls of notebook", both.ids())
+		setSelect(t, tab, "f-app", "no-such-app")
+		showing("no calls", []string{})
+		is.Equal(eval[string](t, tab, `document.getElementById('calls-empty').textContent`), "No calls match these filters.")
 	})
 
 	t.Run("rate a call and the feedback is stored", func(t *testing.T) {

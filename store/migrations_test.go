@@ -17,11 +17,13 @@ var shipped = []struct{ name, sha256 string }{
 	{"0002_seal_keys", "537b11edde65caded45eecd8bb68309662dafd87e947f32847c92a53bbaacf95"},
 	{"0003_usage_rollups", "80a16604290ceae54730b17de11263f5ef671ff49f89456bc21fdfe4ce92568f"},
 	{"0004_spend_daily_covering", "fa4fd116a76143dc2b338fc4b6ab30be6c7bf7835ed5f56b45751b9ce7a36a32"},
+	{"0005_generations_filter_indexes", "5ea86a60baabb87b7703637ea14cf1b24e50ad06bf18da7d3e326249eec6ad0e"},
 }
 
 // shippedPG are PostgreSQL's (store/pgmigrations), pinned the same way.
 var shippedPG = []struct{ name, sha256 string }{
 	{"0001_init", "73b63662688a28fd53b473b28a25e18ec66b86a774186a17ff6c06b48a7d35dd"},
+	{"0002_generations_filter_indexes", "ea8344243380dc38580005ccc59f66855119b8c75ac31b4a04526e8ae07803d4"},
 }
 
 func TestMigrations_AppendOnly(t *testing.T) {

@@ -230,9 +230,18 @@ func (p *Postgres) applyMigration(ctx context.Context, m migration, latest int) 
 	if n > 0 {
 		return nil
 	}
+	done := func() {}
+	if _, slow := slowMigrations[m.name]; slow {
+		var generations int64
+		if err := tx.QueryRow(ctx, `SELECT COUNT(*) FROM generations`).Scan(&generations); err != nil {
+			return fmt.Errorf("migration %s: count generations: %w", m.name, err)
+		}
+		done = announceMigration(p.log, m.name, generations)
+	}
 	if _, err := tx.Exec(ctx, m.sql); err != nil {
 		return fmt.Errorf("migration %s: %w", m.name, err)
 	}
+	done()
 	if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)`,
 		m.version, m.name, ms(p.now())); err != nil {
 		return fmt.Errorf("migration %s: record: %w", m.name, err)

@@ -325,7 +325,6 @@ func (p *Postgres) ListGenerations(ctx context.Context, accountID int64, q ListQ
 		return nil, false, fmt.Errorf("list generations: limit %d: %w", q.Limit, ErrInvalid)
 	}
 	args := []any{ReviewEndUser, accountID}
-	where := `g.account_id = $2`
 	if q.Before != "" {
 		// A row never changes once written, so the cursor read and the
 		// page need not share a snapshot.
@@ -339,18 +338,43 @@ func (p *Postgres) ListGenerations(ctx context.Context, accountID int64, q ListQ
 			return nil, false, fmt.Errorf("list generations: cursor: %w", err)
 		}
 		args = append(args, created, seq)
-		where += fmt.Sprintf(` AND (g.created_at, g.seq) < ($%d, $%d)`, len(args)-1, len(args))
 	}
 	if q.RequestType != "" {
 		args = append(args, q.RequestType)
-		where += fmt.Sprintf(` AND g.request_type = $%d`, len(args))
 	}
 	if q.Application != "" {
 		args = append(args, q.Application)
-		where += fmt.Sprintf(` AND g.application = $%d`, len(args))
 	}
 	args = append(args, limit+1)
-	rows, err := p.r.Query(ctx, `SELECT g.id, g.account_id, COALESCE(g.key_id, ''), g.application, g.surface, g.model,
+	rows, err := p.r.Query(ctx, pgListSQL(q.Before != "", q.RequestType != "", q.Application != ""), args...)
+	if err != nil {
+		return nil, false, fmt.Errorf("list generations: %w", err)
+	}
+	defer rows.Close()
+	return scanListed(rows, limit)
+}
+
+// pgListSQL is the text of a Postgres.ListGenerations page, with the
+// placeholders of listSQL: the review's end user, the account, then, with
+// a cursor, its created_at and seq, then the request type and the
+// application when filtered, and the limit. A filtered page is read from
+// the index of its filter (migration 0002), (account_id, application or
+// request_type, created_at, seq), backwards from the cursor; with both
+// filters the planner picks the one its statistics say is rarer.
+func pgListSQL(cursor, requestType, application bool) string {
+	n := 2
+	next := func() string { n++; return fmt.Sprint("$", n) }
+	where := `g.account_id = $2`
+	if cursor {
+		where += ` AND (g.created_at, g.seq) < (` + next() + `, ` + next() + `)`
+	}
+	if requestType {
+		where += ` AND g.request_type = ` + next()
+	}
+	if application {
+		where += ` AND g.application = ` + next()
+	}
+	return `SELECT g.id, g.account_id, COALESCE(g.key_id, ''), g.application, g.surface, g.model,
 	        g.request_type, g.tier, g.streamed, g.finish_reason, g.prompt_tokens, g.completion_tokens,
 	        g.cached_prompt_tokens, g.cache_creation_tokens, g.reasoning_tokens,
 	        g.cost_micros, g.latency_ms, g.generation_time_ms, g.created_at,
@@ -361,12 +385,7 @@ func (p *Postgres) ListGenerations(ctx context.Context, accountID int64, q ListQ
 	        COALESCE(r.rating, ''), COALESCE(r.comment, '')
 	 FROM generations g
 	 LEFT JOIN feedback r ON r.account_id = g.account_id AND r.generation_id = g.id AND r.end_user = $1
-	 WHERE `+where+`
+	 WHERE ` + where + `
 	 ORDER BY g.created_at DESC, g.seq DESC
-	 LIMIT $`+fmt.Sprint(len(args)), args...)
-	if err != nil {
-		return nil, false, fmt.Errorf("list generations: %w", err)
-	}
-	defer rows.Close()
-	return scanListed(rows, limit)
+	 LIMIT ` + next()
 }

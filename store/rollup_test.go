@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"path/filepath"
 	"sort"
@@ -295,7 +296,7 @@ func openLegacyDB(t testing.TB, path string) *sql.DB {
 	if ms[0].version != 1 {
 		t.Fatalf("first migration is %s", ms[0].name)
 	}
-	if err := applyMigration(ctx, db, ms[0], time.Now); err != nil {
+	if err := applyMigration(ctx, db, ms[0], time.Now, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
 	return db

@@ -23,7 +23,9 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -46,6 +48,7 @@ import (
 	"github.com/svcgw/svcgw/store"
 	"github.com/svcgw/svcgw/upstream"
 	"github.com/svcgw/svcgw/upstream/fixture"
+	_ "modernc.org/sqlite" // database/sql driver, for the deep cursors
 )
 
 func main() {
@@ -141,6 +144,59 @@ func seed(args []string) error {
 	return nil
 }
 
+// valueCount is a value of an axis of the usage report and its calls.
+type valueCount struct {
+	value string
+	n     int64
+}
+
+// valueCounts are the values of axis (application or request_type) of the
+// account's generations of all time, the most common first, read from the
+// usage report.
+func valueCounts(get func(string) ([]byte, time.Duration, error), axis string) ([]valueCount, error) {
+	body, _, err := get("/svc/v1/usage?group_by=" + axis)
+	if err != nil {
+		return nil, err
+	}
+	var r struct {
+		Data []struct {
+			Bucket   string
+			Requests int64
+		}
+	}
+	if err := json.Unmarshal(body, &r); err != nil {
+		return nil, fmt.Errorf("usage by %s: %w", axis, err)
+	}
+	var out []valueCount
+	for _, d := range r.Data {
+		if d.Requests > 0 {
+			out = append(out, valueCount{d.Bucket, d.Requests})
+		}
+	}
+	slices.SortFunc(out, func(a, b valueCount) int { return cmp.Compare(b.n, a.n) })
+	return out, nil
+}
+
+// deepCursor is the id of the generation of the account whose column
+// (application or request_type) is v.value with a hundredth of those
+// generations older than it: a listing from there reads the far end of
+// the value's history. It is read from the database file directly, as no
+// endpoint lists oldest first.
+func deepCursor(ctx context.Context, path string, account int64, column string, v valueCount) (string, error) {
+	db, err := sql.Open("sqlite", path+"?_pragma=query_only(1)")
+	if err != nil {
+		return "", err
+	}
+	defer db.Close()
+	var id string
+	err = db.QueryRowContext(ctx, `SELECT id FROM generations WHERE account_id = ? AND `+column+` = ?
+		ORDER BY created_at, rowid LIMIT 1 OFFSET ?`, account, v.value, v.n/100).Scan(&id)
+	if err != nil {
+		return "", fmt.Errorf("deep cursor of %s %s: %w", column, v.value, err)
+	}
+	return id, nil
+}
+
 func measure(args []string) error {
 	fs := flag.NewFlagSet("measure", flag.ExitOnError)
 	db := fs.String("db", "", "database file seeded by seed (required)")
@@ -216,17 +272,61 @@ func measure(args []string) error {
 			}
 			return "/svc/v1/generations?limit=25&before=" + url.QueryEscape(l.LastID)
 		}},
-		{"generations, 50 filtered by request type", func(i int, _ []byte) string {
+		{"generations, 50 filtered by request type (each in turn)", func(i int, _ []byte) string {
 			return "/svc/v1/generations?limit=50&request_type=" + string(llm.RequestTypes[i%len(llm.RequestTypes)])
 		}},
-		{"generations, 50 filtered by application", func(i int, _ []byte) string {
-			return fmt.Sprintf("/svc/v1/generations?limit=50&application=app-%02d", i%12)
-		}},
 	}
-	var rows int64
 	if err := st.Sync(ctx); err != nil {
 		return err
 	}
+	// The filtered listings: the account's most common and rarest values
+	// (by the usage report of all time), one it never used, and deep
+	// cursors, the oldest 1% of a value's generations.
+	apps, err := valueCounts(get, "application")
+	if err != nil {
+		return err
+	}
+	types, err := valueCounts(get, "request_type")
+	if err != nil {
+		return err
+	}
+	if len(apps) == 0 || len(types) == 0 {
+		return fmt.Errorf("measure: account %q has no generations", *account)
+	}
+	const absentApp = "absent.example.invalid"
+	commonApp, rareApp := apps[0], apps[len(apps)-1]
+	commonType, rareType := types[0], types[len(types)-1]
+	deepApp, err := deepCursor(ctx, *db, acct.ID, "application", commonApp)
+	if err != nil {
+		return err
+	}
+	deepType, err := deepCursor(ctx, *db, acct.ID, "request_type", rareType)
+	if err != nil {
+		return err
+	}
+	list := func(name string, q url.Values) {
+		q.Set("limit", "50")
+		kinds = append(kinds, struct {
+			name string
+			path func(i int, last []byte) string
+		}{name, func(int, []byte) string { return "/svc/v1/generations?" + q.Encode() }})
+	}
+	list(fmt.Sprintf("50 of the most common application (%s, %d calls)", commonApp.value, commonApp.n),
+		url.Values{"application": {commonApp.value}})
+	list(fmt.Sprintf("50 of the rarest application (%s, %d calls)", rareApp.value, rareApp.n),
+		url.Values{"application": {rareApp.value}})
+	list(fmt.Sprintf("50 of an absent application (%s)", absentApp), url.Values{"application": {absentApp}})
+	list(fmt.Sprintf("50 of the rarest request type (%s, %d calls)", rareType.value, rareType.n),
+		url.Values{"request_type": {rareType.value}})
+	list(fmt.Sprintf("50 of both: the most common application, the rarest type (%s, %s)", commonApp.value, rareType.value),
+		url.Values{"application": {commonApp.value}, "request_type": {rareType.value}})
+	list(fmt.Sprintf("50 of both: the rarest application, the most common type (%s, %s)", rareApp.value, commonType.value),
+		url.Values{"application": {rareApp.value}, "request_type": {commonType.value}})
+	list(fmt.Sprintf("50 of the most common application, from its oldest 1%% (%s)", deepApp),
+		url.Values{"application": {commonApp.value}, "before": {deepApp}})
+	list(fmt.Sprintf("50 of the rarest request type, from its oldest 1%% (%s)", deepType),
+		url.Values{"request_type": {rareType.value}, "before": {deepType}})
+	var rows int64
 	body, _, err := get(usage("day"))
 	if err != nil {
 		return err

@@ -14,8 +14,13 @@
 // Keys are used with a Zipf skew (a few busy keys, a long tail); each key
 // has a home application it calls from most of the time (its X-Title) and
 // sometimes another; request types follow a fixed mix (flash and pro most,
-// document least); token counts and costs vary per call. The figures are
-// printed and, with -json, written as JSON.
+// document least); token counts and costs vary per call. With -skew s > 0
+// the application and the request type of each call are drawn instead
+// with probability falling as 1/rank^s (rank 1 is app-00 and flash), so
+// that some values are rare: at s = 3, app-49 is about one call in 150,000
+// and document one in 600, the values a filtered listing must find without
+// reading the rest. The figures are printed and, with -json, written as
+// JSON.
 //
 // It is a bench tool in the bench module (bench/go.mod), like
 // bench/svcgwprof the one other bench program that imports svcgw (store and
@@ -29,9 +34,11 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"os"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"time"
 
@@ -50,6 +57,7 @@ type Result struct {
 	Apps        int     `json:"apps"`
 	Accounts    int     `json:"accounts"`
 	BatchSize   int     `json:"batch_size"`
+	Skew        float64 `json:"skew,omitempty"`
 	Seconds     float64 `json:"seconds"`
 	RowsPerSec  float64 `json:"rows_per_sec"`
 	DBBytes     int64   `json:"db_bytes"` // database file after Close (WAL checkpointed)
@@ -85,6 +93,7 @@ func run() error {
 		nAccts   = flag.Int("accounts", 1, "accounts the keys belong to (key i to account i mod accounts)")
 		batch    = flag.Int("batch", 131072, "ledger batch size (store.Options.BatchSize): about a day of calls at 10M over 90 days, so each roll-up row is written about once a day")
 		seed     = flag.Uint64("seed", 1, "random seed")
+		skew     = flag.Float64("skew", 0, "draw applications and request types with probability 1/rank^skew (0: keys' home applications and the fixed mix of request types)")
 		secrets  = flag.String("secrets", "", "write each key's id and secret here, one \"id secret account\" line per key")
 		sample   = flag.String("sample", "", "write a sample of generation ids here, one \"id key-index\" line each")
 		nSample  = flag.Int("sample-size", 20000, "generation ids in -sample")
@@ -179,6 +188,13 @@ func run() error {
 	zipf := rand.NewZipf(r, 1.1, 8, uint64(*nKeys-1))
 	types := weighted{{"flash", 35}, {"pro", 30}, {"code", 15}, {"long", 6}, {"reason", 6}, {"json", 4}, {"vision", 3}, {"document", 1}}
 	surfaces := weighted{{"chat", 50}, {"messages", 25}, {"gencontent", 15}, {"responses", 10}}
+	var appRank, typeRank zipfRanks
+	if *skew < 0 {
+		return fmt.Errorf("-skew %g: want 0 or more", *skew)
+	}
+	if *skew > 0 {
+		appRank, typeRank = newZipfRanks(len(apps), *skew), newZipfRanks(len(types), *skew)
+	}
 	prefixes := map[string]struct {
 		p string
 		n int
@@ -198,6 +214,9 @@ func run() error {
 		}
 		surface := surfaces.pick(r)
 		typ := types.pick(r)
+		if *skew > 0 {
+			app, typ = apps[appRank.pick(r)], types[typeRank.pick(r)].name
+		}
 		in := 200 + r.IntN(7800)
 		if typ == "long" {
 			in += 100_000
@@ -269,7 +288,7 @@ func run() error {
 	}
 
 	res := Result{
-		Calls: *calls, Days: *days, Keys: *nKeys, Apps: *nApps, Accounts: *nAccts, BatchSize: *batch,
+		Calls: *calls, Days: *days, Keys: *nKeys, Apps: *nApps, Accounts: *nAccts, BatchSize: *batch, Skew: *skew,
 		Seconds: took.Seconds(), RowsPerSec: float64(*calls) / took.Seconds(),
 		Start: start.Format(time.RFC3339), End: end.Format(time.RFC3339),
 	}
@@ -334,6 +353,26 @@ func (ws weighted) pick(r *rand.Rand) string {
 		n -= w.w
 	}
 	return ws[len(ws)-1].name
+}
+
+// zipfRanks picks a rank 0..n-1 with probability proportional to
+// 1/(rank+1)^s: the cumulative weights.
+type zipfRanks []float64
+
+func newZipfRanks(n int, s float64) zipfRanks {
+	cum := make(zipfRanks, n)
+	total := 0.0
+	for i := range cum {
+		total += math.Pow(float64(i+1), -s)
+		cum[i] = total
+	}
+	return cum
+}
+
+func (z zipfRanks) pick(r *rand.Rand) int {
+	x := r.Float64() * z[len(z)-1]
+	i, _ := slices.BinarySearch(z, x)
+	return min(i, len(z)-1)
 }
 
 // tableSizes counts each table's rows and, through the dbstat virtual
