@@ -156,9 +156,8 @@ func TestLedger_ConcurrentReadersAndWriters(t *testing.T) {
 		is := is.New(t)
 		ctx := context.Background()
 		clock := newTestClock()
-		path := filepath.Join(t.TempDir(), "svcgw.db")
-		s := openTestStore(t, path, Options{Now: clock.Now})
-		cli := openTestStore(t, path, Options{Now: clock.Now})
+		s := open(t, Options{Now: clock.Now})
+		cli := open(t, Options{Now: clock.Now})
 		a, k, secret := newAccount(t, s, "acme", "1000")
 		b, kb, _ := newAccount(t, s, "beta", "1000")
 
@@ -251,8 +250,8 @@ func TestLedger_ConcurrentReadersAndWriters(t *testing.T) {
 		}
 
 		var rows int
-		is.NoErr(s.r.QueryRow(`SELECT COUNT(*) FROM generations`).Scan(&rows)) // count
-		is.Equal(rows, writers*perWriter)                                      // every generation committed
+		query(t, s, `SELECT COUNT(*) FROM generations`, nil, func(r rowScanner) error { return r.Scan(&rows) })
+		is.Equal(rows, writers*perWriter) // every generation committed
 		acct, err := s.AccountByID(ctx, b.ID)
 		is.NoErr(err)                                 // beta
 		is.Equal(acct.TotalUsed.String(), "1.600000") // 1600 × 0.001
