@@ -64,7 +64,7 @@ func (h *Handler) Feedback(w http.ResponseWriter, r *http.Request, caller store.
 	}
 
 	ctx := r.Context()
-	if err := h.st.Sync(ctx); err != nil {
+	if err := h.sync(ctx); err != nil {
 		h.internal(w, r, fmt.Errorf("feedback: %w", err))
 		return
 	}

@@ -80,7 +80,7 @@ func (h *Handler) Generations(w http.ResponseWriter, r *http.Request, caller sto
 	}
 
 	ctx := r.Context()
-	if err := h.st.Sync(ctx); err != nil {
+	if err := h.sync(ctx); err != nil {
 		h.internal(w, r, fmt.Errorf("generations: %w", err))
 		return
 	}

@@ -40,6 +40,24 @@ type Limits struct {
 	// by them only that fraction of the time; requests that do not queue
 	// never wait. 0 means DefaultShare; 1 means no rest.
 	Share float64
+	// Time and Burst are each key's budget of account-request time: what
+	// its requests took, from their turn to their answer (less their wait
+	// for the ledger to commit), may add up to Time per second on average
+	// and to Burst at once. Past it a request is refused at once with a
+	// 429 and a Retry-After saying when the key's budget will have refilled
+	// (see keyBudget). A cached answer or a generation looked up by id
+	// takes well under a millisecond, a usage report over years a few, so
+	// an ordinary client never meets the budget and a flooder is held to
+	// Time per second. Each key of an account has a budget of its own: a
+	// key flooding the account endpoints leaves the account's other keys
+	// theirs. 0 means DefaultTime and DefaultBurst.
+	Time, Burst time.Duration
+	// SyncEvery is the most often account reads force a ledger commit:
+	// each read waits for the calls recorded before it to be committed,
+	// and the reads arriving within SyncEvery of the last forced commit
+	// share the next one (see syncGate). 0 means DefaultSyncEvery; a
+	// negative value means every read forces its own.
+	SyncEvery time.Duration
 }
 
 // Defaults of Limits.
@@ -47,6 +65,14 @@ const (
 	DefaultPerKey  = 4
 	DefaultTimeout = 10 * time.Second
 	DefaultShare   = 0.25
+	// DefaultTime and DefaultBurst: a tenth of a core per key, and a
+	// second at once.
+	DefaultTime  = 100 * time.Millisecond
+	DefaultBurst = time.Second
+	// DefaultSyncEvery is the ledger's own default batch interval
+	// (store.Options.BatchInterval): forced commits at most that often
+	// leave the writer about the commits per second it has anyway.
+	DefaultSyncEvery = 20 * time.Millisecond
 	// MaxRest bounds a turn's rest, so that one slow request (a report
 	// while the roll-ups of an upgraded database are still being built)
 	// does not hold up the next for long.
@@ -66,6 +92,18 @@ func (l Limits) withDefaults() Limits {
 	if l.Share <= 0 || l.Share > 1 {
 		l.Share = DefaultShare
 	}
+	if l.Time <= 0 {
+		l.Time = DefaultTime
+	}
+	if l.Burst <= 0 {
+		l.Burst = DefaultBurst
+	}
+	switch {
+	case l.SyncEvery == 0:
+		l.SyncEvery = DefaultSyncEvery
+	case l.SyncEvery < 0:
+		l.SyncEvery = 0
+	}
 	return l
 }
 
@@ -84,6 +122,20 @@ var errTimeout = errors.New("account request timeout")
 // of the key's requests in progress) or the 504 (no turn within the time
 // limit) and returns ok false.
 func (h *Handler) begin(w http.ResponseWriter, r *http.Request, caller store.Key) (_ *http.Request, end func(), ok bool) {
+	// The reads' budget; feedback, a write, counts against the key's
+	// requests per minute instead (the server's).
+	read := r.Method == http.MethodGet
+	if read {
+		if wait, ok := h.budget.admit(caller.ID, time.Now()); !ok {
+			h.writeErr(w, r, &llm.Error{
+				Kind: llm.KindRateLimited,
+				Message: fmt.Sprintf("This API key's account requests have taken more than %s a second of the gateway's time, "+
+					"the most they may take (%s at once); retry after the time Retry-After gives.", h.limits.Time, h.limits.Burst),
+				RetryAfter: wait,
+			})
+			return r, nil, false
+		}
+	}
 	f := &h.inflight
 	f.mu.Lock()
 	if f.n[caller.ID] >= h.limits.PerKey {
@@ -108,7 +160,8 @@ func (h *Handler) begin(w http.ResponseWriter, r *http.Request, caller store.Key
 		}
 		f.mu.Unlock()
 	}
-	ctx, cancel := context.WithTimeoutCause(r.Context(), h.limits.Timeout, errTimeout)
+	sv := &served{}
+	ctx, cancel := context.WithTimeoutCause(context.WithValue(r.Context(), servedKey{}, sv), h.limits.Timeout, errTimeout)
 	r = r.WithContext(ctx)
 	select {
 	case h.turns <- struct{}{}: // a free turn
@@ -125,11 +178,19 @@ func (h *Handler) begin(w http.ResponseWriter, r *http.Request, caller store.Key
 			return r, nil, false
 		}
 	}
-	served := time.Now()
+	began := time.Now()
 	return r, func() {
 		cancel()
 		leave()
-		rest := min(time.Duration(float64(time.Since(served))*(1/h.limits.Share-1)), MaxRest)
+		// What the request took of its turn, less its wait for the
+		// ledger's commit, which cost this process nothing.
+		sv.mu.Lock()
+		took := time.Since(began) - sv.synced
+		sv.mu.Unlock()
+		if read {
+			h.budget.charge(caller.ID, took, time.Now())
+		}
+		rest := min(time.Duration(float64(took)*(1/h.limits.Share-1)), MaxRest)
 		if rest <= 0 || h.waiting.Load() == 0 {
 			<-h.turns
 			return
