@@ -52,11 +52,12 @@ type Limits struct {
 	// key flooding the account endpoints leaves the account's other keys
 	// theirs. 0 means DefaultTime and DefaultBurst.
 	Time, Burst time.Duration
-	// SyncEvery is the most often account reads force a ledger commit:
-	// each read waits for the calls recorded before it to be committed,
-	// and the reads arriving within SyncEvery of the last forced commit
-	// share the next one (see syncGate). 0 means DefaultSyncEvery; a
-	// negative value means every read forces its own.
+	// SyncEvery bounds how long an account read waits for the ledger
+	// writer's own commit of the calls recorded before it; then it forces
+	// one (store.DB.Sync), the reads arriving meanwhile sharing it (see
+	// syncGate). So account reads force at most one commit per SyncEvery.
+	// 0 means DefaultSyncEvery; a negative value means every read forces
+	// its own at once, as Sync alone does.
 	SyncEvery time.Duration
 }
 
@@ -70,8 +71,8 @@ const (
 	DefaultTime  = 100 * time.Millisecond
 	DefaultBurst = time.Second
 	// DefaultSyncEvery is the ledger's own default batch interval
-	// (store.Options.BatchInterval): forced commits at most that often
-	// leave the writer about the commits per second it has anyway.
+	// (store.Options.BatchInterval), within which the writer commits on
+	// its own whenever calls are being recorded.
 	DefaultSyncEvery = 20 * time.Millisecond
 	// MaxRest bounds a turn's rest, so that one slow request (a report
 	// while the roll-ups of an upgraded database are still being built)

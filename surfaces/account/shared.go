@@ -17,23 +17,26 @@ import (
 // many small ones on the calls' cores. The code here shares that work among
 // reads without making any answer staler than a read of its own would be:
 //
-//   - syncGate lets reads share their Syncs, and forces at most one commit
-//     per Limits.SyncEvery;
+//   - syncGate lets reads wait for the ledger writer's own next commit,
+//     forcing one only when none has come within Limits.SyncEvery;
 //   - usageCache answers identical usage reads between two ledger commits
 //     with the same bytes, computed once (concurrent ones wait for the one
 //     running: singleflight);
 //   - keyBudget bounds the time each key's account requests take (429).
 
 // syncGate shares the Syncs of account reads. A read joins the next round
-// that has not started its Sync yet, so the round's Sync waits for
-// everything recorded before the read arrived: the read sees what it would
-// have seen with a Sync of its own. A round starts at once unless one
-// started less than every ago; then it starts when every has passed, and
-// the reads arriving meanwhile share it. So a flood of reads forces at most
-// one ledger commit per every, while a read alone, or on an idle ledger,
+// that has not started yet, so the round waits for everything recorded
+// before the read arrived: the read sees what it would have seen with a
+// Sync of its own. A round first waits, up to every, for the ledger
+// writer's own next commit to cover it (the writer commits at least every
+// batch interval under load), and only then forces one with Sync. Rounds
+// start at most every apart, the reads arriving meanwhile sharing the next.
+// So a flood of reads adds at most one ledger commit per every, and under
+// steady call load hardly any, while a read alone, or on an idle ledger,
 // never waits.
 type syncGate struct {
 	st    store.DB
+	prog  ledgerProgress // nil: every round forces its commit
 	every time.Duration
 	limit time.Duration // the most a round's Sync may take: longer than a read's own limit
 
@@ -41,6 +44,16 @@ type syncGate struct {
 	next *syncRound // the round reads join; nil when none is pending
 	last time.Time  // when the last round started
 }
+
+// ledgerProgress is what the stores offer (store.Store.LedgerProgress):
+// the generations this process has recorded and settled.
+type ledgerProgress interface {
+	LedgerProgress() (recorded, settled uint64)
+}
+
+// pollEvery is how often a round looks whether the writer's own commit
+// has covered it.
+const pollEvery = 2 * time.Millisecond
 
 // syncRound is one shared Sync: done is closed when err is set.
 type syncRound struct {
@@ -85,6 +98,17 @@ func (g *syncGate) run(rd *syncRound, wait time.Duration) {
 	g.next = nil
 	g.last = time.Now()
 	g.mu.Unlock()
+	if g.prog != nil {
+		target, settled := g.prog.LedgerProgress()
+		for deadline := time.Now().Add(g.every); settled < target && time.Now().Before(deadline); {
+			time.Sleep(pollEvery)
+			_, settled = g.prog.LedgerProgress()
+		}
+		if settled >= target {
+			close(rd.done) // the writer's own commit covered every read of the round
+			return
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), g.limit)
 	defer cancel()
 	rd.err = g.st.Sync(ctx)
