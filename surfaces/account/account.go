@@ -85,10 +85,6 @@ func (h *Handler) Credits(w http.ResponseWriter, r *http.Request, caller store.K
 	}
 	defer end()
 	ctx := r.Context()
-	if err := h.sync(ctx); err != nil {
-		h.internal(w, r, fmt.Errorf("credits: %w", err))
-		return
-	}
 	a, err := h.st.AccountByID(ctx, caller.AccountID)
 	if err != nil {
 		h.internal(w, r, fmt.Errorf("credits: %w", err))
@@ -162,10 +158,6 @@ func (h *Handler) Generation(w http.ResponseWriter, r *http.Request, caller stor
 		return
 	}
 	ctx := r.Context()
-	if err := h.sync(ctx); err != nil {
-		h.internal(w, r, fmt.Errorf("generation: %w", err))
-		return
-	}
 	g, err := h.st.Generation(ctx, caller.AccountID, id)
 	if errors.Is(err, store.ErrNotFound) {
 		h.writeNotFound(w, r, id, err, false)

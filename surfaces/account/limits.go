@@ -41,8 +41,7 @@ type Limits struct {
 	// never wait. 0 means DefaultShare; 1 means no rest.
 	Share float64
 	// Time and Burst are each key's budget of account-request time: what
-	// its requests took, from their turn to their answer (less their wait
-	// for the ledger to commit), may add up to Time per second on average
+	// its requests took, from their turn to their answer, may add up to Time per second on average
 	// and to Burst at once. Past it a request is refused at once with a
 	// 429 and a Retry-After saying when the key's budget will have refilled
 	// (see keyBudget). A cached answer or a generation looked up by id
@@ -161,9 +160,17 @@ func (h *Handler) begin(w http.ResponseWriter, r *http.Request, caller store.Key
 		}
 		f.mu.Unlock()
 	}
-	sv := &served{}
-	ctx, cancel := context.WithTimeoutCause(context.WithValue(r.Context(), servedKey{}, sv), h.limits.Timeout, errTimeout)
+	ctx, cancel := context.WithTimeoutCause(r.Context(), h.limits.Timeout, errTimeout)
 	r = r.WithContext(ctx)
+	// Every account request reads (or, for feedback, checks) the calls
+	// recorded before it: it waits for their commit first, before its
+	// turn, since waiting costs the process nothing (see syncGate).
+	if err := h.gate.sync(ctx); err != nil {
+		leave()
+		h.internal(w, r, fmt.Errorf("account request: %w", err))
+		cancel()
+		return r, nil, false
+	}
 	select {
 	case h.turns <- struct{}{}: // a free turn
 	default:
@@ -183,11 +190,7 @@ func (h *Handler) begin(w http.ResponseWriter, r *http.Request, caller store.Key
 	return r, func() {
 		cancel()
 		leave()
-		// What the request took of its turn, less its wait for the
-		// ledger's commit, which cost this process nothing.
-		sv.mu.Lock()
-		took := time.Since(began) - sv.synced
-		sv.mu.Unlock()
+		took := time.Since(began)
 		if read {
 			h.budget.charge(caller.ID, took, time.Now())
 		}

@@ -64,7 +64,7 @@ type syncRound struct {
 // sync returns once everything recorded before the call is committed, as
 // store.DB.Sync does, or ctx ends.
 func (g *syncGate) sync(ctx context.Context) error {
-	if g.st.LedgerStats().Pending == 0 {
+	if g.st == nil || g.st.LedgerStats().Pending == 0 {
 		return nil // what Sync would do at once: nothing to wait for
 	}
 	g.mu.Lock()
@@ -211,8 +211,8 @@ func (c *usageCache) get(ctx context.Context, k usageKey, compute func() ([]byte
 // keyBudget is each API key's budget of account-request time: a bucket
 // per key that holds up to burst of it and refills at rate (seconds per
 // second). A request is let in while its key's bucket is not empty, and
-// the time it was served (from its turn to its answer, less its wait for
-// the ledger's commit) is taken out when it ends, so the bucket can go
+// the time it was served (from its turn to its answer; its wait for the
+// ledger's commit comes before its turn) is taken out when it ends, so the bucket can go
 // below zero: the key's next request waits until it has refilled. The
 // cost is what the request took, so a cheap read (a cached answer, a
 // generation by id) takes little and a slow report much.
@@ -279,27 +279,4 @@ func (b *keyBudget) prune(now time.Time) {
 			delete(b.buckets, key)
 		}
 	}
-}
-
-// served is what an account request's context carries for its budget:
-// how long it waited for the ledger (see Handler.sync), which is not
-// charged.
-type served struct {
-	mu     sync.Mutex
-	synced time.Duration
-}
-
-type servedKey struct{}
-
-// sync is syncGate.sync for the account request of ctx, whose wait is
-// then not charged to its key's budget.
-func (h *Handler) sync(ctx context.Context) error {
-	began := time.Now()
-	err := h.gate.sync(ctx)
-	if s, _ := ctx.Value(servedKey{}).(*served); s != nil {
-		s.mu.Lock()
-		s.synced += time.Since(began)
-		s.mu.Unlock()
-	}
-	return err
 }

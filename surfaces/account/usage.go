@@ -77,10 +77,6 @@ func (h *Handler) Usage(w http.ResponseWriter, r *http.Request, caller store.Key
 		return
 	}
 	ctx := r.Context()
-	if err := h.sync(ctx); err != nil {
-		h.internal(w, r, fmt.Errorf("usage: %w", err))
-		return
-	}
 	body, err := h.usage.get(ctx, keyOf(caller, uq.GroupBy, uq), func() ([]byte, error) {
 		buckets, err := h.st.Usage(ctx, caller.AccountID, uq)
 		if err != nil {

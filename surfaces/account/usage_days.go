@@ -55,10 +55,6 @@ func (h *Handler) usageByDay(w http.ResponseWriter, r *http.Request, caller stor
 		return
 	}
 	ctx := r.Context()
-	if err := h.sync(ctx); err != nil {
-		h.internal(w, r, fmt.Errorf("usage: %w", err))
-		return
-	}
 	groupBy := store.GroupByDay + "," + axis
 	body, err := h.usage.get(ctx, keyOf(caller, groupBy, uq), func() ([]byte, error) {
 		cells, err := h.st.UsageByDay(ctx, caller.AccountID, uq)
