@@ -53,8 +53,8 @@ type Handler struct {
 	inflight inflight
 	turns    chan struct{} // one token per account request being served
 	waiting  atomic.Int32  // requests waiting for a turn
-	budget   keyBudget     // each key's account requests per second
-	gate     *syncGate     // the reads' shared ledger Syncs
+	budget   keyBudget     // each key's budget of account-request time
+	gate     *syncGate     // the requests' shared waits for the ledger's commits
 	usage    usageCache    // usage answers of the ledger's current state
 }
 

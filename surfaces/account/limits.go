@@ -118,9 +118,11 @@ var errTimeout = errors.New("account request timeout")
 
 // begin admits an account request of caller: it returns the request with
 // the time limit on its context and the function that ends it, once the
-// request has its turn (Limits.Concurrent); or it writes the 429 (too many
-// of the key's requests in progress) or the 504 (no turn within the time
-// limit) and returns ok false.
+// calls recorded before the request are committed (syncGate) and the
+// request has its turn (Limits.Concurrent); or it writes the 429 (the
+// key's budget of account-request time spent, or too many of its requests
+// in progress), the 504 (not admitted within the time limit) or the 503
+// (the ledger cannot commit) and returns ok false.
 func (h *Handler) begin(w http.ResponseWriter, r *http.Request, caller store.Key) (_ *http.Request, end func(), ok bool) {
 	// The reads' budget; feedback, a write, counts against the key's
 	// requests per minute instead (the server's).
