@@ -159,7 +159,7 @@ hammer_flags=()
 [ "$one_key" = 1 ] && hammer_flags+=(-hammer-one-key)
 log "measuring ($only); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 "${pin_driver[@]}" "$bin/ledger" -base "http://$addr" -secrets "$db.keys" -sample "$db.ids" -end "$end" \
-	-reads "$reads" -rate "$rate" -phase "$phase" -phases "$phases" -hammer "$hammer" -only "$only" \
+	-reads "$reads" -rate "$rate" -phase "$phase" -phases "$phases" -hammer "$hammer" -only "$only" -pid "$svcgw_pid" \
 	"${hammer_flags[@]}" -out "$out/ledger.json" >"$out/ledger.md" 2>>"$work/ledger.log" || die "driver; see $work/ledger.log"
 
 kill -TERM "$svcgw_pid"

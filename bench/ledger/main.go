@@ -67,6 +67,10 @@ type Phase struct {
 	Errors     []string       `json:"errors,omitempty"`
 	Hammer     *Hammer        `json:"hammer,omitempty"`
 	LoadBefore string         `json:"load_average_before"`
+	// CPU is the CPU time svcgw used during the phase (user + system, from
+	// /proc/PID/stat, with -pid), in milliseconds per second of the
+	// phase: 1000 is one core busy.
+	CPU float64 `json:"svcgw_cpu_ms_per_s,omitempty"`
 }
 
 // Hammer is what the usage flood did during a phase.
@@ -101,7 +105,7 @@ func quantiles(ds []time.Duration) Quantiles {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-type key struct{ id, secret string }
+type key struct{ id, secret, account string }
 
 func main() {
 	if err := run(); err != nil {
@@ -126,6 +130,7 @@ func run() error {
 		hammer   = flag.Int("hammer", 8, "clients asking for usage over all time during flood phases")
 		oneKey   = flag.Bool("hammer-one-key", false, "all hammer clients use one key (else one key each)")
 		only     = flag.String("only", "reads,stalls", "what to measure")
+		pid      = flag.Int("pid", 0, "svcgw's process id: report the CPU time it used in each chat phase (Linux)")
 		out      = flag.String("out", "", "write the result JSON here")
 	)
 	flag.Parse()
@@ -156,7 +161,13 @@ func run() error {
 	}
 	if strings.Contains(*only, "stalls") {
 		for _, name := range strings.Split(*phases, ",") {
+			cpu0, began := cpuTime(*pid), time.Now()
 			p, err := runPhase(client, *base, keys, name, *rate, *phaseDur, min(*chatKeys, len(keys)), *apps, *hammer, *oneKey)
+			if cpu1 := cpuTime(*pid); cpu0 >= 0 && cpu1 >= 0 {
+				p.CPU = ms(cpu1-cpu0) / time.Since(began).Seconds()
+			}
+			fmt.Fprintf(os.Stderr, "ledger: chat %-5s %d calls, %.2f%% ok, p50 %.3f ms, p99 %.3f ms, max %.3f ms, svcgw CPU %.0f ms/s%s\n",
+				name, p.Calls, p.Success, p.Latency.P50, p.Latency.P99, p.Latency.Max, p.CPU, hammerLine(p.Hammer))
 			if err != nil {
 				return err
 			}
@@ -186,7 +197,11 @@ func readKeys(path string) ([]key, error) {
 	for sc.Scan() {
 		fs := strings.Fields(sc.Text())
 		if len(fs) >= 2 {
-			keys = append(keys, key{id: fs[0], secret: fs[1]})
+			k := key{id: fs[0], secret: fs[1]}
+			if len(fs) >= 3 {
+				k.account = fs[2]
+			}
+			keys = append(keys, k)
 		}
 	}
 	if len(keys) == 0 {
@@ -247,7 +262,15 @@ func measureReads(client *http.Client, base string, keys []key, ids []sampled, e
 		path func(i int) (string, string) // path and key secret
 	}
 	var kinds []kind
-	owner := keys[0].secret // every seeded key of account 0; the flooders' account
+	// The usage reads are of keys[0]'s account (the flooders' when there
+	// is one account), asked by its keys in turn: each key's account
+	// requests per second are limited, and one reader is not a flood.
+	var owners []string
+	for _, k := range keys {
+		if k.account == keys[0].account {
+			owners = append(owners, k.secret)
+		}
+	}
 	for _, rg := range []struct{ name, q string }{
 		{"day", "&start_date=" + day + "&end_date=" + day},
 		{"week", "&start_date=" + weekStart + "&end_date=" + day},
@@ -255,7 +278,7 @@ func measureReads(client *http.Client, base string, keys []key, ids []sampled, e
 	} {
 		for _, g := range []string{"day", "request_type", "application", "api_key"} {
 			p := "/svc/v1/usage?group_by=" + g + rg.q
-			kinds = append(kinds, kind{"usage " + g + ", " + rg.name, func(int) (string, string) { return p, owner }})
+			kinds = append(kinds, kind{"usage " + g + ", " + rg.name, func(i int) (string, string) { return p, owners[i%len(owners)] }})
 		}
 	}
 	r := rand.New(rand.NewPCG(1, 2))
@@ -360,8 +383,6 @@ func runPhase(client *http.Client, base string, keys []key, name string, rate in
 		p.Hammer = &Hammer{Clients: hammerClients, Keys: keysUsed, Requests: h.n.Load(), PerSec: float64(h.n.Load()) / took.Seconds(),
 			Latency: quantiles(h.lat), Statuses: h.statuses}
 	}
-	fmt.Fprintf(os.Stderr, "ledger: chat %-5s %d calls, %.2f%% ok, p50 %.3f ms, p99 %.3f ms, max %.3f ms%s\n",
-		name, p.Calls, p.Success, p.Latency.P50, p.Latency.P99, p.Latency.Max, hammerLine(p.Hammer))
 	return p, nil
 }
 
@@ -407,6 +428,31 @@ func (h *hammerState) run(ctx context.Context, client *http.Client, base, secret
 	}
 }
 
+// cpuTime is the user and system time process pid has used, or -1 when
+// it cannot be read (no -pid, not Linux).
+func cpuTime(pid int) time.Duration {
+	if pid <= 0 {
+		return -1
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return -1
+	}
+	// The fields after the command (in parentheses, which may hold
+	// spaces): utime and stime are the 14th and 15th of the line.
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b[i+1:]))
+	if i < 0 || len(f) < 13 {
+		return -1
+	}
+	var utime, stime int64
+	if _, err := fmt.Sscan(f[11]+" "+f[12], &utime, &stime); err != nil {
+		return -1
+	}
+	const ticks = 100 // USER_HZ, 100 on every Linux architecture Go supports
+	return time.Duration(utime+stime) * time.Second / ticks
+}
+
 func loadavg() string {
 	b, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
@@ -438,23 +484,34 @@ func report(w io.Writer, r *Result) {
 			quiet = append(quiet, p)
 		}
 	}
-	var q50, q99 float64
+	var q50, q99, qcpu float64
 	for _, p := range quiet {
 		q50 += p.Latency.P50 / float64(len(quiet))
 		q99 += p.Latency.P99 / float64(len(quiet))
+		qcpu += p.CPU / float64(len(quiet))
 	}
-	fmt.Fprintln(w, "| chat phase | calls | success | p50 (ms) | p99 (ms) | max (ms) | added p50 / p99 over the quiet mean (ms) | usage flood | load before |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---|---|")
+	fmt.Fprintln(w, "| chat phase | calls | success | p50 (ms) | p99 (ms) | max (ms) | added p50 / p99 over the quiet mean (ms) | usage flood | svcgw CPU (ms/s) | flood's CPU per request (µs) | load before |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|")
 	for _, p := range r.Phases {
-		added, flood := "", ""
+		added, flood, perReq := "", "", ""
 		if p.Name == "flood" && len(quiet) > 0 {
 			added = fmt.Sprintf("%+.3f / %+.3f", p.Latency.P50-q50, p.Latency.P99-q99)
 		}
 		if h := p.Hammer; h != nil {
 			flood = fmt.Sprintf("%d clients, %d keys: %.0f req/s, p50 %.3f / p99 %.3f ms, %v", h.Clients, h.Keys, h.PerSec, h.Latency.P50, h.Latency.P99, h.Statuses)
+			// What the phase cost svcgw beyond the quiet phases' mean,
+			// per flood request: the flood's own cost, and what it made
+			// the ledger do.
+			if p.CPU > 0 && qcpu > 0 && h.PerSec > 0 {
+				perReq = fmt.Sprintf("%.0f", (p.CPU-qcpu)*1000/h.PerSec)
+			}
 		}
-		fmt.Fprintf(w, "| %s | %d | %.2f%% | %.3f | %.3f | %.3f | %s | %s | %s |\n",
-			p.Name, p.Calls, p.Success, p.Latency.P50, p.Latency.P99, p.Latency.Max, added, flood, p.LoadBefore)
+		cpu := ""
+		if p.CPU > 0 {
+			cpu = fmt.Sprintf("%.0f", p.CPU)
+		}
+		fmt.Fprintf(w, "| %s | %d | %.2f%% | %.3f | %.3f | %.3f | %s | %s | %s | %s | %s |\n",
+			p.Name, p.Calls, p.Success, p.Latency.P50, p.Latency.P99, p.Latency.Max, added, flood, cpu, perReq, p.LoadBefore)
 	}
 	fmt.Fprintln(w)
 }

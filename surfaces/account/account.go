@@ -53,6 +53,9 @@ type Handler struct {
 	inflight inflight
 	turns    chan struct{} // one token per account request being served
 	waiting  atomic.Int32  // requests waiting for a turn
+	budget   keyBudget     // each key's budget of account-request time
+	gate     *syncGate     // the requests' shared waits for the ledger's commits
+	usage    usageCache    // usage answers of the ledger's current state
 }
 
 // New returns a Handler reading st. writeErr renders every failure; it is
@@ -63,7 +66,12 @@ func New(st store.DB, now func() time.Time, writeErr func(w http.ResponseWriter,
 		now = time.Now
 	}
 	limits = limits.withDefaults()
-	return &Handler{st: st, now: now, writeErr: writeErr, limits: limits, turns: make(chan struct{}, limits.Concurrent)}
+	h := &Handler{st: st, now: now, writeErr: writeErr, limits: limits, turns: make(chan struct{}, limits.Concurrent),
+		budget: keyBudget{rate: limits.Time.Seconds(), burst: limits.Burst.Seconds()},
+		gate:   &syncGate{st: st, every: limits.SyncEvery, limit: 2 * limits.Timeout}}
+	h.usage.seq, _ = st.(ledgerSeq)
+	h.gate.prog, _ = st.(ledgerProgress)
+	return h
 }
 
 // Credits serves GET /svc/v1/credits: the account's balance and total
@@ -77,10 +85,6 @@ func (h *Handler) Credits(w http.ResponseWriter, r *http.Request, caller store.K
 	}
 	defer end()
 	ctx := r.Context()
-	if err := h.st.Sync(ctx); err != nil {
-		h.internal(w, r, fmt.Errorf("credits: %w", err))
-		return
-	}
 	a, err := h.st.AccountByID(ctx, caller.AccountID)
 	if err != nil {
 		h.internal(w, r, fmt.Errorf("credits: %w", err))
@@ -154,10 +158,6 @@ func (h *Handler) Generation(w http.ResponseWriter, r *http.Request, caller stor
 		return
 	}
 	ctx := r.Context()
-	if err := h.st.Sync(ctx); err != nil {
-		h.internal(w, r, fmt.Errorf("generation: %w", err))
-		return
-	}
 	g, err := h.st.Generation(ctx, caller.AccountID, id)
 	if errors.Is(err, store.ErrNotFound) {
 		h.writeNotFound(w, r, id, err, false)
@@ -318,15 +318,29 @@ const unavailableRetryAfter = 5 * time.Second
 
 // writeJSON encodes v as the response body with the given status.
 func (h *Handler) writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
-	b, err := json.Marshal(v)
+	b, err := encodeJSON(v)
 	if err != nil {
-		h.internal(w, r, fmt.Errorf("encode response: %w", err))
+		h.internal(w, r, err)
 		return
 	}
+	writeBody(w, status, b)
+}
+
+// encodeJSON is the body of an answer: v in JSON and a newline.
+func encodeJSON(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("encode response: %w", err)
+	}
+	return append(b, '\n'), nil
+}
+
+// writeBody writes an encoded JSON answer (encodeJSON) with the given status.
+func writeBody(w http.ResponseWriter, status int, body []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store") // balances and usage change by the second
 	w.WriteHeader(status)
-	w.Write(append(b, '\n'))
+	w.Write(body)
 }
 
 // usdContext quantizes money; its precision covers any int64 of micros.

@@ -64,10 +64,6 @@ func (h *Handler) Feedback(w http.ResponseWriter, r *http.Request, caller store.
 	}
 
 	ctx := r.Context()
-	if err := h.st.Sync(ctx); err != nil {
-		h.internal(w, r, fmt.Errorf("feedback: %w", err))
-		return
-	}
 	_, err = h.st.UpsertFeedback(ctx, caller.AccountID, f, FeedbackMaxAge)
 	switch {
 	case errors.Is(err, store.ErrNotFound):

@@ -80,10 +80,6 @@ func (h *Handler) Generations(w http.ResponseWriter, r *http.Request, caller sto
 	}
 
 	ctx := r.Context()
-	if err := h.st.Sync(ctx); err != nil {
-		h.internal(w, r, fmt.Errorf("generations: %w", err))
-		return
-	}
 	page, more, err := h.st.ListGenerations(ctx, caller.AccountID, lq)
 	if errors.Is(err, store.ErrNotFound) {
 		h.writeErr(w, r, &llm.Error{Kind: llm.KindInvalidRequest, Param: "before", Err: err,

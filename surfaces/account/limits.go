@@ -40,6 +40,24 @@ type Limits struct {
 	// by them only that fraction of the time; requests that do not queue
 	// never wait. 0 means DefaultShare; 1 means no rest.
 	Share float64
+	// Time and Burst are each key's budget of account-request time: what
+	// its requests took, from their turn to their answer, may add up to Time per second on average
+	// and to Burst at once. Past it a request is refused at once with a
+	// 429 and a Retry-After saying when the key's budget will have refilled
+	// (see keyBudget). A cached answer or a generation looked up by id
+	// takes well under a millisecond, a usage report over years a few, so
+	// an ordinary client never meets the budget and a flooder is held to
+	// Time per second. Each key of an account has a budget of its own: a
+	// key flooding the account endpoints leaves the account's other keys
+	// theirs. 0 means DefaultTime and DefaultBurst.
+	Time, Burst time.Duration
+	// SyncEvery bounds how long an account read waits for the ledger
+	// writer's own commit of the calls recorded before it; then it forces
+	// one (store.DB.Sync), the reads arriving meanwhile sharing it (see
+	// syncGate). So account reads force at most one commit per SyncEvery.
+	// 0 means DefaultSyncEvery; a negative value means every read forces
+	// its own at once, as Sync alone does.
+	SyncEvery time.Duration
 }
 
 // Defaults of Limits.
@@ -47,6 +65,14 @@ const (
 	DefaultPerKey  = 4
 	DefaultTimeout = 10 * time.Second
 	DefaultShare   = 0.25
+	// DefaultTime and DefaultBurst: a tenth of a core per key, and a
+	// second at once.
+	DefaultTime  = 100 * time.Millisecond
+	DefaultBurst = time.Second
+	// DefaultSyncEvery is the ledger's own default batch interval
+	// (store.Options.BatchInterval), within which the writer commits on
+	// its own whenever calls are being recorded.
+	DefaultSyncEvery = 20 * time.Millisecond
 	// MaxRest bounds a turn's rest, so that one slow request (a report
 	// while the roll-ups of an upgraded database are still being built)
 	// does not hold up the next for long.
@@ -66,6 +92,18 @@ func (l Limits) withDefaults() Limits {
 	if l.Share <= 0 || l.Share > 1 {
 		l.Share = DefaultShare
 	}
+	if l.Time <= 0 {
+		l.Time = DefaultTime
+	}
+	if l.Burst <= 0 {
+		l.Burst = DefaultBurst
+	}
+	switch {
+	case l.SyncEvery == 0:
+		l.SyncEvery = DefaultSyncEvery
+	case l.SyncEvery < 0:
+		l.SyncEvery = 0
+	}
 	return l
 }
 
@@ -80,10 +118,26 @@ var errTimeout = errors.New("account request timeout")
 
 // begin admits an account request of caller: it returns the request with
 // the time limit on its context and the function that ends it, once the
-// request has its turn (Limits.Concurrent); or it writes the 429 (too many
-// of the key's requests in progress) or the 504 (no turn within the time
-// limit) and returns ok false.
+// calls recorded before the request are committed (syncGate) and the
+// request has its turn (Limits.Concurrent); or it writes the 429 (the
+// key's budget of account-request time spent, or too many of its requests
+// in progress), the 504 (not admitted within the time limit) or the 503
+// (the ledger cannot commit) and returns ok false.
 func (h *Handler) begin(w http.ResponseWriter, r *http.Request, caller store.Key) (_ *http.Request, end func(), ok bool) {
+	// The reads' budget; feedback, a write, counts against the key's
+	// requests per minute instead (the server's).
+	read := r.Method == http.MethodGet
+	if read {
+		if wait, ok := h.budget.admit(caller.ID, time.Now()); !ok {
+			h.writeErr(w, r, &llm.Error{
+				Kind: llm.KindRateLimited,
+				Message: fmt.Sprintf("This API key's account requests have taken more than %s a second of the gateway's time, "+
+					"the most they may take (%s at once); retry after the time Retry-After gives.", h.limits.Time, h.limits.Burst),
+				RetryAfter: wait,
+			})
+			return r, nil, false
+		}
+	}
 	f := &h.inflight
 	f.mu.Lock()
 	if f.n[caller.ID] >= h.limits.PerKey {
@@ -110,6 +164,15 @@ func (h *Handler) begin(w http.ResponseWriter, r *http.Request, caller store.Key
 	}
 	ctx, cancel := context.WithTimeoutCause(r.Context(), h.limits.Timeout, errTimeout)
 	r = r.WithContext(ctx)
+	// Every account request reads (or, for feedback, checks) the calls
+	// recorded before it: it waits for their commit first, before its
+	// turn, since waiting costs the process nothing (see syncGate).
+	if err := h.gate.sync(ctx); err != nil {
+		leave()
+		h.internal(w, r, fmt.Errorf("account request: %w", err))
+		cancel()
+		return r, nil, false
+	}
 	select {
 	case h.turns <- struct{}{}: // a free turn
 	default:
@@ -125,11 +188,15 @@ func (h *Handler) begin(w http.ResponseWriter, r *http.Request, caller store.Key
 			return r, nil, false
 		}
 	}
-	served := time.Now()
+	began := time.Now()
 	return r, func() {
 		cancel()
 		leave()
-		rest := min(time.Duration(float64(time.Since(served))*(1/h.limits.Share-1)), MaxRest)
+		took := time.Since(began)
+		if read {
+			h.budget.charge(caller.ID, took, time.Now())
+		}
+		rest := min(time.Duration(float64(took)*(1/h.limits.Share-1)), MaxRest)
 		if rest <= 0 || h.waiting.Load() == 0 {
 			<-h.turns
 			return

@@ -77,22 +77,30 @@ func (h *Handler) Usage(w http.ResponseWriter, r *http.Request, caller store.Key
 		return
 	}
 	ctx := r.Context()
-	if err := h.st.Sync(ctx); err != nil {
-		h.internal(w, r, fmt.Errorf("usage: %w", err))
-		return
-	}
-	buckets, err := h.st.Usage(ctx, caller.AccountID, uq)
+	body, err := h.usage.get(ctx, keyOf(caller, uq.GroupBy, uq), func() ([]byte, error) {
+		buckets, err := h.st.Usage(ctx, caller.AccountID, uq)
+		if err != nil {
+			// Everything the store would reject as invalid was checked above.
+			return nil, err
+		}
+		report, err := NewUsageReport(uq, buckets)
+		if err != nil {
+			return nil, err
+		}
+		return encodeJSON(report)
+	})
 	if err != nil {
-		// Everything the store would reject as invalid was checked above.
 		h.internal(w, r, fmt.Errorf("usage: %w", err))
 		return
 	}
-	report, err := NewUsageReport(uq, buckets)
-	if err != nil {
-		h.internal(w, r, fmt.Errorf("usage: %w", err))
-		return
-	}
-	h.writeJSON(w, r, http.StatusOK, report)
+	writeBody(w, http.StatusOK, body)
+}
+
+// keyOf is the cache key of a usage answer (see usageCache): the caller's
+// account (every key of an account sees the same usage) and the query as
+// parsed, groupBy as the body echoes it.
+func keyOf(caller store.Key, groupBy string, q store.UsageQuery) usageKey {
+	return usageKey{account: caller.AccountID, groupBy: groupBy, start: q.Start.Unix(), end: q.End.Unix()}
 }
 
 // usageParams parses the query string strictly: net/url drops a pair it

@@ -55,34 +55,36 @@ func (h *Handler) usageByDay(w http.ResponseWriter, r *http.Request, caller stor
 		return
 	}
 	ctx := r.Context()
-	if err := h.st.Sync(ctx); err != nil {
-		h.internal(w, r, fmt.Errorf("usage: %w", err))
-		return
-	}
-	cells, err := h.st.UsageByDay(ctx, caller.AccountID, uq)
+	groupBy := store.GroupByDay + "," + axis
+	body, err := h.usage.get(ctx, keyOf(caller, groupBy, uq), func() ([]byte, error) {
+		cells, err := h.st.UsageByDay(ctx, caller.AccountID, uq)
+		if err != nil {
+			return nil, err
+		}
+		buckets := make([]store.Bucket, len(cells))
+		for i, c := range cells {
+			buckets[i] = c.Bucket
+		}
+		flat, err := NewUsageReport(uq, buckets) // the totals, added up exactly
+		if err != nil {
+			return nil, err
+		}
+		report := DayUsageReport{
+			Object:    flat.Object,
+			GroupBy:   groupBy,
+			StartDate: flat.StartDate,
+			EndDate:   flat.EndDate,
+			Data:      make([]DayUsageBucket, len(cells)),
+			Total:     flat.Total,
+		}
+		for i, c := range cells {
+			report.Data[i] = DayUsageBucket{Day: c.Day, Bucket: c.Bucket.Bucket, UsageTotals: flat.Data[i].UsageTotals}
+		}
+		return encodeJSON(report)
+	})
 	if err != nil {
 		h.internal(w, r, fmt.Errorf("usage: %w", err))
 		return
 	}
-	buckets := make([]store.Bucket, len(cells))
-	for i, c := range cells {
-		buckets[i] = c.Bucket
-	}
-	flat, err := NewUsageReport(uq, buckets) // the totals, added up exactly
-	if err != nil {
-		h.internal(w, r, fmt.Errorf("usage: %w", err))
-		return
-	}
-	report := DayUsageReport{
-		Object:    flat.Object,
-		GroupBy:   store.GroupByDay + "," + axis,
-		StartDate: flat.StartDate,
-		EndDate:   flat.EndDate,
-		Data:      make([]DayUsageBucket, len(cells)),
-		Total:     flat.Total,
-	}
-	for i, c := range cells {
-		report.Data[i] = DayUsageBucket{Day: c.Day, Bucket: c.Bucket.Bucket, UsageTotals: flat.Data[i].UsageTotals}
-	}
-	h.writeJSON(w, r, http.StatusOK, report)
+	writeBody(w, http.StatusOK, body)
 }

@@ -1,0 +1,282 @@
+package account
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/svcgw/svcgw/store"
+)
+
+// What a flood of account reads costs the calls is mostly not the reads'
+// own queries: each read first waits for the ledger to commit what was
+// recorded before it (store.DB.Sync), and under call load every such Sync
+// forces a commit of a batch the ledger writer would otherwise have kept
+// collecting, so a flood of reads turns the writer's few large commits into
+// many small ones on the calls' cores. The code here shares that work among
+// reads without making any answer staler than a read of its own would be:
+//
+//   - syncGate lets reads wait for the ledger writer's own next commit,
+//     forcing one only when none has come within Limits.SyncEvery;
+//   - usageCache answers identical usage reads between two ledger commits
+//     with the same bytes, computed once (concurrent ones wait for the one
+//     running: singleflight);
+//   - keyBudget bounds the time each key's account requests take (429).
+
+// syncGate shares the Syncs of account reads. A read joins the next round
+// that has not started yet, so the round waits for everything recorded
+// before the read arrived: the read sees what it would have seen with a
+// Sync of its own. A round first waits, up to every, for the ledger
+// writer's own next commit to cover it (the writer commits at least every
+// batch interval under load), and only then forces one with Sync. Rounds
+// start at most every apart, the reads arriving meanwhile sharing the next.
+// So a flood of reads adds at most one ledger commit per every, and under
+// steady call load hardly any, while a read alone, or on an idle ledger,
+// never waits.
+type syncGate struct {
+	st    store.DB
+	prog  ledgerProgress // nil: every round forces its commit
+	every time.Duration
+	limit time.Duration // the most a round's Sync may take: longer than a read's own limit
+
+	mu   sync.Mutex
+	next *syncRound // the round reads join; nil when none is pending
+	last time.Time  // when the last round started
+}
+
+// ledgerProgress is what the stores offer (store.Store.LedgerProgress):
+// the generations this process has recorded and settled.
+type ledgerProgress interface {
+	LedgerProgress() (recorded, settled uint64)
+}
+
+// pollEvery is how often a round looks whether the writer's own commit
+// has covered it.
+const pollEvery = 2 * time.Millisecond
+
+// syncRound is one shared Sync: done is closed when err is set.
+type syncRound struct {
+	done chan struct{}
+	err  error
+}
+
+// sync returns once everything recorded before the call is committed, as
+// store.DB.Sync does, or ctx ends.
+func (g *syncGate) sync(ctx context.Context) error {
+	if g.st == nil || g.st.LedgerStats().Pending == 0 {
+		return nil // what Sync would do at once: nothing to wait for
+	}
+	g.mu.Lock()
+	rd := g.next
+	if rd == nil {
+		rd = &syncRound{done: make(chan struct{})}
+		g.next = rd
+		go g.run(rd, time.Until(g.last.Add(g.every)))
+	}
+	g.mu.Unlock()
+	select {
+	case <-rd.done:
+		if rd.err != nil && ctx.Err() != nil {
+			break // say the read's own end
+		}
+		return rd.err
+	case <-ctx.Done():
+	}
+	return fmt.Errorf("sync: %w", context.Cause(ctx))
+}
+
+// run starts rd after wait: from then on later reads join a new round.
+// Its Sync is bounded by the gate's limit rather than one read's context,
+// since every read of the round waits for it; each read stops waiting at
+// its own limit, which is shorter.
+func (g *syncGate) run(rd *syncRound, wait time.Duration) {
+	if wait > 0 {
+		time.Sleep(wait)
+	}
+	g.mu.Lock()
+	g.next = nil
+	g.last = time.Now()
+	g.mu.Unlock()
+	if g.prog != nil {
+		target, settled := g.prog.LedgerProgress()
+		for deadline := time.Now().Add(g.every); settled < target && time.Now().Before(deadline); {
+			time.Sleep(pollEvery)
+			_, settled = g.prog.LedgerProgress()
+		}
+		if settled >= target {
+			close(rd.done) // the writer's own commit covered every read of the round
+			return
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), g.limit)
+	defer cancel()
+	rd.err = g.st.Sync(ctx)
+	close(rd.done)
+}
+
+// ledgerSeq is what a store whose ledger only this process writes offers
+// (store.Store.LedgerSeq): a count that grows with every commit.
+type ledgerSeq interface {
+	LedgerSeq() uint64
+}
+
+// usageKey names one usage answer: the account and the normalized query
+// (group_by as the body echoes it, the bounds as parsed).
+type usageKey struct {
+	account    int64
+	groupBy    string
+	start, end int64 // Unix seconds: each bound is a UTC midnight, or the zero time
+}
+
+// usageEntry is one answer, being computed until ready is closed; body is
+// the encoded answer, or err why there is none.
+type usageEntry struct {
+	ready chan struct{}
+	body  []byte
+	err   error
+}
+
+// usageCacheMax bounds the answers kept for one ledger state: beyond it
+// reads are computed each for itself. The cache holds one state's answers
+// at a time (the next commit replaces them all), so this bounds its memory.
+const usageCacheMax = 1024
+
+// usageCache holds the usage answers computed since the ledger's last
+// commit (seq), keyed by usageKey. A read whose Sync has returned asks for
+// the answer at the LedgerSeq it reads then: an entry of the same seq was
+// computed from a ledger at least as new as the one the read's own query
+// would see (its seq was read before its query), and no commit has come
+// between, so it is the same answer, byte for byte.
+type usageCache struct {
+	seq ledgerSeq // nil: no cache (PostgreSQL, where other instances commit)
+
+	mu      sync.Mutex
+	at      uint64 // the LedgerSeq the entries belong to
+	entries map[usageKey]*usageEntry
+	queries int // answers computed (cache misses), for tests
+}
+
+// get returns the answer of k: the cached one, one being computed (it
+// waits for it), or compute's, which it caches.
+func (c *usageCache) get(ctx context.Context, k usageKey, compute func() ([]byte, error)) ([]byte, error) {
+	if c.seq == nil {
+		return compute()
+	}
+	seq := c.seq.LedgerSeq()
+	c.mu.Lock()
+	if seq != c.at {
+		if seq < c.at { // a newer state is cached already: this read is late
+			c.mu.Unlock()
+			return compute()
+		}
+		c.at, c.entries = seq, nil
+	}
+	if e := c.entries[k]; e != nil {
+		c.mu.Unlock()
+		select {
+		case <-e.ready:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for the same usage query: %w", context.Cause(ctx))
+		}
+		if e.err != nil {
+			return compute() // its reader's failure (its deadline) need not be ours
+		}
+		return e.body, nil
+	}
+	if len(c.entries) >= usageCacheMax {
+		c.mu.Unlock()
+		return compute()
+	}
+	e := &usageEntry{ready: make(chan struct{})}
+	if c.entries == nil {
+		c.entries = make(map[usageKey]*usageEntry)
+	}
+	c.entries[k] = e
+	c.queries++
+	c.mu.Unlock()
+
+	e.body, e.err = compute()
+	if e.err != nil {
+		c.mu.Lock()
+		if c.entries[k] == e {
+			delete(c.entries, k)
+		}
+		c.mu.Unlock()
+	}
+	close(e.ready)
+	return e.body, e.err
+}
+
+// keyBudget is each API key's budget of account-request time: a bucket
+// per key that holds up to burst of it and refills at rate (seconds per
+// second). A request is let in while its key's bucket is not empty, and
+// the time it was served (from its turn to its answer; its wait for the
+// ledger's commit comes before its turn) is taken out when it ends, so the bucket can go
+// below zero: the key's next request waits until it has refilled. The
+// cost is what the request took, so a cheap read (a cached answer, a
+// generation by id) takes little and a slow report much.
+type keyBudget struct {
+	rate  float64 // seconds of service per second
+	burst float64 // seconds
+
+	mu      sync.Mutex
+	buckets map[string]*bucket
+}
+
+type bucket struct {
+	left float64 // seconds; may be negative
+	at   time.Time
+}
+
+// budgetPrune is how many keys' buckets are kept before the full ones
+// (keys idle for a while) are forgotten.
+const budgetPrune = 4096
+
+// refill brings key's bucket to now, making it if it is new.
+func (b *keyBudget) refill(key string, now time.Time) *bucket {
+	k := b.buckets[key]
+	if k == nil {
+		if len(b.buckets) >= budgetPrune {
+			b.prune(now)
+		}
+		if b.buckets == nil {
+			b.buckets = make(map[string]*bucket)
+		}
+		k = &bucket{left: b.burst, at: now}
+		b.buckets[key] = k
+	}
+	if d := now.Sub(k.at); d > 0 {
+		k.left = min(b.burst, k.left+d.Seconds()*b.rate)
+		k.at = now
+	}
+	return k
+}
+
+// admit reports whether key may make a request now, or how long until it
+// may.
+func (b *keyBudget) admit(key string, now time.Time) (wait time.Duration, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	k := b.refill(key, now)
+	if k.left > 0 {
+		return 0, true
+	}
+	return time.Duration(-k.left/b.rate*float64(time.Second)) + time.Millisecond, false
+}
+
+// charge takes the time d a request of key was served out of its bucket.
+func (b *keyBudget) charge(key string, d time.Duration, now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.refill(key, now).left -= d.Seconds()
+}
+
+// prune forgets the buckets that have refilled: a new one starts full.
+func (b *keyBudget) prune(now time.Time) {
+	for key, k := range b.buckets {
+		if k.left+now.Sub(k.at).Seconds()*b.rate >= b.burst {
+			delete(b.buckets, key)
+		}
+	}
+}
