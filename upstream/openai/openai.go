@@ -21,6 +21,8 @@ import (
 	"strconv"
 	"strings"
 
+	jsonv1 "github.com/go-json-experiment/json/v1"
+
 	"github.com/svcgw/svcgw/llm"
 	"github.com/svcgw/svcgw/upstream"
 	"github.com/svcgw/svcgw/upstream/internal/protocol"
@@ -104,8 +106,11 @@ func (b *Backend) Complete(ctx context.Context, req *llm.Request) (*llm.Response
 	if err != nil {
 		return nil, err
 	}
+	// encoding/json's rules, by the implementation of Go's json/v2
+	// proposal: the same result at half the CPU and a third of the
+	// allocations of encoding/json's own decoder (docs/decoding.md).
 	var r oaResponse
-	if err := json.Unmarshal(raw, &r); err != nil {
+	if err := jsonv1.Unmarshal(raw, &r); err != nil {
 		return nil, upstream.Malformed(err)
 	}
 	if r.Error != nil {
