@@ -69,7 +69,10 @@ func RequestID(ctx context.Context) string {
 func newRequestID() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
-	return "req_" + hex.EncodeToString(b[:])
+	var id [len("req_") + 2*len(b)]byte
+	copy(id[:], "req_")
+	hex.Encode(id[len("req_"):], b[:])
+	return string(id[:])
 }
 
 // withRecover turns a panic in a handler into a 500 (when nothing was written
@@ -96,8 +99,10 @@ func (s *Server) withRecover(next http.Handler) http.Handler {
 func (s *Server) withRequestID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := newRequestID()
-		w.Header().Set("X-Request-Id", id)
-		w.Header().Set("Request-Id", id)
+		// Both headers share one value slice: net/http only reads them.
+		v := []string{id}
+		h := w.Header()
+		h["X-Request-Id"], h["Request-Id"] = v, v
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey, id)))
 	})
 }
