@@ -60,6 +60,8 @@ type Backend struct {
 	url string
 	// cacheSecret keys the prompt_cache_key HMAC (see cacheKey).
 	cacheSecret []byte
+	// auth is the Authorization header's value, built once (nil: none).
+	auth []string
 }
 
 var _ upstream.Backend = (*Backend)(nil)
@@ -70,6 +72,9 @@ func New(o upstream.HTTPOptions) *Backend {
 	b.url = b.h.Opts.BaseURL + "/chat/completions"
 	sum := sha256.Sum256([]byte("svcgw prompt_cache_key\x00" + o.APIKey))
 	b.cacheSecret = sum[:]
+	if b.h.Opts.APIKey != "" {
+		b.auth = []string{"Bearer " + b.h.Opts.APIKey}
+	}
 	return b
 }
 
@@ -170,17 +175,23 @@ func (b *Backend) Stream(ctx context.Context, req *llm.Request) (upstream.Stream
 }
 
 func (b *Backend) header(stream bool) http.Header {
-	h := http.Header{}
-	if b.h.Opts.APIKey != "" {
-		h.Set("Authorization", "Bearer "+b.h.Opts.APIKey)
+	// The values are shared between calls: the transport only reads them.
+	h := make(http.Header, 4) // and Post's Content-Type and User-Agent
+	if b.auth != nil {
+		h["Authorization"] = b.auth
 	}
 	if stream {
-		h.Set("Accept", "text/event-stream")
+		h["Accept"] = acceptSSE
 	} else {
-		h.Set("Accept", "application/json")
+		h["Accept"] = acceptJSON
 	}
 	return h
 }
+
+var (
+	acceptSSE  = []string{"text/event-stream"}
+	acceptJSON = []string{"application/json"}
+)
 
 // Request wire types.
 
