@@ -19,10 +19,9 @@ import (
 
 type ctxKey int
 
-const (
-	requestIDKey ctxKey = iota
-	logRecordKey
-)
+// logRecordKey is the context key of a request's *logRecord, which also
+// holds its id: one context value and one copy of the request per call.
+const logRecordKey ctxKey = 0
 
 // authedHandler is a handler that runs after authentication.
 type authedHandler func(w http.ResponseWriter, r *http.Request, caller store.Key)
@@ -31,6 +30,7 @@ type authedHandler func(w http.ResponseWriter, r *http.Request, caller store.Key
 // pipeline fills it in as it learns things; withAccessLog writes it at the
 // end, and hands it to the metrics.
 type logRecord struct {
+	id          string // the request id (withRequestID)
 	route       string
 	surface     llm.Surface
 	requestType llm.RequestType
@@ -62,14 +62,19 @@ func recordFrom(ctx context.Context) *logRecord {
 
 // RequestID returns the id withRequestID gave the request, or "".
 func RequestID(ctx context.Context) string {
-	id, _ := ctx.Value(requestIDKey).(string)
-	return id
+	if rec, _ := ctx.Value(logRecordKey).(*logRecord); rec != nil {
+		return rec.id
+	}
+	return ""
 }
 
 func newRequestID() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
-	return "req_" + hex.EncodeToString(b[:])
+	var id [len("req_") + 2*len(b)]byte
+	copy(id[:], "req_")
+	hex.Encode(id[len("req_"):], b[:])
+	return string(id[:])
 }
 
 // withRecover turns a panic in a handler into a 500 (when nothing was written
@@ -92,13 +97,17 @@ func (s *Server) withRecover(next http.Handler) http.Handler {
 }
 
 // withRequestID gives every request an id, returned as X-Request-Id (and
-// request-id, the header Anthropic's SDKs read).
+// request-id, the header Anthropic's SDKs read). The id goes in the
+// request's logRecord, which it puts in the context for withAccessLog and
+// the pipeline.
 func (s *Server) withRequestID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := newRequestID()
-		w.Header().Set("X-Request-Id", id)
-		w.Header().Set("Request-Id", id)
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey, id)))
+		// Both headers share one value slice: net/http only reads them.
+		v := []string{id}
+		h := w.Header()
+		h["X-Request-Id"], h["Request-Id"] = v, v
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), logRecordKey, &logRecord{id: id})))
 	})
 }
 
@@ -131,9 +140,13 @@ func (sw *statusWriter) Unwrap() http.ResponseWriter { return sw.ResponseWriter 
 func (s *Server) withAccessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		rec := &logRecord{}
+		rec, _ := r.Context().Value(logRecordKey).(*logRecord)
+		if rec == nil { // not under withRequestID
+			rec = &logRecord{}
+			r = r.WithContext(context.WithValue(r.Context(), logRecordKey, rec))
+		}
 		sw := &statusWriter{ResponseWriter: w}
-		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), logRecordKey, rec)))
+		next.ServeHTTP(sw, r)
 		s.metrics.observeCall(rec, sw.status, start, time.Now())
 		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || !s.sampler.allow(sw.status) {
 			return // probes: a line each would drown the log; floods of caller faults are sampled

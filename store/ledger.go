@@ -727,14 +727,17 @@ func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) 
 		for i := range chunk {
 			r := &chunk[i]
 			g := &r.g
-			var keyID sql.NullString
+			// Values as the driver takes them (string, int64, bool, nil):
+			// any other type database/sql converts by reflection, for
+			// every argument of every row.
+			var keyID any // NULL
 			if g.KeyID != "" {
-				keyID = sql.NullString{String: g.KeyID, Valid: true}
+				keyID = g.KeyID
 			}
 			args = append(args,
 				g.ID, g.AccountID, keyID, g.Application, g.Surface, g.Model, g.RequestType, g.Tier,
-				g.Streamed, g.FinishReason, g.PromptTokens, g.CompletionTokens,
-				g.CachedPromptTokens, g.CacheCreationTokens, g.ReasoningTokens,
+				g.Streamed, g.FinishReason, int64(g.PromptTokens), int64(g.CompletionTokens),
+				int64(g.CachedPromptTokens), int64(g.CacheCreationTokens), int64(g.ReasoningTokens),
 				r.costMicros, g.LatencyMS, g.GenerationTimeMS, r.createdMS)
 			agg.debits[g.AccountID] += r.costMicros
 			k := spendDay{account: g.AccountID, key: g.KeyID, day: dayNumber(g.CreatedAt)}
@@ -766,7 +769,7 @@ func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) 
 	spend := tx.StmtContext(ctx, s.stmts[spendSQL])
 	for k, sum := range agg.spend {
 		yieldCPU()
-		if _, err := spend.ExecContext(ctx, k.account, k.key, k.day, sum.requests, sum.cost); err != nil {
+		if _, err := spend.ExecContext(ctx, k.account, k.key, int64(k.day), sum.requests, sum.cost); err != nil {
 			return fmt.Errorf("ledger: spend of account %d: %w", k.account, err)
 		}
 	}

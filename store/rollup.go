@@ -231,7 +231,9 @@ func (rs *rollupSums) write(ctx context.Context, exec execFunc) error {
 	slices.SortFunc(dks, compareDaily)
 	for _, k := range dks {
 		v := rs.daily[k]
-		args = append(args, k.account, k.day, k.key, k.app, k.typ,
+		// Values as the driver takes them (int64, not int32: see
+		// commitBatch).
+		args = append(args, k.account, int64(k.day), k.key, k.app, k.typ,
 			v.requests, v.input, v.output, v.cached, v.cacheWrite, v.reasoning, v.cost)
 	}
 	if err := execChunks(ctx, exec, dailyUpsertSQL, args); err != nil {
@@ -245,7 +247,7 @@ func (rs *rollupSums) write(ctx context.Context, exec execFunc) error {
 	slices.SortFunc(pks, comparePeriod)
 	for _, k := range pks {
 		v := rs.periods[k]
-		args = append(args, k.account, k.axis, k.span, k.first, k.bucket,
+		args = append(args, k.account, k.axis, k.span, int64(k.first), k.bucket,
 			v.requests, v.input, v.output, v.cached, v.cacheWrite, v.reasoning, v.cost)
 	}
 	if err := execChunks(ctx, exec, periodUpsertSQL, args); err != nil {

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -318,8 +319,9 @@ func isNumeric(t reflect.Type) bool {
 // and a newline, with <, > and & as they are (as the vendors send them),
 // typed application/json unless the surface set a Content-Type of its own.
 func WriteJSON(w http.ResponseWriter, status int, v any) error {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
+	buf := jsonBuffers.Get().(*bytes.Buffer)
+	defer putJSONBuffer(buf)
+	enc := json.NewEncoder(buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
 		return err
@@ -328,6 +330,23 @@ func WriteJSON(w http.ResponseWriter, status int, v any) error {
 		w.Header().Set("Content-Type", "application/json")
 	}
 	w.WriteHeader(status)
-	_, err := w.Write(buf.Bytes())
+	_, err := w.Write(buf.Bytes()) // copied: the writer keeps no reference
 	return err
+}
+
+// jsonBuffers are WriteJSON's buffers: one per reply would be allocated and
+// grown again (several times for a reply of a few hundred bytes) only to be
+// copied into the connection's writer.
+var jsonBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledJSON is the largest buffer kept for reuse, so that one large
+// reply does not pin its memory in the pool.
+const maxPooledJSON = 64 << 10
+
+func putJSONBuffer(buf *bytes.Buffer) {
+	if buf.Cap() > maxPooledJSON {
+		return
+	}
+	buf.Reset()
+	jsonBuffers.Put(buf)
 }

@@ -197,8 +197,10 @@ func (h *Client) Post(ctx context.Context, url string, header http.Header, body 
 	req.GetBody = rb.get
 	defer rb.release()
 	req.Header = header
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "svcgw")
+	// Shared values, as the transport only reads them (Set would allocate
+	// each again for every call).
+	req.Header["Content-Type"] = contentTypeJSON
+	req.Header["User-Agent"] = userAgent
 	for k, v := range h.Opts.Headers {
 		req.Header.Set(k, v)
 	}
@@ -323,6 +325,11 @@ func (c *Call) Release() {
 }
 
 var errCallDone = errors.New("upstream call finished")
+
+var (
+	contentTypeJSON = []string{"application/json"}
+	userAgent       = []string{"svcgw"}
+)
 
 // fail maps a transport or read error: one of the call's timeouts, the
 // caller's own context (returned as is, so the server can tell a caller
