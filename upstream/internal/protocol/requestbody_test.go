@@ -52,16 +52,23 @@ func TestRequestBody(t *testing.T) {
 	resp, err = sharedTransport().RoundTrip(req)
 	is.NoErr(err)
 	resp.Body.Close()
-	is.True(rb.wrote.Load()) // the transport reported the request written
+	rb.mu.Lock()
+	is.True(rb.wrote) // the transport reported the request written
+	rb.mu.Unlock()
 	rb.release()
 	is.Equal(body.Size(), int64(0)) // the transport's reader let go of the bytes
 	_, err = req.GetBody()
 	is.True(err != nil) // nothing to rewind once released
 
-	// A request answered before it was written whole keeps its reader
-	// intact: the transport's writer may still be reading it.
+	// A request answered before the transport's writer was done with it
+	// keeps its reader intact while the writer may still be reading it,
+	// and lets go of the bytes when the writer reports that it is done.
 	rb = &requestBody{b: data}
 	body = rb.reader()
 	rb.release()
 	is.Equal(body.Size(), int64(len(data)))
+	rb.wroteRequest(httptrace.WroteRequestInfo{})
+	is.Equal(body.Size(), int64(0))
+	_, err = rb.get()
+	is.True(err != nil)
 }
