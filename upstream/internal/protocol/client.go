@@ -236,9 +236,11 @@ type requestBody struct {
 	b        []byte
 	released bool
 	readers  []*bytes.Reader // every reader handed to the transport
-	// wrote is set by the transport's writer once it is done with the
-	// request, after its last read of the body.
-	wrote bool
+	// writes counts the transport's write attempts that are over, each
+	// after its last read of its reader: one per reader, the original and
+	// one per rewind (a request that nothing was written of is retried on
+	// another connection with GetBody's).
+	writes int
 }
 
 // reader returns a new reader of the body; nil once it is released.
@@ -263,21 +265,19 @@ func (rb *requestBody) get() (io.ReadCloser, error) {
 }
 
 // wroteRequest is the request's httptrace WroteRequest hook, which the
-// transport's writer calls once it is done with the request, written whole
-// or failed: it reads the body no more.
+// transport calls at the end of each attempt to write the request, written
+// whole or failed: that attempt reads its body no more.
 func (rb *requestBody) wroteRequest(httptrace.WroteRequestInfo) {
 	rb.mu.Lock()
 	defer rb.mu.Unlock()
-	rb.wrote = true
-	if rb.released {
-		rb.empty()
-	}
+	rb.writes++
+	rb.empty()
 }
 
 // release drops the bytes once the response has begun (or the call
 // failed): GetBody can no longer rewind. The transport's readers are
-// emptied by whichever comes second, release or the writer's end: a
-// response often arrives before the writer has reported the request
+// emptied by whichever comes last, release or the end of the last write:
+// a response often arrives before the writer has reported the request
 // written (the upstream answers as soon as it has read the body), and the
 // writer may still be reading until then. Emptied at release only, a
 // quarter of the streams in BenchmarkOpenStreamMemory kept their whole
@@ -286,13 +286,15 @@ func (rb *requestBody) release() {
 	rb.mu.Lock()
 	defer rb.mu.Unlock()
 	rb.b, rb.released = nil, true
-	if rb.wrote {
-		rb.empty()
-	}
+	rb.empty()
 }
 
-// empty lets the transport's readers go of the bytes; rb.mu is held.
+// empty lets the transport's readers go of the bytes once the body is
+// released and no write can still be reading one; rb.mu is held.
 func (rb *requestBody) empty() {
+	if !rb.released || rb.writes < len(rb.readers) {
+		return
+	}
 	for _, r := range rb.readers {
 		r.Reset(nil)
 	}
