@@ -287,8 +287,23 @@ func (s *Stream) template(t *textFrame, reasoning bool) error {
 
 // Start writes the first chunk, which carries the assistant role and no
 // content, so reasoning can still come before the first content delta.
+//
+// It is the content delta's frame with {"role":"assistant"} for its delta:
+// the chunk's other fields are the same, so it is cut from that frame's
+// template (which the first content delta uses next) rather than encoded.
 func (s *Stream) Start(w io.Writer) error {
-	return s.delta(w, chunkDelta{Role: "assistant"})
+	t := &s.tmpl[0]
+	if t.prefix == nil {
+		if err := s.template(t, false); err != nil {
+			return err
+		}
+	}
+	// The template is `…{"content":` and `}…` around the text.
+	s.out = append(s.out[:0], t.prefix[:len(t.prefix)-len(`{"content":`)]...)
+	s.out = append(s.out, `{"role":"assistant"}`...)
+	s.out = append(s.out, t.suffix[len(`}`):]...)
+	_, err := w.Write(s.out)
+	return err
 }
 
 // Event writes one event as a chunk. Tool calls follow the SDK accumulator's

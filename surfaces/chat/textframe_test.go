@@ -11,7 +11,8 @@ import (
 // FuzzTextFrame checks that a text delta written from its frame template
 // is byte for byte the frame encoding the whole chunk writes, for any
 // text, model and id, with and without include_usage, content and
-// reasoning alike.
+// reasoning alike; and so is the role chunk Start cuts from the content
+// delta's template.
 func FuzzTextFrame(f *testing.F) {
 	f.Add("svc-fusion", "chatcmpl-golden", " patient", true)
 	f.Add(`m"{"content":""}`, `id{"reasoning":""}\`, "<b>&\u2028\xff\n", false)
@@ -20,6 +21,17 @@ func FuzzTextFrame(f *testing.F) {
 		req := &llm.Request{Model: model, Stream: true, IncludeUsage: includeUsage}
 		fast := Codec{}.NewStream(req, id, time.Unix(1767225600, 0)).(*Stream)
 		slow := Codec{}.NewStream(req, id, time.Unix(1767225600, 0)).(*Stream)
+		// The role chunk, cut from the content delta's template.
+		var gotStart, wantStart bytes.Buffer
+		if err := fast.Start(&gotStart); err != nil {
+			t.Fatal(err)
+		}
+		if err := slow.delta(&wantStart, chunkDelta{Role: "assistant"}); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(gotStart.Bytes(), wantStart.Bytes()) {
+			t.Fatalf("Start:\n%s\nencoder:\n%s", gotStart.Bytes(), wantStart.Bytes())
+		}
 		for _, reasoning := range []bool{false, true} {
 			for range 2 { // the template's first use and a later one
 				var got, want bytes.Buffer
