@@ -306,6 +306,29 @@ func (s *Stream) Start(w io.Writer) error {
 	return err
 }
 
+// finishFrame writes the chunk of the finish reason. It is the content
+// delta's frame with an empty delta and the reason for the choice's
+// finish_reason (the first one after the delta: the id and model come
+// before it), cut from that frame's template rather than encoded.
+func (s *Stream) finishFrame(w io.Writer) error {
+	t := &s.tmpl[0]
+	if t.prefix == nil {
+		if err := s.template(t, false); err != nil {
+			return err
+		}
+	}
+	const null = `"finish_reason":null`
+	rest := t.suffix[len(`}`):]
+	i := bytes.Index(rest, []byte(null))
+	s.out = append(s.out[:0], t.prefix[:len(t.prefix)-len(`{"content":`)]...)
+	s.out = append(s.out, `{}`...)
+	s.out = append(s.out, rest[:i+len(null)-len(`null`)]...)
+	s.out = surface.AppendString(s.out, s.finish, true) // json.Encoder escapes HTML
+	s.out = append(s.out, rest[i+len(null):]...)
+	_, err := w.Write(s.out)
+	return err
+}
+
 // Event writes one event as a chunk. Tool calls follow the SDK accumulator's
 // rules: the first delta of an index carries id, type, name and empty
 // arguments; later ones only argument fragments.
@@ -337,8 +360,7 @@ func (s *Stream) Event(w io.Writer, ev llm.Event) error {
 		return s.delta(w, chunkDelta{ToolCalls: []toolCallJSON{tc}})
 	case llm.EventFinish:
 		s.finish = finishReason(ev.FinishReason)
-		s.choice[0] = chunkChoice{FinishReason: &s.finish}
-		if err := s.frame(w, s.choice[:], nil); err != nil {
+		if err := s.finishFrame(w); err != nil {
 			return err
 		}
 		if s.includeUsage && ev.Usage != nil {

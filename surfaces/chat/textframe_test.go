@@ -11,8 +11,8 @@ import (
 // FuzzTextFrame checks that a text delta written from its frame template
 // is byte for byte the frame encoding the whole chunk writes, for any
 // text, model and id, with and without include_usage, content and
-// reasoning alike; and so is the role chunk Start cuts from the content
-// delta's template.
+// reasoning alike; and so are the role and finish chunks cut from the
+// content delta's template.
 func FuzzTextFrame(f *testing.F) {
 	f.Add("svc-fusion", "chatcmpl-golden", " patient", true)
 	f.Add(`m"{"content":""}`, `id{"reasoning":""}\`, "<b>&\u2028\xff\n", false)
@@ -31,6 +31,22 @@ func FuzzTextFrame(f *testing.F) {
 		}
 		if !bytes.Equal(gotStart.Bytes(), wantStart.Bytes()) {
 			t.Fatalf("Start:\n%s\nencoder:\n%s", gotStart.Bytes(), wantStart.Bytes())
+		}
+		// The finish chunk, cut from the same template, for a reason that
+		// may need escaping (text stands in for it).
+		for _, reason := range []string{"stop", "length", text} {
+			fast.finish, slow.finish = reason, reason
+			var got, want bytes.Buffer
+			if err := fast.finishFrame(&got); err != nil {
+				t.Fatal(err)
+			}
+			slow.choice[0] = chunkChoice{FinishReason: &slow.finish}
+			if err := slow.frame(&want, slow.choice[:], nil); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got.Bytes(), want.Bytes()) {
+				t.Fatalf("finish:\n%s\nencoder:\n%s", got.Bytes(), want.Bytes())
+			}
 		}
 		for _, reasoning := range []bool{false, true} {
 			for range 2 { // the template's first use and a later one
