@@ -279,9 +279,9 @@ func (rb *requestBody) wroteRequest(httptrace.WroteRequestInfo) {
 // emptied by whichever comes last, release or the end of the last write:
 // a response often arrives before the writer has reported the request
 // written (the upstream answers as soon as it has read the body), and the
-// writer may still be reading until then. Emptied at release only, a
-// quarter of the streams in BenchmarkOpenStreamMemory kept their whole
-// conversation for as long as they streamed.
+// writer may still be reading until then. Emptied at release only, the
+// streams of BenchmarkOpenStreamMemory with a 48 KB prompt kept 11–19 KB
+// each of it on average for as long as they streamed.
 func (rb *requestBody) release() {
 	rb.mu.Lock()
 	defer rb.mu.Unlock()
