@@ -7,7 +7,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"testing"
 
@@ -31,6 +34,9 @@ import (
 // streams subtracted are HTTP/1.1, so the h2c figures include the
 // difference between the two on the upstream server's side as well.
 func BenchmarkOpenStreamMemory(b *testing.B) {
+	if os.Getenv("SVCGW_STREAMMEM_PROFILES") != "" {
+		runtime.MemProfileRate = 1 // every allocation, so the profile accounts for each byte
+	}
 	for _, upProto := range []string{"http1", "h2c"} {
 		for _, prompt := range []int{40, 48 << 10} {
 			b.Run(fmt.Sprintf("upstream=%s/prompt=%dB", upProto, prompt), func(b *testing.B) {
@@ -106,8 +112,14 @@ func benchOpenStreams(b *testing.B, prompt int, h2c bool) {
 			c.Close()
 		}
 		h0, s0, g0 := memNow()
+		if dir := os.Getenv("SVCGW_STREAMMEM_PROFILES"); dir != "" {
+			writeHeapProfile(b, dir, b.Name()+"-"+path+"-before")
+		}
 		conns := open(base, path, openStreams)
 		h1, s1, g1 := memNow()
+		if dir := os.Getenv("SVCGW_STREAMMEM_PROFILES"); dir != "" {
+			writeHeapProfile(b, dir, b.Name()+"-"+path)
+		}
 		for _, c := range conns {
 			c.Close()
 		}
@@ -124,6 +136,22 @@ func benchOpenStreams(b *testing.B, prompt int, h2c bool) {
 	b.ReportMetric(stack, "stack-B/stream")
 	b.ReportMetric(goroutines, "goroutines/stream")
 	b.ReportMetric(0, "ns/op") // suppressed: the time of a loop means nothing here
+}
+
+// writeHeapProfile writes the heap profile of the moment into dir, named
+// after the benchmark and the path. SVCGW_STREAMMEM_PROFILES=dir asks for
+// two per side (gateway, direct) of each sub-benchmark, recording every
+// allocation: before its streams open ("-before") and while they are held,
+// so that "go tool pprof -base BEFORE HELD" is what those streams hold.
+func writeHeapProfile(b *testing.B, dir, name string) {
+	f, err := os.Create(filepath.Join(dir, "heap-"+strings.NewReplacer("/", "_", "=", "-").Replace(name)+".pprof"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // memNow is the live heap and the goroutine stacks in use, after a GC.

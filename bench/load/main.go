@@ -57,6 +57,12 @@ type Result struct {
 	PeakRSSMiB        float64 `json:"peak_rss_mib,omitempty"`
 	PeakRSSIsLifetime bool    `json:"peak_rss_is_lifetime,omitempty"` // VmHWM could not be reset
 	MaxSampledRSSMiB  float64 `json:"max_sampled_rss_mib,omitempty"`
+	// The largest sample's anonymous (heap, stacks) and file-backed (the
+	// binary's pages) parts, and VmRSS when the scenario started: hold's
+	// per-stream cost is (max sampled − start) / streams open.
+	MaxSampledAnonMiB float64 `json:"max_sampled_anon_mib,omitempty"`
+	MaxSampledFileMiB float64 `json:"max_sampled_file_mib,omitempty"`
+	StartRSSMiB       float64 `json:"start_rss_mib,omitempty"`
 	CPUProfile        string  `json:"cpu_profile,omitempty"`
 
 	// The target's share of its core and everything else's: on a shared

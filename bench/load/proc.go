@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,19 +48,41 @@ func procCPU(pid int) (time.Duration, error) {
 // procStatusKB returns one "kB" field of /proc/PID/status, such as VmRSS or
 // VmHWM (the peak resident set size).
 func procStatusKB(pid int, field string) (int64, error) {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	kb, err := procStatusKBs(pid, field)
 	if err != nil {
 		return 0, err
 	}
+	return kb[0], nil
+}
+
+// procStatusKBs returns several "kB" fields of /proc/PID/status from one
+// read of it, in the order asked.
+func procStatusKBs(pid int, fields ...string) ([]int64, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return nil, err
+	}
+	kb := make([]int64, len(fields))
+	found := 0
 	for _, line := range strings.Split(string(raw), "\n") {
 		name, val, ok := strings.Cut(line, ":")
-		if !ok || name != field {
+		if !ok {
+			continue
+		}
+		i := slices.Index(fields, name)
+		if i < 0 {
 			continue
 		}
 		val = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(val), "kB"))
-		return strconv.ParseInt(val, 10, 64)
+		if kb[i], err = strconv.ParseInt(val, 10, 64); err != nil {
+			return nil, err
+		}
+		found++
 	}
-	return 0, fmt.Errorf("/proc/%d/status has no %s", pid, field)
+	if found < len(fields) {
+		return nil, fmt.Errorf("/proc/%d/status lacks one of %v", pid, fields)
+	}
+	return kb, nil
 }
 
 // resetPeakRSS resets the process's VmHWM to its current RSS (proc(5):
@@ -133,9 +156,16 @@ type procWatch struct {
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 
-	mu        sync.Mutex
-	maxRSSKB  int64
-	sampleErr error
+	// startRSSKB is the resident set when the scenario starts, before its
+	// load: what the process holds whatever it serves.
+	startRSSKB int64
+
+	mu       sync.Mutex
+	maxRSSKB int64
+	// The anonymous and file-backed (the binary's pages, mostly) parts of
+	// the largest sample.
+	maxAnonKB, maxFileKB int64
+	sampleErr            error
 }
 
 // startWatch begins measuring pid; pid 0 measures nothing.
@@ -145,6 +175,9 @@ func startWatch(pid int) (*procWatch, error) {
 		return w, nil
 	}
 	w.hwmReset = resetPeakRSS(pid) == nil
+	if kb, err := procStatusKB(pid, "VmRSS"); err == nil {
+		w.startRSSKB = kb
+	}
 	cpu, err := procCPU(pid)
 	if err != nil {
 		return nil, err
@@ -165,13 +198,13 @@ func startWatch(pid int) (*procWatch, error) {
 		t := time.NewTicker(50 * time.Millisecond)
 		defer t.Stop()
 		for {
-			kb, err := procStatusKB(pid, "VmRSS")
+			kb, err := procStatusKBs(pid, "VmRSS", "RssAnon", "RssFile")
 			w.mu.Lock()
 			if err != nil && w.sampleErr == nil {
 				w.sampleErr = err
 			}
-			if kb > w.maxRSSKB {
-				w.maxRSSKB = kb
+			if err == nil && kb[0] > w.maxRSSKB {
+				w.maxRSSKB, w.maxAnonKB, w.maxFileKB = kb[0], kb[1], kb[2]
 			}
 			w.mu.Unlock()
 			select {
@@ -218,6 +251,9 @@ func (w *procWatch) stop(r *Result, requests int64) error {
 	r.PeakRSSIsLifetime = !w.hwmReset
 	w.mu.Lock()
 	r.MaxSampledRSSMiB = float64(w.maxRSSKB) / 1024
+	r.MaxSampledAnonMiB = float64(w.maxAnonKB) / 1024
+	r.MaxSampledFileMiB = float64(w.maxFileKB) / 1024
 	w.mu.Unlock()
+	r.StartRSSMiB = float64(w.startRSSKB) / 1024
 	return nil
 }

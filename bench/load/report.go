@@ -363,6 +363,16 @@ func (rp *report) tables() {
 		}, nil)
 		rp.row("peak RSS, VmHWM (MiB)", "hold", func(r *Result) string { return f1(r.PeakRSSMiB) }, ratio(func(r *Result) float64 { return r.PeakRSSMiB }))
 		rp.row("max sampled VmRSS (MiB)", "hold", func(r *Result) string { return f1(r.MaxSampledRSSMiB) }, nil)
+		rp.row("… of it anonymous / file-backed (MiB)", "hold", func(r *Result) string {
+			if r.MaxSampledAnonMiB == 0 {
+				return "–"
+			}
+			return f1(r.MaxSampledAnonMiB) + " / " + f1(r.MaxSampledFileMiB)
+		}, nil)
+		rp.row("VmRSS before the streams (MiB)", "hold", func(r *Result) string { return f1(r.StartRSSMiB) }, nil)
+		rp.row("RSS per open stream (KiB): (max sampled − before) / most open", "hold", func(r *Result) string {
+			return f1(perStreamKiB(r))
+		}, ratio(perStreamKiB))
 		rp.row("CPU per stream (µs)", "hold", func(r *Result) string { return f1(r.CPUPerCallMicros) }, nil)
 		rp.othersRow("hold", "")
 	}
@@ -462,4 +472,16 @@ func (rp *report) checks(genCounts map[string]int64, dbLocked int64) {
 	}
 	fmt.Fprintf(rp.w, "\n| | | |\n|---|---|---|\n")
 	line(`zero "database is locked" (every svcgw)`, fmt.Sprint(dbLocked), dbLocked == 0, dbLocked >= 0)
+}
+
+// perStreamKiB is what each of hold's open streams added to the resident
+// set: the largest sample less the resident set before the streams, over
+// the most streams open at once. The peak-RSS ratio also carries what each
+// process holds with no stream at all (svcgw's binary and ledger, the
+// proxy's almost nothing); this is the part that grows with the streams.
+func perStreamKiB(r *Result) float64 {
+	if r.MaxOpen <= 0 || r.StartRSSMiB <= 0 {
+		return 0
+	}
+	return (r.MaxSampledRSSMiB - r.StartRSSMiB) * 1024 / float64(r.MaxOpen)
 }

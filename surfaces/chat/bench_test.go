@@ -55,3 +55,25 @@ func BenchmarkStreamFrame(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkStreamOpen is what a stream's encoder costs besides its text
+// deltas: the encoder, the role chunk, a first content delta (whose frame
+// template it builds), the finish chunk and the usage chunk.
+func BenchmarkStreamOpen(b *testing.B) {
+	req, _ := benchResponse()
+	req.IncludeUsage = true
+	text := llm.Event{Type: llm.EventTextDelta, Text: " patient"}
+	finish := llm.Event{Type: llm.EventFinish, FinishReason: llm.FinishStop, Usage: &llm.Usage{InputTokens: 12, OutputTokens: 34}}
+	b.ReportAllocs()
+	for b.Loop() {
+		s := Codec{}.NewStream(req, "chatcmpl-0123456789abcdefghijklmn", time.Unix(1767225600, 0))
+		if err := s.Start(io.Discard); err != nil {
+			b.Fatal(err)
+		}
+		for _, ev := range []llm.Event{text, finish} {
+			if err := s.Event(io.Discard, ev); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}

@@ -287,8 +287,46 @@ func (s *Stream) template(t *textFrame, reasoning bool) error {
 
 // Start writes the first chunk, which carries the assistant role and no
 // content, so reasoning can still come before the first content delta.
+//
+// It is the content delta's frame with {"role":"assistant"} for its delta:
+// the chunk's other fields are the same, so it is cut from that frame's
+// template (which the first content delta uses next) rather than encoded.
 func (s *Stream) Start(w io.Writer) error {
-	return s.delta(w, chunkDelta{Role: "assistant"})
+	t := &s.tmpl[0]
+	if t.prefix == nil {
+		if err := s.template(t, false); err != nil {
+			return err
+		}
+	}
+	// The template is `…{"content":` and `}…` around the text.
+	s.out = append(s.out[:0], t.prefix[:len(t.prefix)-len(`{"content":`)]...)
+	s.out = append(s.out, `{"role":"assistant"}`...)
+	s.out = append(s.out, t.suffix[len(`}`):]...)
+	_, err := w.Write(s.out)
+	return err
+}
+
+// finishFrame writes the chunk of the finish reason. It is the content
+// delta's frame with an empty delta and the reason for the choice's
+// finish_reason (the first one after the delta: the id and model come
+// before it), cut from that frame's template rather than encoded.
+func (s *Stream) finishFrame(w io.Writer) error {
+	t := &s.tmpl[0]
+	if t.prefix == nil {
+		if err := s.template(t, false); err != nil {
+			return err
+		}
+	}
+	const null = `"finish_reason":null`
+	rest := t.suffix[len(`}`):]
+	i := bytes.Index(rest, []byte(null))
+	s.out = append(s.out[:0], t.prefix[:len(t.prefix)-len(`{"content":`)]...)
+	s.out = append(s.out, `{}`...)
+	s.out = append(s.out, rest[:i+len(null)-len(`null`)]...)
+	s.out = surface.AppendString(s.out, s.finish, true) // json.Encoder escapes HTML
+	s.out = append(s.out, rest[i+len(null):]...)
+	_, err := w.Write(s.out)
+	return err
 }
 
 // Event writes one event as a chunk. Tool calls follow the SDK accumulator's
@@ -322,8 +360,7 @@ func (s *Stream) Event(w io.Writer, ev llm.Event) error {
 		return s.delta(w, chunkDelta{ToolCalls: []toolCallJSON{tc}})
 	case llm.EventFinish:
 		s.finish = finishReason(ev.FinishReason)
-		s.choice[0] = chunkChoice{FinishReason: &s.finish}
-		if err := s.frame(w, s.choice[:], nil); err != nil {
+		if err := s.finishFrame(w); err != nil {
 			return err
 		}
 		if s.includeUsage && ev.Usage != nil {

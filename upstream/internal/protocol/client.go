@@ -238,9 +238,11 @@ type requestBody struct {
 	b        []byte
 	released bool
 	readers  []*bytes.Reader // every reader handed to the transport
-	// wrote is set by the transport's writer once it has written the
-	// request whole, after its last read of the body.
-	wrote atomic.Bool
+	// writes counts the transport's write attempts that are over, each
+	// after its last read of its reader: one per reader, the original and
+	// one per rewind (a request that nothing was written of is retried on
+	// another connection with GetBody's).
+	writes int
 }
 
 // reader returns a new reader of the body; nil once it is released.
@@ -264,26 +266,39 @@ func (rb *requestBody) get() (io.ReadCloser, error) {
 	return io.NopCloser(r), nil
 }
 
-// wroteRequest is the request's httptrace WroteRequest hook.
-func (rb *requestBody) wroteRequest(info httptrace.WroteRequestInfo) {
-	if info.Err == nil {
-		rb.wrote.Store(true)
-	}
+// wroteRequest is the request's httptrace WroteRequest hook, which the
+// transport calls at the end of each attempt to write the request, written
+// whole or failed: that attempt reads its body no more.
+func (rb *requestBody) wroteRequest(httptrace.WroteRequestInfo) {
+	rb.mu.Lock()
+	defer rb.mu.Unlock()
+	rb.writes++
+	rb.empty()
 }
 
 // release drops the bytes once the response has begun (or the call
-// failed): GetBody can no longer rewind, and once the transport has
-// written the request whole its readers are emptied. A request answered
-// before it was written whole keeps them, as its writer may still be
-// reading.
+// failed): GetBody can no longer rewind. The transport's readers are
+// emptied by whichever comes last, release or the end of the last write:
+// a response often arrives before the writer has reported the request
+// written (the upstream answers as soon as it has read the body), and the
+// writer may still be reading until then. Emptied at release only, the
+// streams of BenchmarkOpenStreamMemory with a 48 KB prompt kept 11–19 KB
+// each of it on average for as long as they streamed.
 func (rb *requestBody) release() {
 	rb.mu.Lock()
 	defer rb.mu.Unlock()
 	rb.b, rb.released = nil, true
-	if rb.wrote.Load() {
-		for _, r := range rb.readers {
-			r.Reset(nil)
-		}
+	rb.empty()
+}
+
+// empty lets the transport's readers go of the bytes once the body is
+// released and no write can still be reading one; rb.mu is held.
+func (rb *requestBody) empty() {
+	if !rb.released || rb.writes < len(rb.readers) {
+		return
+	}
+	for _, r := range rb.readers {
+		r.Reset(nil)
 	}
 	rb.readers = nil
 }

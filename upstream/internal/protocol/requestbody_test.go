@@ -49,19 +49,44 @@ func TestRequestBody(t *testing.T) {
 	b, err := io.ReadAll(again)
 	is.NoErr(err)
 	is.Equal(b, data)
+	// Each reader GetBody hands out is read by one attempt to write the
+	// request, which reports its end; here the test was that attempt.
+	rb.wroteRequest(httptrace.WroteRequestInfo{})
 	resp, err = sharedTransport().RoundTrip(req)
 	is.NoErr(err)
 	resp.Body.Close()
-	is.True(rb.wrote.Load()) // the transport reported the request written
+	rb.mu.Lock()
+	is.Equal(rb.writes, 2) // the transport reported the request written
+	rb.mu.Unlock()
 	rb.release()
 	is.Equal(body.Size(), int64(0)) // the transport's reader let go of the bytes
 	_, err = req.GetBody()
 	is.True(err != nil) // nothing to rewind once released
 
-	// A request answered before it was written whole keeps its reader
-	// intact: the transport's writer may still be reading it.
+	// A request answered before the transport's writer was done with it
+	// keeps its reader intact while the writer may still be reading it,
+	// and lets go of the bytes when the writer reports that it is done.
 	rb = &requestBody{b: data}
 	body = rb.reader()
 	rb.release()
 	is.Equal(body.Size(), int64(len(data)))
+	rb.wroteRequest(httptrace.WroteRequestInfo{})
+	is.Equal(body.Size(), int64(0))
+	_, err = rb.get()
+	is.True(err != nil)
+
+	// A request retried on another connection (nothing of it written on
+	// the first) reads its body again from GetBody's reader: the end of the
+	// first write does not let the second's reader go.
+	rb = &requestBody{b: data}
+	body = rb.reader()
+	rb.wroteRequest(httptrace.WroteRequestInfo{Err: io.ErrUnexpectedEOF}) // the first attempt failed
+	_, err = rb.get()
+	is.NoErr(err)
+	second := rb.readers[1]
+	rb.release()                                  // the response to the second attempt came first
+	is.Equal(second.Len(), len(data))             // its writer may still be reading
+	rb.wroteRequest(httptrace.WroteRequestInfo{}) // the second write is over
+	is.Equal(second.Len(), 0)
+	is.Equal(body.Size(), int64(0))
 }
