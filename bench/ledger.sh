@@ -36,6 +36,7 @@
 #                                   driver and mock to LEDGER_DRIVER_CPU (0),
 #                                   as bench/run.sh does; 0: no pinning
 #   LEDGER_OUT=                     results directory (default: in a temp dir)
+#   LEDGER_SVCGW_ENV=               extra environment for svcgw, e.g. "GOMAXPROCS=2"
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -58,6 +59,7 @@ only=${LEDGER_ONLY:-reads,stalls}
 backup=${LEDGER_BACKUP:-0}
 upgrade=${LEDGER_UPGRADE:-0}
 pin=${LEDGER_PIN:-1}
+read -r -a svcgw_env <<<"${LEDGER_SVCGW_ENV:-}"
 target_cpu=${LEDGER_TARGET_CPU:-1}
 driver_cpu=${LEDGER_DRIVER_CPU:-0}
 
@@ -134,7 +136,7 @@ upstreams:
 routes:
   default: [mock/mock-model]
 EOF
-"${pin_target[@]}" "$bin/svcgw" serve --db "$db" --config "$work/svcgw.yaml" --addr 127.0.0.1:0 \
+env "${svcgw_env[@]}" "${pin_target[@]}" "$bin/svcgw" serve --db "$db" --config "$work/svcgw.yaml" --addr 127.0.0.1:0 \
 	--log-level info --shutdown-grace 5s >"$work/svcgw.out" 2>"$work/svcgw.log" &
 svcgw_pid=$!
 pids+=("$svcgw_pid")
@@ -207,7 +209,7 @@ fi
 	echo "- machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(uname -sr), $(go version | cut -d' ' -f3)"
 	echo "- load average at the end: $(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine shifts every figure)"
 	if [ "${#pin_target[@]}" -gt 0 ]; then
-		echo "- svcgw pinned to cpu $target_cpu; driver and mock on cpu $driver_cpu"
+		echo "- svcgw pinned to cpu $target_cpu; driver and mock on cpu $driver_cpu${LEDGER_SVCGW_ENV:+; svcgw environment $LEDGER_SVCGW_ENV}"
 	else
 		echo "- nothing pinned"
 	fi
