@@ -184,6 +184,9 @@ type Budget struct {
 // fields.
 const NoCap = -1
 
+// budgetSQL reads an account's credits and caps (Budget).
+const budgetSQL = `SELECT balance_micros + total_used_micros, daily_cap_micros, monthly_cap_micros FROM accounts WHERE id = ?`
+
 // Budget reads the account's credits and caps. It is one indexed read; the
 // server caches it briefly (see billing.Admission). An unknown account is
 // ErrNotFound; a read past QueryTimeout is ErrUnavailable.
@@ -194,9 +197,7 @@ func (s *Store) Budget(ctx context.Context, accountID int64) (Budget, error) {
 	)
 	ctx, cancel := s.readCtx(ctx)
 	defer cancel()
-	err := s.call.QueryRowContext(ctx,
-		`SELECT balance_micros + total_used_micros, daily_cap_micros, monthly_cap_micros FROM accounts WHERE id = ?`,
-		accountID).Scan(&b.Credits, &daily, &monthly)
+	err := s.budgetStmt.QueryRowContext(ctx, accountID).Scan(&b.Credits, &daily, &monthly)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Budget{}, fmt.Errorf("budget: account %d: %w", accountID, ErrNotFound)
 	}

@@ -263,17 +263,18 @@ func (s *Store) Authenticate(ctx context.Context, secret string) (Key, error) {
 	return s.readKey(ctx, hash)
 }
 
+// keySQL reads the active key whose secret hashes to the argument (readKey).
+const keySQL = `SELECT ` + keyColumns + `
+	 FROM api_keys k JOIN accounts a ON a.id = k.account_id
+	 WHERE k.secret_sha256 = ? AND k.revoked_at IS NULL`
+
 // readKey reads the active key whose secret hashes to hash into the
 // authentication cache.
 func (s *Store) readKey(ctx context.Context, hash string) (Key, error) {
 	now, epoch := s.now(), s.auth.begin()
 	ctx, cancel := s.readCtx(ctx)
 	defer cancel()
-	k, err := scanKey(s.call.QueryRowContext(ctx,
-		`SELECT `+keyColumns+`
-		 FROM api_keys k JOIN accounts a ON a.id = k.account_id
-		 WHERE k.secret_sha256 = ? AND k.revoked_at IS NULL`,
-		hash))
+	k, err := scanKey(s.keyStmt.QueryRowContext(ctx, hash))
 	if errors.Is(err, sql.ErrNoRows) {
 		s.auth.forget(hash, epoch)
 		return Key{}, fmt.Errorf("authenticate: %w", ErrNotFound)

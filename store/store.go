@@ -176,6 +176,12 @@ type Store struct {
 	w    *sql.DB // the one writer connection
 	r    *sql.DB // read-only pool: account endpoints and commands
 	call *sql.DB // read-only pool of the call path (see Options.CallReaders)
+	// keyStmt and budgetStmt are the call path's reads (readKey, Budget),
+	// prepared once on call (database/sql prepares them on each of its
+	// connections as it first uses one): parsing the key read took about
+	// as long as running it, for every call whose key's cache entry had
+	// expired (with many keys, most calls).
+	keyStmt, budgetStmt *sql.Stmt
 
 	spend spendTracker // charges per account and key, queued ones included
 	// authReads runs one read ahead per key at a time (see Authenticate).
@@ -261,6 +267,15 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		s.w.Close()
 		return nil, err
 	}
+	if s.keyStmt, err = s.call.PrepareContext(ctx, keySQL); err == nil {
+		s.budgetStmt, err = s.call.PrepareContext(ctx, budgetSQL)
+	}
+	if err != nil {
+		s.call.Close()
+		s.r.Close()
+		s.w.Close()
+		return nil, fmt.Errorf("open call readers: prepare: %w", err)
+	}
 
 	s.start()
 	return s, nil
@@ -295,7 +310,7 @@ func (s *Store) Close() error {
 		for _, st := range s.stmts {
 			errs = append(errs, st.Close())
 		}
-		errs = append(errs, s.call.Close())
+		errs = append(errs, s.keyStmt.Close(), s.budgetStmt.Close(), s.call.Close())
 		s.closeErr = errors.Join(append(errs, s.r.Close(), s.w.Close())...)
 	})
 	return s.closeErr
