@@ -5,25 +5,37 @@ import (
 	"time"
 )
 
-// DefaultAuthCacheTTL is how long an authenticated key is trusted without
-// reading the database again (Options.AuthCacheTTL).
+// DefaultAuthCacheTTL is how long a change to a key made by another
+// process (the CLI, another instance) may take to be seen: the window
+// within which every serving process reads the count of key changes
+// (Options.AuthCacheTTL).
 const DefaultAuthCacheTTL = time.Second
+
+// authCacheLife is how long a cached key is trusted at most, whatever the
+// count of key changes says: a key changed in the database by hand, not
+// through svcgw (which counts every change), is seen within it.
+const authCacheLife = time.Minute
 
 // maxAuthCache bounds the cache; past it the cache starts over.
 const maxAuthCache = 10000
 
 // authCache remembers recent successful authentications by secret hash, so
 // the request hot path does not read the database for every call. Revoking
-// a key or changing its limits in this process clears it at once; the same
-// change made by another process (the CLI, another instance) is seen
-// within the TTL. Unknown keys are never cached.
+// a key or changing its limits in this process clears it at once. Such a
+// change made by another process (the CLI, another instance) adds one to
+// the database's count of key changes (table key_changes) in its own
+// transaction; the store reads that count at least once per ttl while
+// calls come (check, observe) and clears the cache when it has moved, so
+// the change is seen within the ttl, while a key in use is read only once
+// per authCacheLife, however seldom it is used. Unknown keys are never
+// cached.
 //
-// An entry past three quarters of its TTL is still used, but asks to be
-// read again (get's refresh): the store reads it beside the calls, so a
-// key in use is read before its entry expires (unless the read takes more
-// than a quarter of the TTL) and no call waits for the read. A key in use
-// is read about once per ¾ TTL; only a key unused for that long costs its
-// next call a read.
+// The count is read beside the calls once three quarters of the ttl have
+// passed since the last read (fresh's soon), so in steady state no call
+// waits for it; a call finding it older than the ttl (the first after a
+// quiet second) waits for one read of it. Likewise an entry past three
+// quarters of its life is still used but asks to be read again (get's
+// refresh).
 type authCache struct {
 	ttl time.Duration // <= 0: disabled
 	mu  sync.RWMutex
@@ -31,6 +43,11 @@ type authCache struct {
 	// epoch counts clears: a read that began before a clear must not put
 	// back what the clear removed.
 	epoch uint64
+	// The count of key changes last read (seen), and when that read
+	// began (checked); known is false until the first.
+	seen    int64
+	checked time.Time
+	known   bool
 }
 
 type authEntry struct {
@@ -38,8 +55,37 @@ type authEntry struct {
 	at  time.Time // when the read of key began
 }
 
+// fresh reports whether the count of key changes was read within the ttl
+// before now (so the cache may be trusted), and whether it is time to read
+// it again beside the calls (soon).
+func (c *authCache) fresh(now time.Time) (ok, soon bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	age := now.Sub(c.checked)
+	if !c.known || age >= c.ttl || age < 0 {
+		return false, false
+	}
+	return true, age >= c.ttl-c.ttl/4
+}
+
+// observe records n, the count of key changes read by a read that began at
+// at: the cache is cleared when the count has moved since the last read.
+func (c *authCache) observe(n int64, at time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.known && n != c.seen {
+		c.m = nil
+		c.epoch++
+	}
+	c.seen, c.known = n, true
+	if at.After(c.checked) {
+		c.checked = at
+	}
+}
+
 // get returns the cached key of hash, and whether the entry is past three
-// quarters of its TTL and wants reading again.
+// quarters of its life and wants reading again. The caller has checked
+// that the cache may be trusted (fresh).
 func (c *authCache) get(hash string, now time.Time) (k Key, ok, refresh bool) {
 	if c.ttl <= 0 {
 		return Key{}, false, false
@@ -48,10 +94,10 @@ func (c *authCache) get(hash string, now time.Time) (k Key, ok, refresh bool) {
 	e, ok := c.m[hash]
 	c.mu.RUnlock()
 	age := now.Sub(e.at)
-	if !ok || age >= c.ttl || age < 0 {
+	if !ok || age >= authCacheLife || age < 0 {
 		return Key{}, false, false
 	}
-	return e.key, true, age >= c.ttl-c.ttl/4
+	return e.key, true, age >= authCacheLife-authCacheLife/4
 }
 
 // begin is called before a read whose result goes to put: it returns the

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/apd/v3"
+	"golang.org/x/sync/singleflight"
 )
 
 // Key is an API key's public record. The secret itself is shown once, by
@@ -227,6 +228,9 @@ func (s *Store) RevokeKey(ctx context.Context, keyID string) (Key, error) {
 		ms(s.now()), keyID); err != nil {
 		return Key{}, fmt.Errorf("revoke key: update: %w", err)
 	}
+	if _, err := tx.ExecContext(ctx, bumpKeyChangesSQL); err != nil {
+		return Key{}, fmt.Errorf("revoke key: count the change: %w", err)
+	}
 	k, err := scanKey(tx.QueryRowContext(ctx,
 		`SELECT `+keyColumns+` FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.id = ?`,
 		keyID))
@@ -252,7 +256,11 @@ func (s *Store) Authenticate(ctx context.Context, secret string) (Key, error) {
 		return Key{}, fmt.Errorf("authenticate: %w", ErrNotFound)
 	}
 	hash := hashSecret(secret)
-	if k, ok, refresh := s.auth.get(hash, s.now()); ok {
+	now := s.now()
+	if err := checkKeyChangesFor(ctx, &s.auth, &s.authReads, now, s.checkKeyChanges); err != nil {
+		return Key{}, err
+	}
+	if k, ok, refresh := s.auth.get(hash, now); ok {
 		if refresh {
 			// Read it again beside the calls, before the entry
 			// expires (see authCache).
@@ -261,6 +269,54 @@ func (s *Store) Authenticate(ctx context.Context, secret string) (Key, error) {
 		return k, nil
 	}
 	return s.readKey(ctx, hash)
+}
+
+// keyChangesFlight is the authReads key of the read of the count of key
+// changes (a secret's hash is hex: no secret's reads share it).
+const keyChangesFlight = "key_changes"
+
+// keyChangesSQL reads the count of key changes; bumpKeyChangesSQL adds one
+// to it, in the transaction of every change to a key that authentication
+// caches (see authCache).
+const (
+	keyChangesSQL     = `SELECT n FROM key_changes WHERE id = 1`
+	bumpKeyChangesSQL = `UPDATE key_changes SET n = n + 1 WHERE id = 1`
+)
+
+// checkKeyChangesFor makes sure the count of key changes was read within
+// the cache's ttl before now, so that its entries may be trusted: when it
+// was not, the call waits for one read of it (shared by the calls waiting
+// then); once three quarters of the ttl have passed, it is read again
+// beside the calls. check reads it (and observes it in the cache).
+func checkKeyChangesFor(ctx context.Context, c *authCache, reads *singleflight.Group, now time.Time, check func(context.Context) error) error {
+	if c.ttl <= 0 {
+		return nil // no cache: every call reads its key
+	}
+	ok, soon := c.fresh(now)
+	switch {
+	case !ok:
+		_, err, _ := reads.Do(keyChangesFlight, func() (any, error) { return nil, check(context.WithoutCancel(ctx)) })
+		if err != nil {
+			return fmt.Errorf("authenticate: %w", err)
+		}
+	case soon:
+		reads.DoChan(keyChangesFlight, func() (any, error) { return nil, check(context.Background()) })
+	}
+	return nil
+}
+
+// checkKeyChanges reads the count of key changes into the authentication
+// cache.
+func (s *Store) checkKeyChanges(ctx context.Context) error {
+	at := s.now()
+	ctx, cancel := s.readCtx(ctx)
+	defer cancel()
+	var n int64
+	if err := s.changesStmt.QueryRowContext(ctx).Scan(&n); err != nil {
+		return fmt.Errorf("read key changes: %w", readErr(ctx, err))
+	}
+	s.auth.observe(n, at)
+	return nil
 }
 
 // keySQL reads the active key whose secret hashes to the argument (readKey).
@@ -328,6 +384,9 @@ func (s *Store) UpdateKeyLimits(ctx context.Context, keyID string, update func(*
 		`UPDATE api_keys SET daily_cap_micros = ?, monthly_cap_micros = ?, rpm_limit = ?, tpm_limit = ? WHERE id = ?`,
 		daily, monthly, rpm, tpm, keyID); err != nil {
 		return Key{}, fmt.Errorf("update key limits: update: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, bumpKeyChangesSQL); err != nil {
+		return Key{}, fmt.Errorf("update key limits: count the change: %w", err)
 	}
 	if k, err = scanKey(tx.QueryRowContext(ctx, sel, keyID)); err != nil {
 		return Key{}, fmt.Errorf("update key limits: reread: %w", err)

@@ -217,10 +217,26 @@ func waitReadAt(t *testing.T, c *authCache, secret string, at time.Time) {
 	t.Fatalf("the key's entry did not become the read of %v", at)
 }
 
-// A key in use is read again before its entry expires, beside the calls:
-// none waits for the database, and a change made elsewhere is still seen
-// within the TTL of when it was made.
-func TestAuthenticate_ReadsAheadOfExpiry(t *testing.T) {
+// waitChecked waits until the cache's last read of the count of key
+// changes began at at: the read a call started beside it has finished.
+func waitChecked(t *testing.T, c *authCache, at time.Time) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		c.mu.RLock()
+		checked := c.checked
+		c.mu.RUnlock()
+		if checked.Equal(at) {
+			return
+		}
+	}
+	t.Fatalf("the count of key changes was not read at %v", at)
+}
+
+// A key is read once per authCacheLife however seldom it is used: what
+// is read once per TTL, beside the calls, is the count of key changes,
+// and a change made elsewhere is still seen within the TTL of when it was
+// made.
+func TestAuthenticate_ReadsTheChangeCountNotTheKey(t *testing.T) {
 	forEachDB(t, func(t *testing.T, open opener) {
 		is := is.New(t)
 		st, clock := newTestDB(t, open)
@@ -233,27 +249,56 @@ func TestAuthenticate_ReadsAheadOfExpiry(t *testing.T) {
 		ttl := DefaultAuthCacheTTL
 
 		_, err = st.Authenticate(ctx, secret)
-		is.NoErr(err) // read at t0
+		is.NoErr(err) // the count and the key read at t0
 		t0 := clock.Now()
-		clock.Advance(ttl / 2)
-		_, err = st.Authenticate(ctx, secret)
-		is.NoErr(err)          // fresh: no read
-		clock.Advance(ttl / 4) // ¾ of the TTL: the next call reads ahead
-		_, err = st.Authenticate(ctx, secret)
-		is.NoErr(err) // served from the cache while the read runs
-		waitReadAt(t, cache, secret, t0.Add(ttl*3/4))
 
-		// Revoked elsewhere at t0 + ¾TTL: the entry read then (before the
-		// revocation) is trusted until t0 + 1¾TTL, past the first read's
-		// expiry, and the revocation is seen within a TTL of it.
+		// Changed in the database by hand (not through svcgw, so not
+		// counted): a key used seldom is not read again, as long as the
+		// count has not moved, for the whole of its life.
+		execSQL(t, st, `UPDATE api_keys SET name = 'renamed' WHERE id = ?`, k.ID)
+		clock.Advance(5 * ttl)
+		got, err := st.Authenticate(ctx, secret)
+		is.NoErr(err)           // the count read again, unchanged…
+		is.Equal(got.Name, "k") // …and the key not
+		waitChecked(t, cache, t0.Add(5*ttl))
+		clock.Advance(authCacheLife - 5*ttl)
+		got, err = st.Authenticate(ctx, secret)
+		is.NoErr(err)
+		is.Equal(got.Name, "renamed") // read again at the end of its life
+		t1 := clock.Now()
+
+		// In use: the count is read beside the calls once ¾ of the TTL
+		// has passed, and none of them waits for it.
+		clock.Advance(ttl * 3 / 4)
+		_, err = st.Authenticate(ctx, secret)
+		is.NoErr(err) // served; the count is read beside it
+		waitChecked(t, cache, t1.Add(ttl*3/4))
+
+		// Revoked elsewhere at t1 + ¾TTL (counted): the next read of the
+		// count, within a TTL, drops the cache.
 		other := open(t, Options{Now: clock.Now})
 		_, err = other.RevokeKey(ctx, k.ID)
 		is.NoErr(err)
-		clock.Advance(ttl * 3 / 4) // t0 + 1½TTL
+		clock.Advance(ttl * 3 / 4) // t1 + 1½TTL: ¾TTL since the last read of the count
+		// This call reads the count beside it: it is served from the
+		// cache, or, when that read is quicker than the call, refused.
 		_, err = st.Authenticate(ctx, secret)
-		is.NoErr(err)                             // the read ahead kept it cached; this call reads ahead again
-		waitReadAt(t, cache, secret, time.Time{}) // …and finds the key gone
+		is.True(err == nil || errors.Is(err, ErrNotFound)) // no other outcome
+		waitChecked(t, cache, t1.Add(ttl*3/2))
 		_, err = st.Authenticate(ctx, secret)
-		is.True(errors.Is(err, ErrNotFound)) // within the TTL of the revocation
+		is.True(errors.Is(err, ErrNotFound)) // the count moved: the cache was dropped, the key read again
+
+		// New limits set elsewhere are seen the same way.
+		secret2, k2, err := st.CreateKey(ctx, acct.ID, "k2")
+		is.NoErr(err)
+		_, err = st.Authenticate(ctx, secret2)
+		is.NoErr(err)
+		rpm := int64(7)
+		_, err = other.UpdateKeyLimits(ctx, k2.ID, func(l *KeyLimits) { l.RPM = &rpm })
+		is.NoErr(err)
+		clock.Advance(ttl)
+		got, err = st.Authenticate(ctx, secret2)
+		is.NoErr(err)
+		is.True(got.Limits.RPM != nil && *got.Limits.RPM == 7) // seen within the TTL
 	})
 }

@@ -18,12 +18,14 @@ var shipped = []struct{ name, sha256 string }{
 	{"0003_usage_rollups", "80a16604290ceae54730b17de11263f5ef671ff49f89456bc21fdfe4ce92568f"},
 	{"0004_spend_daily_covering", "fa4fd116a76143dc2b338fc4b6ab30be6c7bf7835ed5f56b45751b9ce7a36a32"},
 	{"0005_generations_filter_indexes", "5ea86a60baabb87b7703637ea14cf1b24e50ad06bf18da7d3e326249eec6ad0e"},
+	{"0006_key_changes", "9d254672dd3c9f110bd9b785b9b5b344512578500b49d5da2407ac304eafbb9b"},
 }
 
 // shippedPG are PostgreSQL's (store/pgmigrations), pinned the same way.
 var shippedPG = []struct{ name, sha256 string }{
 	{"0001_init", "73b63662688a28fd53b473b28a25e18ec66b86a774186a17ff6c06b48a7d35dd"},
 	{"0002_generations_filter_indexes", "ea8344243380dc38580005ccc59f66855119b8c75ac31b4a04526e8ae07803d4"},
+	{"0003_key_changes", "38f90163c9711a06708bada4f6005d3b0d514bfc9328e345f8969c7a2678a7f6"},
 }
 
 func TestMigrations_AppendOnly(t *testing.T) {

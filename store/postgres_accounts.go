@@ -257,6 +257,9 @@ func (p *Postgres) RevokeKey(ctx context.Context, keyID string) (Key, error) {
 			ms(p.now()), keyID); err != nil {
 			return fmt.Errorf("revoke key: update: %w", err)
 		}
+		if _, err := tx.Exec(ctx, bumpKeyChangesSQL); err != nil {
+			return fmt.Errorf("revoke key: count the change: %w", err)
+		}
 		var err error
 		k, err = scanKey(tx.QueryRow(ctx, pgKeyByID, keyID))
 		if noRows(err) {
@@ -281,7 +284,11 @@ func (p *Postgres) Authenticate(ctx context.Context, secret string) (Key, error)
 		return Key{}, fmt.Errorf("authenticate: %w", ErrNotFound)
 	}
 	hash := hashSecret(secret)
-	if k, ok, refresh := p.auth.get(hash, p.now()); ok {
+	now := p.now()
+	if err := checkKeyChangesFor(ctx, &p.auth, &p.authReads, now, p.checkKeyChanges); err != nil {
+		return Key{}, err
+	}
+	if k, ok, refresh := p.auth.get(hash, now); ok {
 		if refresh {
 			// Read it again beside the calls, before the entry
 			// expires (see authCache).
@@ -294,6 +301,20 @@ func (p *Postgres) Authenticate(ctx context.Context, secret string) (Key, error)
 	// database each time its entry expires.
 	v, err, _ := p.authReads.Do(hash, func() (any, error) { return p.readKey(context.WithoutCancel(ctx), hash) })
 	return v.(Key), err
+}
+
+// checkKeyChanges reads the count of key changes into the authentication
+// cache.
+func (p *Postgres) checkKeyChanges(ctx context.Context) error {
+	at := p.now()
+	ctx, cancel := p.readCtx(ctx)
+	defer cancel()
+	var n int64
+	if err := p.call.QueryRow(ctx, keyChangesSQL).Scan(&n); err != nil {
+		return fmt.Errorf("read key changes: %w", p.readErr(ctx, err))
+	}
+	p.auth.observe(n, at)
+	return nil
 }
 
 // readKey reads the active key whose secret hashes to hash into the
@@ -353,6 +374,9 @@ func (p *Postgres) UpdateKeyLimits(ctx context.Context, keyID string, update fun
 			`UPDATE api_keys SET daily_cap_micros = $1, monthly_cap_micros = $2, rpm_limit = $3, tpm_limit = $4 WHERE id = $5`,
 			daily, monthly, rpm, tpm, keyID); err != nil {
 			return fmt.Errorf("update key limits: update: %w", err)
+		}
+		if _, err := tx.Exec(ctx, bumpKeyChangesSQL); err != nil {
+			return fmt.Errorf("update key limits: count the change: %w", err)
 		}
 		if k, err = scanKey(tx.QueryRow(ctx, pgKeyByID, keyID)); err != nil {
 			return fmt.Errorf("update key limits: reread: %w", err)

@@ -156,10 +156,12 @@ type Options struct {
 	// commands set it, so that one run against the wrong --db leaves no
 	// empty ledger behind.
 	Existing bool
-	// AuthCacheTTL is how long Authenticate trusts a key it has read
-	// without reading it again: a key revoked or re-limited by another
-	// process (the CLI) takes effect within it. 0 means
-	// DefaultAuthCacheTTL; negative disables the cache.
+	// AuthCacheTTL is how long a key revoked or re-limited by another
+	// process (the CLI, another instance) may go on being accepted as it
+	// was: Authenticate reads the count of key changes at least this
+	// often while calls come, and the keys themselves once a minute (see
+	// authCache). 0 means DefaultAuthCacheTTL; negative disables the
+	// cache.
 	AuthCacheTTL time.Duration
 	// LeaseTTL is, on PostgreSQL, how long a balance lease holds without
 	// its instance's heartbeat (every third of it): what a crashed
@@ -182,6 +184,8 @@ type Store struct {
 	// as long as running it, for every call whose key's cache entry had
 	// expired (with many keys, most calls).
 	keyStmt, budgetStmt *sql.Stmt
+	// changesStmt reads the count of key changes (checkKeyChanges).
+	changesStmt *sql.Stmt
 
 	spend spendTracker // charges per account and key, queued ones included
 	// authReads runs one read ahead per key at a time (see Authenticate).
@@ -268,7 +272,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	if s.keyStmt, err = s.call.PrepareContext(ctx, keySQL); err == nil {
-		s.budgetStmt, err = s.call.PrepareContext(ctx, budgetSQL)
+		if s.budgetStmt, err = s.call.PrepareContext(ctx, budgetSQL); err == nil {
+			s.changesStmt, err = s.call.PrepareContext(ctx, keyChangesSQL)
+		}
 	}
 	if err != nil {
 		s.call.Close()
@@ -310,7 +316,7 @@ func (s *Store) Close() error {
 		for _, st := range s.stmts {
 			errs = append(errs, st.Close())
 		}
-		errs = append(errs, s.keyStmt.Close(), s.budgetStmt.Close(), s.call.Close())
+		errs = append(errs, s.keyStmt.Close(), s.budgetStmt.Close(), s.changesStmt.Close(), s.call.Close())
 		s.closeErr = errors.Join(append(errs, s.r.Close(), s.w.Close())...)
 	})
 	return s.closeErr
