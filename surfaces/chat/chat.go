@@ -248,20 +248,30 @@ func (s *Stream) delta(w io.Writer, d chunkDelta) error {
 // textDelta writes a content delta, or a reasoning one, from the frame
 // template of its kind: the frame delta writes, without encoding it.
 func (s *Stream) textDelta(w io.Writer, reasoning bool, text string) error {
+	t, err := s.textTemplate(reasoning)
+	if err != nil {
+		return err
+	}
+	s.out = append(s.out[:0], t.prefix...)
+	s.out = surface.AppendString(s.out, text, true) // json.Encoder escapes HTML
+	s.out = append(s.out, t.suffix...)
+	_, err = w.Write(s.out)
+	return err
+}
+
+// textTemplate is the frame template of a content delta, or of a
+// reasoning one, made at its first use.
+func (s *Stream) textTemplate(reasoning bool) (*textFrame, error) {
 	t := &s.tmpl[0]
 	if reasoning {
 		t = &s.tmpl[1]
 	}
 	if t.prefix == nil {
 		if err := s.template(t, reasoning); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	s.out = append(s.out[:0], t.prefix...)
-	s.out = surface.AppendString(s.out, text, true) // json.Encoder escapes HTML
-	s.out = append(s.out, t.suffix...)
-	_, err := w.Write(s.out)
-	return err
+	return t, nil
 }
 
 // template encodes a text delta's frame with an empty text and splits it
@@ -292,17 +302,15 @@ func (s *Stream) template(t *textFrame, reasoning bool) error {
 // the chunk's other fields are the same, so it is cut from that frame's
 // template (which the first content delta uses next) rather than encoded.
 func (s *Stream) Start(w io.Writer) error {
-	t := &s.tmpl[0]
-	if t.prefix == nil {
-		if err := s.template(t, false); err != nil {
-			return err
-		}
+	t, err := s.textTemplate(false)
+	if err != nil {
+		return err
 	}
 	// The template is `…{"content":` and `}…` around the text.
 	s.out = append(s.out[:0], t.prefix[:len(t.prefix)-len(`{"content":`)]...)
 	s.out = append(s.out, `{"role":"assistant"}`...)
 	s.out = append(s.out, t.suffix[len(`}`):]...)
-	_, err := w.Write(s.out)
+	_, err = w.Write(s.out)
 	return err
 }
 
@@ -311,11 +319,9 @@ func (s *Stream) Start(w io.Writer) error {
 // finish_reason (the first one after the delta: the id and model come
 // before it), cut from that frame's template rather than encoded.
 func (s *Stream) finishFrame(w io.Writer) error {
-	t := &s.tmpl[0]
-	if t.prefix == nil {
-		if err := s.template(t, false); err != nil {
-			return err
-		}
+	t, err := s.textTemplate(false)
+	if err != nil {
+		return err
 	}
 	const null = `"finish_reason":null`
 	rest := t.suffix[len(`}`):]
@@ -325,7 +331,7 @@ func (s *Stream) finishFrame(w io.Writer) error {
 	s.out = append(s.out, rest[:i+len(null)-len(`null`)]...)
 	s.out = surface.AppendString(s.out, s.finish, true) // json.Encoder escapes HTML
 	s.out = append(s.out, rest[i+len(null):]...)
-	_, err := w.Write(s.out)
+	_, err = w.Write(s.out)
 	return err
 }
 
