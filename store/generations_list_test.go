@@ -461,25 +461,18 @@ func TestListGenerations_FiltersMatchBruteForce(t *testing.T) {
 	})
 }
 
-func queryPlan(t *testing.T, s *Store, query string, args ...any) string {
+func queryPlan(t *testing.T, s *Store, q string, args ...any) string {
 	t.Helper()
-	rows, err := s.r.Query(query, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
 	var plan []string
-	for rows.Next() {
+	query(t, s, q, args, func(r rowScanner) error {
 		var id, parent, unused int
 		var detail string
-		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-			t.Fatal(err)
+		if err := r.Scan(&id, &parent, &unused, &detail); err != nil {
+			return err
 		}
 		plan = append(plan, detail)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
+		return nil
+	})
 	return strings.Join(plan, "\n")
 }
 
