@@ -35,6 +35,7 @@ type DB interface {
 	// The ledger.
 	RecordGeneration(g Generation)
 	Sync(ctx context.Context) error
+	SyncWithin(ctx context.Context, d time.Duration) error
 	CheckLedger() error
 	Generation(ctx context.Context, accountID int64, id string) (Generation, error)
 	GenerationByID(ctx context.Context, id string) (Generation, error)

@@ -150,7 +150,20 @@ func generationAttrs(g Generation) []any {
 // so a following read sees it. It returns at once when nothing is pending.
 // While the ledger is failing or stalled (see CheckLedger) it does not wait
 // for the recovery: it returns an error wrapping ErrUnavailable.
-func (s *ledgerCore) Sync(ctx context.Context) error {
+func (s *ledgerCore) Sync(ctx context.Context) error { return s.syncAfter(ctx, 0) }
+
+// SyncWithin is Sync that leaves the writer up to d to commit on its own
+// (it does at least every batch interval while generations come) before it
+// asks for a commit at once, as Sync does: readers that can wait that long
+// for what was recorded before them then cost the writer no commit of its
+// own (see the account endpoints' shared syncs).
+func (s *ledgerCore) SyncWithin(ctx context.Context, d time.Duration) error {
+	return s.syncAfter(ctx, d)
+}
+
+// syncAfter is Sync, asking the writer for an early commit only after
+// patience (at once when it is not positive).
+func (s *ledgerCore) syncAfter(ctx context.Context, patience time.Duration) error {
 	// pending is raised before a generation is queued and lowered after it
 	// is settled, so zero means everything recorded so far is committed.
 	if s.pending.Load() == 0 {
@@ -171,15 +184,25 @@ func (s *ledgerCore) Sync(ctx context.Context) error {
 		return fmt.Errorf("sync: %w", err)
 	}
 	done := make(chan error, 1)
-	q.waiters = append(q.waiters, syncWaiter{target: q.recorded, done: done})
+	q.waiters = append(q.waiters, syncWaiter{target: q.recorded, done: done, patient: patience > 0})
 	q.mu.Unlock()
-	q.signal()
+	var hurry <-chan time.Time
+	if patience > 0 {
+		t := time.NewTimer(patience)
+		defer t.Stop()
+		hurry = t.C
+	} else {
+		q.signal()
+	}
 	// The writer answers when the commit succeeds or fails; the ticker
 	// covers a commit stuck where its deadline cannot reach it.
 	tick := time.NewTicker(s.commitTimeout)
 	defer tick.Stop()
 	for {
 		select {
+		case <-hurry:
+			hurry = nil
+			q.hurry(done)
 		case err := <-done:
 			if err != nil {
 				return fmt.Errorf("sync: %w", err)
@@ -366,6 +389,22 @@ func (q *ledgerQueue) push(r genRow) {
 type syncWaiter struct {
 	target uint64
 	done   chan error // capacity 1; nil when committed
+	// patient waits for the writer's own commit: it does not make the
+	// writer commit early (state's syncing) until hurry.
+	patient bool
+}
+
+// hurry makes the waiter answered on done ask for a commit at once, if it
+// is still waiting.
+func (q *ledgerQueue) hurry(done chan error) {
+	q.mu.Lock()
+	for i := range q.waiters {
+		if q.waiters[i].done == done {
+			q.waiters[i].patient = false
+		}
+	}
+	q.mu.Unlock()
+	q.signal()
 }
 
 func (q *ledgerQueue) signal() {
@@ -376,11 +415,17 @@ func (q *ledgerQueue) signal() {
 }
 
 // state is what the writer decides on: the queued rows, whether a Sync is
-// waiting, and whether Close was called.
+// waiting for an early commit, and whether Close was called.
 func (q *ledgerQueue) state() (n int, syncing, closed bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.n, len(q.waiters) > 0, q.closed
+	for _, w := range q.waiters {
+		if !w.patient {
+			syncing = true
+			break
+		}
+	}
+	return q.n, syncing, q.closed
 }
 
 // peek copies up to max rows from the head into dst.

@@ -363,3 +363,34 @@ func BenchmarkCommitBatch(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/row")
 }
+
+// A patient Sync (SyncWithin) waits for the writer's own commit and makes
+// it commit early only when its patience runs out.
+func TestSyncWithin_WaitsForTheWritersOwnCommit(t *testing.T) {
+	forEachDB(t, func(t *testing.T, open opener) {
+		is := is.New(t)
+		// The writer would wait an hour to fill a batch: any commit
+		// within the test is one a Sync asked for.
+		s := open(t, Options{BatchInterval: time.Hour})
+		_, k, _ := newAccount(t, s, "acme", "10")
+		s.RecordGeneration(gen(t, "g1", k, "0.01"))
+
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- s.SyncWithin(ctx, time.Hour) }()
+		select {
+		case err := <-done:
+			t.Fatalf("a patient sync returned (%v) before any commit", err)
+		case <-time.After(200 * time.Millisecond):
+		}
+		is.Equal(s.LedgerStats().Committed, uint64(0)) // it asked for no commit
+		cancel()
+		is.True(errors.Is(<-done, context.Canceled)) // it ends with its context
+
+		// Out of patience, it asks for the commit, as Sync does.
+		is.NoErr(s.SyncWithin(context.Background(), 10*time.Millisecond))
+		is.Equal(s.LedgerStats().Committed, uint64(1))
+		_, err := s.Generation(context.Background(), k.AccountID, "g1")
+		is.NoErr(err) // committed
+	})
+}

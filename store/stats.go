@@ -97,17 +97,3 @@ func (s *Store) LedgerSeq() uint64 {
 	defer q.mu.Unlock()
 	return q.settled
 }
-
-// LedgerProgress reports how many generations have been recorded
-// (RecordGeneration) and settled (committed, or dropped as unstorable) by
-// this process's ledger writer since Open. Everything recorded before a
-// moment is committed once settled reaches what recorded was then: what
-// Sync waits for, without asking the writer to commit early (the account
-// reads wait for the writer's own next commit this way; see account's
-// syncGate).
-func (s *ledgerCore) LedgerProgress() (recorded, settled uint64) {
-	q := &s.queue
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.recorded, q.settled
-}

@@ -70,7 +70,6 @@ func New(st store.DB, now func() time.Time, writeErr func(w http.ResponseWriter,
 		budget: keyBudget{rate: limits.Time.Seconds(), burst: limits.Burst.Seconds()},
 		gate:   &syncGate{st: st, every: limits.SyncEvery, limit: 2 * limits.Timeout}}
 	h.usage.seq, _ = st.(ledgerSeq)
-	h.gate.prog, _ = st.(ledgerProgress)
 	return h
 }
 

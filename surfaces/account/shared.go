@@ -18,7 +18,7 @@ import (
 // reads without making any answer staler than a read of its own would be:
 //
 //   - syncGate lets reads wait for the ledger writer's own next commit,
-//     forcing one only when none has come within Limits.SyncEvery;
+//     asking for one only when none has come within Limits.SyncEvery;
 //   - usageCache answers identical usage reads between two ledger commits
 //     with the same bytes, computed once (concurrent ones wait for the one
 //     running: singleflight);
@@ -27,16 +27,14 @@ import (
 // syncGate shares the Syncs of account reads. A read joins the next round
 // that has not started yet, so the round waits for everything recorded
 // before the read arrived: the read sees what it would have seen with a
-// Sync of its own. A round first waits, up to every, for the ledger
-// writer's own next commit to cover it (the writer commits at least every
-// batch interval under load), and only then forces one with Sync. Rounds
-// start at most every apart, the reads arriving meanwhile sharing the next.
-// So a flood of reads adds at most one ledger commit per every, and under
-// steady call load hardly any, while a read alone, or on an idle ledger,
-// never waits.
+// Sync of its own. A round leaves the ledger writer up to every to commit
+// on its own (it does at least every batch interval under load) before it
+// asks for a commit (store.DB.SyncWithin). Rounds start at most every
+// apart, the reads arriving meanwhile sharing the next. So a flood of
+// reads adds at most one ledger commit per every, and under steady call
+// load hardly any, while a read alone, or on an idle ledger, never waits.
 type syncGate struct {
 	st    store.DB
-	prog  ledgerProgress // nil: every round forces its commit
 	every time.Duration
 	limit time.Duration // the most a round's Sync may take: longer than a read's own limit
 
@@ -44,16 +42,6 @@ type syncGate struct {
 	next *syncRound // the round reads join; nil when none is pending
 	last time.Time  // when the last round started
 }
-
-// ledgerProgress is what the stores offer (store.Store.LedgerProgress):
-// the generations this process has recorded and settled.
-type ledgerProgress interface {
-	LedgerProgress() (recorded, settled uint64)
-}
-
-// pollEvery is how often a round looks whether the writer's own commit
-// has covered it.
-const pollEvery = 2 * time.Millisecond
 
 // syncRound is one shared Sync: done is closed when err is set.
 type syncRound struct {
@@ -98,20 +86,9 @@ func (g *syncGate) run(rd *syncRound, wait time.Duration) {
 	g.next = nil
 	g.last = time.Now()
 	g.mu.Unlock()
-	if g.prog != nil {
-		target, settled := g.prog.LedgerProgress()
-		for deadline := time.Now().Add(g.every); settled < target && time.Now().Before(deadline); {
-			time.Sleep(pollEvery)
-			_, settled = g.prog.LedgerProgress()
-		}
-		if settled >= target {
-			close(rd.done) // the writer's own commit covered every read of the round
-			return
-		}
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), g.limit)
 	defer cancel()
-	rd.err = g.st.Sync(ctx)
+	rd.err = g.st.SyncWithin(ctx, g.every)
 	close(rd.done)
 }
 
