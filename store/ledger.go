@@ -832,9 +832,12 @@ func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) 
 		}
 	}
 	yieldCPU()
+	s.feed.committing()
 	if err := tx.Commit(); err != nil {
+		s.feed.committed(nil) // it may have taken effect
 		return fmt.Errorf("ledger: commit: %w: %w", errUncertain, err)
 	}
+	s.feed.committed(&agg.rollup)
 	return nil
 }
 

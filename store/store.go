@@ -195,6 +195,9 @@ type Store struct {
 	// generation: no backfill is pending (see Usage, StartUpkeep).
 	rollupsComplete atomic.Bool
 	upkeep          upkeepState
+	// feed tells each commit's roll-up sums to the usage answers kept
+	// (FollowUsage).
+	feed usageFeed
 
 	// stmts are the ledger's prepared statements, by text; owned by the
 	// ledger goroutine.

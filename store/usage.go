@@ -153,6 +153,15 @@ func dayRange(q UsageQuery) (_ UsageQuery, from, to int32, err error) {
 	return q, from, to, nil
 }
 
+// Days returns the days q covers, [from, to), as day numbers (days since
+// 1970-01-01, UTC: UsageDelta.Day), an unbounded side as math.MinInt32 or
+// math.MaxInt32: a day's usage counts in q's answer iff from <= day < to.
+// q's bounds are checked as Usage checks them.
+func (q UsageQuery) Days() (from, to int32, err error) {
+	_, from, to, err = dayRange(q)
+	return from, to, err
+}
+
 // clampDay is t's day number, within the range the roll-ups use.
 func clampDay(t time.Time) int32 {
 	d := floorDiv(t.Unix(), 86400)

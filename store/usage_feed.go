@@ -1,0 +1,142 @@
+package store
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// The usage feed: what each ledger commit adds to the usage roll-ups, told
+// to whoever keeps usage answers (the account endpoints' answer cache), so
+// that an answer computed once can be kept exact across commits by adding
+// each commit's sums to it instead of being computed again. Only the SQLite
+// store has it: its serve lock makes this process's ledger writer the only
+// one that adds to the roll-ups, so its commits are every change there is,
+// whereas on PostgreSQL other instances commit too, unseen.
+//
+// Two things make a kept answer exact. FollowUsage hands each commit's sums
+// to the followers on the writer's goroutine once the commit has succeeded
+// and before any Sync waiting for it returns, so a read after its Sync finds
+// the commit told. ReadUsage tells a usage read which commit's state it saw:
+// a count that is odd while a COMMIT is in flight brackets the read (a
+// seqlock), so a read that no COMMIT overlapped saw exactly the commits told
+// before it, and its answer plus the sums of every later commit is the
+// answer at each later commit.
+
+// UsageDelta is what one commit added to the roll-ups of one (account, key,
+// application, request type, UTC day): the usage_daily row every grouping
+// of /usage derives from.
+type UsageDelta struct {
+	AccountID   int64
+	Day         int32  // days since 1970-01-01, UTC (see UsageQuery.Days)
+	KeyID       string // "" for generations without a key
+	Application string
+	RequestType string
+
+	Requests          int64
+	InputTokens       int64 // cached and cache-write ones included
+	OutputTokens      int64 // reasoning ones included
+	CachedInputTokens int64
+	CacheWriteTokens  int64
+	ReasoningTokens   int64
+	CostMicros        int64
+}
+
+// UsageCommit is one ledger commit as the usage feed tells it.
+type UsageCommit struct {
+	// Seq numbers the commits told since Open, from 1, without gaps: a
+	// follower that has seen Seq-1 has seen every commit before this one.
+	Seq uint64
+	// Deltas are the commit's roll-up sums, one per usage_daily row it
+	// added to, in no particular order. Followers must not modify them.
+	Deltas []UsageDelta
+	// Lost is set when the commit's outcome is unknown (its COMMIT
+	// reported a failure, which may still have taken effect): answers
+	// kept from before it can no longer be brought up to date and must
+	// be dropped. Deltas is empty then.
+	Lost bool
+}
+
+// usageFeed is the Store's usage feed.
+type usageFeed struct {
+	// version is twice the commits told, plus one while a COMMIT is in
+	// flight (between committing and committed).
+	version atomic.Uint64
+
+	mu     sync.Mutex
+	follow map[int]func(UsageCommit)
+	next   int
+	hasAny atomic.Bool // follow is not empty
+}
+
+// FollowUsage calls fn with every ledger commit from now on, in order, on
+// the ledger writer's goroutine, after the commit has succeeded (or its
+// outcome has become unknown: UsageCommit.Lost) and before the Syncs
+// waiting for it return. fn must return quickly: the writer waits for it.
+// stop ends the calls.
+func (s *Store) FollowUsage(fn func(UsageCommit)) (stop func()) {
+	f := &s.feed
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.follow == nil {
+		f.follow = make(map[int]func(UsageCommit))
+	}
+	id := f.next
+	f.next++
+	f.follow[id] = fn
+	f.hasAny.Store(true)
+	return func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		delete(f.follow, id)
+		f.hasAny.Store(len(f.follow) > 0)
+	}
+}
+
+// ReadUsage runs read, which reads usage (Usage, UsageByDay), and reports
+// which ledger state it saw: exact is set when no COMMIT ran while it read
+// and the roll-ups are complete (no backfill is running, whose chunks the
+// feed does not tell), and then seq is the UsageCommit.Seq of the last
+// commit in that state (0 for none since Open). An answer read with exact
+// set, plus the deltas of every commit after seq, is the answer a read
+// after those commits would give. Without exact the answer is still right
+// for its caller; it only cannot be kept.
+//
+// Each of Usage's and UsageByDay's answers is one SQL statement, so one
+// snapshot; read must make one such call for exact to mean anything.
+func (s *Store) ReadUsage(read func() error) (seq uint64, exact bool, err error) {
+	complete := s.rollupsComplete.Load()
+	v := s.feed.version.Load()
+	if err := read(); err != nil {
+		return 0, false, err
+	}
+	return v / 2, complete && v%2 == 0 && s.feed.version.Load() == v, nil
+}
+
+// committing marks a COMMIT in flight: reads overlapping it cannot tell
+// whether they saw it.
+func (f *usageFeed) committing() { f.version.Add(1) }
+
+// committed tells the followers of the commit that committing began: rs
+// holds its roll-up sums, or is nil when its outcome is unknown.
+func (f *usageFeed) committed(rs *rollupSums) {
+	defer f.version.Add(1)
+	if !f.hasAny.Load() {
+		return
+	}
+	c := UsageCommit{Seq: f.version.Load()/2 + 1, Lost: rs == nil}
+	if rs != nil {
+		c.Deltas = make([]UsageDelta, 0, len(rs.daily))
+		for k, v := range rs.daily {
+			c.Deltas = append(c.Deltas, UsageDelta{
+				AccountID: k.account, Day: k.day, KeyID: k.key, Application: k.app, RequestType: k.typ,
+				Requests: v.requests, InputTokens: v.input, OutputTokens: v.output, CachedInputTokens: v.cached,
+				CacheWriteTokens: v.cacheWrite, ReasoningTokens: v.reasoning, CostMicros: v.cost,
+			})
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, fn := range f.follow {
+		fn(c)
+	}
+}
