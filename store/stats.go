@@ -82,18 +82,3 @@ func (p *Postgres) Pools() []Pool {
 	}
 	return []Pool{stat("writer", p.w), stat("readers", p.r), stat("call_readers", p.call)}
 }
-
-// LedgerSeq counts the generations the ledger writer has settled since
-// Open: committed, or dropped as unstorable. It grows after every commit
-// that changed the database's ledger, and before a Sync waiting for that
-// commit returns, so two reads that see the same LedgerSeq after a Sync
-// see the same ledger: the account endpoints cache their answers by it
-// (account.Handler). Only the SQLite store has it: its serve lock makes
-// this process's writer the database's only one, whereas on PostgreSQL
-// other instances commit too.
-func (s *Store) LedgerSeq() uint64 {
-	q := &s.queue
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.settled
-}

@@ -55,7 +55,7 @@ type Handler struct {
 	waiting  atomic.Int32  // requests waiting for a turn
 	budget   keyBudget     // each key's budget of account-request time
 	gate     *syncGate     // the requests' shared waits for the ledger's commits
-	usage    usageCache    // usage answers of the ledger's current state
+	usage    usageCache    // usage answers, kept up to date with the ledger's commits
 }
 
 // New returns a Handler reading st. writeErr renders every failure; it is
@@ -69,7 +69,7 @@ func New(st store.DB, now func() time.Time, writeErr func(w http.ResponseWriter,
 	h := &Handler{st: st, now: now, writeErr: writeErr, limits: limits, turns: make(chan struct{}, limits.Concurrent),
 		budget: keyBudget{rate: limits.Time.Seconds(), burst: limits.Burst.Seconds()},
 		gate:   &syncGate{st: st, every: limits.SyncEvery, limit: 2 * limits.Timeout}}
-	h.usage.seq, _ = st.(ledgerSeq)
+	h.usage.follow(st)
 	return h
 }
 

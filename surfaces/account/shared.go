@@ -19,9 +19,10 @@ import (
 //
 //   - syncGate lets reads wait for the ledger writer's own next commit,
 //     asking for one only when none has come within Limits.SyncEvery;
-//   - usageCache answers identical usage reads between two ledger commits
-//     with the same bytes, computed once (concurrent ones wait for the one
-//     running: singleflight);
+//   - usageCache keeps usage answers across ledger commits, adding each
+//     commit's sums to them instead of running their queries again, and
+//     answers identical usage reads with the same bytes, computed once
+//     (concurrent ones wait for the one running: singleflight);
 //   - keyBudget bounds the time each key's account requests take (429).
 
 // syncGate shares the Syncs of account reads. A read joins the next round
@@ -90,99 +91,6 @@ func (g *syncGate) run(rd *syncRound, wait time.Duration) {
 	defer cancel()
 	rd.err = g.st.SyncWithin(ctx, g.every)
 	close(rd.done)
-}
-
-// ledgerSeq is what a store whose ledger only this process writes offers
-// (store.Store.LedgerSeq): a count that grows with every commit.
-type ledgerSeq interface {
-	LedgerSeq() uint64
-}
-
-// usageKey names one usage answer: the account and the normalized query
-// (group_by as the body echoes it, the bounds as parsed).
-type usageKey struct {
-	account    int64
-	groupBy    string
-	start, end int64 // Unix seconds: each bound is a UTC midnight, or the zero time
-}
-
-// usageEntry is one answer, being computed until ready is closed; body is
-// the encoded answer, or err why there is none.
-type usageEntry struct {
-	ready chan struct{}
-	body  []byte
-	err   error
-}
-
-// usageCacheMax bounds the answers kept for one ledger state: beyond it
-// reads are computed each for itself. The cache holds one state's answers
-// at a time (the next commit replaces them all), so this bounds its memory.
-const usageCacheMax = 1024
-
-// usageCache holds the usage answers computed since the ledger's last
-// commit (seq), keyed by usageKey. A read whose Sync has returned asks for
-// the answer at the LedgerSeq it reads then: an entry of the same seq was
-// computed from a ledger at least as new as the one the read's own query
-// would see (its seq was read before its query), and no commit has come
-// between, so it is the same answer, byte for byte.
-type usageCache struct {
-	seq ledgerSeq // nil: no cache (PostgreSQL, where other instances commit)
-
-	mu      sync.Mutex
-	at      uint64 // the LedgerSeq the entries belong to
-	entries map[usageKey]*usageEntry
-	queries int // answers computed (cache misses), for tests
-}
-
-// get returns the answer of k: the cached one, one being computed (it
-// waits for it), or compute's, which it caches.
-func (c *usageCache) get(ctx context.Context, k usageKey, compute func() ([]byte, error)) ([]byte, error) {
-	if c.seq == nil {
-		return compute()
-	}
-	seq := c.seq.LedgerSeq()
-	c.mu.Lock()
-	if seq != c.at {
-		if seq < c.at { // a newer state is cached already: this read is late
-			c.mu.Unlock()
-			return compute()
-		}
-		c.at, c.entries = seq, nil
-	}
-	if e := c.entries[k]; e != nil {
-		c.mu.Unlock()
-		select {
-		case <-e.ready:
-		case <-ctx.Done():
-			return nil, fmt.Errorf("waiting for the same usage query: %w", context.Cause(ctx))
-		}
-		if e.err != nil {
-			return compute() // its reader's failure (its deadline) need not be ours
-		}
-		return e.body, nil
-	}
-	if len(c.entries) >= usageCacheMax {
-		c.mu.Unlock()
-		return compute()
-	}
-	e := &usageEntry{ready: make(chan struct{})}
-	if c.entries == nil {
-		c.entries = make(map[usageKey]*usageEntry)
-	}
-	c.entries[k] = e
-	c.queries++
-	c.mu.Unlock()
-
-	e.body, e.err = compute()
-	if e.err != nil {
-		c.mu.Lock()
-		if c.entries[k] == e {
-			delete(c.entries, k)
-		}
-		c.mu.Unlock()
-	}
-	close(e.ready)
-	return e.body, e.err
 }
 
 // keyBudget is each API key's budget of account-request time: a bucket

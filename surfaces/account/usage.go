@@ -1,6 +1,7 @@
 package account
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -77,23 +78,41 @@ func (h *Handler) Usage(w http.ResponseWriter, r *http.Request, caller store.Key
 		return
 	}
 	ctx := r.Context()
-	body, err := h.usage.get(ctx, keyOf(caller, uq.GroupBy, uq), func() ([]byte, error) {
-		buckets, err := h.st.Usage(ctx, caller.AccountID, uq)
-		if err != nil {
-			// Everything the store would reject as invalid was checked above.
-			return nil, err
-		}
-		report, err := NewUsageReport(uq, buckets)
-		if err != nil {
-			return nil, err
-		}
-		return encodeJSON(report)
-	})
+	var body []byte
+	if h.usage.feed == nil { // no cache: the query and its report
+		body, err = h.usageReport(ctx, caller, uq)
+	} else {
+		body, err = h.usage.get(ctx, keyOf(caller, uq.GroupBy, uq), func() (*usageView, error) {
+			buckets, err := h.st.Usage(ctx, caller.AccountID, uq)
+			if err != nil {
+				return nil, err
+			}
+			cells := make([]store.DayBucket, len(buckets))
+			for i, b := range buckets {
+				cells[i].Bucket = b
+			}
+			return newUsageView(caller.AccountID, uq.GroupBy, false, uq, cells)
+		})
+	}
 	if err != nil {
 		h.internal(w, r, fmt.Errorf("usage: %w", err))
 		return
 	}
 	writeBody(w, http.StatusOK, body)
+}
+
+// usageReport is the body of the usage answer of uq, read from the store.
+func (h *Handler) usageReport(ctx context.Context, caller store.Key, uq store.UsageQuery) ([]byte, error) {
+	buckets, err := h.st.Usage(ctx, caller.AccountID, uq)
+	if err != nil {
+		// Everything the store would reject as invalid was checked before.
+		return nil, err
+	}
+	report, err := NewUsageReport(uq, buckets)
+	if err != nil {
+		return nil, err
+	}
+	return encodeJSON(report)
 }
 
 // keyOf is the cache key of a usage answer (see usageCache): the caller's

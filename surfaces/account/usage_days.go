@@ -1,6 +1,7 @@
 package account
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -56,35 +57,50 @@ func (h *Handler) usageByDay(w http.ResponseWriter, r *http.Request, caller stor
 	}
 	ctx := r.Context()
 	groupBy := store.GroupByDay + "," + axis
-	body, err := h.usage.get(ctx, keyOf(caller, groupBy, uq), func() ([]byte, error) {
-		cells, err := h.st.UsageByDay(ctx, caller.AccountID, uq)
-		if err != nil {
-			return nil, err
-		}
-		buckets := make([]store.Bucket, len(cells))
-		for i, c := range cells {
-			buckets[i] = c.Bucket
-		}
-		flat, err := NewUsageReport(uq, buckets) // the totals, added up exactly
-		if err != nil {
-			return nil, err
-		}
-		report := DayUsageReport{
-			Object:    flat.Object,
-			GroupBy:   groupBy,
-			StartDate: flat.StartDate,
-			EndDate:   flat.EndDate,
-			Data:      make([]DayUsageBucket, len(cells)),
-			Total:     flat.Total,
-		}
-		for i, c := range cells {
-			report.Data[i] = DayUsageBucket{Day: c.Day, Bucket: c.Bucket.Bucket, UsageTotals: flat.Data[i].UsageTotals}
-		}
-		return encodeJSON(report)
-	})
+	var body []byte
+	if h.usage.feed == nil { // no cache: the query and its report
+		body, err = h.usageByDayReport(ctx, caller, groupBy, uq)
+	} else {
+		body, err = h.usage.get(ctx, keyOf(caller, groupBy, uq), func() (*usageView, error) {
+			cells, err := h.st.UsageByDay(ctx, caller.AccountID, uq)
+			if err != nil {
+				return nil, err
+			}
+			return newUsageView(caller.AccountID, groupBy, true, uq, cells)
+		})
+	}
 	if err != nil {
 		h.internal(w, r, fmt.Errorf("usage: %w", err))
 		return
 	}
 	writeBody(w, http.StatusOK, body)
+}
+
+// usageByDayReport is the body of the usage answer of uq grouped by day and
+// uq.GroupBy, read from the store.
+func (h *Handler) usageByDayReport(ctx context.Context, caller store.Key, groupBy string, uq store.UsageQuery) ([]byte, error) {
+	cells, err := h.st.UsageByDay(ctx, caller.AccountID, uq)
+	if err != nil {
+		return nil, err
+	}
+	buckets := make([]store.Bucket, len(cells))
+	for i, c := range cells {
+		buckets[i] = c.Bucket
+	}
+	flat, err := NewUsageReport(uq, buckets) // the totals, added up exactly
+	if err != nil {
+		return nil, err
+	}
+	report := DayUsageReport{
+		Object:    flat.Object,
+		GroupBy:   groupBy,
+		StartDate: flat.StartDate,
+		EndDate:   flat.EndDate,
+		Data:      make([]DayUsageBucket, len(cells)),
+		Total:     flat.Total,
+	}
+	for i, c := range cells {
+		report.Data[i] = DayUsageBucket{Day: c.Day, Bucket: c.Bucket.Bucket, UsageTotals: flat.Data[i].UsageTotals}
+	}
+	return encodeJSON(report)
 }
