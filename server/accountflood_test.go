@@ -175,7 +175,7 @@ func TestAccountReads_CachedAnswersMatchUncached(t *testing.T) {
 		is.Equal(resp.StatusCode, http.StatusOK)
 	}
 	// The same store behind a server that cannot cache: store.DB alone
-	// has no LedgerSeq.
+	// has no usage feed.
 	plain := New(Options{Logger: gw.Server.log, Store: struct{ store.DB }{gw.Store}, Router: gw.Server.current().router})
 	hs := httptest.NewServer(plain)
 	t.Cleanup(hs.Close)

@@ -93,13 +93,14 @@ func (s *Store) FollowUsage(fn func(UsageCommit)) (stop func()) {
 }
 
 // ReadUsage runs read, which reads usage (Usage, UsageByDay), and reports
-// which ledger state it saw: exact is set when no COMMIT ran while it read
-// and the roll-ups are complete (no backfill is running, whose chunks the
-// feed does not tell), and then seq is the UsageCommit.Seq of the last
-// commit in that state (0 for none since Open). An answer read with exact
-// set, plus the deltas of every commit after seq, is the answer a read
-// after those commits would give. Without exact the answer is still right
-// for its caller; it only cannot be kept.
+// which ledger state it saw: one that holds every commit through seq (the
+// UsageCommit.Seq of the last commit told before read began, 0 for none
+// since Open), and exactly those when exact is set: no COMMIT ran while it
+// read, and the roll-ups are complete (no backfill is running, whose chunks
+// the feed does not tell). An answer read with exact set, plus the deltas
+// of every commit after seq, is the answer a read after those commits
+// would give. Without exact the answer is still right for any reader
+// that needs no commit after seq; it only cannot be kept.
 //
 // Each of Usage's and UsageByDay's answers is one SQL statement, so one
 // snapshot; read must make one such call for exact to mean anything.
@@ -107,7 +108,7 @@ func (s *Store) ReadUsage(read func() error) (seq uint64, exact bool, err error)
 	complete := s.rollupsComplete.Load()
 	v := s.feed.version.Load()
 	if err := read(); err != nil {
-		return 0, false, err
+		return v / 2, false, err
 	}
 	return v / 2, complete && v%2 == 0 && s.feed.version.Load() == v, nil
 }

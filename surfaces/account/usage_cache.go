@@ -95,11 +95,14 @@ type usageCache struct {
 }
 
 // usageEntry is one kept answer. It is being computed until ready is
-// closed; then view is the answer, or nil when it could not be kept (its
-// query failed, err, or a commit overlapped it).
+// closed; then view is the answer, or nil when it could not be kept: its
+// query failed (err), or a commit overlapped it, and then body is the
+// answer, with every commit through from in it.
 type usageEntry struct {
 	ready chan struct{}
 	err   error
+	body  []byte
+	from  uint64
 	mu    sync.Mutex // held while view is brought up to date and rendered
 	view  *usageView
 	// used and size are the cache's, under its lock: the last read, and
@@ -158,6 +161,7 @@ func (c *usageCache) get(ctx context.Context, k usageKey, load func() (*usageVie
 	}
 	c.clock++
 	e.used = c.clock
+	need := c.seq // this read's Sync has come: its calls are in commits told
 	c.mu.Unlock()
 	select {
 	case <-e.ready:
@@ -165,8 +169,10 @@ func (c *usageCache) get(ctx context.Context, k usageKey, load func() (*usageVie
 		return nil, fmt.Errorf("waiting for the same usage query: %w", context.Cause(ctx))
 	}
 	if e.view == nil {
-		// Its reader's failure (its deadline) need not be ours, nor can an
-		// answer no one could place be ours.
+		if e.err == nil && e.from >= need {
+			return e.body, nil // not kept, but new enough for this read
+		}
+		// Its reader's failure (its deadline) need not be ours.
 		return c.compute(load)
 	}
 	if body, ok := c.current(e); ok {
@@ -203,10 +209,13 @@ func (c *usageCache) fill(k usageKey, e *usageEntry, load func() (*usageView, er
 		v.at = seq
 		e.view = v
 	}
-	e.err = err
+	e.err, e.from = err, seq
 	var body []byte
 	if err == nil {
 		body = v.render()
+		if e.view == nil {
+			e.body = body // for the reads waiting for it (see get)
+		}
 	}
 	c.mu.Lock()
 	if c.entries[k] == e {
