@@ -367,9 +367,9 @@ func BenchmarkCommitBatch(b *testing.B) {
 // BenchmarkCommitBatch_ManyKeys is BenchmarkCommitBatch with the commits
 // of a busy gateway with many keys: 20 generations a commit (1,000 calls a
 // second, one commit every 20 ms), each from another of 1,000 keys, 50
-// applications and every request type, so that each commit upserts about
-// 20 usage_daily and 125 usage_periods rows besides its 20 generations
-// (the 10M ledger's chat phase, bench/RESULTS.md).
+// applications and every request type, so that each commit upserts 20
+// usage_daily and 145 usage_periods rows besides its 20 generations (the
+// 10M ledger's chat phase upserted ~20 and ~125 a commit, bench/RESULTS.md).
 func BenchmarkCommitBatch_ManyKeys(b *testing.B) {
 	const rows = 20
 	s, _ := newTestStore(b)
