@@ -364,6 +364,53 @@ func BenchmarkCommitBatch(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/row")
 }
 
+// BenchmarkCommitBatch_ManyKeys is BenchmarkCommitBatch with the commits
+// of a busy gateway with many keys: 20 generations a commit (1,000 calls a
+// second, one commit every 20 ms), each from another of 1,000 keys, 50
+// applications and every request type, so that each commit upserts 20
+// usage_daily and 145 usage_periods rows besides its 20 generations (the
+// 10M ledger's chat phase upserted ~20 and ~125 a commit, bench/RESULTS.md).
+func BenchmarkCommitBatch_ManyKeys(b *testing.B) {
+	const rows = 20
+	s, _ := newTestStore(b)
+	a, _, _ := newAccount(b, s, "acme", "1000000")
+	ctx := context.Background()
+	keys := make([]Key, 1000)
+	for i := range keys {
+		_, k, err := s.CreateKey(ctx, a.ID, fmt.Sprint("k", i))
+		if err != nil {
+			b.Fatal(err)
+		}
+		keys[i] = k
+	}
+	types := []string{"flash", "pro", "code", "json", "long", "reason", "vision", "document"}
+	apps := make([]string, 50)
+	for i := range apps {
+		apps[i] = fmt.Sprintf("app-%02d.example.com", i)
+	}
+	batch := make([]genRow, rows)
+	agg := &batchSums{debits: make(map[int64]int64), spend: make(map[spendDay]spendSum)}
+	n := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		for i := range batch {
+			g := gen(b, "chatcmpl-"+strconv.Itoa(n), keys[(n*7919)%len(keys)], "0.000123")
+			g.Application = apps[(n*31)%len(apps)]
+			g.RequestType = types[n%len(types)]
+			n++
+			r, err := s.toRow(g)
+			if err != nil {
+				b.Fatal(err)
+			}
+			batch[i] = r
+		}
+		if err := s.commitBatch(ctx, batch, agg); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/row")
+}
+
 // A patient Sync (SyncWithin) waits for the writer's own commit and makes
 // it commit early only when its patience runs out.
 func TestSyncWithin_WaitsForTheWritersOwnCommit(t *testing.T) {

@@ -19,6 +19,7 @@ var shipped = []struct{ name, sha256 string }{
 	{"0004_spend_daily_covering", "fa4fd116a76143dc2b338fc4b6ab30be6c7bf7835ed5f56b45751b9ce7a36a32"},
 	{"0005_generations_filter_indexes", "5ea86a60baabb87b7703637ea14cf1b24e50ad06bf18da7d3e326249eec6ad0e"},
 	{"0006_key_changes", "9d254672dd3c9f110bd9b785b9b5b344512578500b49d5da2407ac304eafbb9b"},
+	{"0007_usage_periods_checks", "87d57b813abf17ff4f177587dcbff32dd0f52bc1bd70736e86f0b09b3bd78f12"},
 }
 
 // shippedPG are PostgreSQL's (store/pgmigrations), pinned the same way.

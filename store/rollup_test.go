@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -471,4 +472,80 @@ func TestBackfill_TwoProcessesCountOnce(t *testing.T) {
 	is.True(b.complete())
 	is.Equal(rolled[0]+rolled[1], 1000) // each generation rolled up by one of them
 	checkRollups(t, stores[0])
+}
+
+// TestMigration0007_UsagePeriodsChecks upgrades a ledger whose usage_periods
+// has the checks of migration 0003 (axis IN (…), span IN (…)): opening it
+// rebuilds the table with the comparison checks of 0007, keeping every row,
+// and the rebuilt table refuses what the old one refused.
+func TestMigration0007_UsagePeriodsChecks(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	clock := newTestClock()
+	path := filepath.Join(t.TempDir(), "svcgw.db")
+	s := openTestStore(t, path, Options{Now: clock.Now})
+	r := rand.New(rand.NewPCG(7, 7))
+	accounts := randomWorkload(t, s, clock, r, 400)
+
+	// The table as 0003 made it, holding the same rows, and 0007 not yet
+	// applied: the database of a svcgw from before 0007.
+	const rows = `SELECT account_id, axis, span, first_day, bucket, requests, input_tokens, output_tokens,
+		cached_input_tokens, cache_write_tokens, reasoning_tokens, cost_micros FROM usage_periods`
+	for _, q := range []string{
+		`CREATE TABLE usage_periods_0003 (
+		    account_id          INTEGER NOT NULL REFERENCES accounts (id),
+		    axis                TEXT    NOT NULL CHECK (axis IN ('day', 'request_type', 'application', 'api_key')),
+		    span                TEXT    NOT NULL CHECK (span IN ('day', 'month', 'year')),
+		    first_day           INTEGER NOT NULL,
+		    bucket              TEXT    NOT NULL,
+		    requests            INTEGER NOT NULL,
+		    input_tokens        INTEGER NOT NULL,
+		    output_tokens       INTEGER NOT NULL,
+		    cached_input_tokens INTEGER NOT NULL,
+		    cache_write_tokens  INTEGER NOT NULL,
+		    reasoning_tokens    INTEGER NOT NULL,
+		    cost_micros         INTEGER NOT NULL CHECK (cost_micros >= 0),
+		    PRIMARY KEY (account_id, axis, span, first_day, bucket)
+		) STRICT, WITHOUT ROWID`,
+		`INSERT INTO usage_periods_0003 ` + rows,
+		`DROP TABLE usage_periods`,
+		`ALTER TABLE usage_periods_0003 RENAME TO usage_periods`,
+		`DELETE FROM schema_migrations WHERE version = 7`,
+	} {
+		execSQL(t, s, q)
+	}
+	before := queryInt(t, s, `SELECT COUNT(*) FROM usage_periods`)
+	is.True(before > 100) // rows of every axis and span to carry over
+	is.NoErr(s.Close())
+
+	s = openTestStore(t, path, Options{Now: clock.Now})
+	is.Equal(queryInt(t, s, `SELECT COUNT(*) FROM schema_migrations WHERE version = 7`), int64(1)) // 0007 applied
+	var ddl string
+	is.NoErr(s.r.QueryRowContext(ctx, `SELECT sql FROM sqlite_schema WHERE name = 'usage_periods'`).Scan(&ddl))
+	is.True(!strings.Contains(ddl, " IN ("))                                          // the comparison checks
+	is.True(strings.Contains(ddl, "span = 'day' OR span = 'month' OR span = 'year'")) // of 0007
+	is.Equal(queryInt(t, s, `SELECT COUNT(*) FROM usage_periods`), before)            // every row kept
+	checkRollups(t, s)                                                                // with the same sums
+	checkAllUsage(t, s, r, accounts, 3)
+
+	// The new checks refuse what the old ones did.
+	a := accounts[0].ID
+	for _, bad := range [][2]string{{"week", "day"}, {"", "day"}, {"DAY", "day"}, {"api_key", "week"}, {"api_key", ""}, {"day", "Month"}} {
+		_, err := s.w.ExecContext(ctx, `INSERT INTO usage_periods VALUES (?, ?, ?, 1, '', 1, 0, 0, 0, 0, 0, 0)`, a, bad[0], bad[1])
+		is.True(err != nil && strings.Contains(err.Error(), "CHECK constraint failed")) // a bad axis or span
+	}
+	_, err := s.w.ExecContext(ctx, `INSERT INTO usage_periods VALUES (?, 'api_key', 'year', 1, '', 1, 0, 0, 0, 0, 0, -1)`, a)
+	is.True(err != nil && strings.Contains(err.Error(), "CHECK constraint failed")) // a negative cost
+
+	// The ledger goes on adding to the rebuilt table.
+	var k Key
+	is.NoErr(s.r.QueryRowContext(ctx, `SELECT id, account_id FROM api_keys LIMIT 1`).Scan(&k.ID, &k.AccountID))
+	for i := range 50 {
+		g := gen(t, fmt.Sprint("after-", i), k, "0.001")
+		g.RequestType = []string{"flash", "pro", "code"}[i%3]
+		s.RecordGeneration(g)
+	}
+	is.NoErr(s.Sync(ctx))
+	checkRollups(t, s)
+	checkLedger(t, s)
 }

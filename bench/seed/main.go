@@ -310,8 +310,9 @@ func run() error {
 
 // stripRollups makes the database at path look as svcgw left it before
 // migration 0003: without the roll-up tables, their state and its index,
-// and without the migration's record. Opening it with svcgw then runs the
-// migration and the backfill, as an upgrade would.
+// and without the migration's record (nor that of 0007, which rebuilt
+// usage_periods). Opening it with svcgw then runs the migrations and the
+// backfill, as an upgrade would.
 func stripRollups(path string) error {
 	if _, err := os.Stat(path); err != nil {
 		return err
@@ -324,7 +325,7 @@ func stripRollups(path string) error {
 	db.SetMaxOpenConns(1)
 	for _, q := range []string{
 		`DROP TABLE usage_daily`, `DROP TABLE usage_periods`, `DROP TABLE ledger_upkeep`,
-		`DROP INDEX feedback_generation`, `DELETE FROM schema_migrations WHERE version = 3`,
+		`DROP INDEX feedback_generation`, `DELETE FROM schema_migrations WHERE version IN (3, 7)`,
 		`PRAGMA wal_checkpoint(TRUNCATE)`,
 	} {
 		if _, err := db.Exec(q); err != nil {
