@@ -244,9 +244,18 @@ func (p *Prices) Cost(t llm.RequestType, tier llm.Tier, u llm.Usage) apd.Decimal
 	// Dividing by 10^6 is exact: shift the exponent.
 	sum.Exponent -= 6
 	var cost apd.Decimal
-	_, _ = chargeRounding.Quantize(&cost, &sum, -Scale)
-	if cost.Cmp(&maxCost) > 0 {
+	if sum.Cmp(&maxCost) > 0 {
+		// Before quantizing: past 10^28 dollars the quantized value would
+		// need more than 34 digits, and apd answers NaN.
 		cost.Set(&maxCost)
+		return cost
+	}
+	_, _ = chargeRounding.Quantize(&cost, &sum, -Scale)
+	if cost.IsZero() && !sum.IsZero() {
+		// apd rounds a value below a tenth of the quantum to zero in every
+		// mode, toward +infinity too (0.000000075 quantizes to 0.000000):
+		// a call that used tokens still costs one micro-dollar.
+		cost.SetFinite(1, -Scale)
 	}
 	return cost
 }
