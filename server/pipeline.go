@@ -405,8 +405,10 @@ func (s *Server) meter(ctx context.Context, c *call, m meterInput) {
 		m.usage = s.unreported(ctx, c, m.usage, m.delivered)
 	}
 	var micros int64
+	var cost apd.Decimal // a failed call's stays the zero value, as it always was
 	if !m.failed {
 		micros = c.set.prices.CostMicros(c.class.Type, c.class.Tier, m.usage)
+		cost = billing.FromMicros(micros)
 	}
 	rec := recordFrom(ctx)
 	rec.usage = m.usage
@@ -434,7 +436,7 @@ func (s *Server) meter(ctx context.Context, c *call, m meterInput) {
 		CachedPromptTokens:  m.usage.CachedInputTokens,
 		CacheCreationTokens: m.usage.CacheCreationTokens,
 		ReasoningTokens:     m.usage.ReasoningTokens,
-		Cost:                billing.FromMicros(micros),
+		Cost:                cost,
 		LatencyMS:           m.firstByte.Sub(c.start).Milliseconds(),
 		GenerationTimeMS:    m.end.Sub(m.upstreamFrom).Milliseconds(),
 		CreatedAt:           c.created,
