@@ -13,7 +13,7 @@ import (
 // import only the contract and llm.
 var allowed = map[string][]string{
 	"":                    {"cli"},
-	"cli":                 {"server", "store", "config", "billing", "upstream", "upstream/openai", "upstream/anthropic", "upstream/gemini", "upstream/fixture", "surfaces/account", "seal"},
+	"cli":                 {"server", "store", "config", "billing", "upstream", "upstream/openai", "upstream/anthropic", "upstream/gemini", "upstream/fixture", "surfaces/account", "seal", "internal/logtext"},
 	"server":              {"surfaces/*", "classify", "upstream", "billing", "store", "seal", "llm"},
 	"surfaces/*":          {"surfaces/surface", "llm"}, // chat, messages, gencontent and any surface to come
 	"surfaces/surface":    {"llm"},                     // the Codec contract between server and the surfaces
@@ -35,6 +35,7 @@ var allowed = map[string][]string{
 	"seal":                {},      // authenticated encryption of caller-held tokens (golang.org/x/crypto only)
 	"internal/golden":     {"llm"}, // golden-file helpers, imported by the surfaces' tests only
 	"internal/pgtest":     {},      // a throwaway PostgreSQL for tests, imported by tests only
+	"internal/logtext":    {},      // the log handler: slog.TextHandler's bytes, cheaper
 
 	// what the vendor protocols share: HTTP transport, SSE reader, frame
 	// decoder, stop sequences, translation helpers

@@ -17,6 +17,8 @@
 // 34-digit context, so sums of token counts times prices are exact, and a cost
 // is rounded exactly once, at the end of Cost, to six decimal places (the
 // precision every amount is stored and rendered with), rounding up: see Cost.
+// A call's cost and ceiling are computed in integers (CostMicros, Ceiling),
+// which the tests hold to the decimal code for any price and usage.
 //
 // billing imports only llm and apd. It never imports net/http, does no I/O and
 // never logs; the price table it holds is the caller's charge only, never an
@@ -25,6 +27,7 @@ package billing
 
 import (
 	"fmt"
+	"math/bits"
 	"strings"
 
 	"github.com/cockroachdb/apd/v3"
@@ -83,7 +86,41 @@ type route struct {
 // value is an empty table; DefaultPrices returns a complete one. Prices is not
 // safe for concurrent use while Set is being called: build it, then share it.
 type Prices struct {
-	m map[route]*Price
+	m map[route]*entry
+}
+
+// entry is a table's price with its rates as integers, for CostMicros.
+type entry struct {
+	Price
+	scaled [5]uint64 // Input, CachedInput, CacheWrite, CacheWrite1h, Output × 10^rateScale
+	exact  bool      // every rate is a non-negative multiple of 10^-rateScale that fits
+}
+
+// rateScale is how many decimal places of a rate (USD per million tokens,
+// which is micro-dollars per token) CostMicros works in: a rate of
+// 0.075 is 75,000,000 units of 10^-9 micro-dollars per token. A table
+// rate with more places is priced by the decimal code.
+const rateScale = 9
+
+// newEntry scales pr's rates to integers.
+func newEntry(pr Price) *entry {
+	e := &entry{Price: pr.clone(), exact: true}
+	for i, r := range [...]*apd.Decimal{&e.Input, &e.CachedInput, &e.CacheWrite, &e.CacheWrite1h, &e.Output} {
+		if r.Form != apd.Finite || r.Negative {
+			e.exact = false
+			continue
+		}
+		var d apd.Decimal
+		d.Set(r)
+		d.Exponent += rateScale
+		n, err := d.Int64() // fails with a fractional part, and past an int64
+		if err != nil {
+			e.exact = false
+			continue
+		}
+		e.scaled[i] = uint64(n)
+	}
+	return e
 }
 
 // fallback is the route whose price an unknown type or tier is charged at.
@@ -113,7 +150,7 @@ func DefaultPrices() *Prices {
 		llm.TypeFlash: {llm.TierLow: {"0.10", "0.40"}, llm.TierMedium: {"0.30", "2.50"}, llm.TierHigh: {"1.25", "10.00"}},
 		llm.TypeLong:  {llm.TierLow: {"0.60", "3.75"}, llm.TierMedium: {"2.50", "15.00"}, llm.TierHigh: {"4.00", "18.00"}},
 	}
-	p := &Prices{m: make(map[route]*Price, len(llm.RequestTypes)*len(llm.Tiers))}
+	p := &Prices{m: make(map[route]*entry, len(llm.RequestTypes)*len(llm.Tiers))}
 	for _, t := range llm.RequestTypes {
 		r, ok := table[t]
 		if !ok {
@@ -160,32 +197,30 @@ func mustParse(s string) apd.Decimal {
 // Set sets the price of a request type and tier.
 func (p *Prices) Set(t llm.RequestType, tier llm.Tier, pr Price) {
 	if p.m == nil {
-		p.m = make(map[route]*Price)
+		p.m = make(map[route]*entry)
 	}
-	c := pr.clone()
-	p.m[route{t, tier}] = &c
+	p.m[route{t, tier}] = newEntry(pr)
 }
 
 // Lookup returns the price of a request type and tier. A pair that was never
 // set is charged at pro/medium if that is set, and at zero only when the
 // table does not even hold that.
 func (p *Prices) Lookup(t llm.RequestType, tier llm.Tier) Price {
-	pr := p.lookup(t, tier)
-	return pr.clone()
+	return p.lookup(t, tier).clone()
 }
 
 // zeroPrice is what an empty table charges.
-var zeroPrice Price
+var zeroPrice = newEntry(Price{})
 
-// lookup returns the table's own Price, not a copy; callers must not modify it.
-func (p *Prices) lookup(t llm.RequestType, tier llm.Tier) *Price {
-	if pr, ok := p.m[route{t, tier}]; ok {
-		return pr
+// lookup returns the table's own entry, not a copy; callers must not modify it.
+func (p *Prices) lookup(t llm.RequestType, tier llm.Tier) *entry {
+	if e, ok := p.m[route{t, tier}]; ok {
+		return e
 	}
-	if pr, ok := p.m[fallback]; ok {
-		return pr
+	if e, ok := p.m[fallback]; ok {
+		return e
 	}
-	return &zeroPrice
+	return zeroPrice
 }
 
 // Cost returns what a call with usage u costs at the price of type t and tier
@@ -209,7 +244,11 @@ func (p *Prices) lookup(t llm.RequestType, tier llm.Tier) *Price {
 // before it is priced (see the upstream package), so only an absurd price
 // can reach the cap.
 func (p *Prices) Cost(t llm.RequestType, tier llm.Tier, u llm.Usage) apd.Decimal {
-	pr := p.lookup(t, tier)
+	return p.lookup(t, tier).cost(u)
+}
+
+// tokens returns the counts Cost prices, in the order of entry.scaled.
+func tokens(u llm.Usage) [5]int {
 	u = llm.Usage{
 		InputTokens:           max(u.InputTokens, 0),
 		OutputTokens:          max(u.OutputTokens, 0),
@@ -217,15 +256,28 @@ func (p *Prices) Cost(t llm.RequestType, tier llm.Tier, u llm.Usage) apd.Decimal
 		CacheCreationTokens:   max(u.CacheCreationTokens, 0),
 		CacheCreation1hTokens: max(u.CacheCreation1hTokens, 0),
 	}
+	return [5]int{
+		u.UncachedInputTokens(),
+		u.CachedInputTokens,
+		max(u.CacheCreationTokens-u.CacheCreation1hTokens, 0),
+		u.CacheCreation1hTokens,
+		u.OutputTokens,
+	}
+}
+
+// cost is Cost in decimals.
+func (e *entry) cost(u llm.Usage) apd.Decimal {
+	pr := &e.Price
+	n5 := tokens(u)
 	terms := [...]struct {
 		tokens int
 		rate   *apd.Decimal
 	}{
-		{u.UncachedInputTokens(), &pr.Input},
-		{u.CachedInputTokens, &pr.CachedInput},
-		{max(u.CacheCreationTokens-u.CacheCreation1hTokens, 0), &pr.CacheWrite},
-		{u.CacheCreation1hTokens, &pr.CacheWrite1h},
-		{u.OutputTokens, &pr.Output},
+		{n5[0], &pr.Input},
+		{n5[1], &pr.CachedInput},
+		{n5[2], &pr.CacheWrite},
+		{n5[3], &pr.CacheWrite1h},
+		{n5[4], &pr.Output},
 	}
 	// The operations below cannot fail: a count that fits an int times a
 	// price of a few significant digits is far inside the 34-digit context
@@ -244,11 +296,81 @@ func (p *Prices) Cost(t llm.RequestType, tier llm.Tier, u llm.Usage) apd.Decimal
 	// Dividing by 10^6 is exact: shift the exponent.
 	sum.Exponent -= 6
 	var cost apd.Decimal
-	_, _ = chargeRounding.Quantize(&cost, &sum, -Scale)
-	if cost.Cmp(&maxCost) > 0 {
+	if sum.Cmp(&maxCost) > 0 {
+		// Before quantizing: past 10^28 dollars the quantized value would
+		// need more than 34 digits, and apd answers NaN.
 		cost.Set(&maxCost)
+		return cost
+	}
+	_, _ = chargeRounding.Quantize(&cost, &sum, -Scale)
+	if cost.IsZero() && !sum.IsZero() {
+		// apd rounds a value below a tenth of the quantum to zero in every
+		// mode, toward +infinity too (0.000000075 quantizes to 0.000000):
+		// a call that used tokens still costs one micro-dollar.
+		cost.SetFinite(1, -Scale)
 	}
 	return cost
+}
+
+// CostMicros is Cost in micro-dollars: Micros(Cost(t, tier, u)), which
+// it equals for every usage and price. It runs on every call, so it
+// multiplies integers: each rate times 10^9 (rateScale), 128-bit
+// products and sum, one division rounding up. A price with a rate of
+// more than nine decimal places (or a negative one) is priced by Cost.
+func (p *Prices) CostMicros(t llm.RequestType, tier llm.Tier, u llm.Usage) int64 {
+	return p.lookup(t, tier).costMicros(u)
+}
+
+func (e *entry) costMicros(u llm.Usage) int64 {
+	if !e.exact {
+		c := e.cost(u)
+		n, _ := Micros(c) // at most MaxCostMicros: cannot fail
+		return n
+	}
+	var hi, lo uint64
+	for i, n := range tokens(u) {
+		h, l := bits.Mul64(uint64(n), e.scaled[i])
+		var c uint64
+		lo, c = bits.Add64(lo, l, 0)
+		hi, c = bits.Add64(hi, h, c)
+		if c != 0 {
+			return MaxCostMicros // past 2^128: far past the cap
+		}
+	}
+	const unit = 1_000_000_000 // 10^rateScale: one micro-dollar
+	if hi >= unit {
+		return MaxCostMicros // a quotient of 2^64 or more
+	}
+	q, r := bits.Div64(hi, lo, unit)
+	if r != 0 {
+		q++ // round up, as Cost does; q < 2^64-1 here, since hi < unit
+	}
+	return int64(min(q, MaxCostMicros))
+}
+
+// FormatMicros is Format(FromMicros(n)): n micro-dollars with exactly six
+// decimal places, "0.000123", "-2.500000".
+func FormatMicros(n int64) string {
+	var b [24]byte // "-9223372036854.775808"
+	i := len(b)
+	u := uint64(n)
+	if n < 0 {
+		u = -u
+	}
+	for d := 0; d < Scale || u > 0 || d == Scale; d++ {
+		if d == Scale {
+			i--
+			b[i] = '.'
+		}
+		i--
+		b[i] = byte('0' + u%10)
+		u /= 10
+	}
+	if n < 0 {
+		i--
+		b[i] = '-'
+	}
+	return string(b[i:])
 }
 
 // MaxCostMicros is the most one call is ever charged, in micro-dollars:

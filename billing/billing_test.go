@@ -30,6 +30,10 @@ func TestPrices_Cost(t *testing.T) {
 		want string
 	}{
 		{"no usage is free", llm.TypePro, llm.TierMedium, llm.Usage{}, "0.000000"},
+		{"one cached token costs a micro-dollar", llm.TypeFlash, llm.TierLow,
+			llm.Usage{InputTokens: 1, CachedInputTokens: 1}, "0.000001"}, // 0.01 µ$: apd's ceiling quantize said 0
+		{"nine hundredths of a micro-dollar are one", llm.TypeFlash, llm.TierLow,
+			llm.Usage{InputTokens: 9, CachedInputTokens: 9}, "0.000001"}, // 0.09 µ$
 		{"flash low input and output", llm.TypeFlash, llm.TierLow,
 			llm.Usage{InputTokens: 1000, OutputTokens: 500}, "0.000300"}, // 1000×0.10 + 500×0.40 = 300 µ$
 		{"a million input tokens cost the input rate", llm.TypeFlash, llm.TierLow,
@@ -86,6 +90,8 @@ func TestPrices_Cost_saturatesInsteadOfOverflowing(t *testing.T) {
 			InputTokens: 1<<63 - 1, OutputTokens: 1<<63 - 1, CachedInputTokens: 1<<63 - 1,
 			CacheCreationTokens: 1<<63 - 1, CacheCreation1hTokens: 1<<63 - 1}, "1000000000.000000"},
 		{"an absurd price", llm.TypePro, llm.TierHigh, llm.Usage{InputTokens: 1000}, "1000000000.000000"},
+		{"far past the cap, where apd's quantize fails", llm.TypePro, llm.TierHigh,
+			llm.Usage{InputTokens: 1 << 62, OutputTokens: 1 << 62}, "1000000000.000000"},
 		{"just under the cap is charged exactly", llm.TypeFlash, llm.TierLow,
 			llm.Usage{OutputTokens: 2_499_999_997_500_000}, "999999999.000000"}, // × 0.40 per million
 	}

@@ -1,9 +1,6 @@
 package billing
 
-import (
-	"github.com/cockroachdb/apd/v3"
-	"github.com/svcgw/svcgw/llm"
-)
+import "github.com/svcgw/svcgw/llm"
 
 // ReserveOutputTokens is the most output tokens a reservation covers: a
 // call that sets no max_tokens, or a larger one, reserves this many. Output
@@ -35,30 +32,18 @@ func ReservedOutputTokens(maxTokens, modelMax, ceiling int) int {
 // exactly as Cost does, so a call whose usage stays within these counts
 // never costs more than its ceiling.
 func (p *Prices) Ceiling(t llm.RequestType, tier llm.Tier, req *llm.Request, inputTokens, outputTokens int) int64 {
+	e := p.lookup(t, tier)
 	u := llm.Usage{InputTokens: inputTokens, OutputTokens: outputTokens}
-	ceil := p.Cost(t, tier, u)
+	ceil := e.costMicros(u)
 	if writes, oneHour := cacheBreakpoints(req); writes {
 		u.CacheCreationTokens = inputTokens
-		ceil = maxDecimal(ceil, p.Cost(t, tier, u))
+		ceil = max(ceil, e.costMicros(u))
 		if oneHour {
 			u.CacheCreation1hTokens = inputTokens
-			ceil = maxDecimal(ceil, p.Cost(t, tier, u))
+			ceil = max(ceil, e.costMicros(u))
 		}
 	}
-	n, err := Micros(ceil)
-	if err != nil {
-		// A cost beyond an int64 of micro-dollars (nine trillion dollars)
-		// cannot be covered by any balance.
-		return 1<<63 - 1
-	}
-	return n
-}
-
-func maxDecimal(x, y apd.Decimal) apd.Decimal {
-	if x.Cmp(&y) >= 0 {
-		return x
-	}
-	return y
+	return ceil
 }
 
 // cacheBreakpoints reports whether req marks any prompt-cache breakpoint,

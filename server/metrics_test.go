@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/apd/v3"
 	"github.com/matryer/is"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -401,28 +400,5 @@ func BenchmarkMetrics_ObserveCall(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		m.observeCall(rec, http.StatusOK, start, end)
-	}
-}
-
-func TestCostMicros(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want int64
-	}{{"0", 0}, {"0.000001", 1}, {"1.5", 1_500_000}, {"12.345678", 12_345_678}, {"0.0000004", 0}, {"0.0000005", 1}} {
-		d, _, err := apd.NewFromString(tc.in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := costMicros(*d); got != tc.want {
-			t.Errorf("costMicros(%s) = %d, want %d", tc.in, got, tc.want)
-		}
-	}
-}
-
-func BenchmarkCostMicros(b *testing.B) {
-	d, _, _ := apd.NewFromString("0.004200")
-	b.ReportAllocs()
-	for b.Loop() {
-		_ = costMicros(*d)
 	}
 }

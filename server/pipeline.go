@@ -404,16 +404,16 @@ func (s *Server) meter(ctx context.Context, c *call, m meterInput) {
 	if !m.failed {
 		m.usage = s.unreported(ctx, c, m.usage, m.delivered)
 	}
-	cost := apd.Decimal{}
+	var micros int64
+	var cost apd.Decimal // a failed call's stays the zero value, as it always was
 	if !m.failed {
-		cost = c.set.prices.Cost(c.class.Type, c.class.Tier, m.usage)
+		micros = c.set.prices.CostMicros(c.class.Type, c.class.Tier, m.usage)
+		cost = billing.FromMicros(micros)
 	}
 	rec := recordFrom(ctx)
 	rec.usage = m.usage
-	rec.cost = billing.Format(cost)
-	if s.metrics != nil {
-		rec.costMicros = costMicros(cost)
-	}
+	rec.cost = billing.FormatMicros(micros)
+	rec.costMicros = micros
 	rec.metered, rec.streamed = true, m.streamed
 	// Settle in this order: the recorded generation makes the ledger count
 	// the actual cost, and only then is the reservation released, so the
@@ -441,20 +441,6 @@ func (s *Server) meter(ctx context.Context, c *call, m meterInput) {
 		GenerationTimeMS:    m.end.Sub(m.upstreamFrom).Milliseconds(),
 		CreatedAt:           c.created,
 	})
-}
-
-// costMicros is a cost in micro-dollars, for the metrics. Cost rounds to six
-// decimal places, so shifting the exponent is exact, and much cheaper than
-// billing.Micros' rounding (which stays the fallback).
-func costMicros(cost apd.Decimal) int64 {
-	var m apd.Decimal
-	m.Set(&cost)
-	m.Exponent += billing.Scale
-	if n, err := m.Int64(); err == nil {
-		return n
-	}
-	n, _ := billing.Micros(cost)
-	return n
 }
 
 // unreported fills in the counts an upstream left out of its usage with

@@ -59,10 +59,16 @@ type ErrorHint struct {
 type StatusError struct {
 	StatusCode int
 	Body       string
-	retry      bool
+	// Location is a redirect's target: svcgw follows none, so an operator
+	// whose upstream moved reads here where to point its base_url.
+	Location string
+	retry    bool
 }
 
 func (e *StatusError) Error() string {
+	if e.Location != "" {
+		return fmt.Sprintf("upstream status %d (redirect to %s, not followed): %s", e.StatusCode, e.Location, e.Body)
+	}
 	return fmt.Sprintf("upstream status %d: %s", e.StatusCode, e.Body)
 }
 
@@ -75,6 +81,9 @@ func ErrorFromStatus(status int, h http.Header, body []byte, hint ErrorHint) *ll
 		body = body[:errorLogBytes]
 	}
 	cause := &StatusError{StatusCode: status, Body: string(body)}
+	if status >= 300 && status <= 399 && h != nil {
+		cause.Location = h.Get("Location")
+	}
 	e := &llm.Error{Err: cause}
 	switch {
 	case hint.Credentials || status == http.StatusUnauthorized || status == http.StatusForbidden:

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -93,6 +95,12 @@ func newTransport() *http.Transport {
 type Client struct {
 	Opts   upstream.HTTPOptions
 	client *http.Client
+	// rt is the client's transport, called directly: http.Client.Do
+	// copies every request's headers for redirects (1-2% of a call's
+	// CPU), and an upstream's redirect is never followed (see Post). nil
+	// when the client has a cookie jar or an overall timeout, which only
+	// Do applies.
+	rt http.RoundTripper
 	// vendorError refines the mapping of an error reply (see
 	// upstream.ErrorFromStatus).
 	vendorError func(status int, body []byte) upstream.ErrorHint
@@ -115,7 +123,15 @@ func NewClient(o upstream.HTTPOptions, defaultBase string, vendorError func(int,
 	default:
 		c = &http.Client{Transport: sharedTransport()}
 	}
-	return Client{Opts: o, client: c, vendorError: vendorError}
+	var rt http.RoundTripper
+	if c.Jar == nil && c.Timeout == 0 {
+		rt = cmp.Or[http.RoundTripper](c.Transport, http.DefaultTransport)
+	} else {
+		cc := *c // Do's path follows no redirect either
+		cc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+		c = &cc
+	}
+	return Client{Opts: o, client: c, rt: rt, vendorError: vendorError}
 }
 
 // MaxTokens is the output cap to send: the caller's, never above the
@@ -162,6 +178,12 @@ type Call struct {
 // Post sends body to url. It returns once the response headers have come
 // with a 2xx status; any other status is read and mapped to an *llm.Error.
 // The caller must call c.Release when done with the response.
+//
+// A redirect is not followed: a 3xx is an upstream failure like any other
+// status (upstream.ErrorFromStatus), which the operator's log reports with
+// its Location. An inference endpoint that moved is a base_url to correct,
+// not a hop to make on every call, with the caller's conversation and the
+// upstream's key sent to wherever the reply points.
 func (h *Client) Post(ctx context.Context, url string, header http.Header, body []byte) (*Call, *http.Response, error) {
 	c := &Call{parent: ctx, idle: h.Opts.IdleTimeout}
 	c.ctx, c.cancel = context.WithCancelCause(ctx)
@@ -204,7 +226,7 @@ func (h *Client) Post(ctx context.Context, url string, header http.Header, body 
 	for k, v := range h.Opts.Headers {
 		req.Header.Set(k, v)
 	}
-	resp, err := h.client.Do(req)
+	resp, err := h.send(req)
 	if err != nil {
 		err = c.fail(err, upstream.MsgUnreachable)
 		c.Release()
@@ -221,6 +243,19 @@ func (h *Client) Post(ctx context.Context, url string, header http.Header, body 
 		return nil, nil, upstream.ErrorFromStatus(resp.StatusCode, resp.Header, b, hint)
 	}
 	return c, resp, nil
+}
+
+// send is one round trip of req, through the transport when the client
+// allows (errors wrapped as Do wraps them: `Post "url": …`).
+func (h *Client) send(req *http.Request) (*http.Response, error) {
+	if h.rt == nil {
+		return h.client.Do(req)
+	}
+	resp, err := h.rt.RoundTrip(req)
+	if err != nil {
+		return nil, &url.Error{Op: "Post", URL: req.URL.String(), Err: err}
+	}
+	return resp, nil
 }
 
 // requestBody is an upstream request's body, which lets go of its bytes

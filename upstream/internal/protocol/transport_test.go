@@ -3,17 +3,21 @@ package protocol
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/matryer/is"
 
+	"github.com/svcgw/svcgw/llm"
 	"github.com/svcgw/svcgw/upstream"
 )
 
@@ -123,4 +127,43 @@ func TestTLSNegotiatesHTTP2(t *testing.T) {
 	c.Release()
 	is.Equal(resp.Proto, "HTTP/2.0")
 	is.Equal(string(b), "HTTP/2.0")
+}
+
+// TestPost_RedirectIsNotFollowed: a 3xx from an upstream is an upstream
+// failure, whatever the code, with the shared transport and with a client
+// of one's own; the target never sees the call (nor its key), and the
+// operator's cause names the status and where it pointed.
+func TestPost_RedirectIsNotFollowed(t *testing.T) {
+	var followed atomic.Int32
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		followed.Add(1)
+		_, _ = io.WriteString(w, `{}`)
+	}))
+	defer target.Close()
+	for _, code := range []int{http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		moved := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, target.URL+"/v1/chat/completions", code)
+		}))
+		for _, client := range []*http.Client{nil, {}, {Timeout: time.Minute}} {
+			t.Run(fmt.Sprintf("%d,client=%v", code, client != nil), func(t *testing.T) {
+				is := is.New(t)
+				h := NewClient(upstream.HTTPOptions{BaseURL: moved.URL, APIKey: "sk-secret", Client: client}, "", nil)
+				c, _, err := h.Post(t.Context(), moved.URL+"/v1/chat/completions", http.Header{}, []byte(`{"model":"m"}`))
+				is.True(c == nil)
+				var le *llm.Error
+				is.True(errors.As(err, &le))
+				is.Equal(le.Kind, llm.KindUpstream)
+				is.Equal(le.Message, "the upstream model failed") // what the caller reads: no address
+				var se *upstream.StatusError
+				is.True(errors.As(err, &se))
+				is.Equal(se.StatusCode, code)
+				is.Equal(se.Location, target.URL+"/v1/chat/completions")
+				is.True(strings.Contains(se.Error(), "not followed"))
+			})
+		}
+		moved.Close()
+	}
+	if n := followed.Load(); n != 0 {
+		t.Errorf("the redirect's target got %d requests", n)
+	}
 }
