@@ -670,7 +670,7 @@ const insertChunk = 64
 // the roll-ups' (upsertChunks: 64 and the powers of two below it, chunkFor).
 // Seven statements cover every batch: a prepared statement of n rows holds
 // a program of ~3.5 KB a row in SQLite's memory, so one per count from 1 to
-// 64 held 7 MB on the writer connection, against 0.4 MB for these seven.
+// 64 held 7 MB on the writer connection, against ~0.4 MB for these seven.
 var insertSQL = buildInsertSQL()
 
 func buildInsertSQL() (stmts [insertChunk + 1]string) {
