@@ -666,7 +666,11 @@ func (s *ledgerCore) abandon() {
 // under SQLite's limit of 32,766).
 const insertChunk = 64
 
-// insertSQL holds the INSERT statement text for each chunk size.
+// insertSQL holds the INSERT statement text for each chunk size, which are
+// the roll-ups' (upsertChunks: 64 and the powers of two below it, chunkFor).
+// Seven statements cover every batch: a prepared statement of n rows holds
+// a program of ~3.5 KB a row in SQLite's memory, so one per count from 1 to
+// 64 held 7 MB on the writer connection, against ~0.4 MB for these seven.
 var insertSQL = buildInsertSQL()
 
 func buildInsertSQL() (stmts [insertChunk + 1]string) {
@@ -677,7 +681,7 @@ func buildInsertSQL() (stmts [insertChunk + 1]string) {
 	cost_micros, latency_ms, generation_time_ms, created_at
 ) VALUES `
 	const tuple = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-	for n := 1; n <= insertChunk; n++ {
+	for _, n := range upsertChunks {
 		stmts[n] = head + strings.TrimSuffix(strings.Repeat(tuple+", ", n), ", ")
 	}
 	return stmts
@@ -747,10 +751,17 @@ func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) 
 	// Prepare the statements this batch needs (once: they are cached)
 	// before the transaction takes the writer's only connection. Parsing
 	// them again for every batch was a quarter of the ledger's CPU.
-	for _, q := range [...]string{insertSQL[min(len(rows), insertChunk)], insertSQL[len(rows)%insertChunk], debitSQL, spendSQL} {
-		if q == "" {
-			continue
+	for n := len(rows); n > 0; {
+		size := chunkFor(n)
+		if _, err := s.stmt(ctx, insertSQL[size]); err != nil {
+			return fmt.Errorf("ledger: prepare: %w", err)
 		}
+		n -= min(n, size)
+		if size == insertChunk {
+			n %= size // the rest of full chunks all use this one
+		}
+	}
+	for _, q := range [...]string{debitSQL, spendSQL} {
 		if _, err := s.stmt(ctx, q); err != nil {
 			return fmt.Errorf("ledger: prepare: %w", err)
 		}
@@ -766,8 +777,9 @@ func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) 
 	// Rows go in multi-row INSERTs of up to insertChunk rows: one statement
 	// step per chunk instead of per row, which is most of the ledger's CPU.
 	args := agg.args[:0]
-	for start := 0; start < len(rows); start += insertChunk {
-		chunk := rows[start:min(start+insertChunk, len(rows))]
+	for start := 0; start < len(rows); {
+		chunk := rows[start : start+chunkFor(len(rows)-start)]
+		start += len(chunk)
 		args = args[:0]
 		for i := range chunk {
 			r := &chunk[i]

@@ -26,11 +26,11 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io/fs"
-	"mime"
 	"net/http"
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -49,23 +49,31 @@ const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 
 
 // Handler serves the page and its assets. Create it with New.
 type Handler struct {
-	page    asset
-	assets  map[string]asset // by path below static/, e.g. "app.js"
+	page    *asset
+	assets  map[string]*asset // by path below static/, e.g. "app.js"
 	version string
 }
 
-// asset is one embedded file, ready to serve.
+// asset is one embedded file, read, hashed and compressed at its first
+// request: a gateway whose dashboard nobody opens holds none of it, and
+// starting does not pay for compressing it (gzip at its best level makes
+// ~1 MB of garbage a file).
 type asset struct {
 	name        string
-	body, gz    []byte // gz is nil when gzip does not make it smaller
 	contentType string
-	etag        string
+	load        func() ([]byte, error) // the file's bytes as served
+
+	once     sync.Once
+	body, gz []byte // gz is nil when gzip does not make it smaller
+	etag     string
+	err      error
 }
 
-// New loads the embedded files. It fails only if the embedded files are
-// broken, which the package's tests rule out for a built binary.
+// New checks the embedded files and hashes them into the version asset
+// URLs carry. It fails only if the embedded files are broken, which the
+// package's tests rule out for a built binary.
 func New() (*Handler, error) {
-	h := &Handler{assets: make(map[string]asset)}
+	h := &Handler{assets: make(map[string]*asset)}
 	sum := sha256.New()
 	err := fs.WalkDir(static, "static", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -79,7 +87,7 @@ func New() (*Handler, error) {
 		fmt.Fprintf(sum, "%s\x00%d\x00", name, len(b))
 		sum.Write(b)
 		if name != "index.html" {
-			h.assets[name] = newAsset(name, b)
+			h.assets[name] = newAsset(name, func() ([]byte, error) { return static.ReadFile(p) })
 		}
 		return nil
 	})
@@ -87,32 +95,56 @@ func New() (*Handler, error) {
 		return nil, fmt.Errorf("dashboard: load embedded files: %w", err)
 	}
 	h.version = hex.EncodeToString(sum.Sum(nil))[:16]
-	page, err := static.ReadFile("static/index.html")
-	if err != nil {
-		return nil, fmt.Errorf("dashboard: load page: %w", err)
-	}
-	// Asset references carry the version, so a browser's cached copy is
-	// used exactly as long as it is this build's.
-	page = bytes.ReplaceAll(page, []byte("?v=VERSION"), []byte("?v="+h.version))
-	h.page = newAsset("index.html", page)
+	h.page = newAsset("index.html", func() ([]byte, error) {
+		page, err := static.ReadFile("static/index.html")
+		if err != nil {
+			return nil, fmt.Errorf("dashboard: load page: %w", err)
+		}
+		// Asset references carry the version, so a browser's cached copy
+		// is used exactly as long as it is this build's.
+		return bytes.ReplaceAll(page, []byte("?v=VERSION"), []byte("?v="+h.version)), nil
+	})
 	return h, nil
 }
 
-func newAsset(name string, b []byte) asset {
-	a := asset{name: name, body: b, contentType: mime.TypeByExtension(path.Ext(name))}
-	if a.contentType == "" {
-		a.contentType = "text/plain; charset=utf-8" // LICENSE
+// contentTypes are the media types of the embedded files, by extension
+// (mime.TypeByExtension would read the system's mime.types into the heap
+// for these four).
+var contentTypes = map[string]string{
+	".html": "text/html; charset=utf-8",
+	".js":   "text/javascript; charset=utf-8",
+	".css":  "text/css; charset=utf-8",
+	"":      "text/plain; charset=utf-8", // LICENSE
+}
+
+func newAsset(name string, load func() ([]byte, error)) *asset {
+	ct, ok := contentTypes[path.Ext(name)]
+	if !ok {
+		ct = "application/octet-stream"
 	}
-	sum := sha256.Sum256(b)
-	a.etag = `"` + hex.EncodeToString(sum[:8]) + `"`
-	var buf bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression) // the level is valid
-	zw.Write(b)
-	zw.Close()
-	if buf.Len() < len(b) {
-		a.gz = buf.Bytes()
-	}
-	return a
+	return &asset{name: name, contentType: ct, load: load}
+}
+
+// prepare reads the file and makes its ETag and gzipped copy, once.
+func (a *asset) prepare() error {
+	a.once.Do(func() {
+		b, err := a.load()
+		if err != nil {
+			a.err = err
+			return
+		}
+		a.body = b
+		sum := sha256.Sum256(b)
+		a.etag = `"` + hex.EncodeToString(sum[:8]) + `"`
+		var buf bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression) // the level is valid
+		zw.Write(b)
+		zw.Close()
+		if buf.Len() < len(b) {
+			a.gz = buf.Bytes()
+		}
+	})
+	return a.err
 }
 
 // Version is the content hash of the embedded files, which asset URLs
@@ -152,7 +184,12 @@ func (h *Handler) Assets(notFound http.Handler) http.Handler {
 
 // serve writes the asset, gzipped when the client takes it, answering
 // conditional requests (If-None-Match) with 304.
-func (a asset) serve(w http.ResponseWriter, r *http.Request) {
+func (a *asset) serve(w http.ResponseWriter, r *http.Request) {
+	if err := a.prepare(); err != nil {
+		// The package's tests rule this out for a built binary.
+		http.Error(w, "dashboard file unavailable", http.StatusInternalServerError)
+		return
+	}
 	hd := w.Header()
 	hd.Set("Content-Type", a.contentType)
 	hd.Set("X-Content-Type-Options", "nosniff")
