@@ -308,7 +308,7 @@ type (
 	}
 )
 
-// maxBody bounds a caller's request body.
+// maxBody bounds a caller's request body and an upstream's reply.
 const maxBody = 32 << 20
 
 // chat serves POST /v1/chat/completions in json mode.
@@ -368,7 +368,7 @@ func (g *gateway) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var reply completion
-	if raw, err = io.ReadAll(resp.Body); err == nil {
+	if raw, err = io.ReadAll(io.LimitReader(resp.Body, maxBody)); err == nil {
 		err = json.Unmarshal(raw, &reply)
 	}
 	if err != nil {
@@ -416,8 +416,8 @@ func (g *gateway) relayStream(w http.ResponseWriter, body io.Reader, a *account,
 	for {
 		line, err := readLine(br, &long)
 		if err != nil {
-			// The upstream ended without [DONE] (or with an over-long
-			// line): the caller sees the stream end without it.
+			// The upstream's end (after [DONE], as a rule), a broken
+			// connection or an over-long line: the stream ends here.
 			if !errors.Is(err, io.EOF) {
 				g.log.Printf("upstream stream: %v", err)
 			}
