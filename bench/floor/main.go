@@ -48,6 +48,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -80,6 +81,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	model := fs.String("upstream-model", "mock-model", "the model id sent upstream (json mode)")
 	upstreamKey := fs.String("upstream-key", "bench", "the upstream's bearer key")
 	pprofFile := fs.String("pprof-addr-file", "", "serve net/http/pprof on another loopback port and write its address to this file")
+	bufferPool := fs.Bool("buffer-pool", false, "copy mode: give the ReverseProxy a pool of copy buffers (bench/proxy has none, so it allocates 32 KiB a response)")
 	var keys keyList
 	fs.Var(&keys, "key", "a caller's bearer key (repeatable; at least one)")
 	if err := fs.Parse(args); err != nil {
@@ -108,7 +110,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	case "json":
 		chat = http.HandlerFunc(g.chat)
 	case "copy":
-		chat = g.copyProxy(u)
+		chat = g.copyProxy(u, *bufferPool)
 	default:
 		return fmt.Errorf("unknown -mode %q (json or copy)", *mode)
 	}
@@ -219,11 +221,15 @@ func (g *gateway) account(r *http.Request) *account {
 }
 
 // copyProxy is bench/proxy's ReverseProxy behind the key check; the
-// caller's key is replaced by the upstream's.
-func (g *gateway) copyProxy(u *url.URL) http.Handler {
+// caller's key is replaced by the upstream's. With pool, its copy buffers
+// are reused instead of allocated for every response.
+func (g *gateway) copyProxy(u *url.URL, pool bool) http.Handler {
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.Transport = newTransport()
 	rp.ErrorLog = g.log
+	if pool {
+		rp.BufferPool = &bufferPool{}
+	}
 	direct := rp.Director
 	rp.Director = func(r *http.Request) {
 		direct(r)
@@ -239,6 +245,19 @@ func (g *gateway) copyProxy(u *url.URL) http.Handler {
 		rp.ServeHTTP(w, r)
 	})
 }
+
+// bufferPool is a httputil.BufferPool of 32 KiB buffers, the size
+// ReverseProxy allocates when it has none.
+type bufferPool struct{ p sync.Pool }
+
+func (b *bufferPool) Get() []byte {
+	if buf, ok := b.p.Get().(*[]byte); ok {
+		return *buf
+	}
+	return make([]byte, 32<<10)
+}
+
+func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
 
 // The wire types: the parts of the OpenAI chat-completions format a
 // translating gateway reads and writes. What it does not read or rewrite is

@@ -129,15 +129,15 @@ const callerKey = "llm_live_floor-test"
 
 // startFloor runs the program against up in mode and returns its base URL.
 // It is stopped, and must exit cleanly, when the test ends.
-func startFloor(t *testing.T, up *upstream, mode string) string {
+func startFloor(t *testing.T, up *upstream, mode string, flags ...string) string {
 	t.Helper()
 	addrFile := filepath.Join(t.TempDir(), "addr")
 	ctx, cancel := context.WithCancel(context.Background())
 	var logs lockedBuffer
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"-mode", mode, "-addr-file", addrFile, "-upstream", up.URL,
-			"-upstream-key", "up-key", "-key", "other-key", "-key", callerKey}, &logs)
+		done <- run(ctx, append([]string{"-mode", mode, "-addr-file", addrFile, "-upstream", up.URL,
+			"-upstream-key", "up-key", "-key", "other-key", "-key", callerKey}, flags...), &logs)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -382,29 +382,36 @@ func TestJSON_StreamFlushes(t *testing.T) {
 }
 
 func TestCopy(t *testing.T) {
-	up := newUpstream(t)
-	base := startFloor(t, up, "copy")
+	for _, pool := range []bool{false, true} {
+		t.Run(fmt.Sprintf("buffer-pool=%v", pool), func(t *testing.T) {
+			up := newUpstream(t)
+			base := startFloor(t, up, "copy", fmt.Sprintf("-buffer-pool=%v", pool))
 
-	resp := post(t, base, callerKey, chatBody)
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK || string(b) != upBody {
-		t.Errorf("status %d, body %s; want the upstream's bytes", resp.StatusCode, b)
-	}
-	if sent := up.last(t); sent.auth != "Bearer up-key" || sent.body["model"] != "svc-fusion" {
-		t.Errorf("upstream got Authorization %q, body %v", sent.auth, sent.body)
-	}
+			// Twice: the second reuses the first's buffer when pooled.
+			for range 2 {
+				resp := post(t, base, callerKey, chatBody)
+				b, _ := io.ReadAll(resp.Body)
+				if resp.StatusCode != http.StatusOK || string(b) != upBody {
+					t.Errorf("status %d, body %s; want the upstream's bytes", resp.StatusCode, b)
+				}
+			}
+			if sent := up.last(t); sent.auth != "Bearer up-key" || sent.body["model"] != "svc-fusion" {
+				t.Errorf("upstream got Authorization %q, body %v", sent.auth, sent.body)
+			}
 
-	resp = post(t, base, callerKey, sseBody)
-	var want strings.Builder
-	for _, f := range upFrames {
-		fmt.Fprintf(&want, "data: %s\n\n", f)
-	}
-	want.WriteString("data: [DONE]\n\n")
-	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != http.StatusOK || string(b) != want.String() {
-		t.Errorf("status %d, stream %q; want the upstream's bytes", resp.StatusCode, b)
-	}
-	if m := meter(t, base); m["calls"] != 2.0 {
-		t.Errorf("meter %v, want 2 calls", m)
+			resp := post(t, base, callerKey, sseBody)
+			var want strings.Builder
+			for _, f := range upFrames {
+				fmt.Fprintf(&want, "data: %s\n\n", f)
+			}
+			want.WriteString("data: [DONE]\n\n")
+			if b, _ := io.ReadAll(resp.Body); resp.StatusCode != http.StatusOK || string(b) != want.String() {
+				t.Errorf("status %d, stream %q; want the upstream's bytes", resp.StatusCode, b)
+			}
+			if m := meter(t, base); m["calls"] != 3.0 {
+				t.Errorf("meter %v, want 3 calls", m)
+			}
+		})
 	}
 }
 
