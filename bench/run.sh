@@ -35,7 +35,8 @@
 #   BENCH_DRIVER_CPU=0          core of the load driver and the upstream mock
 #   BENCH_LOG_LEVEL=info        svcgw's --log-level (info: one access line per call)
 #   BENCH_SVCGW_ENV=            extra environment for svcgw alone, e.g. "GOMEMLIMIT=48MiB GOGC=50"
-#   BENCH_PROFILE=0             1: serve svcgw with pprof (bench/svcgwprof) and
+#   BENCH_PROFILE=0             1: serve svcgw with pprof (bench/svcgwprof), and the
+#                               floors with theirs, and
 #                               save a CPU profile of each of its measured phases,
 #                               and a heap profile once all of (d)'s streams are open
 #   BENCH_SVCGW_BIN=            measure this svcgw binary instead of building the tree's
