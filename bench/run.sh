@@ -28,11 +28,15 @@
 #   BENCH_SCENARIOS="max max-vegeta rate stream hold surfaces"
 #                               (max: bench/load's closed-loop driver; max-vegeta: the same load by vegeta)
 #   BENCH_TARGETS="direct proxy svcgw svcgw-h2c"
+#                               also: floor (bench/floor, the least a JSON-reading
+#                               gateway does on net/http) and floor-copy (its
+#                               ReverseProxy mode), e.g. "direct proxy floor svcgw"
 #   BENCH_TARGET_CPU=1          core the target under test is pinned to
 #   BENCH_DRIVER_CPU=0          core of the load driver and the upstream mock
 #   BENCH_LOG_LEVEL=info        svcgw's --log-level (info: one access line per call)
 #   BENCH_SVCGW_ENV=            extra environment for svcgw alone, e.g. "GOMEMLIMIT=48MiB GOGC=50"
-#   BENCH_PROFILE=0             1: serve svcgw with pprof (bench/svcgwprof) and
+#   BENCH_PROFILE=0             1: serve svcgw with pprof (bench/svcgwprof), and the
+#                               floors with theirs, and
 #                               save a CPU profile of each of its measured phases,
 #                               and a heap profile once all of (d)'s streams are open
 #   BENCH_SVCGW_BIN=            measure this svcgw binary instead of building the tree's
@@ -134,6 +138,7 @@ log "building into $bin"
 	fi
 	# The bench programs are their own module (bench/go.mod).
 	go -C bench build -tags bench -o "$bin/" ./mock ./proxy ./load
+	case " $targets " in *" floor"*) go -C bench build -tags bench -o "$bin/" ./floor ;; esac
 	if [ "$profile" = 1 ]; then go -C bench build -tags bench -o "$bin/" ./svcgwprof; fi
 ) || die "build"
 
@@ -174,12 +179,39 @@ pids+=("$proxy_pid")
 waitfile "$work/proxy.addr" "$proxy_pid" || die "proxy did not start; see $work/proxy.log"
 proxy_addr=$(cat "$work/proxy.addr")
 
-# --- start svcgw ---------------------------------------------------------------
-# Each svcgw target is its own process with its own database and key:
-# svcgw reaches the mock over HTTP/1.1, svcgw-h2c over h2c (h2c: true).
 declare -A addr_of=([direct]=$direct_addr [proxy]=$proxy_addr)
 declare -A pid_of=([direct]=$direct_pid [proxy]=$proxy_pid)
 declare -A key_of=() pprof_of=()
+
+# --- start the JSON floors (BENCH_TARGETS with floor or floor-copy) ----------
+# bench/floor, pinned like every target: floor in its JSON mode, floor-copy
+# in its ReverseProxy mode, each with one caller key in memory.
+floor_addrs=""
+for t in $targets; do
+	case $t in
+	floor) mode=json ;;
+	floor-copy) mode=copy ;;
+	*) continue ;;
+	esac
+	key_of[$t]=llm_live_bench-floor
+	pargs=()
+	if [ "$profile" = 1 ]; then pargs=(-pprof-addr-file "$work/$t.pprof.addr"); fi
+	"${pin_target[@]}" "$bin/floor" -mode "$mode" -addr-file "$work/$t.addr" -upstream "http://$upstream_addr" \
+		-key "${key_of[$t]}" "${pargs[@]}" >"$work/$t.log" 2>&1 &
+	pid_of[$t]=$!
+	pids+=("$!")
+	waitfile "$work/$t.addr" "${pid_of[$t]}" || die "$t did not start; see $work/$t.log"
+	addr_of[$t]=$(cat "$work/$t.addr")
+	if [ "$profile" = 1 ]; then
+		waitfile "$work/$t.pprof.addr" "${pid_of[$t]}" || die "$t wrote no pprof address"
+		pprof_of[$t]=http://$(cat "$work/$t.pprof.addr")
+	fi
+	floor_addrs+=" · $t ${addr_of[$t]}"
+done
+
+# --- start svcgw ---------------------------------------------------------------
+# Each svcgw target is its own process with its own database and key:
+# svcgw reaches the mock over HTTP/1.1, svcgw-h2c over h2c (h2c: true).
 svcgw_targets=()
 for t in $targets; do case $t in svcgw*) svcgw_targets+=("$t") ;; esac; done
 
@@ -251,7 +283,7 @@ for t in "${svcgw_targets[@]}"; do start_svcgw "$t"; done
 
 svcgw_addrs=""
 for t in "${svcgw_targets[@]}"; do svcgw_addrs+=" · $t ${addr_of[$t]}"; done
-log "upstream mock $upstream_addr (cpu $driver_cpu) · direct mock $direct_addr · proxy $proxy_addr$svcgw_addrs (targets on cpu $target_cpu)"
+log "upstream mock $upstream_addr (cpu $driver_cpu) · direct mock $direct_addr · proxy $proxy_addr$floor_addrs$svcgw_addrs (targets on cpu $target_cpu)"
 log "svcgw backend: $backend; results in $out"
 
 failed=()
@@ -308,7 +340,7 @@ drive() {
 		kind=svcgw
 		extra+=(-key "${key_of[$base]}" -name "$target")
 		;;
-	svcgw*)
+	svcgw* | floor*)
 		extra+=(-key "${key_of[$base]}")
 		if [ "$target" != "$base" ]; then
 			extra+=(-name "$target")
@@ -427,7 +459,9 @@ done
 if [ "$profile" = 1 ]; then
 	for p in "$out"/cpu-*.pprof "$out"/heap-*.pprof; do
 		[ -s "$p" ] || continue
-		go tool pprof -top -nodecount=40 "$bin/svcgwprof" "$p" >"${p%.pprof}.top.txt" 2>/dev/null || true
+		exe=$bin/svcgwprof
+		case ${p##*/} in *-floor*) exe=$bin/floor ;; esac
+		go tool pprof -top -nodecount=40 "$exe" "$p" >"${p%.pprof}.top.txt" 2>/dev/null || true
 		log "profile: $p (top: ${p%.pprof}.top.txt)"
 	done
 fi

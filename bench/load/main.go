@@ -4,7 +4,7 @@
 // scenario against one target and writes the figures as JSON:
 //
 //	load run -scenario max|max-vegeta|rate|stream|streamrate|hold|messages|gencontent \
-//	    -target direct|proxy|svcgw -base http://127.0.0.1:PORT [-key K] [-pid PID] -out FILE
+//	    -target direct|proxy|floor|svcgw -base http://127.0.0.1:PORT [-key K] [-pid PID] -out FILE
 //	load report [-usage-json FILE | -gen-count N] [-db-locked N] FILE...
 //
 // Closed-loop non-streaming scenarios are driven by closed.go (wrk's way:
@@ -32,7 +32,7 @@ import (
 
 // Result is one scenario's figures against one target.
 type Result struct {
-	Target   string `json:"target"`   // direct, proxy, svcgw (or the -name given)
+	Target   string `json:"target"`   // direct, proxy, floor, svcgw (or the -name given)
 	Scenario string `json:"scenario"` // max, rate, stream, streamrate, hold, messages, gencontent
 	Detail   string `json:"detail"`   // the load shape, for the report
 
@@ -129,7 +129,7 @@ func runCmd(args []string) error {
 	var c config
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.StringVar(&c.scenario, "scenario", "max", "max (closed loop at -connections, closed.go's driver), max-vegeta (the same, driven by vegeta), rate (constant -rate), stream (streaming closed loop at -connections), streamrate (-rate streams per second), hold (-streams open at once), messages or gencontent (svcgw surfaces, closed loop)")
-	fs.StringVar(&c.target, "target", "direct", "direct, proxy, svcgw or svcgw-h2c (svcgw paths are under /svc and need -key)")
+	fs.StringVar(&c.target, "target", "direct", "direct, proxy, floor, floor-copy, svcgw or svcgw-h2c (svcgw paths are under /svc and need -key; floor needs one of its -key)")
 	fs.StringVar(&c.base, "base", "", "target base URL, e.g. http://127.0.0.1:8080")
 	fs.StringVar(&c.key, "key", "", "API key (svcgw)")
 	fs.IntVar(&c.pid, "pid", 0, "target process id, for CPU time and peak RSS (0: not measured)")

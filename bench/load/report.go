@@ -25,20 +25,50 @@ const (
 	targetHoldStreams     = 1000
 )
 
-// targets are the columns of the tables: the two references and each svcgw
-// measured (svcgw-h2c: the same svcgw reaching the mock over h2c), set
-// from the results present.
+// targets are the columns of the tables: the two references, the JSON
+// floors when measured (bench/floor: floor, and floor-copy, its
+// ReverseProxy mode) and each svcgw measured (svcgw-h2c: the same svcgw
+// reaching the mock over h2c), set from the results present.
 var targets = []string{"direct", "proxy", "svcgw"}
 
+// floorTarget is bench/floor in its JSON mode: svcgw's figures are also
+// compared with it.
+const floorTarget = "floor"
+
 // svcgwTargets are the svcgw columns.
-func svcgwTargets() []string {
+func svcgwTargets() []string { return targetsWith("svcgw") }
+
+// floorTargets are bench/floor's columns.
+func floorTargets() []string { return targetsWith("floor") }
+
+func targetsWith(prefix string) []string {
 	var ts []string
 	for _, t := range targets {
-		if strings.HasPrefix(t, "svcgw") {
+		if strings.HasPrefix(t, prefix) {
 			ts = append(ts, t)
 		}
 	}
 	return ts
+}
+
+// sortTargets puts the columns in order: direct, the proxy, the floors
+// (floor-copy, the proxy behind a key check, before floor), then the
+// svcgws in the order found.
+func sortTargets() {
+	rank := func(t string) int {
+		switch {
+		case t == "direct":
+			return 0
+		case t == "proxy":
+			return 1
+		case t == "floor-copy":
+			return 2
+		case strings.HasPrefix(t, "floor"):
+			return 3
+		}
+		return 4
+	}
+	slices.SortStableFunc(targets, func(a, b string) int { return rank(a) - rank(b) })
 }
 
 // reportCmd prints the side-by-side tables of a run's result files and
@@ -84,10 +114,12 @@ func reportCmd(args []string, out io.Writer) error {
 			targets = append(targets, r.Target)
 		}
 	}
+	sortTargets()
 	rp := &report{w: out, res: res}
 	rp.tables()
 	rp.metricsTable()
 	rp.checks(genCounts, *dbLocked)
+	rp.floorTable()
 	return nil
 }
 
@@ -202,10 +234,16 @@ type report struct {
 
 func (rp *report) get(scenario, target string) *Result { return rp.res[scenario][target] }
 
+// compare is a table's last column for one subject s, a floor or an
+// svcgw: d, p and f are direct's, the proxy's and the JSON floor's results
+// in the same scenario (nil when not measured); first says whether s is
+// the row's first subject.
+type compare func(d, p, f, s *Result, first bool) string
+
 // row prints one table row: a label, one cell per target, and a last
-// column computed from direct's, the proxy's and each svcgw's results
-// (ratio or added latency), joined.
-func (rp *report) row(label, scenario string, cell func(*Result) string, last func(direct, proxy, svcgw *Result) string) {
+// column computed from direct's, the proxy's, the floors' and each
+// svcgw's results (ratio or added latency), joined.
+func (rp *report) row(label, scenario string, cell func(*Result) string, last compare) {
 	cells := []string{label}
 	for _, t := range targets {
 		r := rp.get(scenario, t)
@@ -218,8 +256,9 @@ func (rp *report) row(label, scenario string, cell func(*Result) string, last fu
 	l := ""
 	if last != nil {
 		var parts []string
-		for _, t := range svcgwTargets() {
-			if v := last(rp.get(scenario, "direct"), rp.get(scenario, "proxy"), rp.get(scenario, t)); v != "" {
+		d, p, f := rp.get(scenario, "direct"), rp.get(scenario, "proxy"), rp.get(scenario, floorTarget)
+		for i, t := range append(floorTargets(), svcgwTargets()...) {
+			if v := last(d, p, f, rp.get(scenario, t), i == 0); v != "" {
 				parts = append(parts, v)
 			}
 		}
@@ -252,14 +291,30 @@ func (rp *report) columns(last string) {
 	fmt.Fprintf(rp.w, "| | %s | %s |\n|---|%s---:|\n", strings.Join(targets, " | "), last, strings.Repeat("---:|", len(targets)))
 }
 
-// ratio is "svcgw/proxy 0.85×" for one figure of s and p.
-func ratio(get func(*Result) float64) func(_, p, s *Result) string {
-	return func(_, p, s *Result) string {
-		if p == nil || s == nil || get(p) == 0 {
+// ratio is "svcgw/proxy 0.85×" for one figure of s and p, and for an
+// svcgw, when the JSON floor was measured, "svcgw/floor 0.90×" after it.
+func ratio(get func(*Result) float64) compare {
+	return func(_, p, f, s *Result, _ bool) string {
+		if s == nil {
 			return ""
 		}
-		return fmt.Sprintf("%s/proxy %.2f×", s.Target, get(s)/get(p))
+		var parts []string
+		if p != nil && get(p) != 0 {
+			parts = append(parts, fmt.Sprintf("%s/proxy %.2f×", s.Target, get(s)/get(p)))
+		}
+		if f != nil && get(f) != 0 && strings.HasPrefix(s.Target, "svcgw") {
+			parts = append(parts, fmt.Sprintf("%s/floor %.2f×", s.Target, get(s)/get(f)))
+		}
+		return strings.Join(parts, ", ")
 	}
+}
+
+// ratioColumn is the head of a ratio column.
+func ratioColumn() string {
+	if slices.Contains(targets, floorTarget) {
+		return "svcgw, floor / proxy; svcgw / floor"
+	}
+	return "svcgw / proxy"
 }
 
 func f0(v float64) string { return fmt.Sprintf("%.0f", v) }
@@ -273,14 +328,14 @@ func pct(v float64) string {
 }
 
 // added prints "proxy +x, svcgw +y" for one latency figure (the proxy's
-// next to the first svcgw only).
-func added(get func(*Result) float64) func(d, p, s *Result) string {
-	return func(d, p, s *Result) string {
+// next to the row's first subject only).
+func added(get func(*Result) float64) compare {
+	return func(d, p, _, s *Result, first bool) string {
 		if d == nil {
 			return ""
 		}
 		var parts []string
-		if p != nil && (s == nil || s.Target == "svcgw") {
+		if p != nil && first {
 			parts = append(parts, fmt.Sprintf("proxy %+.3f", get(p)-get(d)))
 		}
 		if s != nil {
@@ -309,7 +364,7 @@ func (rp *report) othersRow(scenario, when string) {
 
 func (rp *report) tables() {
 	for _, sc := range []struct{ scenario, driver string }{{"max", "bench/load's closed-loop driver"}, {"max-vegeta", "vegeta"}} {
-		if rp.header("(a) maximum throughput, non-streaming chat completions, driven by "+sc.driver, sc.scenario, "svcgw / proxy") {
+		if rp.header("(a) maximum throughput, non-streaming chat completions, driven by "+sc.driver, sc.scenario, ratioColumn()) {
 			rp.row("req/s", sc.scenario, func(r *Result) string { return f0(r.Throughput) }, ratio(func(r *Result) float64 { return r.Throughput }))
 			rp.row("success", sc.scenario, func(r *Result) string { return pct(r.SuccessPct) }, nil)
 			rp.row("p50 / p90 / p99 (ms)", sc.scenario, func(r *Result) string {
@@ -352,7 +407,7 @@ func (rp *report) tables() {
 		rp.othersRow("stream", ", closed loop")
 		rp.othersRow("streamrate", ", constant rate")
 	}
-	if rp.header("(d) concurrent open streams (slow upstream)", "hold", "svcgw / proxy") {
+	if rp.header("(d) concurrent open streams (slow upstream)", "hold", ratioColumn()) {
 		rp.row("streams completed", "hold", func(r *Result) string { return fmt.Sprintf("%d / %d", r.OK, r.Requests) }, nil)
 		rp.row("open at once (max)", "hold", func(r *Result) string { return fmt.Sprint(r.MaxOpen) }, nil)
 		rp.row("TTFT p50 / p99 (ms)", "hold", func(r *Result) string {
@@ -484,4 +539,56 @@ func perStreamKiB(r *Result) float64 {
 		return 0
 	}
 	return (r.MaxSampledRSSMiB - r.StartRSSMiB) * 1024 / float64(r.MaxOpen)
+}
+
+// floorTable, when bench/floor was measured, sets the proxy, the JSON
+// floor and each svcgw side by side in throughput and CPU per call: what
+// a minimal JSON-reading gateway on net/http reaches of the proxy, and
+// what svcgw reaches of that.
+func (rp *report) floorTable() {
+	if !slices.Contains(targets, floorTarget) {
+		return
+	}
+	tput := func(r *Result) float64 { return r.Throughput }
+	cpu := func(r *Result) float64 { return r.CPUPerCallMicros }
+	figs := []struct {
+		label, scenario string
+		get             func(*Result) float64
+		format          func(float64) string
+	}{
+		{"(a) req/s, closed loop", "max", tput, f0},
+		{"(a) req/s, vegeta", "max-vegeta", tput, f0},
+		{"(a) CPU per call (µs), closed loop", "max", cpu, f1},
+		{"(a) CPU per call (µs), vegeta", "max-vegeta", cpu, f1},
+		{"(b) CPU per call at the constant rate (µs)", "rate", cpu, f1},
+		{"(c) streams/s", "stream", tput, f0},
+		{"(c) CPU per stream (µs)", "stream", cpu, f1},
+		{"(d) peak RSS, open streams (MiB)", "hold", func(r *Result) float64 { return r.PeakRSSMiB }, f1},
+	}
+	svcgws := svcgwTargets()
+	header := false
+	for _, f := range figs {
+		p, fl := rp.get(f.scenario, "proxy"), rp.get(f.scenario, floorTarget)
+		if p == nil || fl == nil || f.get(p) == 0 || f.get(fl) == 0 {
+			continue
+		}
+		if !header {
+			header = true
+			fmt.Fprintf(rp.w, "\n### the JSON floor (bench/floor: key check, decode, re-encode, meter; no database)\n\n")
+			cols := []string{"proxy", "floor", "floor / proxy"}
+			for _, t := range svcgws {
+				cols = append(cols, t, t+" / floor")
+			}
+			fmt.Fprintf(rp.w, "| | %s |\n|---|%s\n", strings.Join(cols, " | "), strings.Repeat("---:|", len(cols)))
+		}
+		cells := []string{f.label, f.format(f.get(p)), f.format(f.get(fl)), fmt.Sprintf("%.2f×", f.get(fl)/f.get(p))}
+		for _, t := range svcgws {
+			if s := rp.get(f.scenario, t); s != nil {
+				cells = append(cells, f.format(f.get(s)), fmt.Sprintf("%.2f×", f.get(s)/f.get(fl)))
+			} else {
+				cells = append(cells, "–", "–")
+			}
+		}
+		fmt.Fprintf(rp.w, "| %s |\n", strings.Join(cells, " | "))
+	}
 }
