@@ -68,7 +68,7 @@ func New(st store.DB, now func() time.Time, writeErr func(w http.ResponseWriter,
 	limits = limits.withDefaults()
 	h := &Handler{st: st, now: now, writeErr: writeErr, limits: limits, turns: make(chan struct{}, limits.Concurrent),
 		budget: keyBudget{rate: limits.Time.Seconds(), burst: limits.Burst.Seconds()},
-		gate:   &syncGate{st: st, every: limits.SyncEvery, limit: 2 * limits.Timeout}}
+		gate:   &syncGate{st: st, every: limits.SyncEvery, settle: limits.Settle, limit: 2 * limits.Timeout}}
 	h.usage.follow(st)
 	return h
 }

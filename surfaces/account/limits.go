@@ -58,6 +58,15 @@ type Limits struct {
 	// 0 means DefaultSyncEvery; a negative value means every read forces
 	// its own at once, as Sync alone does.
 	SyncEvery time.Duration
+	// Settle is how long the reads that waited for a ledger commit wait
+	// after it before they start. The calls that arrived while the commit
+	// held the process's cores queued behind it, and the commit releases
+	// every read waiting for it at once: without a pause, a flood of
+	// reads would land on those cores right when the calls most need
+	// them. A read waits for a commit only while calls are being recorded,
+	// so on a gateway without calls it never pays this. 0 means
+	// DefaultSettle; a negative value means none.
+	Settle time.Duration
 }
 
 // Defaults of Limits.
@@ -73,6 +82,10 @@ const (
 	// (store.Options.BatchInterval), within which the writer commits on
 	// its own whenever calls are being recorded.
 	DefaultSyncEvery = 20 * time.Millisecond
+	// DefaultSettle: a commit of a busy many-key ledger takes a few
+	// milliseconds of CPU (bench/RESULTS.md), and a read that waited for
+	// it has waited ~10 ms on average already.
+	DefaultSettle = 3 * time.Millisecond
 	// MaxRest bounds a turn's rest, so that one slow request (a report
 	// while the roll-ups of an upgraded database are still being built)
 	// does not hold up the next for long.
@@ -97,6 +110,12 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.Burst <= 0 {
 		l.Burst = DefaultBurst
+	}
+	switch {
+	case l.Settle == 0:
+		l.Settle = DefaultSettle
+	case l.Settle < 0:
+		l.Settle = 0
 	}
 	switch {
 	case l.SyncEvery == 0:

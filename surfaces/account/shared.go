@@ -35,9 +35,10 @@ import (
 // reads adds at most one ledger commit per every, and under steady call
 // load hardly any, while a read alone, or on an idle ledger, never waits.
 type syncGate struct {
-	st    store.DB
-	every time.Duration
-	limit time.Duration // the most a round's Sync may take: longer than a read's own limit
+	st     store.DB
+	every  time.Duration
+	settle time.Duration // how long a round's reads wait after its commit (Limits.Settle)
+	limit  time.Duration // the most a round's Sync may take: longer than a read's own limit
 
 	mu   sync.Mutex
 	next *syncRound // the round reads join; nil when none is pending
@@ -90,6 +91,11 @@ func (g *syncGate) run(rd *syncRound, wait time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), g.limit)
 	defer cancel()
 	rd.err = g.st.SyncWithin(ctx, g.every)
+	if rd.err == nil && g.settle > 0 {
+		// The calls that arrived while the commit held the core queued
+		// behind it; they go first (Limits.Settle).
+		time.Sleep(g.settle)
+	}
 	close(rd.done)
 }
 
