@@ -338,10 +338,19 @@ func BenchmarkRecordGeneration_ManyKeys(b *testing.B) {
 // queue and the scheduling around it, so that its figure (ns/row) is the
 // same from run to run and its instruction count repeatable.
 func BenchmarkCommitBatch(b *testing.B) {
-	const rows = 128
 	s, _ := newTestStore(b)
 	_, k, _ := newAccount(b, s, "acme", "1000000")
 	g := gen(b, "", k, "0.000123")
+	benchCommits(b, s, 128, func(id string, _ int) Generation {
+		g.ID = id
+		return g
+	})
+}
+
+// benchCommits commits batches of rows generations, the n-th made by
+// next("chatcmpl-<n>", n), and reports the time a committed generation
+// took (ns/row).
+func benchCommits(b *testing.B, s *Store, rows int, next func(id string, n int) Generation) {
 	ctx := context.Background()
 	batch := make([]genRow, rows)
 	agg := &batchSums{debits: make(map[int64]int64), spend: make(map[spendDay]spendSum)}
@@ -349,13 +358,12 @@ func BenchmarkCommitBatch(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		for i := range batch {
-			g.ID = "chatcmpl-" + strconv.Itoa(n)
-			n++
-			r, err := s.toRow(g)
+			r, err := s.toRow(next("chatcmpl-"+strconv.Itoa(n), n))
 			if err != nil {
 				b.Fatal(err)
 			}
 			batch[i] = r
+			n++
 		}
 		if err := s.commitBatch(ctx, batch, agg); err != nil {
 			b.Fatal(err)
@@ -371,7 +379,6 @@ func BenchmarkCommitBatch(b *testing.B) {
 // usage_daily and 145 usage_periods rows besides its 20 generations (the
 // 10M ledger's chat phase upserted ~20 and ~125 a commit, bench/RESULTS.md).
 func BenchmarkCommitBatch_ManyKeys(b *testing.B) {
-	const rows = 20
 	s, _ := newTestStore(b)
 	a, _, _ := newAccount(b, s, "acme", "1000000")
 	ctx := context.Background()
@@ -388,27 +395,12 @@ func BenchmarkCommitBatch_ManyKeys(b *testing.B) {
 	for i := range apps {
 		apps[i] = fmt.Sprintf("app-%02d.example.com", i)
 	}
-	batch := make([]genRow, rows)
-	agg := &batchSums{debits: make(map[int64]int64), spend: make(map[spendDay]spendSum)}
-	n := 0
-	b.ReportAllocs()
-	for b.Loop() {
-		for i := range batch {
-			g := gen(b, "chatcmpl-"+strconv.Itoa(n), keys[(n*7919)%len(keys)], "0.000123")
-			g.Application = apps[(n*31)%len(apps)]
-			g.RequestType = types[n%len(types)]
-			n++
-			r, err := s.toRow(g)
-			if err != nil {
-				b.Fatal(err)
-			}
-			batch[i] = r
-		}
-		if err := s.commitBatch(ctx, batch, agg); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/row")
+	benchCommits(b, s, 20, func(id string, n int) Generation {
+		g := gen(b, id, keys[(n*7919)%len(keys)], "0.000123")
+		g.Application = apps[(n*31)%len(apps)]
+		g.RequestType = types[n%len(types)]
+		return g
+	})
 }
 
 // A patient Sync (SyncWithin) waits for the writer's own commit and makes

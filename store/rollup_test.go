@@ -492,21 +492,7 @@ func TestMigration0007_UsagePeriodsChecks(t *testing.T) {
 	const rows = `SELECT account_id, axis, span, first_day, bucket, requests, input_tokens, output_tokens,
 		cached_input_tokens, cache_write_tokens, reasoning_tokens, cost_micros FROM usage_periods`
 	for _, q := range []string{
-		`CREATE TABLE usage_periods_0003 (
-		    account_id          INTEGER NOT NULL REFERENCES accounts (id),
-		    axis                TEXT    NOT NULL CHECK (axis IN ('day', 'request_type', 'application', 'api_key')),
-		    span                TEXT    NOT NULL CHECK (span IN ('day', 'month', 'year')),
-		    first_day           INTEGER NOT NULL,
-		    bucket              TEXT    NOT NULL,
-		    requests            INTEGER NOT NULL,
-		    input_tokens        INTEGER NOT NULL,
-		    output_tokens       INTEGER NOT NULL,
-		    cached_input_tokens INTEGER NOT NULL,
-		    cache_write_tokens  INTEGER NOT NULL,
-		    reasoning_tokens    INTEGER NOT NULL,
-		    cost_micros         INTEGER NOT NULL CHECK (cost_micros >= 0),
-		    PRIMARY KEY (account_id, axis, span, first_day, bucket)
-		) STRICT, WITHOUT ROWID`,
+		tableOf(t, 3, "usage_periods", "usage_periods_0003"),
 		`INSERT INTO usage_periods_0003 ` + rows,
 		`DROP TABLE usage_periods`,
 		`ALTER TABLE usage_periods_0003 RENAME TO usage_periods`,
@@ -516,6 +502,9 @@ func TestMigration0007_UsagePeriodsChecks(t *testing.T) {
 	}
 	before := queryInt(t, s, `SELECT COUNT(*) FROM usage_periods`)
 	is.True(before > 100) // rows of every axis and span to carry over
+	var old string
+	is.NoErr(s.r.QueryRowContext(ctx, `SELECT sql FROM sqlite_schema WHERE name = 'usage_periods'`).Scan(&old))
+	is.True(strings.Contains(old, "axis IN (")) // the checks as 0003 wrote them
 	is.NoErr(s.Close())
 
 	s = openTestStore(t, path, Options{Now: clock.Now})
@@ -548,4 +537,28 @@ func TestMigration0007_UsagePeriodsChecks(t *testing.T) {
 	is.NoErr(s.Sync(ctx))
 	checkRollups(t, s)
 	checkLedger(t, s)
+}
+
+// tableOf is the CREATE TABLE statement of table in the shipped migration
+// of version, naming the table as: the table as that migration made it.
+func tableOf(t *testing.T, version int, table, as string) string {
+	t.Helper()
+	ms, err := loadMigrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if m.version != version {
+			continue
+		}
+		head := "CREATE TABLE " + table + " ("
+		i := strings.Index(m.sql, head)
+		if i < 0 {
+			break
+		}
+		create, _, _ := strings.Cut(m.sql[i:], ";")
+		return "CREATE TABLE " + as + " (" + create[len(head):]
+	}
+	t.Fatalf("migration %d creates no table %s", version, table)
+	return ""
 }
