@@ -202,21 +202,6 @@ func authCacheOf(db DB) *authCache {
 	panic("unknown store")
 }
 
-// waitReadAt waits until the cache's entry of secret was read at at (or,
-// for a zero at, is gone): the read ahead a call started has finished.
-func waitReadAt(t *testing.T, c *authCache, secret string, at time.Time) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		c.mu.RLock()
-		e, ok := c.m[hashSecret(secret)]
-		c.mu.RUnlock()
-		if ok && e.at.Equal(at) || !ok && at.IsZero() {
-			return
-		}
-	}
-	t.Fatalf("the key's entry did not become the read of %v", at)
-}
-
 // waitChecked waits until the cache's last read of the count of key
 // changes began at at: the read a call started beside it has finished.
 func waitChecked(t *testing.T, c *authCache, at time.Time) {

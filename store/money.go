@@ -43,16 +43,6 @@ func fromMicros(v int64) apd.Decimal {
 // ms converts t to the stored form: Unix milliseconds.
 func ms(t time.Time) int64 { return t.UnixMilli() }
 
-// ceilMS is ms rounded up, for bounds: created_at >= ceilMS(start) and
-// created_at < ceilMS(end) select exactly the rows with start <= t < end.
-func ceilMS(t time.Time) int64 {
-	v := t.UnixMilli()
-	if time.UnixMilli(v).Before(t) {
-		v++
-	}
-	return v
-}
-
 // fromMS converts a stored time back to a UTC time.Time.
 func fromMS(v int64) time.Time { return time.UnixMilli(v).UTC() }
 
