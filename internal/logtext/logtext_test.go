@@ -136,11 +136,12 @@ func TestHandler_Options(t *testing.T) {
 	}
 }
 
-// strip removes the time= attribute of each line.
+// strip removes the time attribute of each line (time=, or TIME= where
+// ReplaceAttr upper-cases the keys).
 func strip(s string) string {
 	lines := strings.Split(s, "\n")
 	for i, l := range lines {
-		if strings.HasPrefix(l, "time=") {
+		if strings.HasPrefix(strings.ToLower(l), "time=") {
 			_, l, _ = strings.Cut(l, " ")
 		}
 		lines[i] = l
