@@ -7,6 +7,7 @@ require (
 	github.com/cockroachdb/apd/v3 v3.2.3
 	github.com/svcgw/svcgw v0.0.0-00010101000000-000000000000
 	github.com/tsenart/vegeta/v12 v12.12.0
+	golang.org/x/exp v0.0.0-20261014143641-f0251eb4aa3e
 	modernc.org/sqlite v1.61.1
 )
 

@@ -39,6 +39,9 @@
 #                               floors with theirs, and
 #                               save a CPU profile of each of its measured phases,
 #                               and a heap profile once all of (d)'s streams are open
+#   BENCH_TRACE=0               1 (with BENCH_PROFILE=1): also save an execution trace of
+#                               svcgw over each measured phase (trace-SCENARIO-TARGET.out;
+#                               `go tool trace`, or bench/schedtrace for who held the P)
 #   BENCH_SVCGW_BIN=            measure this svcgw binary instead of building the tree's
 #   BENCH_KEEP=0                1: keep the binaries, svcgw's database and its full log
 #   BENCH_OUT=                  keep the results here (default: results/ in the work dir,
@@ -75,6 +78,7 @@ driver_cpu=${BENCH_DRIVER_CPU:-0}
 log_level=${BENCH_LOG_LEVEL:-info}
 read -r -a svcgw_env <<<"${BENCH_SVCGW_ENV:-}"
 profile=${BENCH_PROFILE:-0}
+trace=${BENCH_TRACE:-0}
 strict=${BENCH_STRICT:-0}
 metrics=${BENCH_METRICS:-1}
 scrape_interval=${BENCH_SCRAPE_INTERVAL:-5s}
@@ -346,6 +350,7 @@ drive() {
 			extra+=(-name "$target")
 		elif [ "$profile" = 1 ]; then
 			extra+=(-cpuprofile-url "${pprof_of[$target]}" -cpuprofile-out "$out/cpu-$scenario-$target.pprof")
+			if [ "$trace" = 1 ]; then extra+=(-trace-out "$out/trace-$scenario-$target.out"); fi
 			if [ "$scenario" = hold ]; then extra+=(-heapprofile-out "$out/heap-hold-$target.pprof"); fi
 		fi
 		;;

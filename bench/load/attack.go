@@ -317,45 +317,60 @@ func surfaceStreamText(surface string, raw []byte) (string, error) {
 	return sb.String(), nil
 }
 
-// profile is a CPU profile being fetched from the target's pprof listener
-// over the measured phase.
+// profile is a CPU profile (and, with -trace-out, an execution trace)
+// being fetched from the target's pprof listener over the measured phase.
 type profile struct {
-	done chan string
+	done  chan string
+	trace chan struct{}
 }
 
 func startProfile(c config) *profile {
-	p := &profile{done: make(chan string, 1)}
+	p := &profile{done: make(chan string, 1), trace: make(chan struct{})}
+	secs := int(math.Max(1, math.Floor(c.duration.Seconds())))
+	if c.profileURL == "" || c.traceOut == "" {
+		close(p.trace)
+	} else {
+		go func() {
+			defer close(p.trace)
+			fetchProfile(c, fmt.Sprintf("trace?seconds=%d", secs), c.traceOut)
+		}()
+	}
 	if c.profileURL == "" || c.profileOut == "" {
 		p.done <- ""
 		return p
 	}
 	go func() {
-		secs := int(math.Max(1, math.Floor(c.duration.Seconds())))
-		ctx, cancel := context.WithTimeout(context.Background(), c.duration+30*time.Second)
-		defer cancel()
-		u := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", strings.TrimSuffix(c.profileURL, "/"), secs)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "load: cpu profile:", err)
-			p.done <- ""
-			return
-		}
-		defer resp.Body.Close()
-		raw, err := io.ReadAll(resp.Body)
-		if err != nil || resp.StatusCode != http.StatusOK {
-			fmt.Fprintln(os.Stderr, "load: cpu profile:", resp.Status, err)
-			p.done <- ""
-			return
-		}
-		if err := os.WriteFile(c.profileOut, raw, 0o644); err != nil {
-			fmt.Fprintln(os.Stderr, "load: cpu profile:", err)
-			p.done <- ""
-			return
-		}
-		p.done <- c.profileOut
+		p.done <- fetchProfile(c, fmt.Sprintf("profile?seconds=%d", secs), c.profileOut)
 	}()
 	return p
 }
 
-func (p *profile) wait() string { return <-p.done }
+// fetchProfile writes what the target's /debug/pprof/<what> answers to out,
+// and returns out ("" when it failed, which is reported on stderr).
+func fetchProfile(c config, what, out string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), c.duration+30*time.Second)
+	defer cancel()
+	u := strings.TrimSuffix(c.profileURL, "/") + "/debug/pprof/" + what
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "load:", what, err)
+		return ""
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		fmt.Fprintln(os.Stderr, "load:", what, resp.Status, err)
+		return ""
+	}
+	if err := os.WriteFile(out, raw, 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, "load:", what, err)
+		return ""
+	}
+	return out
+}
+
+func (p *profile) wait() string {
+	<-p.trace
+	return <-p.done
+}

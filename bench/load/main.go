@@ -93,6 +93,7 @@ type config struct {
 	connections, rate, streams       int
 	holdTimeout                      time.Duration
 	profileURL, profileOut, heapOut  string
+	traceOut                         string
 }
 
 func main() {
@@ -142,6 +143,7 @@ func runCmd(args []string) error {
 	fs.DurationVar(&c.holdTimeout, "hold-timeout", 60*time.Second, "hold: give up on streams after this long")
 	fs.StringVar(&c.profileURL, "cpuprofile-url", "", "pprof base URL of the target (svcgwprof); a CPU profile of the measured phase is fetched from it")
 	fs.StringVar(&c.profileOut, "cpuprofile-out", "", "where to write that profile")
+	fs.StringVar(&c.traceOut, "trace-out", "", "where to write an execution trace of the measured phase, fetched from -cpuprofile-url alongside the CPU profile")
 	fs.StringVar(&c.heapOut, "heapprofile-out", "", "hold: where to write a heap profile fetched from -cpuprofile-url once every stream is open")
 	fs.StringVar(&c.out, "out", "", "write the result JSON here (default stdout)")
 	fs.StringVar(&c.name, "name", "", "the target's name in the result (default -target): two processes of one kind, such as svcgw with and without metrics, side by side")
