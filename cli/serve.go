@@ -49,6 +49,8 @@ type serveCmd struct {
 	GCFloor          int           `name:"gc-floor" default:"32" placeholder:"MIB" help:"Smallest heap the garbage collector lets grow before it collects, in MiB: while the live heap is under half of it, collect at this size instead of at twice the live heap (fewer collections at high request rates); 0 = the Go runtime's own pacing. GOGC or GOMEMLIMIT in the environment overrides it."`
 	MetricsAppLabels int           `name:"metrics-application-labels" default:"0" help:"Label calls, tokens and cost in /metrics with the application (X-Title, Referer host or key name), for at most this many distinct applications; the rest count as \"other\" (0 = no application label)."`
 
+	WALCheckpoint string `name:"wal-checkpoint" default:"commit" enum:"commit,ledger,aside" help:"SQLite only: where the write-ahead log is copied back into the database file once it passes 1,000 pages: commit (SQLite's own, inside the ledger commit that crosses it), ledger (by the ledger writer after that commit, once its waiters are answered and the calls waiting to run have run) or aside (as ledger, and with one CPU the runtime gets a second thread for the checkpoint's length, so calls keep running beside it)."`
+
 	LeaseTTL time.Duration `name:"lease-ttl" default:"15s" help:"PostgreSQL only: how long this instance's balance leases hold without its heartbeat (sent every third of it); what a crashed instance held returns to the others this long after it stopped."`
 
 	RetentionGenerations string `name:"retention-generations" placeholder:"DAYS" help:"Delete generation records older than this, e.g. 90d (usage totals, credits and balances are kept forever); overrides retention.generations from --config; 0 keeps every record."`
@@ -139,7 +141,7 @@ func (c *serveCmd) Run(e *env) (err error) {
 	}
 	// The store's logger is the server's: ledger failures and every
 	// generation it cannot record are reported there.
-	st, err := e.createStore(store.Options{Logger: log, OnCommit: metrics.ObserveCommit, LeaseTTL: c.LeaseTTL})
+	st, err := e.createStore(store.Options{Logger: log, OnCommit: metrics.ObserveCommit, LeaseTTL: c.LeaseTTL, Checkpoint: c.WALCheckpoint})
 	if err != nil {
 		ln.Close()
 		return err

@@ -241,6 +241,7 @@ type ledgerCore struct {
 	queryTimeout  time.Duration
 	commitHook    func() error
 	onCommit      func(LedgerCommit)
+	afterCommit   func() // after each successful commit: the WAL's checkpoint (SQLite)
 
 	queue   ledgerQueue
 	pending atomic.Int64  // generations queued and not yet settled
@@ -547,6 +548,9 @@ func (s *ledgerCore) runLedger() {
 		}
 		backoff = 0
 		s.ledgerCommitted()
+		if s.afterCommit != nil {
+			s.afterCommit()
+		}
 	}
 }
 

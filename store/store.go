@@ -168,6 +168,10 @@ type Options struct {
 	// instance held comes back to the others this long after its last
 	// heartbeat. 0 means DefaultLeaseTTL. SQLite ignores it.
 	LeaseTTL time.Duration
+	// Checkpoint is where the write-ahead log is copied back into the
+	// database file: CheckpointInCommit ("" too), CheckpointAfterCommit or
+	// CheckpointAside (checkpoint.go). PostgreSQL ignores it.
+	Checkpoint string
 }
 
 // Store is svcgw's SQLite database, the embedded default (see DB). It is
@@ -186,6 +190,9 @@ type Store struct {
 	keyStmt, budgetStmt *sql.Stmt
 	// changesStmt reads the count of key changes (checkKeyChanges).
 	changesStmt *sql.Stmt
+	// ckpt is the ledger writer's checkpoint (nil: SQLite's own, in the
+	// commit; checkpoint.go).
+	ckpt *checkpointer
 
 	spend spendTracker // charges per account and key, queued ones included
 	// authReads runs one read ahead per key at a time (see Authenticate).
@@ -232,9 +239,12 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		readers = 4
 	}
 
-	var err error
+	ckptDSN, err := checkpointDSN(opts.Checkpoint)
+	if err != nil {
+		return nil, err
+	}
 	s.w, err = sql.Open("sqlite", path+"?"+dsnPragmas+
-		"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=temp_store(MEMORY)&_txlock=immediate")
+		"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=temp_store(MEMORY)&_txlock=immediate"+ckptDSN)
 	if err != nil {
 		return nil, fmt.Errorf("open writer: %w", err)
 	}
@@ -285,6 +295,16 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		s.w.Close()
 		return nil, fmt.Errorf("open call readers: prepare: %w", err)
 	}
+	if s.ckpt, err = openCheckpointer(path, opts.Checkpoint); err != nil {
+		s.keyStmt.Close()
+		s.budgetStmt.Close()
+		s.changesStmt.Close()
+		s.call.Close()
+		s.r.Close()
+		s.w.Close()
+		return nil, err
+	}
+	s.afterCommit = s.maybeCheckpoint
 
 	s.start()
 	return s, nil
@@ -320,7 +340,7 @@ func (s *Store) Close() error {
 			errs = append(errs, st.Close())
 		}
 		errs = append(errs, s.keyStmt.Close(), s.budgetStmt.Close(), s.changesStmt.Close(), s.call.Close())
-		s.closeErr = errors.Join(append(errs, s.r.Close(), s.w.Close())...)
+		s.closeErr = errors.Join(append(errs, s.r.Close(), s.w.Close(), s.ckpt.close())...)
 	})
 	return s.closeErr
 }

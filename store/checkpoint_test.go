@@ -1,0 +1,80 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// TestCheckpointModes commits 300 batches of 40 generations (~6,000 WAL
+// pages without a checkpoint) in each mode: the WAL stays near 1,000 pages
+// (SQLite's own, or the ledger's PASSIVE checkpoint once it passes them),
+// every generation is stored, and CheckpointAside leaves GOMAXPROCS as it
+// found it.
+func TestCheckpointModes(t *testing.T) {
+	for _, mode := range []string{"", CheckpointInCommit, CheckpointAfterCommit, CheckpointAside} {
+		t.Run("mode="+mode, func(t *testing.T) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+			path := filepath.Join(t.TempDir(), "svcgw.db")
+			s := openTestStore(t, path, Options{BatchInterval: time.Hour, Checkpoint: mode})
+			_, k, _ := newAccount(t, s, "acme", "1000000")
+			g := gen(t, "", k, "0.000123")
+			ctx := context.Background()
+			n, most := 0, 0
+			for range 300 {
+				for range 40 {
+					g.ID = "chatcmpl-" + strconv.Itoa(n)
+					n++
+					s.RecordGeneration(g)
+				}
+				if err := s.Sync(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if p := runtime.GOMAXPROCS(0); p != 1 {
+					t.Fatalf("GOMAXPROCS %d after a commit, want 1", p)
+				}
+				c, err := openCheckpointer(path, CheckpointAfterCommit)
+				if err != nil {
+					t.Fatal(err)
+				}
+				pages, err := c.walPages()
+				c.close()
+				if err != nil {
+					t.Fatal(err)
+				}
+				most = max(most, pages)
+			}
+			// A commit appends ~20 pages; the checkpoint lets the next
+			// commit start the WAL over.
+			if most < checkpointPages || most > checkpointPages+200 {
+				t.Errorf("WAL peaked at %d pages, want about %d", most, checkpointPages)
+			}
+			st, err := os.Stat(path + "-wal")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Size() > 8<<20 {
+				t.Errorf("WAL file %d bytes: not checkpointed", st.Size())
+			}
+			var stored int
+			if err := s.w.QueryRowContext(ctx, "SELECT count(*) FROM generations").Scan(&stored); err != nil {
+				t.Fatal(err)
+			}
+			if stored != n {
+				t.Errorf("%d generations stored, want %d", stored, n)
+			}
+		})
+	}
+}
+
+func TestCheckpointModeUnknown(t *testing.T) {
+	_, err := Open(context.Background(), filepath.Join(t.TempDir(), "svcgw.db"), Options{Checkpoint: "sometimes"})
+	if err == nil || errors.Is(err, ErrNoDatabase) {
+		t.Fatalf("Open with an unknown checkpoint mode: %v, want an error naming the modes", err)
+	}
+}
