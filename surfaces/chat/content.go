@@ -3,7 +3,7 @@ package chat
 import (
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
+	"strconv"
 	"strings"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -75,11 +75,11 @@ func (c *content) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 }
 
 // canonicalParts converts content parts; field names the content for errors
-// (e.g. "messages[2].content").
-func canonicalParts(field string, parts []contentPart, textOnly bool) ([]llm.Part, error) {
+// (e.g. "messages[2].content"), built only for one.
+func canonicalParts(field func() string, parts []contentPart, textOnly bool) ([]llm.Part, error) {
 	out := make([]llm.Part, 0, len(parts))
 	for i, p := range parts {
-		pf := fmt.Sprintf("%s[%d]", field, i)
+		pf := func() string { return field() + "[" + strconv.Itoa(i) + "]" }
 		var part llm.Part
 		switch p.Type {
 		case "text", "input_text", "output_text":
@@ -90,34 +90,34 @@ func canonicalParts(field string, parts []contentPart, textOnly bool) ([]llm.Par
 			part = llm.TextPart(p.Refusal)
 		case "image_url":
 			if textOnly {
-				return nil, llm.InvalidParam(pf, "%s: only text content is allowed here", pf)
+				return nil, llm.InvalidParam(pf(), "%s: only text content is allowed here", pf())
 			}
 			if p.ImageURL == nil || p.ImageURL.URL == "" {
-				return nil, llm.InvalidParam(pf+".image_url.url", "%s.image_url.url is required", pf)
+				return nil, llm.InvalidParam(pf()+".image_url.url", "%s.image_url.url is required", pf())
 			}
-			img, err := imagePart(pf+".image_url.url", p.ImageURL.URL)
+			img, err := imagePart(pf()+".image_url.url", p.ImageURL.URL)
 			if err != nil {
 				return nil, err
 			}
 			part = img
 		case "file":
 			if textOnly {
-				return nil, llm.InvalidParam(pf, "%s: only text content is allowed here", pf)
+				return nil, llm.InvalidParam(pf(), "%s: only text content is allowed here", pf())
 			}
 			if p.File == nil {
-				return nil, llm.InvalidParam(pf+".file", "%s.file is required", pf)
+				return nil, llm.InvalidParam(pf()+".file", "%s.file is required", pf())
 			}
-			doc, err := filePart(pf+".file", p.File.Filename, p.File.FileData, p.File.FileID)
+			doc, err := filePart(pf()+".file", p.File.Filename, p.File.FileData, p.File.FileID)
 			if err != nil {
 				return nil, err
 			}
 			part = doc
 		case "input_audio":
-			return nil, llm.InvalidParam(pf, "%s: audio input is not supported", pf)
+			return nil, llm.InvalidParam(pf(), "%s: audio input is not supported", pf())
 		case "":
-			return nil, llm.InvalidParam(pf+".type", "%s.type is required", pf)
+			return nil, llm.InvalidParam(pf()+".type", "%s.type is required", pf())
 		default:
-			return nil, llm.InvalidParam(pf+".type", "%s.type %q is not supported (use text, image_url or file)", pf, p.Type)
+			return nil, llm.InvalidParam(pf()+".type", "%s.type %q is not supported (use text, image_url or file)", pf(), p.Type)
 		}
 		part.CacheControl = p.CacheControl.canonical()
 		out = append(out, part)
@@ -183,13 +183,13 @@ func parseDataURL(field, u string) (string, []byte, error) {
 
 // toolArguments checks that a tool call's arguments string is a JSON object
 // (an empty string counts as {}).
-func toolArguments(field, args string) (json.RawMessage, error) {
+func toolArguments(field func() string, args string) (json.RawMessage, error) {
 	if strings.TrimSpace(args) == "" {
 		return json.RawMessage("{}"), nil
 	}
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(args), &obj); err != nil {
-		return nil, llm.InvalidParam(field, "%s must be a JSON object encoded as a string", field)
+		return nil, llm.InvalidParam(field(), "%s must be a JSON object encoded as a string", field())
 	}
 	return json.RawMessage(args), nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -231,11 +232,12 @@ func decodeChat(body []byte) (*llm.Request, error) {
 // turns runs of tool messages into one user message of tool results.
 func decodeMessages(msgs []chatMessage, req *llm.Request) error {
 	for i, m := range msgs {
-		f := fmt.Sprintf("messages[%d]", i)
+		// Field paths for errors, built only for one.
+		f := func() string { return "messages[" + strconv.Itoa(i) + "]" }
+		cf := func() string { return f() + ".content" }
 		if m.Role == nil {
-			return llm.InvalidParam(f+".role", "%s.role is required", f)
+			return llm.InvalidParam(f()+".role", "%s.role is required", f())
 		}
-		cf := f + ".content"
 		switch role := *m.Role; role {
 		case "system", "developer":
 			parts, err := canonicalParts(cf, m.Content.parts, true)
@@ -246,10 +248,10 @@ func decodeMessages(msgs []chatMessage, req *llm.Request) error {
 			req.System = append(req.System, parts...)
 		case "user":
 			if !m.Content.set {
-				return llm.InvalidParam(cf, "%s is required for user messages", cf)
+				return llm.InvalidParam(cf(), "%s is required for user messages", cf())
 			}
 			if len(m.Content.parts) == 0 {
-				return llm.InvalidParam(cf, "%s must not be empty", cf)
+				return llm.InvalidParam(cf(), "%s must not be empty", cf())
 			}
 			parts, err := canonicalParts(cf, m.Content.parts, false)
 			if err != nil {
@@ -269,24 +271,24 @@ func decodeMessages(msgs []chatMessage, req *llm.Request) error {
 				parts = slices.DeleteFunc(parts, func(p llm.Part) bool { return p.Type == llm.PartText && p.Text == "" && p.CacheControl == nil })
 			}
 			for j, tc := range m.ToolCalls {
-				tf := fmt.Sprintf("%s.tool_calls[%d]", f, j)
+				tf := func() string { return f() + ".tool_calls[" + strconv.Itoa(j) + "]" }
 				if tc.ID == "" || tc.Function.Name == "" {
-					return llm.InvalidParam(tf, "%s needs an id and a function.name", tf)
+					return llm.InvalidParam(tf(), "%s needs an id and a function.name", tf())
 				}
-				args, err := toolArguments(tf+".function.arguments", tc.Function.Arguments)
+				args, err := toolArguments(func() string { return tf() + ".function.arguments" }, tc.Function.Arguments)
 				if err != nil {
 					return err
 				}
 				parts = append(parts, llm.Part{Type: llm.PartToolCall, ToolCall: &llm.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: args}})
 			}
 			if len(parts) == 0 {
-				return llm.InvalidParam(cf, "%s: an assistant message needs content or tool_calls", f)
+				return llm.InvalidParam(cf(), "%s: an assistant message needs content or tool_calls", f())
 			}
 			markLast(parts, m.CacheControl)
 			appendMessage(req, llm.RoleAssistant, parts)
 		case "tool", "function":
 			if role == "tool" && m.ToolCallID == "" {
-				return llm.InvalidParam(f+".tool_call_id", "%s.tool_call_id is required for tool messages", f)
+				return llm.InvalidParam(f()+".tool_call_id", "%s.tool_call_id is required for tool messages", f())
 			}
 			parts, err := canonicalParts(cf, m.Content.parts, true)
 			if err != nil {
@@ -299,9 +301,9 @@ func decodeMessages(msgs []chatMessage, req *llm.Request) error {
 			p := llm.Part{Type: llm.PartToolResult, ToolResult: res, CacheControl: m.CacheControl.canonical()}
 			appendMessage(req, llm.RoleUser, []llm.Part{p})
 		case "":
-			return llm.InvalidParam(f+".role", "%s.role is required", f)
+			return llm.InvalidParam(f()+".role", "%s.role is required", f())
 		default:
-			return llm.InvalidParam(f+".role", "%s.role %q is not one of system, developer, user, assistant, tool", f, role)
+			return llm.InvalidParam(f()+".role", "%s.role %q is not one of system, developer, user, assistant, tool", f(), role)
 		}
 	}
 	if len(req.Messages) == 0 {

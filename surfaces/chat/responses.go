@@ -347,7 +347,7 @@ func decodeInput(sealer Sealer, in input, req *llm.Request) error {
 			if it.CallID == "" || it.Name == "" {
 				return llm.InvalidParam(f, "%s: a function_call item needs call_id and name", f)
 			}
-			args, err := toolArguments(f+".arguments", it.Arguments)
+			args, err := toolArguments(func() string { return f + ".arguments" }, it.Arguments)
 			if err != nil {
 				return err
 			}
