@@ -207,8 +207,12 @@ func apiKey(r *http.Request) (string, error) {
 			_ = take("Authorization: Bearer", tok) // the first: never a conflict
 		}
 	}
-	for _, h := range []string{"x-api-key", "x-goog-api-key", "x-gen-api-key"} {
-		if err := take(h, r.Header.Get(h)); err != nil {
+	// The headers by their canonical keys: Get with any other spelling
+	// allocates the canonical one on every call.
+	for _, h := range [...]struct{ name, key string }{
+		{"x-api-key", "X-Api-Key"}, {"x-goog-api-key", "X-Goog-Api-Key"}, {"x-gen-api-key", "X-Gen-Api-Key"},
+	} {
+		if err := take(h.name, r.Header.Get(h.key)); err != nil {
 			return "", err
 		}
 	}

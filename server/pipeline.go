@@ -103,14 +103,14 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, sf surface.Code
 	// What backends share between calls (prompt caches and their keys,
 	// cache affinity) is scoped to the account.
 	req.Account = strconv.FormatInt(caller.AccountID, 10)
-	effort, err := classify.ParseEffort(r.Header.Get("X-SVC-Effort"))
+	effort, err := classify.ParseEffort(r.Header.Get("X-Svc-Effort")) // X-SVC-Effort, canonical (see authenticate)
 	if err != nil {
 		return nil, err
 	}
 	input := req.InputTokens()
 	class := classify.Classify(classify.Input{Request: req, Surface: sf.Surface(), Effort: effort, InputTokens: input})
 	rec.requestType = class.Type
-	w.Header().Set("X-SVC-Request-Type", string(class.Type))
+	w.Header()["X-Svc-Request-Type"] = requestTypeHeader(class.Type) // X-SVC-Request-Type
 	c := &call{
 		sf:      sf,
 		caller:  caller,
@@ -485,4 +485,23 @@ func application(r *http.Request, caller store.Key) string {
 		}
 	}
 	return caller.Name
+}
+
+// requestTypeHeaders are the X-SVC-Request-Type values, one shared slice per
+// type (as X-Request-Id's): net/http only reads a header's values, and
+// copies them when the response's header is written.
+var requestTypeHeaders = func() map[llm.RequestType][]string {
+	m := make(map[llm.RequestType][]string, len(llm.RequestTypes))
+	for _, t := range llm.RequestTypes {
+		m[t] = []string{string(t)}
+	}
+	return m
+}()
+
+// requestTypeHeader is the X-SVC-Request-Type value of t.
+func requestTypeHeader(t llm.RequestType) []string {
+	if v, ok := requestTypeHeaders[t]; ok {
+		return v
+	}
+	return []string{string(t)}
 }

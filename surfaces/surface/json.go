@@ -319,34 +319,48 @@ func isNumeric(t reflect.Type) bool {
 // and a newline, with <, > and & as they are (as the vendors send them),
 // typed application/json unless the surface set a Content-Type of its own.
 func WriteJSON(w http.ResponseWriter, status int, v any) error {
-	buf := jsonBuffers.Get().(*bytes.Buffer)
-	defer putJSONBuffer(buf)
-	enc := json.NewEncoder(buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+	je := jsonEncoders.Get().(*jsonEncoder)
+	defer putJSONEncoder(je)
+	if err := je.enc.Encode(v); err != nil {
 		return err
 	}
-	if w.Header().Get("Content-Type") == "" {
-		w.Header().Set("Content-Type", "application/json")
+	if h := w.Header(); h.Get("Content-Type") == "" {
+		h["Content-Type"] = contentTypeJSON
 	}
 	w.WriteHeader(status)
-	_, err := w.Write(buf.Bytes()) // copied: the writer keeps no reference
+	_, err := w.Write(je.buf.Bytes()) // copied: the writer keeps no reference
 	return err
 }
 
-// jsonBuffers are WriteJSON's buffers: one per reply would be allocated and
-// grown again (several times for a reply of a few hundred bytes) only to be
-// copied into the connection's writer.
-var jsonBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+// contentTypeJSON is WriteJSON's Content-Type value, shared (net/http only
+// reads it, and copies it when the header is written; Set would allocate it
+// for every reply).
+var contentTypeJSON = []string{"application/json"}
+
+// jsonEncoder is a buffer and an encoder writing into it.
+type jsonEncoder struct {
+	buf bytes.Buffer
+	enc *json.Encoder
+}
+
+// jsonEncoders are WriteJSON's buffers and encoders: one per reply would be
+// allocated and grown again (several times for a reply of a few hundred
+// bytes) only to be copied into the connection's writer.
+var jsonEncoders = sync.Pool{New: func() any {
+	je := new(jsonEncoder)
+	je.enc = json.NewEncoder(&je.buf)
+	je.enc.SetEscapeHTML(false)
+	return je
+}}
 
 // maxPooledJSON is the largest buffer kept for reuse, so that one large
 // reply does not pin its memory in the pool.
 const maxPooledJSON = 64 << 10
 
-func putJSONBuffer(buf *bytes.Buffer) {
-	if buf.Cap() > maxPooledJSON {
+func putJSONEncoder(je *jsonEncoder) {
+	if je.buf.Cap() > maxPooledJSON {
 		return
 	}
-	buf.Reset()
-	jsonBuffers.Put(buf)
+	je.buf.Reset()
+	jsonEncoders.Put(je)
 }
