@@ -201,7 +201,7 @@ func needsQuoting(s string) bool {
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if c != '\\' && (c == ' ' || c == '=' || !safeSet[c]) {
+			if !bareSet[c] {
 				return true
 			}
 			i++
@@ -215,6 +215,15 @@ func needsQuoting(s string) bool {
 	}
 	return false
 }
+
+// bareSet is the ASCII bytes that need no quoting, one lookup a byte:
+// safeSet without ' ' and '=', and with '\\' (slog leaves a backslash bare).
+var bareSet = func() (t [utf8.RuneSelf]bool) {
+	for c := range t {
+		t[c] = c == '\\' || c != ' ' && c != '=' && safeSet[c]
+	}
+	return t
+}()
 
 // safeSet is slog's table of the ASCII bytes a string may hold bare: from
 // ' ' up, DEL included, but not '"' or '\\'.
