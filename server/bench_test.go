@@ -169,9 +169,11 @@ func (u *cannedUpstream) RoundTrip(r *http.Request) (*http.Response, error) {
 	if r.Header.Get("Accept") == "text/event-stream" {
 		resp.Header.Set("Content-Type", "text/event-stream")
 		resp.Body = io.NopCloser(bytes.NewReader(u.sse))
+		resp.ContentLength = -1 // chunked, as a streaming server sends it
 	} else {
 		resp.Header.Set("Content-Type", "application/json")
 		resp.Body = io.NopCloser(bytes.NewReader(u.body))
+		resp.ContentLength = int64(len(u.body)) // as bench/mock sends it
 	}
 	return resp, nil
 }
