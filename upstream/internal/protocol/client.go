@@ -106,6 +106,18 @@ type Client struct {
 	vendorError func(status int, body []byte) upstream.ErrorHint
 	// lastURL is the URL last posted to, parsed (nil: parse every time).
 	lastURL *atomic.Pointer[parsedURL]
+	// firstByte and idle are the causes the call timers cancel with,
+	// shared by the calls (an error is only read); nil: made per call.
+	firstByte, idle *timeoutError
+}
+
+// timeout is the cause of a timeout of phase after d: shared, when the
+// client made one for that phase and d.
+func timeout(shared *timeoutError, phase string, d time.Duration) *timeoutError {
+	if shared != nil && shared.phase == phase && shared.after == d {
+		return shared
+	}
+	return &timeoutError{phase: phase, after: d}
 }
 
 // parsedURL is a request URL and its parse.
@@ -161,7 +173,9 @@ func NewClient(o upstream.HTTPOptions, defaultBase string, vendorError func(int,
 		cc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 		c = &cc
 	}
-	return Client{Opts: o, client: c, rt: rt, vendorError: vendorError, lastURL: new(atomic.Pointer[parsedURL])}
+	return Client{Opts: o, client: c, rt: rt, vendorError: vendorError, lastURL: new(atomic.Pointer[parsedURL]),
+		firstByte: &timeoutError{phase: "first byte", after: o.FirstByteTimeout},
+		idle:      &timeoutError{phase: "idle", after: o.IdleTimeout}}
 }
 
 // MaxTokens is the output cap to send: the caller's, never above the
@@ -192,10 +206,11 @@ func (e *timeoutError) Error() string {
 // with a *timeoutError cause by the connect, first-byte and idle timers, or
 // by Release.
 type Call struct {
-	parent context.Context
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	idle   time.Duration
+	parent  context.Context
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	idle    time.Duration
+	idleErr *timeoutError // the idle timer's cause
 
 	timer *time.Timer
 	// cause is what the timer cancels with: first-byte, then idle.
@@ -216,9 +231,10 @@ type Call struct {
 // upstream's key sent to wherever the reply points.
 func (h *Client) Post(ctx context.Context, url string, header http.Header, body []byte) (*Call, *http.Response, error) {
 	c := &Call{parent: ctx, idle: h.Opts.IdleTimeout}
+	c.idleErr = timeout(h.idle, "idle", c.idle)
 	c.ctx, c.cancel = context.WithCancelCause(ctx)
 	if d := h.Opts.FirstByteTimeout; d > 0 {
-		c.cause.Store(&timeoutError{phase: "first byte", after: d})
+		c.cause.Store(timeout(h.firstByte, "first byte", d))
 		c.timer = time.AfterFunc(d, c.fire)
 	}
 	rb := &requestBody{b: body}
@@ -311,6 +327,10 @@ type requestBody struct {
 	b        []byte
 	released bool
 	readers  []*bytes.Reader // every reader handed to the transport
+	// first and inline hold the first reader and the list, for the one
+	// reader most calls need (two allocations a call fewer).
+	first  bytes.Reader
+	inline [1]*bytes.Reader
 	// writes counts the transport's write attempts that are over, each
 	// after its last read of its reader: one per reader, the original and
 	// one per rewind (a request that nothing was written of is retried on
@@ -325,7 +345,13 @@ func (rb *requestBody) reader() *bytes.Reader {
 	if rb.released {
 		return nil
 	}
-	r := bytes.NewReader(rb.b)
+	var r *bytes.Reader
+	if rb.readers == nil {
+		r, rb.readers = &rb.first, rb.inline[:0]
+		r.Reset(rb.b)
+	} else {
+		r = bytes.NewReader(rb.b)
+	}
 	rb.readers = append(rb.readers, r)
 	return r
 }
@@ -389,12 +415,12 @@ func (c *Call) started() {
 		return
 	}
 	if c.timer == nil {
-		c.cause.Store(&timeoutError{phase: "idle", after: c.idle})
+		c.cause.Store(c.idleErr)
 		c.timer = time.AfterFunc(c.idle, c.fire)
 		return
 	}
 	if c.cause.Load().phase != "idle" {
-		c.cause.Store(&timeoutError{phase: "idle", after: c.idle})
+		c.cause.Store(c.idleErr)
 	}
 	c.timer.Reset(c.idle)
 }
