@@ -385,7 +385,7 @@ func oaContent(ps []oaPart) json.RawMessage {
 // openAIMessages translates one canonical message into chat-completions
 // messages.
 func openAIMessages(i int, m llm.Message) ([]oaMessage, error) {
-	param := "messages." + strconv.Itoa(i)
+	param := func() string { return "messages." + strconv.Itoa(i) } // for an error only
 	if m.Role == llm.RoleAssistant {
 		msg := oaMessage{Role: "assistant"}
 		var text strings.Builder
@@ -406,7 +406,7 @@ func openAIMessages(i int, m llm.Message) ([]oaMessage, error) {
 			case llm.PartReasoning:
 				// No slot for it in chat-completions.
 			default:
-				return nil, llm.InvalidParam(param, "assistant turns may only hold text, reasoning and tool calls on this route")
+				return nil, llm.InvalidParam(param(), "assistant turns may only hold text, reasoning and tool calls on this route")
 			}
 		}
 		if text.Len() > 0 {
@@ -477,7 +477,7 @@ func toolMessageText(res *llm.ToolResult) string {
 }
 
 // openAIPart translates an image or a PDF.
-func openAIPart(param string, p llm.Part) (oaPart, error) {
+func openAIPart(param func() string, p llm.Part) (oaPart, error) {
 	switch p.Type {
 	case llm.PartText:
 		return oaPart{Type: "text", Text: p.Text}, nil
@@ -494,7 +494,7 @@ func openAIPart(param string, p llm.Part) (oaPart, error) {
 		}
 		return oaPart{Type: "file", File: &oaFile{Filename: name, FileData: protocol.DataURL(p.MediaType, p.Data)}}, nil
 	}
-	return oaPart{}, llm.InvalidParam(param, "user turns may only hold text, images, documents and tool results")
+	return oaPart{}, llm.InvalidParam(param(), "user turns may only hold text, images, documents and tool results")
 }
 
 // openAIToolChoice translates tool_choice (docs/translation.md#tool_choice).
