@@ -118,18 +118,19 @@ type completionChoice struct {
 // WriteResponse encodes a complete chat completion. message.reasoning is a
 // string or null; reasoning_content never appears.
 func (Codec) WriteResponse(w http.ResponseWriter, _ *llm.Request, resp *llm.Response) error {
-	ch := completionChoice{FinishReason: finishReason(resp.FinishReason)}
+	r := new(completionReply) // what the reply points into, in one allocation
+	ch := &r.choice[0]
+	ch.FinishReason = finishReason(resp.FinishReason)
 	ch.Message.Role = "assistant"
 	ch.Message.Annotations = []struct{}{}
-	var text, reasoning string
 	var hasText, hasReasoning bool
 	for _, p := range resp.Content {
 		switch p.Type {
 		case llm.PartText:
-			text += p.Text
+			r.text += p.Text
 			hasText = true
 		case llm.PartReasoning:
-			reasoning += p.Text
+			r.reasoning += p.Text
 			hasReasoning = hasReasoning || p.Text != ""
 		case llm.PartToolCall:
 			args := string(p.ToolCall.Arguments)
@@ -140,19 +141,29 @@ func (Codec) WriteResponse(w http.ResponseWriter, _ *llm.Request, resp *llm.Resp
 		}
 	}
 	if hasText || len(ch.Message.ToolCalls) == 0 {
-		ch.Message.Content = &text
+		ch.Message.Content = &r.text
 	}
 	if hasReasoning {
-		ch.Message.Reasoning = &reasoning
+		ch.Message.Reasoning = &r.reasoning
 	}
-	return surface.WriteJSON(w, http.StatusOK, completion{
+	r.completion = completion{
 		ID:      resp.ID,
 		Object:  "chat.completion",
 		Created: resp.Created.Unix(),
 		Model:   resp.Model,
-		Choices: []completionChoice{ch},
-		Usage:   usageOf(resp.Usage),
-	})
+		Choices: r.choice[:],
+		Usage:   &r.usage,
+	}
+	r.usage = *usageOf(resp.Usage)
+	return surface.WriteJSON(w, http.StatusOK, &r.completion)
+}
+
+// completionReply is a completion and what it points to.
+type completionReply struct {
+	completion      completion
+	choice          [1]completionChoice
+	usage           usageJSON
+	text, reasoning string
 }
 
 // Stream encodes one streamed chat completion as `data:` frames. It
