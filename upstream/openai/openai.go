@@ -225,10 +225,12 @@ type oaStreamOptions struct {
 
 type oaMessage struct {
 	Role string `json:"role"`
-	// Content is a JSON string or an array of parts.
-	Content    json.RawMessage `json:"content,omitempty"`
-	ToolCalls  []oaToolCall    `json:"tool_calls,omitempty"`
-	ToolCallID string          `json:"tool_call_id,omitempty"`
+	// Content is a string or a []oaPart (nil: none), encoded with the
+	// request: encoded apart as a json.RawMessage, each message's text was
+	// escaped, then scanned again by the encoder's compaction, then copied.
+	Content    any          `json:"content,omitempty"`
+	ToolCalls  []oaToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string       `json:"tool_call_id,omitempty"`
 }
 
 type oaPart struct {
@@ -372,14 +374,11 @@ func textParts(ps []llm.Part) []oaPart {
 
 // oaContent is a message's content: a plain string when it is one text
 // part (what every compatible server accepts), an array otherwise.
-func oaContent(ps []oaPart) json.RawMessage {
-	var b []byte
+func oaContent(ps []oaPart) any {
 	if len(ps) == 1 && ps[0].Type == "text" {
-		b, _ = protocol.EncodeJSON(ps[0].Text)
-	} else {
-		b, _ = protocol.EncodeJSON(ps)
+		return ps[0].Text
 	}
-	return b
+	return ps
 }
 
 // openAIMessages translates one canonical message into chat-completions
@@ -410,7 +409,7 @@ func openAIMessages(i int, m llm.Message) ([]oaMessage, error) {
 			}
 		}
 		if text.Len() > 0 {
-			msg.Content, _ = protocol.EncodeJSON(text.String())
+			msg.Content = text.String()
 		}
 		if msg.Content == nil && msg.ToolCalls == nil {
 			return nil, nil
@@ -426,8 +425,7 @@ func openAIMessages(i int, m llm.Message) ([]oaMessage, error) {
 				continue
 			}
 			res := p.ToolResult
-			content, _ := protocol.EncodeJSON(toolMessageText(res))
-			out = append(out, oaMessage{Role: "tool", ToolCallID: res.CallID, Content: content})
+			out = append(out, oaMessage{Role: "tool", ToolCallID: res.CallID, Content: toolMessageText(res)})
 			// A tool message holds text only: its images follow in a
 			// user message (docs/translation.md#tool-calls-and-results, policy).
 			for _, c := range res.Content {

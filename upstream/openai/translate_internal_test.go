@@ -93,3 +93,39 @@ func TestStopRule(t *testing.T) {
 		{Name: "none"},
 	})
 }
+
+// TestBody_ContentBytes: message content goes upstream exactly as it did
+// when each was encoded apart (protocol.EncodeJSON) and embedded: <, > and &
+// as written, U+2028 escaped, invalid UTF-8 as \ufffd; one text part as a
+// string, parts as an array, tool results as their text.
+func TestBody_ContentBytes(t *testing.T) {
+	is := is.New(t)
+	texts := []string{"a <b> & c", "line\u2028sep\u2029", "bad \xff\xfe utf-8", "quote \" back \\ tab \t nul \x00", "emoji 😀 é"}
+	for _, text := range texts {
+		req := &llm.Request{Messages: []llm.Message{
+			{Role: llm.RoleUser, Parts: []llm.Part{llm.TextPart(text)}},
+			{Role: llm.RoleAssistant, Parts: []llm.Part{llm.TextPart(text + "!"), {Type: llm.PartToolCall, ToolCall: &llm.ToolCall{ID: "c1", Name: "f", Arguments: json.RawMessage(`{}`)}}}},
+			{Role: llm.RoleUser, Parts: []llm.Part{{Type: llm.PartToolResult, ToolResult: &llm.ToolResult{CallID: "c1", Content: []llm.Part{llm.TextPart(text)}}}}},
+			{Role: llm.RoleUser, Parts: []llm.Part{llm.TextPart("x" + text), llm.TextPart(text + "y")}},
+		}}
+		b, err := (&Backend{}).body(req, false)
+		is.NoErr(err)
+		var r struct {
+			Messages []struct {
+				Content json.RawMessage
+			} `json:"messages"`
+		}
+		is.NoErr(json.Unmarshal(b, &r))
+		enc := func(v any) string {
+			out, err := protocol.EncodeJSON(v)
+			is.NoErr(err)
+			return string(out)
+		}
+		want := []string{enc(text), enc(text + "!"), enc(text),
+			enc([]oaPart{{Type: "text", Text: "x" + text}, {Type: "text", Text: text + "y"}})}
+		is.Equal(len(r.Messages), len(want))
+		for i, w := range want {
+			is.Equal(string(r.Messages[i].Content), w) // message i
+		}
+	}
+}
