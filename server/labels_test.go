@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"net/textproto"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -67,4 +68,25 @@ func TestGateway_ApplicationLabelsAreBounded(t *testing.T) {
 	is.True(got[strings.Repeat("A", 128)]) // the 1 MB title, cut
 	is.True(got["Evil app\ufffd"])         // overrides, runs of space and broken UTF-8 gone
 	is.True(got[strings.Repeat("x", 128)]) // a long Referer host, cut
+}
+
+// TestHeaderValue: Get's answer for the canonical keys the call path reads,
+// whatever spelling the caller sent (net/http canonicalizes them on reading).
+func TestHeaderValue(t *testing.T) {
+	for _, k := range []string{"Authorization", "X-Api-Key", "X-Goog-Api-Key", "X-Gen-Api-Key", "X-Svc-Effort", "X-Title", "Referer"} {
+		if textproto.CanonicalMIMEHeaderKey(k) != k {
+			t.Errorf("%s is not canonical", k)
+		}
+		for _, sent := range []string{k, strings.ToLower(k), strings.ToUpper(k)} {
+			h := http.Header{}
+			h.Add(sent, "v1")
+			h.Add(sent, "v2")
+			if got := headerValue(h, k); got != h.Get(k) || got != "v1" {
+				t.Errorf("%s sent as %s: %q, Get %q", k, sent, got, h.Get(k))
+			}
+		}
+		if headerValue(http.Header{}, k) != "" || headerValue(nil, k) != "" {
+			t.Errorf("%s: a value from an empty header", k)
+		}
+	}
 }

@@ -103,7 +103,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, sf surface.Code
 	// What backends share between calls (prompt caches and their keys,
 	// cache affinity) is scoped to the account.
 	req.Account = strconv.FormatInt(caller.AccountID, 10)
-	effort, err := classify.ParseEffort(r.Header.Get("X-Svc-Effort")) // X-SVC-Effort, canonical (see authenticate)
+	effort, err := classify.ParseEffort(headerValue(r.Header, "X-Svc-Effort")) // X-SVC-Effort
 	if err != nil {
 		return nil, err
 	}
@@ -470,10 +470,10 @@ func (s *Server) unreported(ctx context.Context, c *call, u llm.Usage, delivered
 // application is the attribution label of a call: X-Title, else the host of
 // the Referer, else the key's name; normalised by label.
 func application(r *http.Request, caller store.Key) string {
-	if t := label(r.Header.Get("X-Title")); t != "" {
+	if t := label(headerValue(r.Header, "X-Title")); t != "" {
 		return t
 	}
-	if ref := r.Header.Get("Referer"); ref != "" {
+	if ref := headerValue(r.Header, "Referer"); ref != "" {
 		if u, err := url.Parse(ref); err == nil && u.Host != "" {
 			host := u.Host
 			if h, _, err := net.SplitHostPort(u.Host); err == nil {
