@@ -101,12 +101,18 @@ func (s *Store) maybeCheckpoint() {
 		return
 	}
 	n, err := c.walPages()
-	if err != nil || n < checkpointPages {
-		if err != nil {
-			s.log.Warn("ledger: cannot read the WAL's length; checkpointing", "err", err)
-		} else {
-			return
+	if err != nil {
+		// Hand the checkpoints back to SQLite rather than let the WAL grow.
+		s.log.Warn("ledger: cannot read the WAL's length; SQLite checkpoints in the commit from now on", "err", err)
+		if _, err := s.w.Exec(fmt.Sprintf("PRAGMA wal_autocheckpoint=%d", checkpointPages)); err != nil {
+			s.log.Warn("ledger: turning SQLite's automatic checkpoint back on failed", "err", err)
 		}
+		c.close()
+		s.ckpt = nil
+		return
+	}
+	if n < checkpointPages {
+		return
 	}
 	yieldCPU()
 	if c.aside && runtime.GOMAXPROCS(0) == 1 {

@@ -3,10 +3,12 @@ package store
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -76,5 +78,46 @@ func TestCheckpointModeUnknown(t *testing.T) {
 	_, err := Open(context.Background(), filepath.Join(t.TempDir(), "svcgw.db"), Options{Checkpoint: "sometimes"})
 	if err == nil || errors.Is(err, ErrNoDatabase) {
 		t.Fatalf("Open with an unknown checkpoint mode: %v, want an error naming the modes", err)
+	}
+}
+
+// TestCheckpointWALIndexUnreadable: when the WAL index cannot be read, the
+// ledger hands the checkpoints back to SQLite (the WAL stays bounded) and
+// says so once.
+func TestCheckpointWALIndexUnreadable(t *testing.T) {
+	var logged strings.Builder
+	path := filepath.Join(t.TempDir(), "svcgw.db")
+	s := openTestStore(t, path, Options{BatchInterval: time.Hour, Checkpoint: CheckpointAfterCommit,
+		Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	_, k, _ := newAccount(t, s, "acme", "1000000")
+	g := gen(t, "", k, "0.000123")
+	s.ckpt.shm.Close() // reads now fail
+	ctx := context.Background()
+	n := 0
+	for range 300 {
+		for range 40 {
+			g.ID = "chatcmpl-" + strconv.Itoa(n)
+			n++
+			s.RecordGeneration(g)
+		}
+		if err := s.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := os.Stat(path + "-wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Size() > 8<<20 {
+		t.Errorf("WAL file %d bytes: not checkpointed", st.Size())
+	}
+	if err := s.Close(); err != nil { // the writer is done: its fields and log can be read
+		t.Fatal(err)
+	}
+	if s.ckpt != nil {
+		t.Error("the checkpointer is still on")
+	}
+	if c := strings.Count(logged.String(), "cannot read the WAL's length"); c != 1 {
+		t.Errorf("logged %d times, want once:\n%s", c, logged.String())
 	}
 }
