@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -80,7 +81,7 @@ func TestRecordGeneration_DropsBadRowsOnly(t *testing.T) {
 		is := is.New(t)
 		var logs bytes.Buffer
 		clock := newTestClock()
-		s := openTestStore(t, filepath.Join(t.TempDir(), "svcgw.db"), Options{
+		s := open(t, Options{
 			Now:           clock.Now,
 			BatchInterval: time.Hour, // one batch, flushed by Sync
 			Logger:        slog.New(slog.NewTextHandler(&logs, nil)),
@@ -114,6 +115,12 @@ func TestRecordGeneration_DropsBadRowsOnly(t *testing.T) {
 			is.True(bytes.Contains(logs.Bytes(), []byte("generation_id="+id))) // each drop is logged
 		}
 		is.Equal(bytes.Count(logs.Bytes(), []byte("generation dropped")), 5) // and nothing else
+		for _, line := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(line, "generation_id=orphan ") || strings.Contains(line, "generation_id=bad-key ") {
+				// SQLite's foreign key, or PostgreSQL's INSERT naming them
+				is.True(strings.Contains(line, "FOREIGN KEY constraint failed") || strings.Contains(line, "does not exist")) // the reference is the reason
+			}
+		}
 	})
 }
 

@@ -26,15 +26,40 @@ import (
 // one of them. Two batches that share an account take turns; batches of
 // different accounts never wait for each other.
 
+// pgInsertGenerations inserts a batch's generations, one array per column,
+// in the arrays' order (seq follows it). It checks each row's account and
+// key, which no foreign key does (migration 0004): a row naming an account
+// or key that does not exist gets a NULL account_id, which the column's
+// NOT NULL refuses (SQLSTATE 23502: a row refused as such, see
+// Postgres.unstorable; commitBatch names the reason), as the foreign keys
+// refused it before. Accounts and keys are never deleted, so a reference
+// that holds at the insert holds for good. The check is two index probes
+// a row inside this statement, where a foreign key ran a query and took a
+// row lock of its own for each reference of each row.
 const pgInsertGenerations = `INSERT INTO generations (
 	id, account_id, key_id, application, surface, model, request_type, tier,
 	streamed, finish_reason, prompt_tokens, completion_tokens,
 	cached_prompt_tokens, cache_creation_tokens, reasoning_tokens,
 	cost_micros, latency_ms, generation_time_ms, created_at)
-SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
+SELECT u.id,
+	CASE WHEN u.account_id IN (SELECT a.id FROM accounts a WHERE a.id = ANY($2::bigint[]))
+		AND (u.key_id IS NULL OR u.key_id IN (SELECT k.id FROM api_keys k WHERE k.id = ANY($3::text[])))
+	THEN u.account_id END,
+	u.key_id, u.application, u.surface, u.model, u.request_type, u.tier,
+	u.streamed, u.finish_reason, u.prompt_tokens, u.completion_tokens,
+	u.cached_prompt_tokens, u.cache_creation_tokens, u.reasoning_tokens,
+	u.cost_micros, u.latency_ms, u.generation_time_ms, u.created_at
+FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
 	$9::boolean[], $10::text[], $11::bigint[], $12::bigint[],
 	$13::bigint[], $14::bigint[], $15::bigint[],
-	$16::bigint[], $17::bigint[], $18::bigint[], $19::bigint[])`
+	$16::bigint[], $17::bigint[], $18::bigint[], $19::bigint[])
+	AS u(id, account_id, key_id, application, surface, model, request_type, tier,
+	streamed, finish_reason, prompt_tokens, completion_tokens,
+	cached_prompt_tokens, cache_creation_tokens, reasoning_tokens,
+	cost_micros, latency_ms, generation_time_ms, created_at)`
+
+// pgNotNullViolation is the SQLSTATE of a NULL in a NOT NULL column.
+const pgNotNullViolation = "23502"
 
 const pgLockAccounts = `SELECT id FROM accounts WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE`
 
@@ -216,6 +241,11 @@ func (p *Postgres) commitBatch(ctx context.Context, rows []genRow, agg *batchSum
 	var pe *pgconn.PgError
 	if errors.As(first, &pe) {
 		if n == 1 {
+			if pe.Code == pgNotNullViolation && pe.TableName == "generations" && pe.ColumnName == "account_id" {
+				// pgInsertGenerations's check of the references.
+				g := &rows[0].g
+				return fmt.Errorf("ledger: insert generation %q: account %d or key %q does not exist: %w", g.ID, g.AccountID, g.KeyID, first)
+			}
 			return fmt.Errorf("ledger: insert generation %q: %w", rows[0].g.ID, first)
 		}
 		return fmt.Errorf("ledger: commit %d generations: %w", n, first)
