@@ -42,6 +42,7 @@ type Postgres struct {
 	call *pgxpool.Pool
 
 	leases *leases
+	refs   ledgerRefs // the ledger writer's
 	// authReads shares one read among the calls that authenticate the same
 	// key at once (see Authenticate).
 	authReads singleflight.Group
@@ -310,6 +311,9 @@ const (
 
 // unstorable reports whether err is PostgreSQL rejecting a row as such.
 func (p *Postgres) unstorable(err error) bool {
+	if errors.Is(err, errNoReference) {
+		return true
+	}
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
 		return false
