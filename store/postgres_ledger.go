@@ -68,14 +68,14 @@ func (r *ledgerRefs) check(ctx context.Context, db *pgxpool.Pool, rows []genRow)
 	if r.accounts == nil {
 		r.accounts, r.keys = make(map[int64]struct{}), make(map[string]struct{})
 	}
-	var accts []int64
+	var accts []int64 // not seen yet, repeats and all
 	var keys []string
 	for i := range rows {
 		g := &rows[i].g
-		if _, ok := r.accounts[g.AccountID]; !ok && !slices.Contains(accts, g.AccountID) {
+		if _, ok := r.accounts[g.AccountID]; !ok {
 			accts = append(accts, g.AccountID)
 		}
-		if _, ok := r.keys[g.KeyID]; g.KeyID != "" && !ok && !slices.Contains(keys, g.KeyID) {
+		if _, ok := r.keys[g.KeyID]; g.KeyID != "" && !ok {
 			keys = append(keys, g.KeyID)
 		}
 	}
