@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -80,7 +81,7 @@ func TestRecordGeneration_DropsBadRowsOnly(t *testing.T) {
 		is := is.New(t)
 		var logs bytes.Buffer
 		clock := newTestClock()
-		s := openTestStore(t, filepath.Join(t.TempDir(), "svcgw.db"), Options{
+		s := open(t, Options{
 			Now:           clock.Now,
 			BatchInterval: time.Hour, // one batch, flushed by Sync
 			Logger:        slog.New(slog.NewTextHandler(&logs, nil)),
@@ -114,6 +115,61 @@ func TestRecordGeneration_DropsBadRowsOnly(t *testing.T) {
 			is.True(bytes.Contains(logs.Bytes(), []byte("generation_id="+id))) // each drop is logged
 		}
 		is.Equal(bytes.Count(logs.Bytes(), []byte("generation dropped")), 5) // and nothing else
+		for _, line := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(line, "generation_id=orphan ") || strings.Contains(line, "generation_id=bad-key ") {
+				// SQLite's foreign key, or PostgreSQL's INSERT naming them
+				is.True(strings.Contains(line, "FOREIGN KEY constraint failed") || strings.Contains(line, "does not exist")) // the reference is the reason
+			}
+		}
+	})
+}
+
+// Accounts and keys created after the writer's first commits are taken
+// (on PostgreSQL the writer checks references against those it has seen,
+// and asks about new ones), and an unknown key is refused every time, not
+// only the first.
+func TestRecordGeneration_ReferencesCreatedLater(t *testing.T) {
+	forEachDB(t, func(t *testing.T, open opener) {
+		is := is.New(t)
+		var logs bytes.Buffer
+		s := open(t, Options{
+			BatchInterval: time.Hour, // a batch per Sync
+			Logger:        slog.New(slog.NewTextHandler(&logs, nil)),
+		})
+		ctx := context.Background()
+		a, k1, _ := newAccount(t, s, "acme", "10")
+		s.RecordGeneration(gen(t, "first", k1, "1"))
+		is.NoErr(s.Sync(ctx)) // the writer has seen acme and k1
+
+		ghost := gen(t, "ghost-1", k1, "1")
+		ghost.KeyID = "key_0000000000000000"
+		s.RecordGeneration(ghost)
+		_, k2, err := s.CreateKey(ctx, a.ID, "later")
+		is.NoErr(err)
+		s.RecordGeneration(gen(t, "second-key", k2, "1"))
+		is.NoErr(s.Sync(ctx)) // one batch: a new key, and one that does not exist
+
+		b, kb, _ := newAccount(t, s, "beta", "10")
+		s.RecordGeneration(gen(t, "second-account", kb, "2"))
+		ghost.ID = "ghost-2"
+		s.RecordGeneration(ghost)
+		is.NoErr(s.Sync(ctx))
+
+		for _, id := range []string{"first", "second-key"} {
+			_, err := s.Generation(ctx, a.ID, id)
+			is.NoErr(err) // committed
+		}
+		_, err = s.Generation(ctx, b.ID, "second-account")
+		is.NoErr(err) // committed
+		for _, id := range []string{"ghost-1", "ghost-2"} {
+			_, err := s.Generation(ctx, a.ID, id)
+			is.True(errors.Is(err, ErrNotFound))                                   // refused
+			is.True(bytes.Contains(logs.Bytes(), []byte("generation_id="+id+" "))) // and logged
+		}
+		acct, err := s.AccountByID(ctx, a.ID)
+		is.NoErr(err)
+		is.Equal(acct.Balance.String(), "8.000000") // the ghosts not charged
+		checkLedger(t, s)
 	})
 }
 

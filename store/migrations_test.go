@@ -27,6 +27,7 @@ var shippedPG = []struct{ name, sha256 string }{
 	{"0001_init", "73b63662688a28fd53b473b28a25e18ec66b86a774186a17ff6c06b48a7d35dd"},
 	{"0002_generations_filter_indexes", "ea8344243380dc38580005ccc59f66855119b8c75ac31b4a04526e8ae07803d4"},
 	{"0003_key_changes", "38f90163c9711a06708bada4f6005d3b0d514bfc9328e345f8969c7a2678a7f6"},
+	{"0004_generations_references", "f05cea1890dddf64ca75a5eade6094a87accf7455143633b791d274861cad11d"},
 }
 
 func TestMigrations_AppendOnly(t *testing.T) {

@@ -102,9 +102,10 @@ type Options struct {
 	// transaction; default 256 (1024 on PostgreSQL).
 	BatchSize int
 	// BatchInterval is how long the ledger writer waits for a batch to fill
-	// before it commits what it has; default 20ms. Nobody waits for it (a
-	// Sync commits at once), so it only trades commits per second, which
-	// cost CPU at any load, against what a crash can lose.
+	// before it commits what it has; default 20ms (10ms on PostgreSQL).
+	// Nobody waits for it (a Sync commits at once), so it only trades
+	// commits per second, which cost CPU at any load, against what a
+	// crash can lose and the size of each commit.
 	BatchInterval time.Duration
 	// QueueSize is how many answered generations may wait for the ledger
 	// before it counts as backed up, and CheckLedger refuses billable calls

@@ -79,8 +79,8 @@ const (
 	DefaultTime  = 100 * time.Millisecond
 	DefaultBurst = time.Second
 	// DefaultSyncEvery is the ledger's own default batch interval
-	// (store.Options.BatchInterval), within which the writer commits on
-	// its own whenever calls are being recorded.
+	// (store.Options.BatchInterval; 10 ms on PostgreSQL), within which the
+	// writer commits on its own whenever calls are being recorded.
 	DefaultSyncEvery = 20 * time.Millisecond
 	// DefaultSettle: a commit of a busy many-key ledger takes a few
 	// milliseconds of CPU (bench/RESULTS.md), and a read that waited for
