@@ -181,6 +181,9 @@ func (s *SSEReader) ready() bool {
 // Next returns the next event; io.EOF when the input ends cleanly.
 func (s *SSEReader) Next() (SSEEvent, error) {
 	s.data, s.bare = s.data[:0], s.bare[:0]
+	if ev, ok := s.quick(); ok {
+		return ev, nil
+	}
 	var ev SSEEvent
 	hasData, inBare := false, false
 	if len(s.carry) > 0 {
@@ -230,6 +233,34 @@ func (s *SSEReader) Next() (SSEEvent, error) {
 			return SSEEvent{}, errEventTooLarge
 		}
 	}
+}
+
+// quick returns the usual event — one `data:` line and a blank line, both
+// ending in LF and already buffered — as the loop in Next would, but with
+// its data in the read buffer instead of a copy (valid until the next
+// call, as Next promises). It reports false for anything else, leaving
+// the input as it was.
+func (s *SSEReader) quick() (SSEEvent, bool) {
+	if !s.begun || s.cr || len(s.carry) > 0 {
+		return SSEEvent{}, false // the start (a BOM), a CR to skip, a bare line
+	}
+	b := s.r.buffered()
+	if len(b) < len("data:\n\n") || string(b[:len("data:")]) != "data:" {
+		return SSEEvent{}, false
+	}
+	i := bytes.IndexByte(b, '\n')
+	if i < 0 || i+1 >= len(b) || b[i+1] != '\n' || bytes.IndexByte(b[:i], '\r') >= 0 {
+		return SSEEvent{}, false
+	}
+	v := b[len("data:"):i]
+	if len(v) > 0 && v[0] == ' ' {
+		v = v[1:]
+	}
+	if len(v)+1 > s.max {
+		return SSEEvent{}, false // too large: Next's loop says so
+	}
+	s.r.discard(i + 2)
+	return SSEEvent{Data: v, Bare: s.bare}, true
 }
 
 func (s *SSEReader) event(ev SSEEvent, hasData bool) SSEEvent {
