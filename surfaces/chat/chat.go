@@ -286,14 +286,20 @@ func (s *Stream) template(t *textFrame, reasoning bool) error {
 	if reasoning {
 		key = `{"index":0,"delta":{"reasoning":`
 	}
-	t.prefix = append(s.appendHead(nil), key...)
-	t.suffix = append(t.suffix[:0], `},"logprobs":null,"finish_reason":null}]`...)
+	t.prefix = append(s.appendHead(make([]byte, 0, 128+len(s.id)+len(s.model))), key...)
+	t.suffix = textSuffix
 	if s.includeUsage {
-		t.suffix = append(t.suffix, `,"usage":null`...)
+		t.suffix = textSuffixUsage // "usage": null on every chunk before the usage chunk, as OpenAI does
 	}
-	t.suffix = append(t.suffix, "}\n\n"...)
 	return nil
 }
+
+// The end of a text delta's frame after its text, without and with
+// include_usage; shared, as a template's suffix is only read.
+var (
+	textSuffix      = []byte(`},"logprobs":null,"finish_reason":null}]}` + "\n\n")
+	textSuffixUsage = []byte(`},"logprobs":null,"finish_reason":null}],"usage":null}` + "\n\n")
+)
 
 // appendHead appends a chunk's frame up to its choices: `data: `, then the
 // chunk's id, object, created and model as encode writes them (strings

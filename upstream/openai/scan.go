@@ -199,7 +199,8 @@ func scanOptInt(sc *protocol.Scanner, n *int) {
 // the scanner checks any string); anything else is scanned in full.
 type chunkTemplate struct {
 	kind           textKind // textNone: no template
-	prefix, suffix []byte
+	prefix, suffix []byte   // in buf
+	buf            []byte
 }
 
 // set makes data, just scanned into c, the template if it is a plain text
@@ -213,8 +214,8 @@ func (t *chunkTemplate) set(data []byte, c *oaChunk, span *textSpan) {
 		return
 	}
 	t.kind = span.kind
-	t.prefix = append(t.prefix[:0], data[:span.at]...)
-	t.suffix = append(t.suffix[:0], data[span.end:]...)
+	t.buf = append(append(t.buf[:0], data[:span.at]...), data[span.end:]...)
+	t.prefix, t.suffix = t.buf[:span.at], t.buf[span.at:]
 }
 
 // match reports whether data is the template's chunk with another text,

@@ -53,6 +53,7 @@ type SSEReader struct {
 	long       []byte // a line longer than the buffered input
 	begun      bool
 	cr         bool // the last line ended with a CR: skip a LF right after it
+	own        [sseBufferSize]byte
 }
 
 // sseBufferSize is the read buffer each upstream stream owns. Events are
@@ -74,7 +75,9 @@ const (
 // NewSSEReader returns a reader of r whose events are at most maxEvent
 // bytes.
 func NewSSEReader(r io.Reader, maxEvent int) *SSEReader {
-	return &SSEReader{r: sseInput{rd: r, own: make([]byte, sseBufferSize)}, max: maxEvent}
+	s := &SSEReader{r: sseInput{rd: r}, max: maxEvent}
+	s.r.own = s.own[:]
+	return s
 }
 
 // Release returns the reader's burst buffer, if it holds one, to the
