@@ -176,7 +176,6 @@ type Stream struct {
 	enc    *json.Encoder // writes to buf
 	chunk  chunk
 	choice [1]chunkChoice
-	text   string // what a delta's Content or Reasoning points at
 	finish string
 
 	tmpl [2]textFrame // content, reasoning: built on first use
