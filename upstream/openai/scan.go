@@ -109,10 +109,10 @@ const (
 	textRefusal
 )
 
-// text reads a text field's string or null, noting a string in span.
-func text(sc *protocol.Scanner, span *textSpan, kind textKind) *string {
+// text reads a text field's string, noting it in span, or null (false).
+func text(sc *protocol.Scanner, span *textSpan, kind textKind) (string, bool) {
 	if sc.Null() {
-		return nil
+		return "", false
 	}
 	sc.Peek() // past white space
 	at := sc.Pos()
@@ -120,6 +120,15 @@ func text(sc *protocol.Scanner, span *textSpan, kind textKind) *string {
 	if span != nil {
 		span.n++
 		span.kind, span.at, span.end = kind, at, sc.Pos()
+	}
+	return t, true
+}
+
+// optText reads a text field into what a *string field gets.
+func optText(sc *protocol.Scanner, span *textSpan, kind textKind) *string {
+	t, ok := text(sc, span, kind)
+	if !ok {
+		return nil
 	}
 	return &t
 }
@@ -133,18 +142,18 @@ func scanDelta(sc *protocol.Scanner, d *oaDelta, span *textSpan) {
 		switch key := sc.Key(); string(key) {
 		case "content":
 			sc.Once(&seen, 1)
-			if t := text(sc, span, textContent); t != nil { // an array of parts fails here
-				d.Content = oaText(*t)
+			if t, ok := text(sc, span, textContent); ok { // an array of parts fails here
+				d.Content = oaText(t)
 			}
 		case "reasoning_content":
 			sc.Once(&seen, 2)
-			d.ReasoningContent = text(sc, span, textReasoningContent)
+			d.ReasoningContent = optText(sc, span, textReasoningContent)
 		case "reasoning":
 			sc.Once(&seen, 4)
-			d.Reasoning = text(sc, span, textReasoning)
+			d.Reasoning = optText(sc, span, textReasoning)
 		case "refusal":
 			sc.Once(&seen, 8)
-			d.Refusal = text(sc, span, textRefusal)
+			d.Refusal = optText(sc, span, textRefusal)
 		case "tool_calls":
 			sc.Once(&seen, 16)
 			if !sc.Null() {
