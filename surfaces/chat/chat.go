@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/svcgw/svcgw/llm"
@@ -171,10 +172,12 @@ type completionReply struct {
 // costs no allocation once the first frames have sized the buffer.
 //
 // A content or reasoning delta, most of a stream's frames, differs from
-// the one before only in its text: its frame is encoded once with an empty
-// text and split around it (textFrame), and each delta writes that prefix,
-// its text as a JSON string (surface.AppendString) and the suffix, the
-// same bytes as encoding the chunk at a fraction of the cost.
+// the one before only in its text: its frame is built once around an
+// empty text (textFrame), and each delta writes that prefix, its text as a
+// JSON string (surface.AppendString) and the suffix, the same bytes as
+// encoding the chunk at a fraction of the cost. The role, finish and usage
+// chunks are built by hand too; encoding/json writes only tool-call
+// deltas.
 type Stream struct {
 	id, model    string
 	created      int64
@@ -184,11 +187,10 @@ type Stream struct {
 	enc    *json.Encoder // writes to buf
 	chunk  chunk
 	choice [1]chunkChoice
-	text   string // what a delta's Content or Reasoning points at
 	finish string
 
 	tmpl [2]textFrame // content, reasoning: built on first use
-	out  []byte       // a text delta's frame
+	out  []byte       // a frame built by hand
 }
 
 // textFrame is a text delta's frame around its text.
@@ -196,9 +198,7 @@ type textFrame struct{ prefix, suffix []byte }
 
 // NewStream returns the encoder of one streamed completion.
 func (Codec) NewStream(req *llm.Request, id string, created time.Time) surface.Stream {
-	s := &Stream{id: id, model: req.Model, created: created.Unix(), includeUsage: req.IncludeUsage}
-	s.enc = json.NewEncoder(&s.buf)
-	return s
+	return &Stream{id: id, model: req.Model, created: created.Unix(), includeUsage: req.IncludeUsage}
 }
 
 type chunk struct {
@@ -237,6 +237,9 @@ func (s *Stream) frame(w io.Writer, choices []chunkChoice, usage *usageJSON) err
 // encode puts a chunk's whole frame in buf.
 func (s *Stream) encode(choices []chunkChoice, usage *usageJSON) error {
 	s.chunk = chunk{ID: s.id, Object: "chat.completion.chunk", Created: s.created, Model: s.model, Choices: choices, Usage: usage}
+	if s.enc == nil {
+		s.enc = json.NewEncoder(&s.buf)
+	}
 	s.buf.Reset()
 	s.buf.WriteString("data: ")
 	if err := s.enc.Encode(&s.chunk); err != nil { // the JSON and "\n"
@@ -285,25 +288,61 @@ func (s *Stream) textTemplate(reasoning bool) (*textFrame, error) {
 	return t, nil
 }
 
-// template encodes a text delta's frame with an empty text and splits it
-// there. The delta is the chunk's last object holding a string, so the
-// last `{"content":""}` (or reasoning) is it: the id and model before it
-// are JSON strings, whose quotes inside are escaped.
+// template makes a text delta's frame template: the bytes encode writes
+// for the chunk, built by hand around an empty text (FuzzTextFrame checks
+// them against encode's).
 func (s *Stream) template(t *textFrame, reasoning bool) error {
-	s.text = ""
-	d, key := chunkDelta{Content: &s.text}, `{"content":""}`
+	key := `{"index":0,"delta":{"content":`
 	if reasoning {
-		d, key = chunkDelta{Reasoning: &s.text}, `{"reasoning":""}`
+		key = `{"index":0,"delta":{"reasoning":`
 	}
-	s.choice[0] = chunkChoice{Delta: d}
-	if err := s.encode(s.choice[:], nil); err != nil {
-		return err
+	t.prefix = append(s.appendHead(make([]byte, 0, 128+len(s.id)+len(s.model))), key...)
+	t.suffix = textSuffix
+	if s.includeUsage {
+		t.suffix = textSuffixUsage // "usage": null on every chunk before the usage chunk, as OpenAI does
 	}
-	b := s.buf.Bytes()
-	i := bytes.LastIndex(b, []byte(key))
-	t.prefix = bytes.Clone(b[:i+len(key)-len(`""}`)])
-	t.suffix = bytes.Clone(b[i+len(key)-len(`}`):])
 	return nil
+}
+
+// The end of a text delta's frame after its text, without and with
+// include_usage; shared, as a template's suffix is only read.
+var (
+	textSuffix      = []byte(`},"logprobs":null,"finish_reason":null}]}` + "\n\n")
+	textSuffixUsage = []byte(`},"logprobs":null,"finish_reason":null}],"usage":null}` + "\n\n")
+)
+
+// appendHead appends a chunk's frame up to its choices: `data: `, then the
+// chunk's id, object, created and model as encode writes them (strings
+// escaped as json.Encoder does, HTML included), and `"choices":[`.
+func (s *Stream) appendHead(b []byte) []byte {
+	b = append(b, `data: {"id":`...)
+	b = surface.AppendString(b, s.id, true)
+	b = append(b, `,"object":"chat.completion.chunk","created":`...)
+	b = strconv.AppendInt(b, s.created, 10)
+	b = append(b, `,"model":`...)
+	b = surface.AppendString(b, s.model, true)
+	return append(b, `,"choices":[`...)
+}
+
+// usageFrame writes the last chunk, which has no choices and the call's
+// usage, as encode would (FuzzUsageFrame checks it).
+func (s *Stream) usageFrame(w io.Writer, u *usageJSON) error {
+	b := append(s.appendHead(s.out[:0]), `],"usage":{"prompt_tokens":`...)
+	b = strconv.AppendInt(b, int64(u.PromptTokens), 10)
+	b = append(b, `,"completion_tokens":`...)
+	b = strconv.AppendInt(b, int64(u.CompletionTokens), 10)
+	b = append(b, `,"total_tokens":`...)
+	b = strconv.AppendInt(b, int64(u.TotalTokens), 10)
+	b = append(b, `,"prompt_tokens_details":{"cached_tokens":`...)
+	b = strconv.AppendInt(b, int64(u.PromptTokensDetails.CachedTokens), 10)
+	b = append(b, `,"cache_write_tokens":`...)
+	b = strconv.AppendInt(b, int64(u.PromptTokensDetails.CacheWriteTokens), 10)
+	b = append(b, `},"completion_tokens_details":{"reasoning_tokens":`...)
+	b = strconv.AppendInt(b, int64(u.CompletionTokensDetails.ReasoningTokens), 10)
+	b = append(b, "}}}\n\n"...)
+	s.out = b
+	_, err := w.Write(b)
+	return err
 }
 
 // Start writes the first chunk, which carries the assistant role and no
@@ -381,7 +420,7 @@ func (s *Stream) Event(w io.Writer, ev llm.Event) error {
 			return err
 		}
 		if s.includeUsage && ev.Usage != nil {
-			if err := s.frame(w, []chunkChoice{}, usageOf(*ev.Usage)); err != nil {
+			if err := s.usageFrame(w, usageOf(*ev.Usage)); err != nil {
 				return err
 			}
 		}

@@ -68,3 +68,28 @@ func FuzzTextFrame(f *testing.F) {
 		}
 	})
 }
+
+// FuzzUsageFrame checks that the usage chunk, built by hand, is byte for
+// byte the frame encoding it writes, for any model, id, creation time and
+// counts.
+func FuzzUsageFrame(f *testing.F) {
+	f.Add("svc-fusion", "chatcmpl-golden", int64(1767225600), 12, 16, 3, 0, 5)
+	f.Add(`m"<&>`+"\u2028\xff", `id\`, int64(-1), -1, 1<<62, 0, -7, 0)
+	f.Add("", "", int64(0), 0, 0, 0, 0, 0)
+	f.Fuzz(func(t *testing.T, model, id string, created int64, in, out, cached, write, reasoning int) {
+		req := &llm.Request{Model: model, Stream: true, IncludeUsage: true}
+		fast := Codec{}.NewStream(req, id, time.Unix(created, 0)).(*Stream)
+		slow := Codec{}.NewStream(req, id, time.Unix(created, 0)).(*Stream)
+		u := usageOf(llm.Usage{InputTokens: in, OutputTokens: out, CachedInputTokens: cached, CacheCreationTokens: write, ReasoningTokens: reasoning})
+		var got, want bytes.Buffer
+		if err := fast.usageFrame(&got, u); err != nil {
+			t.Fatal(err)
+		}
+		if err := slow.frame(&want, []chunkChoice{}, u); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got.Bytes(), want.Bytes()) {
+			t.Fatalf("usage frame:\n%s\nencoder:\n%s", got.Bytes(), want.Bytes())
+		}
+	})
+}

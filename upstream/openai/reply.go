@@ -255,6 +255,10 @@ type openAIStream struct {
 	json  protocol.FrameDecoder
 	scan  protocol.Scanner
 	chunk oaChunk // the frame being decoded, reused
+	span  textSpan
+	tmpl  chunkTemplate
+	// noTemplate turns the template off, for tests comparing with it.
+	noTemplate bool
 }
 
 type oaCallState struct {
@@ -276,6 +280,18 @@ func (s *openAIStream) Decode(ev protocol.SSEEvent, out []llm.Event) ([]llm.Even
 	if len(data) == 0 {
 		return out, false, nil
 	}
+	// Most of a stream is text deltas that differ only in their text
+	// (chunkTemplate).
+	if t, ok := s.tmpl.match(&s.scan, data); ok && !s.noTemplate {
+		if t != "" {
+			typ := llm.EventTextDelta
+			if s.tmpl.kind != textContent {
+				typ = llm.EventReasoningDelta
+			}
+			out = s.emit(out, llm.Event{Type: typ, Text: t})
+		}
+		return out, false, nil
+	}
 	// The decoder fills reused slice elements without zeroing them first.
 	choices := s.chunk.Choices[:cap(s.chunk.Choices)]
 	clear(choices)
@@ -283,7 +299,11 @@ func (s *openAIStream) Decode(ev protocol.SSEEvent, out []llm.Event) ([]llm.Even
 	c := &s.chunk
 	// The usual frames are read by the scanner (scan.go); any other, and
 	// a malformed one, by encoding/json, whose verdict stands.
-	if !scanChunk(&s.scan, data, c) {
+	s.span = textSpan{}
+	if scanChunk(&s.scan, data, c, &s.span) {
+		s.tmpl.set(data, c, &s.span)
+	} else {
+		s.tmpl.kind = textNone
 		clear(choices)
 		s.chunk = oaChunk{Choices: choices[:0]}
 		if err := s.json.Decode(data, c); err != nil {

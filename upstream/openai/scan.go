@@ -1,6 +1,10 @@
 package openai
 
-import "github.com/svcgw/svcgw/upstream/internal/protocol"
+import (
+	"bytes"
+
+	"github.com/svcgw/svcgw/upstream/internal/protocol"
+)
 
 // Reading a stream chunk with protocol.Scanner.
 //
@@ -16,8 +20,9 @@ import "github.com/svcgw/svcgw/upstream/internal/protocol"
 
 // scanChunk fills c, whose Choices are empty, from data as json.Unmarshal
 // would, and reports whether it could; on false c holds partial results
-// and the caller decodes data with encoding/json instead.
-func scanChunk(sc *protocol.Scanner, data []byte, c *oaChunk) bool {
+// and the caller decodes data with encoding/json instead. span, if not
+// nil, learns where the text fields of the chunk's deltas are.
+func scanChunk(sc *protocol.Scanner, data []byte, c *oaChunk, span *textSpan) bool {
 	sc.Reset(data)
 	if !sc.Open('{') {
 		return false
@@ -31,7 +36,7 @@ func scanChunk(sc *protocol.Scanner, data []byte, c *oaChunk) bool {
 				c.Choices = nil
 				continue
 			}
-			scanChoices(sc, c)
+			scanChoices(sc, c, span)
 		case "usage":
 			sc.Once(&seen, 2)
 			if !sc.Null() {
@@ -50,7 +55,7 @@ func scanChunk(sc *protocol.Scanner, data []byte, c *oaChunk) bool {
 	return sc.Done()
 }
 
-func scanChoices(sc *protocol.Scanner, c *oaChunk) {
+func scanChoices(sc *protocol.Scanner, c *oaChunk, span *textSpan) {
 	if !sc.Open('[') {
 		return
 	}
@@ -74,7 +79,7 @@ func scanChoices(sc *protocol.Scanner, c *oaChunk) {
 			case "delta":
 				sc.Once(&seen, 2)
 				if !sc.Null() {
-					scanDelta(sc, &ch.Delta)
+					scanDelta(sc, &ch.Delta, span)
 				}
 			case "finish_reason":
 				sc.Once(&seen, 4)
@@ -86,7 +91,49 @@ func scanChoices(sc *protocol.Scanner, c *oaChunk) {
 	}
 }
 
-func scanDelta(sc *protocol.Scanner, d *oaDelta) {
+// textSpan is what scanDelta saw of a delta's text fields: how many were
+// strings (not null), and the kind and place of the last.
+type textSpan struct {
+	n       int
+	kind    textKind
+	at, end int // the string's quotes: data[at] and data[end-1]
+}
+
+type textKind uint8
+
+const (
+	textNone textKind = iota
+	textContent
+	textReasoningContent
+	textReasoning
+	textRefusal
+)
+
+// text reads a text field's string, noting it in span, or null (false).
+func text(sc *protocol.Scanner, span *textSpan, kind textKind) (string, bool) {
+	if sc.Null() {
+		return "", false
+	}
+	sc.Peek() // past white space
+	at := sc.Pos()
+	t := sc.String()
+	if span != nil {
+		span.n++
+		span.kind, span.at, span.end = kind, at, sc.Pos()
+	}
+	return t, true
+}
+
+// optText reads a text field into what a *string field gets.
+func optText(sc *protocol.Scanner, span *textSpan, kind textKind) *string {
+	t, ok := text(sc, span, kind)
+	if !ok {
+		return nil
+	}
+	return &t
+}
+
+func scanDelta(sc *protocol.Scanner, d *oaDelta, span *textSpan) {
 	if !sc.Open('{') {
 		return
 	}
@@ -95,18 +142,18 @@ func scanDelta(sc *protocol.Scanner, d *oaDelta) {
 		switch key := sc.Key(); string(key) {
 		case "content":
 			sc.Once(&seen, 1)
-			if !sc.Null() {
-				d.Content = oaText(sc.String()) // an array of parts fails here
+			if t, ok := text(sc, span, textContent); ok { // an array of parts fails here
+				d.Content = oaText(t)
 			}
 		case "reasoning_content":
 			sc.Once(&seen, 2)
-			d.ReasoningContent = sc.OptString()
+			d.ReasoningContent = optText(sc, span, textReasoningContent)
 		case "reasoning":
 			sc.Once(&seen, 4)
-			d.Reasoning = sc.OptString()
+			d.Reasoning = optText(sc, span, textReasoning)
 		case "refusal":
 			sc.Once(&seen, 8)
-			d.Refusal = sc.OptString()
+			d.Refusal = optText(sc, span, textRefusal)
 		case "tool_calls":
 			sc.Once(&seen, 16)
 			if !sc.Null() {
@@ -146,4 +193,48 @@ func scanOptInt(sc *protocol.Scanner, n *int) {
 	if !sc.Null() {
 		*n = sc.Int()
 	}
+}
+
+// chunkTemplate is the last chunk the scanner read, when it was a plain
+// text delta: one choice, index 0, whose delta holds one text field as a
+// string (content, reasoning_content or reasoning), no finish reason, no
+// usage. prefix is the chunk up to that string and suffix what follows it.
+//
+// A stream's text chunks usually differ only in that string, and a chunk
+// that does — the same prefix, one JSON string, the same suffix — decodes
+// to the template's chunk with the new text: the scanner reads the same
+// bytes up to the string in the same way, and after it, from the same
+// state, the same bytes again. So only the string is read (and checked as
+// the scanner checks any string); anything else is scanned in full.
+type chunkTemplate struct {
+	kind           textKind // textNone: no template
+	prefix, suffix []byte   // in buf
+	buf            []byte
+}
+
+// set makes data, just scanned into c, the template if it is a plain text
+// delta.
+func (t *chunkTemplate) set(data []byte, c *oaChunk, span *textSpan) {
+	t.kind = textNone
+	if span.n != 1 || span.kind == textRefusal || c.Error != nil || c.Usage != nil || len(c.Choices) != 1 {
+		return
+	}
+	if ch := &c.Choices[0]; ch.Index != 0 || ch.FinishReason != nil || ch.Delta.ToolCalls != nil {
+		return
+	}
+	t.kind = span.kind
+	t.buf = append(append(t.buf[:0], data[:span.at]...), data[span.end:]...)
+	t.prefix, t.suffix = t.buf[:span.at], t.buf[span.at:]
+}
+
+// match reports whether data is the template's chunk with another text,
+// and returns that text.
+func (t *chunkTemplate) match(sc *protocol.Scanner, data []byte) (string, bool) {
+	p, q := len(t.prefix), len(data)-len(t.suffix)
+	if t.kind == textNone || q-p < 2 || !bytes.HasPrefix(data, t.prefix) || !bytes.HasSuffix(data, t.suffix) {
+		return "", false
+	}
+	sc.Reset(data[p:q])
+	text := sc.String()
+	return text, sc.Done()
 }

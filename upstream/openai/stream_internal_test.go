@@ -1,9 +1,18 @@
 package openai
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
+
+	"github.com/svcgw/svcgw/llm"
 
 	"github.com/svcgw/svcgw/upstream/internal/protocol"
 	"github.com/svcgw/svcgw/upstream/internal/protocoltest"
@@ -89,7 +98,7 @@ var scanSeeds = []string{
 func checkScanChunk(t *testing.T, data []byte) {
 	var sc protocol.Scanner
 	var got oaChunk
-	if !scanChunk(&sc, data, &got) {
+	if !scanChunk(&sc, data, &got, nil) {
 		return
 	}
 	var want oaChunk
@@ -114,8 +123,146 @@ func TestScanChunk(t *testing.T) {
 	}
 	for _, s := range scanSeeds[:2] {
 		var sc protocol.Scanner
-		if !scanChunk(&sc, []byte(s), &oaChunk{}) {
+		if !scanChunk(&sc, []byte(s), &oaChunk{}, nil) {
 			t.Errorf("%s: not scanned", s)
 		}
 	}
+}
+
+// FuzzChunkTemplate checks the chunk template (chunkTemplate) against the
+// scanner: after a frame that makes a template, the template's prefix and
+// suffix around any bytes decode, by the template or not, to the same
+// events, error and stream state as the same two frames decoded with the
+// template off. Seeded with every recorded frame and text strings that
+// are not plain.
+func FuzzChunkTemplate(f *testing.F) {
+	mids := []string{`"x"`, `""`, `"a\nb \"q\" \u00e9 \ud83d\ude00 \/"`, `"\ud83d"`, `"caf` + "\xe9" + `"`,
+		`"<b>&amp;</b>"`, ` "spaced" `, `null`, `1`, `"a","content":"b"`, `"a"},"finish_reason":"stop`, `"unterminated`, `"x"}]}`}
+	for _, frame := range protocoltest.RecordedFrames(f, "testdata") {
+		for _, mid := range mids {
+			f.Add(frame, []byte(mid))
+		}
+	}
+	for _, s := range scanSeeds {
+		f.Add([]byte(s), []byte(`"x"`))
+	}
+	f.Fuzz(func(t *testing.T, frame, mid []byte) {
+		checkTemplate(t, frame, mid)
+	})
+}
+
+// checkTemplate decodes frame, and then frame's template around mid,
+// with the template on and off, and fails t unless both give the same.
+// It reports whether the second frame was decoded by the template.
+func checkTemplate(t *testing.T, frame, mid []byte) bool {
+	t.Helper()
+	on, off := &openAIStream{}, &openAIStream{noTemplate: true}
+	if _, _, err := on.Decode(protocol.SSEEvent{Data: frame}, nil); err != nil || on.tmpl.kind == textNone {
+		return false
+	}
+	if _, _, err := off.Decode(protocol.SSEEvent{Data: frame}, nil); err != nil {
+		t.Fatalf("%q: decoded with the template on, not off: %v", frame, err)
+	}
+	second := slices.Concat(on.tmpl.prefix, mid, on.tmpl.suffix)
+	_, matched := on.tmpl.match(&protocol.Scanner{}, bytes.TrimSpace(second))
+	gotEv, gotDone, gotErr := on.Decode(protocol.SSEEvent{Data: second}, nil)
+	wantEv, wantDone, wantErr := off.Decode(protocol.SSEEvent{Data: second}, nil)
+	if (gotErr == nil) != (wantErr == nil) || gotErr != nil && gotErr.Error() != wantErr.Error() {
+		t.Fatalf("%q: error %v, want %v", second, gotErr, wantErr)
+	}
+	if !reflect.DeepEqual(gotEv, wantEv) || gotDone != wantDone {
+		t.Fatalf("%q: events %+v (done %v), want %+v (done %v)", second, gotEv, gotDone, wantEv, wantDone)
+	}
+	if on.reason != off.reason || !reflect.DeepEqual(on.usage, off.usage) || on.tokens != off.tokens ||
+		on.refusal != off.refusal || !reflect.DeepEqual(on.calls, off.calls) {
+		t.Fatalf("%q: stream state differs with the template", second)
+	}
+	return matched
+}
+
+// TestChunkTemplate runs checkTemplate over the recorded frames, and
+// checks that the template is what decodes the text frames of a stream,
+// content and reasoning: every text delta of text.sse and reasoning.sse
+// but the first of each kind, with the same events as the scanner's.
+func TestChunkTemplate(t *testing.T) {
+	matched := 0
+	for _, frame := range protocoltest.RecordedFrames(t, "testdata") {
+		for _, mid := range []string{`"x"`, `"\u00e9\n"`, `""`, `"a","content":"b"`, `1`} {
+			if checkTemplate(t, frame, []byte(mid)) {
+				matched++
+			}
+		}
+	}
+	if matched == 0 {
+		t.Error("no recorded frame made a template")
+	}
+	for _, name := range []string{"text.sse", "reasoning.sse"} {
+		raw, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		on, off := streamEvents(t, raw, false), streamEvents(t, raw, true)
+		if !reflect.DeepEqual(on, off) {
+			t.Errorf("%s: events with the template\n%+v\nwithout\n%+v", name, on, off)
+		}
+	}
+	// Decoded by the template: a stream of one chunk repeated with other
+	// texts, as the bench mock sends.
+	frame := `{"id":"chatcmpl-mock","object":"chat.completion.chunk","created":1700000000,"model":"mock-model","choices":[{"index":0,"delta":{"content":%s},"finish_reason":null}]}`
+	var sse strings.Builder
+	for _, text := range []string{`"tok"`, `" tok"`, `"<\u00e9>"`, `""`, `"\ud83d\ude00"`} {
+		fmt.Fprintf(&sse, "data: "+frame+"\n\n", text)
+	}
+	sse.WriteString("data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+	s := &openAIStream{}
+	var events []llm.Event
+	hits := 0
+	rd := protocol.NewSSEReader(strings.NewReader(sse.String()), protocol.MaxEventSize)
+	for {
+		ev, err := rd.Next()
+		if err != nil {
+			break
+		}
+		if _, ok := s.tmpl.match(&protocol.Scanner{}, ev.Data); ok {
+			hits++
+		}
+		events, _, err = s.Decode(ev, events)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if hits != 4 {
+		t.Errorf("%d frames decoded by the template, want 4", hits)
+	}
+	want := []string{"tok", " tok", "<é>", "😀"}
+	if len(events) != len(want) {
+		t.Fatalf("events %+v", events)
+	}
+	for i, ev := range events {
+		if ev.Type != llm.EventTextDelta || ev.Text != want[i] {
+			t.Errorf("event %d: %+v, want text %q", i, ev, want[i])
+		}
+	}
+}
+
+// streamEvents decodes a recorded stream with the template on or off.
+func streamEvents(t *testing.T, raw []byte, noTemplate bool) []llm.Event {
+	t.Helper()
+	s, err := protocol.DecodeStream(io.NopCloser(bytes.NewReader(raw)), &openAIStream{noTemplate: noTemplate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var out []llm.Event
+	for s.Next() {
+		ev := s.Event()
+		if ev.ToolCall != nil {
+			ev.ToolCall = &llm.ToolCall{Name: ev.ToolCall.Name} // a new id each time
+		}
+		out = append(out, ev)
+	}
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -82,9 +82,8 @@ func newTransport() *http.Transport {
 		// through a whole stream: with 1,000 streams open the defaults
 		// (4 KiB each) are 8 MiB. Smaller ones cost little here: a
 		// request goes out as its headers and one write of its body, a
-		// stream's reader asks for at most 1 KiB at a time
-		// (sseBufferSize), and a read of a whole reply larger than the
-		// buffer bypasses it.
+		// stream's reader asks for 1 KiB at a time (sseBufferSize), or 8
+		// KiB in a burst, and a read larger than the buffer bypasses it.
 		WriteBufferSize: 1 << 10,
 		ReadBufferSize:  2 << 10,
 	}

@@ -1,10 +1,10 @@
 package protocol
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"io"
+	"sync"
 )
 
 // Reading upstream SSE.
@@ -46,43 +46,147 @@ type SSEEvent struct {
 
 // SSEReader reads the events of one upstream stream (see above).
 type SSEReader struct {
-	r          *bufio.Reader
+	r          sseInput
 	max        int
 	data, bare []byte
 	carry      []byte // a bare line that ended the previous event
-	long       []byte // a line longer than the bufio buffer
+	long       []byte // a line longer than the buffered input
 	begun      bool
 	cr         bool // the last line ended with a CR: skip a LF right after it
+	own        [sseBufferSize]byte
 }
 
-// sseBufferSize is the read buffer of one upstream stream. Events are
+// sseBufferSize is the read buffer each upstream stream owns. Events are
 // usually a few hundred bytes (a chat-completions chunk is ~250); longer
 // lines are gathered in SSEReader.long, so a small buffer only costs an
 // extra copy for big events, while 1,000 open streams hold 1 MiB instead of
-// 4 (the connection under it has its own 4 KiB read buffer).
-const sseBufferSize = 1 << 10
+// 4 (the connection under it has its own read buffer).
+//
+// A stream whose upstream delivers more than that at once reads into a
+// pooled sseBurstSize buffer instead while the burst lasts (sseInput.fill):
+// each read of the body is an event batch the relay writes to its caller
+// in one flush, so reading a burst 1 KiB at a time cost a write(2) to the
+// caller per KiB (bench/RESULTS.md, session 4).
+const (
+	sseBufferSize = 1 << 10
+	sseBurstSize  = 8 << 10
+)
 
 // NewSSEReader returns a reader of r whose events are at most maxEvent
 // bytes.
 func NewSSEReader(r io.Reader, maxEvent int) *SSEReader {
-	return &SSEReader{r: bufio.NewReaderSize(r, sseBufferSize), max: maxEvent}
+	s := &SSEReader{r: sseInput{rd: r}, max: maxEvent}
+	s.r.own = s.own[:]
+	return s
+}
+
+// Release returns the reader's burst buffer, if it holds one, to the
+// pool; the reader must not be used after it.
+func (s *SSEReader) Release() { s.r.release() }
+
+// sseInput is the SSE reader's input buffer. It reads only when all it
+// holds has been consumed (SSEReader gathers a partial line in long), so
+// each read may go to either of two buffers with nothing to carry over:
+// the stream's own small one, or, while the upstream is sending more than
+// that at once, a burst buffer borrowed from a pool. A stream that waits
+// for its upstream between small events — the usual case, and every
+// stream of a slow one — never holds a burst buffer while it waits.
+type sseInput struct {
+	rd    io.Reader
+	buf   []byte // buf[r:w] is unread
+	r, w  int
+	own   []byte
+	burst *[]byte // borrowed from burstPool while the upstream bursts
+	// more: the reads so far suggest the upstream has more on its way,
+	// so the next read goes to the burst buffer; short counts the reads
+	// in a row that brought less than half of own.
+	more  bool
+	short int
+	err   error // a read error, returned once what came before it is consumed
+}
+
+var burstPool = sync.Pool{New: func() any { b := make([]byte, sseBurstSize); return &b }}
+
+func (b *sseInput) buffered() []byte { return b.buf[b.r:b.w] }
+
+func (b *sseInput) discard(n int) { b.r += n }
+
+// fill reads more input into the empty buffer, as bufio.Reader does:
+// data first, then the error that came with it; io.ErrNoProgress after
+// 100 empty reads.
+//
+// A read goes to the burst buffer when the ones before it suggest more is
+// already on its way: one filled the stream's own buffer, and since then
+// fewer than two in a row brought less than half that much (a read may
+// stop short at the end of an HTTP/1.1 chunk in the middle of a burst).
+// An upstream that sends an event or two at a time stays on its own
+// buffer, and a burst buffer goes back to the pool at the first read
+// after a burst.
+func (b *sseInput) fill() error {
+	if b.err != nil {
+		err := b.err
+		b.err = nil
+		return err
+	}
+	p := b.own
+	if b.more {
+		if b.burst == nil {
+			b.burst = burstPool.Get().(*[]byte)
+		}
+		p = *b.burst
+	} else {
+		b.release()
+	}
+	for range 100 {
+		n, err := b.rd.Read(p)
+		if n < 0 || n > len(p) {
+			panic("upstream SSE: the body's reader returned an invalid count")
+		}
+		b.buf, b.r, b.w = p, 0, n
+		if n > 0 {
+			b.err = err
+			switch {
+			case n == len(b.own) || b.more && n >= len(b.own)/2:
+				b.more, b.short = true, 0
+			case b.more && b.short == 0:
+				b.short = 1
+			default:
+				b.more, b.short = false, 0
+			}
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return io.ErrNoProgress
+}
+
+// release gives the burst buffer back to the pool.
+func (b *sseInput) release() {
+	if b.burst != nil {
+		burstPool.Put(b.burst)
+		b.burst, b.buf, b.r, b.w = nil, nil, 0, 0
+	}
 }
 
 // ready reports whether a whole event (up to its blank line) is already
 // buffered, so reading it will not wait for the network.
 func (s *SSEReader) ready() bool {
-	n := s.r.Buffered()
-	if n == 0 {
+	b := s.r.buffered()
+	if len(b) == 0 {
 		return false
 	}
 	// Two line ends in a row, whichever of LF, CRLF and CR they are.
-	b, _ := s.r.Peek(n)
 	return bytes.Contains(b, []byte("\n\n")) || bytes.Contains(b, []byte("\n\r")) || bytes.Contains(b, []byte("\r\r"))
 }
 
 // Next returns the next event; io.EOF when the input ends cleanly.
 func (s *SSEReader) Next() (SSEEvent, error) {
 	s.data, s.bare = s.data[:0], s.bare[:0]
+	if ev, ok := s.quick(); ok {
+		return ev, nil
+	}
 	var ev SSEEvent
 	hasData, inBare := false, false
 	if len(s.carry) > 0 {
@@ -134,6 +238,34 @@ func (s *SSEReader) Next() (SSEEvent, error) {
 	}
 }
 
+// quick returns the usual event — one `data:` line and a blank line, both
+// ending in LF and already buffered — as the loop in Next would, but with
+// its data in the read buffer instead of a copy (valid until the next
+// call, as Next promises). It reports false for anything else, leaving
+// the input as it was.
+func (s *SSEReader) quick() (SSEEvent, bool) {
+	if !s.begun || s.cr || len(s.carry) > 0 {
+		return SSEEvent{}, false // the start (a BOM), a CR to skip, a bare line
+	}
+	b := s.r.buffered()
+	if len(b) < len("data:\n\n") || string(b[:len("data:")]) != "data:" {
+		return SSEEvent{}, false
+	}
+	i := bytes.IndexByte(b, '\n')
+	if i < 0 || i+1 >= len(b) || b[i+1] != '\n' || bytes.IndexByte(b[:i], '\r') >= 0 {
+		return SSEEvent{}, false
+	}
+	v := b[len("data:"):i]
+	if len(v) > 0 && v[0] == ' ' {
+		v = v[1:]
+	}
+	if len(v)+1 > s.max {
+		return SSEEvent{}, false // too large: Next's loop says so
+	}
+	s.r.discard(i + 2)
+	return SSEEvent{Data: v, Bare: s.bare}, true
+}
+
 func (s *SSEReader) event(ev SSEEvent, hasData bool) SSEEvent {
 	if hasData {
 		ev.Data = s.data[:len(s.data)-1] // the last "\n"
@@ -160,14 +292,14 @@ func (s *SSEReader) readLine() ([]byte, error) {
 		if s.cr {
 			s.cr = false
 			if buf[0] == '\n' {
-				_, _ = s.r.Discard(1)
+				s.r.discard(1)
 				continue
 			}
 		}
 		end, n := lineEnd(buf)
 		if n == 0 {
 			s.long = append(s.long, buf...)
-			_, _ = s.r.Discard(len(buf))
+			s.r.discard(len(buf))
 			if len(s.long) > s.max {
 				return nil, errEventTooLarge
 			}
@@ -179,7 +311,7 @@ func (s *SSEReader) readLine() ([]byte, error) {
 			line = s.long
 		}
 		s.cr = n == 1 && buf[end] == '\r'
-		_, _ = s.r.Discard(end + n)
+		s.r.discard(end + n)
 		return line, nil
 	}
 }
@@ -187,12 +319,12 @@ func (s *SSEReader) readLine() ([]byte, error) {
 // buffered returns the buffered input, reading more when there is none.
 // It is valid until the next read.
 func (s *SSEReader) buffered() ([]byte, error) {
-	if s.r.Buffered() == 0 {
-		if _, err := s.r.Peek(1); err != nil {
+	if s.r.r == s.r.w {
+		if err := s.r.fill(); err != nil {
 			return nil, err
 		}
 	}
-	return s.r.Peek(s.r.Buffered())
+	return s.r.buffered(), nil
 }
 
 // lineEnd returns where the first line end of b is and its length: 2 for

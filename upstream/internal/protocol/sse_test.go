@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -133,4 +134,129 @@ func FuzzSSEReader(f *testing.F) {
 			}
 		}
 	})
+}
+
+// sizedReads hands out its input in reads of the given sizes, in turn
+// (cycling), each capped by the caller's buffer, and records how large a
+// buffer each read was given.
+type sizedReads struct {
+	b      []byte
+	sizes  []int
+	i      int
+	offers []int
+}
+
+func (r *sizedReads) Read(p []byte) (int, error) {
+	if len(r.b) == 0 {
+		return 0, io.EOF
+	}
+	r.offers = append(r.offers, len(p))
+	k := min(len(p), r.sizes[r.i%len(r.sizes)], len(r.b))
+	r.i++
+	copy(p, r.b[:k])
+	r.b = r.b[k:]
+	return k, nil
+}
+
+// TestSSEReader_BurstBuffer checks the reader's two buffers: a read that
+// fills the stream's own buffer sends the next one to a pooled burst
+// buffer, which is kept until two reads in a row bring less than half of
+// sseBufferSize and given back at the read after them and at Release; and whichever
+// buffer a read went to, the events are those of reading the input a
+// byte at a time.
+func TestSSEReader_BurstBuffer(t *testing.T) {
+	is := is.New(t)
+	var in strings.Builder
+	files, _ := filepath.Glob(filepath.Join("..", "..", "*", "testdata", "*.sse"))
+	is.True(len(files) > 0)
+	for _, file := range files {
+		b, err := os.ReadFile(file)
+		is.NoErr(err)
+		in.Write(b)
+		in.WriteString("\n\n")
+	}
+	in.WriteString("data: " + strings.Repeat("long ", 3000) + "\r\n\r\n") // longer than the burst buffer
+	in.WriteString("{\"error\":{\"message\":\"bare\"}}\n\ndata: [DONE]\n\n")
+	input := in.String()
+
+	want := readWith(t, &chunked{b: []byte(input), n: 1})
+	for _, sizes := range [][]int{
+		{sseBufferSize},
+		{sseBufferSize, 700, 3000, 100},
+		{5000, 2, 900, sseBufferSize, sseBufferSize / 2, sseBufferSize/2 - 1},
+		{sseBurstSize + 1},
+		{1, 2, 3, sseBufferSize - 1},
+		{sseBufferSize, 100, 600, 100, 100, 100, 2000, 100},
+	} {
+		r := &sizedReads{b: []byte(input), sizes: sizes}
+		got := readWith(t, r)
+		is.Equal(len(got), len(want))
+		for i := range got {
+			if got[i].Type != want[i].Type || !bytes.Equal(got[i].Data, want[i].Data) || !bytes.Equal(got[i].Bare, want[i].Bare) {
+				t.Fatalf("reads %v: event %d: %+v, want %+v", sizes, i, got[i], want[i])
+			}
+		}
+		// Which buffer each read was offered, from what the one before
+		// it brought.
+		var more, burst bool
+		short := 0
+		for k, offer := range r.offers {
+			wantOffer := sseBufferSize
+			if more {
+				wantOffer = sseBurstSize
+			}
+			if offer != wantOffer {
+				t.Fatalf("reads %v: read %d was offered %d bytes, want %d", sizes, k, offer, wantOffer)
+			}
+			burst = burst || more
+			n := min(offer, sizes[k%len(sizes)])
+			switch {
+			case n == sseBufferSize || more && n >= sseBufferSize/2:
+				more, short = true, 0
+			case more && short == 0:
+				short = 1
+			default:
+				more, short = false, 0
+			}
+		}
+		if slices.Contains(sizes, sseBufferSize) || sizes[0] > sseBufferSize {
+			is.True(burst) // the case reads into the burst buffer
+		}
+	}
+
+	// The burst buffer goes back after two small reads, and at Release.
+	rd := NewSSEReader(&sizedReads{b: []byte(input), sizes: []int{sseBufferSize, sseBufferSize, 10, 10, 10}}, MaxEventSize)
+	for rd.r.burst == nil {
+		_, err := rd.Next()
+		is.NoErr(err)
+	}
+	for rd.r.burst != nil {
+		_, err := rd.Next()
+		is.NoErr(err)
+	}
+	for rd.r.burst == nil {
+		_, err := rd.Next()
+		is.NoErr(err)
+	}
+	rd.Release()
+	is.True(rd.r.burst == nil)
+}
+
+// readWith reads every event from r.
+func readWith(t *testing.T, r io.Reader) []SSEEvent {
+	t.Helper()
+	rd := NewSSEReader(r, MaxEventSize)
+	defer rd.Release()
+	var out []SSEEvent
+	for {
+		ev, err := rd.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev.Data, ev.Bare = bytes.Clone(ev.Data), bytes.Clone(ev.Bare)
+		out = append(out, ev)
+	}
 }

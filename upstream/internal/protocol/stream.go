@@ -149,6 +149,7 @@ func (s *httpStream) Close() error {
 	}
 	s.closed = true
 	s.c.Release()
+	s.rd.Release()
 	if s.ended && s.err == nil {
 		t := time.AfterFunc(drainTimeout, func() { s.body.Close() })
 		_, _ = io.CopyN(io.Discard, s.body, drainLimit)
