@@ -890,6 +890,7 @@ func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) 
 		return fmt.Errorf("ledger: commit: %w: %w", errUncertain, err)
 	}
 	s.feed.committed(&agg.rollup)
+	s.ckpt.committed()
 	return nil
 }
 
