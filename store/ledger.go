@@ -789,12 +789,11 @@ func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) 
 			return fmt.Errorf("ledger: prepare: %w", err)
 		}
 	}
-	// The batch's sums (debits, spend, roll-ups) are made while SQLite
-	// inserts the rows when another core can make them: a large batch's
-	// take a few percent of its commit (seeding, a backlog). The roll-up
-	// upserts are then all prepared first (they cannot be prepared inside
-	// the transaction), since the sums that tell which are needed come
-	// later.
+	// The batch's sums (debits, spend, roll-ups) are made on another core,
+	// when there is one, while SQLite inserts the rows: a large batch's
+	// sums take ~5% of its commit (a bulk load). The roll-up upserts are
+	// then all prepared first (they cannot be prepared inside the
+	// transaction), since the sums that tell which are needed come later.
 	summed := func() {}
 	if len(rows) >= concurrentSumRows && runtime.GOMAXPROCS(0) > 1 {
 		if err := s.prepareRollups(ctx, nil); err != nil {
