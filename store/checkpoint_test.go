@@ -51,7 +51,7 @@ func TestBulkWriter(t *testing.T) {
 	var commits atomic.Int64
 	s := openTestStore(t, path, Options{Now: clock.Now, BatchSize: bulkBatchRows, QueueSize: 4 * bulkBatchRows, BatchInterval: time.Hour,
 		OnCommit:      func(LedgerCommit) { commits.Add(1) },
-		CommitTimeout: 2 * time.Minute}) // batches of 8,192 under the race detector
+		CommitTimeout: 2 * time.Minute}) // the race detector on a busy machine
 	is.Equal(writerPragma(t, s, "cache_size"), -bulkBatchRows*writerCacheBytesPerRow/1024)
 	is.Equal(writerPragma(t, s, "wal_autocheckpoint"), 0)
 	is.True(s.ckpt != nil)
