@@ -728,7 +728,7 @@ type batchSums struct {
 // concurrentSumRows is the fewest rows of a batch whose sums are made
 // concurrently with its INSERTs (see commitBatch): below it, starting a
 // goroutine and preparing every roll-up upsert cost more than they save.
-// Only batches of a bulk writer reach it (store/checkpoint.go). A variable
+// Only batches of a bulk writer reach it (store/bulkwriter.go). A variable
 // for TestBulkWriter, which lowers it.
 var concurrentSumRows = 4096
 
@@ -889,7 +889,6 @@ func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) 
 		return fmt.Errorf("ledger: commit: %w: %w", errUncertain, err)
 	}
 	s.feed.committed(&agg.rollup)
-	s.ckpt.committed()
 	return nil
 }
 

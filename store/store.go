@@ -100,9 +100,8 @@ type Options struct {
 	Now func() time.Time
 	// BatchSize is the most generations committed in one ledger
 	// transaction; default 256 (1024 on PostgreSQL). On SQLite, 8,192 or
-	// more make a bulk writer (a bulk load): a page cache of 256 bytes a
-	// generation of a batch, and WAL checkpoints on a connection of their
-	// own after each commit (store/checkpoint.go).
+	// more make a bulk writer (a bulk load): its writer gets a page cache
+	// of 256 bytes a generation of a batch (store/bulkwriter.go).
 	BatchSize int
 	// BatchInterval is how long the ledger writer waits for a batch to fill
 	// before it commits what it has; default 20ms. Nobody waits for it (a
@@ -202,10 +201,6 @@ type Store struct {
 	// (FollowUsage).
 	feed usageFeed
 
-	// ckpt runs the WAL checkpoints of a bulk writer; nil otherwise
-	// (store/checkpoint.go).
-	ckpt *checkpointer
-
 	// stmts are the ledger's prepared statements, by text; owned by the
 	// ledger goroutine.
 	stmts map[string]*sql.Stmt
@@ -293,18 +288,6 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		s.w.Close()
 		return nil, fmt.Errorf("open call readers: prepare: %w", err)
 	}
-	if bulkWriter(s.batchSize) {
-		if s.ckpt, err = openCheckpointer(path, s.log); err != nil {
-			s.keyStmt.Close()
-			s.budgetStmt.Close()
-			s.changesStmt.Close()
-			s.call.Close()
-			s.r.Close()
-			s.w.Close()
-			return nil, err
-		}
-	}
-
 	s.start()
 	return s, nil
 }
@@ -334,7 +317,7 @@ func checkWAL(ctx context.Context, db *sql.DB) error {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.stopUpkeep() // before the writer connection goes away
-		errs := []error{s.stop(), s.ckpt.close()}
+		errs := []error{s.stop()}
 		for _, st := range s.stmts {
 			errs = append(errs, st.Close())
 		}
