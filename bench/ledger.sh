@@ -213,7 +213,7 @@ fi
 	else
 		echo "- nothing pinned"
 	fi
-	echo "- database: $(stat -c %s "$db") bytes ($(du -h "$db" | cut -f1)); seeding: $(sed -n 's/.*"rows_per_sec": \([0-9]*\).*/\1/p' "$db.seed.json") rows/s, $(sed -n 's/.*"bytes_per_call": \([0-9.]*\).*/\1/p' "$db.seed.json") bytes per call"
+	echo "- database: $(stat -c %s "$db") bytes ($(du -h "$db" | cut -f1)); seeding: $(sed -n 's/.*"rows_per_sec": \([0-9]*\).*/\1/p' "$db.seed.json") rows/s, $(sed -n 's/.*"cpu_us_per_call": \([0-9]*\.[0-9]\{0,2\}\).*/\1/p' "$db.seed.json") µs of CPU per call (writer busy $(sed -n 's/.*"writer_busy": \([0-9]*\.[0-9]\{0,3\}\).*/\1/p' "$db.seed.json")), $(sed -n 's/.*"bytes_per_call": \([0-9.]*\).*/\1/p' "$db.seed.json") bytes per call"
 	echo "- svcgw log: $errors ERROR lines"
 	[ -s "$out/backup.txt" ] && echo "- $(cat "$out/backup.txt")"
 	echo

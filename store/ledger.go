@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -728,6 +729,31 @@ type batchSums struct {
 	rollup rollupSums
 }
 
+// concurrentSumRows is the fewest rows of a batch whose sums are made
+// concurrently with its INSERTs (see commitBatch): below it, starting a
+// goroutine and preparing every roll-up upsert cost more than they save.
+// Only batches of a bulk writer reach it (store/bulkwriter.go). A variable
+// for TestBulkWriter, which lowers it.
+var concurrentSumRows = 4096
+
+// sum empties the sums and adds up rows in them: the debit of each account,
+// the spend of each (account, key, day) and the roll-ups.
+func (agg *batchSums) sum(rows []genRow) {
+	clear(agg.debits)
+	clear(agg.spend)
+	for i := range rows {
+		r := &rows[i]
+		g := &r.g
+		agg.debits[g.AccountID] += r.costMicros
+		k := spendDay{account: g.AccountID, key: g.KeyID, day: dayNumber(g.CreatedAt)}
+		sum := agg.spend[k]
+		sum.requests++
+		sum.cost += r.costMicros
+		agg.spend[k] = sum
+	}
+	agg.rollup.sum(rows)
+}
+
 type spendDay struct {
 	account int64
 	key     string
@@ -749,9 +775,6 @@ func (s *ledgerCore) drop(r genRow, err error) {
 // commitBatch inserts the rows, applies one debit per account and one
 // spend_daily upsert per (account, key, day), all in one transaction.
 func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) error {
-	clear(agg.debits)
-	clear(agg.spend)
-	agg.rollup.sum(rows)
 	// Prepare the statements this batch needs (once: they are cached)
 	// before the transaction takes the writer's only connection. Parsing
 	// them again for every batch was a quarter of the ledger's CPU.
@@ -770,8 +793,29 @@ func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) 
 			return fmt.Errorf("ledger: prepare: %w", err)
 		}
 	}
-	if err := s.prepareRollups(ctx, &agg.rollup); err != nil {
-		return err
+	// The batch's sums (debits, spend, roll-ups) are made on another core,
+	// when there is one, while SQLite inserts the rows: a large batch's
+	// sums take ~5% of its commit (a bulk load). The roll-up upserts are
+	// then all prepared first (they cannot be prepared inside the
+	// transaction), since the sums that tell which are needed come later.
+	summed := func() {}
+	if len(rows) >= concurrentSumRows && runtime.GOMAXPROCS(0) > 1 {
+		if err := s.prepareRollups(ctx, nil); err != nil {
+			return err
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			agg.sum(rows)
+		}()
+		summed = func() { <-done }
+		// The caller reuses agg and rows once this returns.
+		defer func() { summed() }()
+	} else {
+		agg.sum(rows)
+		if err := s.prepareRollups(ctx, &agg.rollup); err != nil {
+			return err
+		}
 	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
@@ -800,12 +844,6 @@ func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) 
 				g.Streamed, g.FinishReason, int64(g.PromptTokens), int64(g.CompletionTokens),
 				int64(g.CachedPromptTokens), int64(g.CacheCreationTokens), int64(g.ReasoningTokens),
 				r.costMicros, g.LatencyMS, g.GenerationTimeMS, r.createdMS)
-			agg.debits[g.AccountID] += r.costMicros
-			k := spendDay{account: g.AccountID, key: g.KeyID, day: dayNumber(g.CreatedAt)}
-			sum := agg.spend[k]
-			sum.requests++
-			sum.cost += r.costMicros
-			agg.spend[k] = sum
 		}
 		yieldCPU()
 		if _, err := tx.StmtContext(ctx, s.stmts[insertSQL[len(chunk)]]).ExecContext(ctx, args...); err != nil {
@@ -817,6 +855,7 @@ func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) 
 	}
 	clear(args) // drop references for the GC
 	agg.args = args
+	summed()
 	debit := tx.StmtContext(ctx, s.stmts[debitSQL])
 	for acct, cost := range agg.debits {
 		if cost == 0 {

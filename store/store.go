@@ -99,7 +99,9 @@ type Options struct {
 	// Now is the clock every stored time comes from; default time.Now.
 	Now func() time.Time
 	// BatchSize is the most generations committed in one ledger
-	// transaction; default 256 (1024 on PostgreSQL).
+	// transaction; default 256 (1024 on PostgreSQL). On SQLite, 8,192 or
+	// more make a bulk writer (a bulk load): its writer gets a page cache
+	// of 256 bytes a generation of a batch (store/bulkwriter.go).
 	BatchSize int
 	// BatchInterval is how long the ledger writer waits for a batch to fill
 	// before it commits what it has; default 20ms (10ms on PostgreSQL).
@@ -245,7 +247,8 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s.w, err = sql.Open("sqlite", path+"?"+dsnPragmas+
-		"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=temp_store(MEMORY)&_txlock=immediate"+ckptDSN)
+		"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=temp_store(MEMORY)&_txlock=immediate"+
+		ckptDSN+writerPragmas(s.batchSize))
 	if err != nil {
 		return nil, fmt.Errorf("open writer: %w", err)
 	}

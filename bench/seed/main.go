@@ -40,6 +40,8 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cockroachdb/apd/v3"
@@ -51,17 +53,28 @@ import (
 
 // Result is what seed reports.
 type Result struct {
-	Calls       int64   `json:"calls"`
-	Days        int     `json:"days"`
-	Keys        int     `json:"keys"`
-	Apps        int     `json:"apps"`
-	Accounts    int     `json:"accounts"`
-	BatchSize   int     `json:"batch_size"`
-	Skew        float64 `json:"skew,omitempty"`
-	Seconds     float64 `json:"seconds"`
-	RowsPerSec  float64 `json:"rows_per_sec"`
-	DBBytes     int64   `json:"db_bytes"` // database file after Close (WAL checkpointed)
-	BytesPerRow float64 `json:"bytes_per_call"`
+	Calls      int64   `json:"calls"`
+	Days       int     `json:"days"`
+	Keys       int     `json:"keys"`
+	Apps       int     `json:"apps"`
+	Accounts   int     `json:"accounts"`
+	BatchSize  int     `json:"batch_size"`
+	Skew       float64 `json:"skew,omitempty"`
+	Seconds    float64 `json:"seconds"`
+	RowsPerSec float64 `json:"rows_per_sec"`
+	// CPUSeconds is the process's user and system time while it seeded
+	// (from the first call to the last commit): with CPUMicrosPerCall, the
+	// figure to compare on a shared machine, where Seconds is the load's.
+	CPUSeconds       float64 `json:"cpu_seconds"`
+	CPUMicrosPerCall float64 `json:"cpu_us_per_call"`
+	// Commits and CommitSeconds are the ledger's transactions and the wall
+	// time inside them; WriterBusy is CommitSeconds / Seconds, the share of
+	// the seeding the writer was committing (below 1: it waited for calls).
+	Commits       int     `json:"commits"`
+	CommitSeconds float64 `json:"commit_seconds"`
+	WriterBusy    float64 `json:"writer_busy"`
+	DBBytes       int64   `json:"db_bytes"` // database file after Close (WAL checkpointed)
+	BytesPerRow   float64 `json:"bytes_per_call"`
 	// Rows per table, and the bytes of each table and its indexes
 	// (dbstat), when available.
 	Tables map[string]TableSize `json:"tables"`
@@ -138,6 +151,7 @@ func run() error {
 	// Creating accounts and keys stamps them with the store's clock: the
 	// start of the period, so that nothing predates its account.
 	clock := start.Add(-time.Hour)
+	var commits, commitNanos atomic.Int64
 	st, err := store.Open(ctx, *db, store.Options{
 		Now:       func() time.Time { return clock },
 		BatchSize: *batch,
@@ -146,7 +160,11 @@ func run() error {
 		// serving default of 5 s on a busy machine; the seeder is the only
 		// writer, so a slow commit is slowness, not a lock held elsewhere.
 		CommitTimeout: 5 * time.Minute,
-		Logger:        slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		OnCommit: func(c store.LedgerCommit) {
+			commits.Add(1)
+			commitNanos.Add(int64(c.Duration))
+		},
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {
 		return err
@@ -204,6 +222,9 @@ func run() error {
 	sampleEvery := max(*calls/int64(max(*nSample, 1)), 1)
 	step := end.Sub(start) / time.Duration(*calls)
 	began, lastLog := time.Now(), time.Now()
+	cpuBegan := cpuTime()
+	commits.Store(0)
+	commitNanos.Store(0)
 	for i := range *calls {
 		at := start.Add(step * time.Duration(i))
 		ki := int(zipf.Uint64())
@@ -261,10 +282,14 @@ func run() error {
 		if i%sampleEvery == 0 && len(sampleLines) < *nSample {
 			sampleLines = append(sampleLines, fmt.Sprintf("%s %d", g.ID, ki))
 		}
-		// The queue is the writer's: wait for it now and then, so that
-		// memory stays bounded whatever the ledger's queueing policy.
-		if (i+1)%int64(2**batch) == 0 {
-			if err := st.Sync(ctx); err != nil {
+		// The queue is the writer's: keep it bounded, whatever the ledger's
+		// queueing policy, but never empty. Waiting until it drained (Sync)
+		// every other batch left the writer idle while the next batch was
+		// made. Waiting at each batch's end until at most one batch is
+		// pending (the one being committed), the writer always finds the
+		// next one queued, made on the other core while it committed.
+		if (i+1)%int64(*batch) == 0 {
+			if err := waitQueue(ctx, st, int64(*batch)); err != nil {
 				return err
 			}
 			if time.Since(lastLog) >= *progress {
@@ -278,6 +303,7 @@ func run() error {
 		return err
 	}
 	took := time.Since(began)
+	cpu := cpuTime() - cpuBegan
 	if err := st.Close(); err != nil {
 		return err
 	}
@@ -290,7 +316,10 @@ func run() error {
 	res := Result{
 		Calls: *calls, Days: *days, Keys: *nKeys, Apps: *nApps, Accounts: *nAccts, BatchSize: *batch, Skew: *skew,
 		Seconds: took.Seconds(), RowsPerSec: float64(*calls) / took.Seconds(),
-		Start: start.Format(time.RFC3339), End: end.Format(time.RFC3339),
+		CPUSeconds: cpu.Seconds(), CPUMicrosPerCall: float64(cpu.Microseconds()) / float64(*calls),
+		Commits: int(commits.Load()), CommitSeconds: time.Duration(commitNanos.Load()).Seconds(),
+		WriterBusy: time.Duration(commitNanos.Load()).Seconds() / took.Seconds(),
+		Start:      start.Format(time.RFC3339), End: end.Format(time.RFC3339),
 	}
 	if fi, err := os.Stat(*db); err == nil {
 		res.DBBytes = fi.Size()
@@ -414,4 +443,32 @@ func tableSizes(ctx context.Context, path string) (map[string]TableSize, error) 
 		sizes[name] = ts
 	}
 	return sizes, nil
+}
+
+// waitQueue waits until at most limit generations are queued in st's
+// ledger and not yet committed, or the ledger fails.
+func waitQueue(ctx context.Context, st *store.Store, limit int64) error {
+	for {
+		ls := st.LedgerStats()
+		switch {
+		case ls.Failing:
+			return fmt.Errorf("ledger failing: %w", st.CheckLedger())
+		case ls.Pending <= limit:
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -1,0 +1,96 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/matryer/is"
+)
+
+// writerPragma reads a pragma's value on the writer connection.
+func writerPragma(t *testing.T, s *Store, name string) int {
+	t.Helper()
+	var v int
+	if err := s.w.QueryRowContext(context.Background(), "PRAGMA "+name).Scan(&v); err != nil {
+		t.Fatalf("PRAGMA %s: %v", name, err)
+	}
+	return v
+}
+
+// A store with ordinary batches (serving) keeps SQLite's page cache.
+func TestWriter_DefaultCache(t *testing.T) {
+	is := is.New(t)
+	s, _ := newTestStore(t)
+	is.Equal(writerPragma(t, s, "cache_size"), -2000)
+}
+
+// A bulk writer (BatchSize 8,192 or more) gets a page cache for its
+// batches; large batches, whose sums are made while their rows are
+// inserted, add up exactly.
+func TestBulkWriter(t *testing.T) {
+	is := is.New(t)
+	// The concurrent sums need a second P, and batches of 512 rows make
+	// them here (4,096 outside the tests: too slow under the race
+	// detector).
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	defer func(n int) { concurrentSumRows = n }(concurrentSumRows)
+	concurrentSumRows = 512
+	clock := newTestClock()
+	path := filepath.Join(t.TempDir(), "svcgw.db")
+	var commits atomic.Int64
+	s := openTestStore(t, path, Options{Now: clock.Now, BatchSize: bulkBatchRows, QueueSize: 4 * bulkBatchRows, BatchInterval: time.Hour,
+		OnCommit:      func(LedgerCommit) { commits.Add(1) },
+		CommitTimeout: 2 * time.Minute}) // the race detector on a busy machine
+	is.Equal(writerPragma(t, s, "cache_size"), -bulkBatchRows*writerCacheBytesPerRow/1024)
+	is.Equal(writerPragma(t, s, "wal_autocheckpoint"), 1000) // SQLite's own
+
+	ctx := context.Background()
+	var keys []Key
+	for _, name := range []string{"acme", "globex"} {
+		a, k, _ := newAccount(t, s, name, "100000")
+		keys = append(keys, k)
+		_, k2, err := s.CreateKey(ctx, a.ID, "second")
+		is.NoErr(err)
+		keys = append(keys, k2)
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	apps := []string{"alpha", "beta", ""}
+	types := []string{"flash", "pro", "code", "long"}
+	start := time.Date(2025, 1, 30, 0, 0, 0, 0, time.UTC)
+	const n = 1500
+	for i := range n {
+		k := keys[r.IntN(len(keys))]
+		g := Generation{
+			ID: fmt.Sprintf("gen-%06d", i), AccountID: k.AccountID, KeyID: k.ID,
+			Application: apps[r.IntN(len(apps))], RequestType: types[r.IntN(len(types))],
+			Surface: "chat", Model: "svc-fusion", PromptTokens: r.IntN(5000), CompletionTokens: r.IntN(2000),
+			Cost: fromMicros(int64(r.IntN(50000))),
+		}
+		g.CachedPromptTokens = r.IntN(g.PromptTokens + 1)
+		g.ReasoningTokens = r.IntN(g.CompletionTokens + 1)
+		if r.IntN(50) == 0 {
+			g.KeyID = ""
+		}
+		clock.Set(start.Add(time.Duration(i) * 7 * time.Hour)) // months and a year's end
+		s.RecordGeneration(g)
+		if i%600 == 599 {
+			is.NoErr(s.Sync(ctx)) // a batch of 600
+		}
+	}
+	is.NoErr(s.Sync(ctx))
+	is.Equal(s.LedgerStats().Committed, uint64(n))
+	is.True(commits.Load() >= 2) // committed in batches of 512 or more
+	checkRollups(t, s)
+	checkLedger(t, s)
+
+	is.NoErr(s.Close())
+	_, err := os.Stat(path + "-wal")
+	is.True(os.IsNotExist(err)) // checkpointed and removed at Close
+}
