@@ -86,16 +86,6 @@ func OpenPostgres(ctx context.Context, dsn string, opts Options) (*Postgres, err
 	if opts.QueueSize <= 0 {
 		opts.QueueSize = 16384
 	}
-	// Commits half as far apart as SQLite's: PostgreSQL's fixed cost of a
-	// commit (statements, WAL flush: about 1.8M instructions) is then paid
-	// 100 times a second instead of 50, whatever the load, and each commit
-	// at a given rate is half the size. Where the server shares a core
-	// with svcgw, a commit is a burst of its CPU that calls arriving then
-	// wait behind: at 2,000 calls/s a third shorter (bench/RESULTS.md,
-	// "Session 4").
-	if opts.BatchInterval <= 0 {
-		opts.BatchInterval = 10 * time.Millisecond
-	}
 	p := &Postgres{dsn: Redact(dsn)}
 	p.init(opts, p, pgCharges{p})
 	p.leases = newLeases(p, opts.LeaseTTL)

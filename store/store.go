@@ -104,7 +104,7 @@ type Options struct {
 	// of 256 bytes a generation of a batch (store/bulkwriter.go).
 	BatchSize int
 	// BatchInterval is how long the ledger writer waits for a batch to fill
-	// before it commits what it has; default 20ms (10ms on PostgreSQL).
+	// before it commits what it has; default 20ms.
 	// Nobody waits for it (a Sync commits at once), so it only trades
 	// commits per second, which cost CPU at any load, against what a
 	// crash can lose and the size of each commit.

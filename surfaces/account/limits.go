@@ -79,7 +79,7 @@ const (
 	DefaultTime  = 100 * time.Millisecond
 	DefaultBurst = time.Second
 	// DefaultSyncEvery is the ledger's own default batch interval
-	// (store.Options.BatchInterval; 10 ms on PostgreSQL), within which the
+	// (store.Options.BatchInterval), within which the
 	// writer commits on its own whenever calls are being recorded.
 	DefaultSyncEvery = 20 * time.Millisecond
 	// DefaultSettle: a commit of a busy many-key ledger takes a few
