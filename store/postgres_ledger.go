@@ -173,9 +173,7 @@ func (c *sumColumns) args() []any {
 // nothing was written; a failure of the connection after it was sent may
 // hide a commit that took effect, and wraps errUncertain.
 func (p *Postgres) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) error {
-	clear(agg.debits)
-	clear(agg.spend)
-	agg.rollup.sum(rows)
+	agg.sum(rows)
 	n := len(rows)
 	gid := make([]string, 0, n)
 	acct := make([]int64, 0, n)
@@ -213,12 +211,6 @@ func (p *Postgres) commitBatch(ctx context.Context, rows []genRow, agg *batchSum
 		latency = append(latency, g.LatencyMS)
 		genTime = append(genTime, g.GenerationTimeMS)
 		created = append(created, r.createdMS)
-		agg.debits[g.AccountID] += r.costMicros
-		k := spendDay{account: g.AccountID, key: g.KeyID, day: dayNumber(g.CreatedAt)}
-		sum := agg.spend[k]
-		sum.requests++
-		sum.cost += r.costMicros
-		agg.spend[k] = sum
 		if r.lease != 0 {
 			leases[r.lease] += r.costMicros
 		}
