@@ -17,12 +17,14 @@ import (
 // reasons, errors and the stream decoder.
 
 type oaResponse struct {
-	Choices []struct {
-		Message      oaRespMessage `json:"message"`
-		FinishReason string        `json:"finish_reason"`
-	} `json:"choices"`
-	Usage *oaUsage     `json:"usage"`
-	Error *oaErrorBody `json:"error"`
+	Choices []oaChoice   `json:"choices"`
+	Usage   *oaUsage     `json:"usage"`
+	Error   *oaErrorBody `json:"error"`
+}
+
+type oaChoice struct {
+	Message      oaRespMessage `json:"message"`
+	FinishReason string        `json:"finish_reason"`
 }
 
 type oaRespMessage struct {

@@ -2,6 +2,7 @@ package openai
 
 import (
 	"bytes"
+	"slices"
 
 	"github.com/svcgw/svcgw/upstream/internal/protocol"
 )
@@ -237,4 +238,190 @@ func (t *chunkTemplate) match(sc *protocol.Scanner, data []byte) (string, bool) 
 	sc.Reset(data[p:q])
 	text := sc.String()
 	return text, sc.Done()
+}
+
+// Reading a whole (non-streaming) reply with protocol.Scanner.
+//
+// A reply is read once per call, and reading it with the v1 package's
+// reflection was ~3% of a non-streaming call's CPU at saturation
+// (bench/RESULTS.md, session 5). scanReply reads the fields oaResponse has
+// and skips the rest, filling the reply as jsonv1.Unmarshal would; tool
+// calls, content sent as an array of parts, error bodies and anything else
+// it does not decide the same way are left to the decoder
+// (FuzzScanReply checks the two agree).
+
+// finishReasons are the finish reasons a reply repeats: read without
+// allocating.
+var finishReasons = []string{"stop", "length", "tool_calls", "content_filter", "function_call"}
+
+// scanReply fills r, which is zero, from data as jsonv1.Unmarshal would,
+// and reports whether it could; on false r holds partial results and the
+// caller decodes data into a zero oaResponse instead.
+func scanReply(sc *protocol.Scanner, data []byte, r *oaResponse) bool {
+	sc.Reset(data)
+	if !sc.Open('{') {
+		return false
+	}
+	var seen uint32
+	for first := true; sc.More('}', first); first = false {
+		switch key := sc.Key(); string(key) {
+		case "choices":
+			sc.Once(&seen, 1)
+			if !sc.Null() {
+				scanReplyChoices(sc, r)
+			}
+		case "usage":
+			sc.Once(&seen, 2)
+			if !sc.Null() {
+				r.Usage = new(oaUsage)
+				scanReplyUsage(sc, r.Usage)
+			}
+		case "error":
+			sc.Once(&seen, 4)
+			if !sc.Null() {
+				sc.Fail() // an error body: rare, and read by the decoder
+			}
+		default:
+			sc.Unknown(key, "choices", "usage", "error")
+		}
+	}
+	return sc.Done()
+}
+
+func scanReplyChoices(sc *protocol.Scanner, r *oaResponse) {
+	if !sc.Open('[') {
+		return
+	}
+	r.Choices = []oaChoice{} // [] is an empty list, not nil
+	for first := true; sc.More(']', first); first = false {
+		r.Choices = append(r.Choices, oaChoice{})
+		if sc.Null() {
+			continue // null leaves the element as it is: empty
+		}
+		ch := &r.Choices[len(r.Choices)-1]
+		if !sc.Open('{') {
+			return
+		}
+		var seen uint32
+		for first := true; sc.More('}', first); first = false {
+			switch key := sc.Key(); string(key) {
+			case "message":
+				sc.Once(&seen, 1)
+				if !sc.Null() {
+					scanReplyMessage(sc, &ch.Message)
+				}
+			case "finish_reason":
+				sc.Once(&seen, 2)
+				if !sc.Null() { // null leaves the string as it is
+					ch.FinishReason = sc.Word(finishReasons)
+				}
+			default:
+				sc.Unknown(key, "message", "finish_reason")
+			}
+		}
+	}
+}
+
+func scanReplyMessage(sc *protocol.Scanner, m *oaRespMessage) {
+	if !sc.Open('{') {
+		return
+	}
+	var seen uint32
+	for first := true; sc.More('}', first); first = false {
+		switch key := sc.Key(); string(key) {
+		case "content":
+			sc.Once(&seen, 1)
+			if t, ok := text(sc, nil, textContent); ok { // an array of parts fails here
+				m.Content = oaText(t)
+			}
+		case "reasoning_content":
+			sc.Once(&seen, 2)
+			m.ReasoningContent = optText(sc, nil, textReasoningContent)
+		case "reasoning":
+			sc.Once(&seen, 4)
+			m.Reasoning = optText(sc, nil, textReasoning)
+		case "refusal":
+			sc.Once(&seen, 8)
+			m.Refusal = optText(sc, nil, textRefusal)
+		case "tool_calls":
+			sc.Once(&seen, 16)
+			switch {
+			case sc.Null():
+			case sc.Peek() == '[':
+				// An empty list, as some compatible servers send with
+				// every reply, decodes to an empty slice; tool calls are
+				// read by the decoder.
+				sc.Open('[')
+				if sc.More(']', true) {
+					sc.Fail()
+				}
+				m.ToolCalls = []oaRespToolCall{}
+			default:
+				sc.Fail()
+			}
+		default:
+			sc.Unknown(key, "content", "reasoning_content", "reasoning", "refusal", "tool_calls")
+		}
+	}
+}
+
+// scanReplyUsage reads a reply's usage, its details included (OpenAI sends
+// them with every reply).
+func scanReplyUsage(sc *protocol.Scanner, u *oaUsage) {
+	if !sc.Open('{') {
+		return
+	}
+	var seen uint32
+	for first := true; sc.More('}', first); first = false {
+		switch key := sc.Key(); string(key) {
+		case "prompt_tokens":
+			sc.Once(&seen, 1)
+			scanOptInt(sc, &u.PromptTokens)
+		case "completion_tokens":
+			sc.Once(&seen, 2)
+			scanOptInt(sc, &u.CompletionTokens)
+		case "prompt_tokens_details":
+			sc.Once(&seen, 4)
+			if sc.Null() {
+				continue
+			}
+			u.PromptTokensDetails = new(struct {
+				CachedTokens     int `json:"cached_tokens"`
+				CacheWriteTokens int `json:"cache_write_tokens"`
+			})
+			scanInts(sc, promptDetails, &u.PromptTokensDetails.CachedTokens, &u.PromptTokensDetails.CacheWriteTokens)
+		case "completion_tokens_details":
+			sc.Once(&seen, 8)
+			if sc.Null() {
+				continue
+			}
+			u.CompletionTokensDetails = new(struct {
+				ReasoningTokens int `json:"reasoning_tokens"`
+			})
+			scanInts(sc, completionDetails, &u.CompletionTokensDetails.ReasoningTokens)
+		default:
+			sc.Unknown(key, "prompt_tokens", "completion_tokens", "prompt_tokens_details", "completion_tokens_details")
+		}
+	}
+}
+
+var promptDetails, completionDetails = []string{"cached_tokens", "cache_write_tokens"}, []string{"reasoning_tokens"}
+
+// scanInts reads an object whose wanted members are the integers keys
+// name, into ns (one for each key, in order), skipping the others.
+func scanInts(sc *protocol.Scanner, keys []string, ns ...*int) {
+	if !sc.Open('{') {
+		return
+	}
+	var seen uint32
+	for first := true; sc.More('}', first); first = false {
+		key := sc.Key()
+		i := slices.Index(keys, string(key))
+		if i < 0 {
+			sc.Unknown(key, keys...)
+			continue
+		}
+		sc.Once(&seen, 1<<i)
+		scanOptInt(sc, ns[i])
+	}
 }
