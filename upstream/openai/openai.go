@@ -363,6 +363,9 @@ func (b *Backend) body(req *llm.Request, stream bool) ([]byte, error) {
 			}}
 		}
 	}
+	if out, ok := r.appendJSON(make([]byte, 0, r.requestSize())); ok {
+		return out, nil
+	}
 	return protocol.EncodeJSON(r)
 }
 
