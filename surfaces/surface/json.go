@@ -318,18 +318,34 @@ func isNumeric(t reflect.Type) bool {
 // WriteJSON writes v as the response body with status: one line of JSON
 // and a newline, with <, > and & as they are (as the vendors send them),
 // typed application/json unless the surface set a Content-Type of its own.
+//
+// A value that is a JSONAppender writes its own JSON, without reflection.
 func WriteJSON(w http.ResponseWriter, status int, v any) error {
 	je := jsonEncoders.Get().(*jsonEncoder)
 	defer putJSONEncoder(je)
-	if err := je.enc.Encode(v); err != nil {
-		return err
+	var body []byte
+	if a, ok := v.(JSONAppender); ok {
+		je.b = append(a.AppendJSON(je.b[:0]), '\n')
+		body = je.b
+	} else {
+		if err := je.enc.Encode(v); err != nil {
+			return err
+		}
+		body = je.buf.Bytes()
 	}
 	if h := w.Header(); h.Get("Content-Type") == "" {
 		h["Content-Type"] = contentTypeJSON
 	}
 	w.WriteHeader(status)
-	_, err := w.Write(je.buf.Bytes()) // copied: the writer keeps no reference
+	_, err := w.Write(body) // copied: the writer keeps no reference
 	return err
+}
+
+// JSONAppender is a reply that writes its own JSON: AppendJSON appends to
+// dst the bytes encoding/json writes for it with HTML escaping off
+// (without Encode's newline), as a surface's tests check.
+type JSONAppender interface {
+	AppendJSON(dst []byte) []byte
 }
 
 // contentTypeJSON is WriteJSON's Content-Type value, shared (net/http only
@@ -337,10 +353,12 @@ func WriteJSON(w http.ResponseWriter, status int, v any) error {
 // for every reply).
 var contentTypeJSON = []string{"application/json"}
 
-// jsonEncoder is a buffer and an encoder writing into it.
+// jsonEncoder is a buffer and an encoder writing into it, and a buffer
+// for a JSONAppender.
 type jsonEncoder struct {
 	buf bytes.Buffer
 	enc *json.Encoder
+	b   []byte
 }
 
 // jsonEncoders are WriteJSON's buffers and encoders: one per reply would be
@@ -358,7 +376,7 @@ var jsonEncoders = sync.Pool{New: func() any {
 const maxPooledJSON = 64 << 10
 
 func putJSONEncoder(je *jsonEncoder) {
-	if je.buf.Cap() > maxPooledJSON {
+	if je.buf.Cap() > maxPooledJSON || cap(je.b) > maxPooledJSON {
 		return
 	}
 	je.buf.Reset()

@@ -3,6 +3,7 @@ package openai
 import (
 	"strconv"
 
+	"github.com/svcgw/svcgw/llm"
 	"github.com/svcgw/svcgw/upstream/internal/protocol"
 )
 
@@ -22,7 +23,7 @@ func (r *oaRequest) appendJSON(dst []byte) ([]byte, bool) {
 		return dst, false
 	}
 	dst = append(dst, `{"model":`...)
-	dst = protocol.AppendJSONString(dst, r.Model)
+	dst = llm.AppendJSONString(dst, r.Model, false)
 	dst = append(dst, `,"messages":`...)
 	if r.Messages == nil {
 		dst = append(dst, "null"...)
@@ -45,7 +46,7 @@ func (r *oaRequest) appendJSON(dst []byte) ([]byte, bool) {
 	}
 	if r.ReasoningEffort != "" {
 		dst = append(dst, `,"reasoning_effort":`...)
-		dst = protocol.AppendJSONString(dst, r.ReasoningEffort)
+		dst = llm.AppendJSONString(dst, r.ReasoningEffort, false)
 	}
 	if r.MaxCompletionTokens != 0 {
 		dst = append(dst, `,"max_completion_tokens":`...)
@@ -64,7 +65,7 @@ func (r *oaRequest) appendJSON(dst []byte) ([]byte, bool) {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = protocol.AppendJSONString(dst, s)
+			dst = llm.AppendJSONString(dst, s, false)
 		}
 		dst = append(dst, ']')
 	}
@@ -76,11 +77,11 @@ func (r *oaRequest) appendJSON(dst []byte) ([]byte, bool) {
 	dst, ok = appendFloatField(dst, `,"frequency_penalty":`, r.FrequencyPenalty, ok)
 	if r.User != "" {
 		dst = append(dst, `,"user":`...)
-		dst = protocol.AppendJSONString(dst, r.User)
+		dst = llm.AppendJSONString(dst, r.User, false)
 	}
 	if r.PromptCacheKey != "" {
 		dst = append(dst, `,"prompt_cache_key":`...)
-		dst = protocol.AppendJSONString(dst, r.PromptCacheKey)
+		dst = llm.AppendJSONString(dst, r.PromptCacheKey, false)
 	}
 	if r.Stream {
 		dst = append(dst, `,"stream":true`...)
@@ -106,12 +107,12 @@ func appendFloatField(dst []byte, member string, f *float64, ok bool) ([]byte, b
 
 func (m *oaMessage) appendJSON(dst []byte) ([]byte, bool) {
 	dst = append(dst, `{"role":`...)
-	dst = protocol.AppendJSONString(dst, m.Role)
+	dst = llm.AppendJSONString(dst, m.Role, false)
 	switch c := m.Content.(type) {
 	case nil:
 	case string:
 		dst = append(dst, `,"content":`...)
-		dst = protocol.AppendJSONString(dst, c)
+		dst = llm.AppendJSONString(dst, c, false)
 	case []oaPart:
 		dst = append(dst, `,"content":`...)
 		if c == nil {
@@ -136,45 +137,45 @@ func (m *oaMessage) appendJSON(dst []byte) ([]byte, bool) {
 				dst = append(dst, ',')
 			}
 			dst = append(dst, `{"id":`...)
-			dst = protocol.AppendJSONString(dst, tc.ID)
+			dst = llm.AppendJSONString(dst, tc.ID, false)
 			dst = append(dst, `,"type":`...)
-			dst = protocol.AppendJSONString(dst, tc.Type)
+			dst = llm.AppendJSONString(dst, tc.Type, false)
 			dst = append(dst, `,"function":{"name":`...)
-			dst = protocol.AppendJSONString(dst, tc.Function.Name)
+			dst = llm.AppendJSONString(dst, tc.Function.Name, false)
 			dst = append(dst, `,"arguments":`...)
-			dst = protocol.AppendJSONString(dst, tc.Function.Arguments)
+			dst = llm.AppendJSONString(dst, tc.Function.Arguments, false)
 			dst = append(dst, "}}"...)
 		}
 		dst = append(dst, ']')
 	}
 	if m.ToolCallID != "" {
 		dst = append(dst, `,"tool_call_id":`...)
-		dst = protocol.AppendJSONString(dst, m.ToolCallID)
+		dst = llm.AppendJSONString(dst, m.ToolCallID, false)
 	}
 	return append(dst, '}'), true
 }
 
 func (p *oaPart) appendJSON(dst []byte) []byte {
 	dst = append(dst, `{"type":`...)
-	dst = protocol.AppendJSONString(dst, p.Type)
+	dst = llm.AppendJSONString(dst, p.Type, false)
 	if p.Text != "" {
 		dst = append(dst, `,"text":`...)
-		dst = protocol.AppendJSONString(dst, p.Text)
+		dst = llm.AppendJSONString(dst, p.Text, false)
 	}
 	if p.ImageURL != nil {
 		dst = append(dst, `,"image_url":{"url":`...)
-		dst = protocol.AppendJSONString(dst, p.ImageURL.URL)
+		dst = llm.AppendJSONString(dst, p.ImageURL.URL, false)
 		dst = append(dst, '}')
 	}
 	if p.File != nil {
 		dst = append(dst, `,"file":{`...)
 		if p.File.Filename != "" {
 			dst = append(dst, `"filename":`...)
-			dst = protocol.AppendJSONString(dst, p.File.Filename)
+			dst = llm.AppendJSONString(dst, p.File.Filename, false)
 			dst = append(dst, ',')
 		}
 		dst = append(dst, `"file_data":`...)
-		dst = protocol.AppendJSONString(dst, p.File.FileData)
+		dst = llm.AppendJSONString(dst, p.File.FileData, false)
 		dst = append(dst, '}')
 	}
 	return append(dst, '}')

@@ -7,40 +7,6 @@ import (
 	"testing"
 )
 
-// jsonStringSeeds are strings on the edges of encoding/json's escaping.
-var jsonStringSeeds = []string{
-	"", "plain", `quote " and backslash \`, "<b>&amp;</b>", "\b\f\n\r\t", "\x00\x01\x1f\x7f",
-	"caf\xe9", "\xff\xfe", "\xe2\x80", "é ü 中文 😀", "\u2028\u2029", "a\u2028b\u2029c", "\ufffd",
-	"\xed\xa0\x80", "zero\u200bwidth", "tab\there", "/slash/",
-}
-
-func checkJSONString(t *testing.T, s string) {
-	want, err := EncodeJSON(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := AppendJSONString([]byte("x"), s); !bytes.Equal(got[1:], want) || got[0] != 'x' {
-		t.Fatalf("%q: appended %s, EncodeJSON %s", s, got[1:], want)
-	}
-}
-
-func TestAppendJSONString(t *testing.T) {
-	for _, s := range jsonStringSeeds {
-		checkJSONString(t, s)
-	}
-	for b := range 256 {
-		checkJSONString(t, string([]byte{'a', byte(b), 'z'}))
-	}
-}
-
-// FuzzAppendJSONString checks AppendJSONString against EncodeJSON.
-func FuzzAppendJSONString(f *testing.F) {
-	for _, s := range jsonStringSeeds {
-		f.Add(s)
-	}
-	f.Fuzz(checkJSONString)
-}
-
 func checkJSONFloat(t *testing.T, v float64) {
 	want, err := json.Marshal(v)
 	got, ok := AppendJSONFloat(nil, v)

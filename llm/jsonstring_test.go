@@ -1,4 +1,4 @@
-package surface
+package llm
 
 import (
 	"bytes"
@@ -6,9 +6,9 @@ import (
 	"testing"
 )
 
-// FuzzAppendString checks AppendString against encoding/json's encoder,
+// FuzzAppendJSONString checks AppendJSONString against encoding/json's encoder,
 // with and without HTML escaping.
-func FuzzAppendString(f *testing.F) {
+func FuzzAppendJSONString(f *testing.F) {
 	for _, s := range []string{"", "plain words", `quote " and \ backslash`, "\b\f\n\r\t\x00\x1f\x7f",
 		"<tag> & co", "caf\xe9", "\xed\xa0\x80 surrogate", "line\u2028sep\u2029para", "émoji 😀", "\xff\xfe", "a\xc3"} {
 		f.Add(s)
@@ -22,8 +22,8 @@ func FuzzAppendString(f *testing.F) {
 				t.Fatal(err)
 			}
 			w := bytes.TrimSuffix(want.Bytes(), []byte("\n"))
-			if got := AppendString([]byte("x"), s, html); !bytes.Equal(got[1:], w) || got[0] != 'x' {
-				t.Fatalf("AppendString(%q, html %v) = %s, encoding/json %s", s, html, got[1:], w)
+			if got := AppendJSONString([]byte("x"), s, html); !bytes.Equal(got[1:], w) || got[0] != 'x' {
+				t.Fatalf("AppendJSONString(%q, html %v) = %s, encoding/json %s", s, html, got[1:], w)
 			}
 		}
 	})
