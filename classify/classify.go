@@ -72,7 +72,6 @@
 package classify
 
 import (
-	"cmp"
 	"strings"
 
 	"github.com/svcgw/svcgw/llm"
@@ -130,6 +129,16 @@ func Classify(in Input) Result {
 }
 
 // requestType applies the rules in order.
+// inputTokens is input, the caller's estimate, or when it is 0 the
+// request's own (not cmp.Or(input, req.InputTokens()), whose arguments
+// are both evaluated: the prompt's every byte read again).
+func inputTokens(req *llm.Request, input int) int {
+	if input != 0 {
+		return input
+	}
+	return req.InputTokens()
+}
+
 func requestType(req *llm.Request, input int, surface llm.Surface, id string, effort llm.Effort) llm.RequestType {
 	var c contentScan
 	c.parts(req.System)
@@ -145,7 +154,7 @@ func requestType(req *llm.Request, input int, surface llm.Surface, id string, ef
 		return llm.TypeCode
 	case req.ResponseFormat != nil:
 		return llm.TypeJSON
-	case cmp.Or(input, req.InputTokens()) > LongThreshold:
+	case inputTokens(req, input) > LongThreshold:
 		return llm.TypeLong
 	case wantsReasoning(req.Reasoning, id, effort):
 		return llm.TypeReason

@@ -21,6 +21,11 @@ func AppendJSONString(dst []byte, s string, escapeHTML bool) []byte {
 		if b := s[i]; b < utf8.RuneSelf {
 			if safe[b] {
 				i++
+				// Most of a text is runs of plain ASCII: passed over
+				// eight bytes at a time.
+				for !escapeHTML && i+8 <= len(s) && plain8(load8(s, i)) {
+					i += 8
+				}
 				continue
 			}
 			dst = append(dst, s[start:i]...)
@@ -74,3 +79,23 @@ var safeSet, htmlSafeSet = func() (safe, html [utf8.RuneSelf]bool) {
 	}
 	return safe, html
 }()
+
+// load8 returns the eight bytes of s at i as one little-endian word (the
+// compiler makes it one load).
+func load8(s string, i int) uint64 {
+	_ = s[i+7]
+	return uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+		uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+}
+
+// plain8 reports whether all eight bytes of x are ASCII a JSON string
+// holds as they are without HTML escaping (safeSet): none a control
+// character, a quote, a backslash or a byte of a multi-byte rune. (The bit
+// tricks of "Bit Twiddling Hacks": a byte of x is less than n, or zero,
+// where the borrow leaves its top bit set; any byte flagged falsely lies
+// above one flagged rightly, so the answer for the whole word is exact.)
+func plain8(x uint64) bool {
+	const ones, tops = 0x0101010101010101, 0x8080808080808080
+	q, bs := x^(ones*'"'), x^(ones*'\\')
+	return (x|(x-ones*0x20)&^x|(q-ones)&^q|(bs-ones)&^bs)&tops == 0
+}
