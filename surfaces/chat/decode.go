@@ -125,8 +125,12 @@ func (Codec) DecodeRequest(_ *http.Request, body []byte) (*llm.Request, error) {
 
 func decodeChat(body []byte) (*llm.Request, error) {
 	var cr chatRequest
-	if err := surface.Decode(body, &cr, surface.EncodingJSON); err != nil {
-		return nil, decodeError(err)
+	var sc llm.JSONScanner
+	if !scanChat(&sc, body, &cr) { // the usual request, read by hand (scan.go)
+		cr = chatRequest{}
+		if err := surface.Decode(body, &cr, surface.EncodingJSON); err != nil {
+			return nil, decodeError(err)
+		}
 	}
 	if cr.Model == nil || *cr.Model == "" {
 		return nil, llm.InvalidParam("model", "model is required")

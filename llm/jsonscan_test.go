@@ -1,4 +1,4 @@
-package protocol
+package llm
 
 import (
 	"encoding/json"
@@ -21,7 +21,7 @@ func FuzzScannerSkip(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
-		var s Scanner
+		var s JSONScanner
 		s.Reset([]byte(in))
 		s.Skip()
 		got := s.Done()
