@@ -251,9 +251,14 @@ func (s *Server) serveComplete(w http.ResponseWriter, r *http.Request, c *call) 
 	s.sealResponse(resp)
 	// Record before answering: a caller that reads the reply and asks
 	// /generation at once must find the record (reads Sync the ledger).
+	// svcgw's estimate of the output stands in only for an output count
+	// the upstream left out (unreported): estimated then, not for every
+	// reply (it reads every byte of the reply).
 	delivered := 0
-	for _, p := range resp.Content {
-		delivered += llm.PartTokens(p)
+	if resp.Usage.OutputTokens <= 0 {
+		for _, p := range resp.Content {
+			delivered += llm.PartTokens(p)
+		}
 	}
 	s.meter(r.Context(), c, meterInput{
 		usage:        resp.Usage,
