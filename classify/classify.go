@@ -128,7 +128,6 @@ func Classify(in Input) Result {
 	return Result{Type: t, Tier: tier(t, effort, req.Reasoning)}
 }
 
-// requestType applies the rules in order.
 // inputTokens is input, the caller's estimate, or when it is 0 the
 // request's own (not cmp.Or(input, req.InputTokens()), whose arguments
 // are both evaluated: the prompt's every byte read again).
@@ -139,6 +138,7 @@ func inputTokens(req *llm.Request, input int) int {
 	return req.InputTokens()
 }
 
+// requestType applies the rules in order.
 func requestType(req *llm.Request, input int, surface llm.Surface, id string, effort llm.Effort) llm.RequestType {
 	var c contentScan
 	c.parts(req.System)
