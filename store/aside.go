@@ -21,9 +21,16 @@ const (
 	// moment a commit starts until it and its checkpoint are over (the
 	// default): the calls go on running on a thread of their own, which
 	// the kernel shares the core with, instead of waiting on the commit's.
-	// Each switch stops the world for a few microseconds, and setting
-	// GOMAXPROCS turns off the runtime's own updates of it (to the CPUs
-	// the process may use): a process moved to more cores keeps one P.
+	// Each switch stops the world for a few microseconds (the pair ~8 µs,
+	// BenchmarkProcsAside), and setting GOMAXPROCS turns off the runtime's
+	// own updates of it (to the CPUs the process may use): a process moved
+	// to more cores keeps one P. Unlike a checkpoint, whose fsyncs the
+	// second P runs beside, a commit is CPU only: the kernel then shares
+	// the core between the two threads in its own slices, coarser than the
+	// statements inline yields between, and the second P's thread wakes
+	// and sleeps for every call meanwhile. Measured on one core
+	// (BenchmarkLedgerTail's commit=aside, bench/RESULTS.md, session 5):
+	// ~10% more CPU a call, and no call less late.
 	CommitAside = "aside"
 )
 

@@ -8,6 +8,7 @@ import (
 	"runtime/metrics"
 	"slices"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -57,6 +58,7 @@ func BenchmarkLedgerTail(b *testing.B) {
 			var late []time.Duration
 			var sched float64
 			n := 0
+			cpu0 := processCPU()
 			for b.Loop() {
 				before := schedLatencies()
 				start := time.Now()
@@ -73,6 +75,7 @@ func BenchmarkLedgerTail(b *testing.B) {
 			if err := s.Sync(context.Background()); err != nil {
 				b.Fatal(err)
 			}
+			b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/1e3/float64(n), "cpu-µs/call")
 			slices.Sort(late)
 			b.ReportMetric(float64(late[len(late)*99/100].Microseconds()), "late-p99-µs")
 			b.ReportMetric(float64(late[len(late)*999/1000].Microseconds()), "late-p99.9-µs")
@@ -118,4 +121,13 @@ func quantile(before, after *metrics.Float64Histogram, q float64) float64 {
 		}
 	}
 	return after.Buckets[len(after.Buckets)-1]
+}
+
+// processCPU is the CPU time (user and system) the process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
