@@ -12,14 +12,13 @@ import (
 // for its CPU (~0.4 ms every 20 ms at 2,000 calls/s), where PostgreSQL's
 // waits on the network without one.
 const (
-	// CommitInline (the store's default) runs the commit on the one P, yielding to the
-	// goroutines waiting to run between its statements (yieldCPU): a call
-	// due meanwhile waits for one statement, and for the garbage
-	// collector's work the commit's allocations bring on.
+	// CommitInline (the default) runs the commit on the one P, yielding
+	// to the goroutines waiting to run between its statements (yieldCPU):
+	// a call due meanwhile waits for one statement at most.
 	CommitInline = "inline"
 	// CommitAside gives the runtime a second P (GOMAXPROCS 2) from the
-	// moment a commit starts until it and its checkpoint are over (the
-	// default): the calls go on running on a thread of their own, which
+	// moment a commit starts until it and its checkpoint are over: the
+	// calls go on running on a thread of their own, which
 	// the kernel shares the core with, instead of waiting on the commit's.
 	// Each switch stops the world for a few microseconds (the pair ~8 µs,
 	// BenchmarkProcsAside), and setting GOMAXPROCS turns off the runtime's
@@ -30,7 +29,7 @@ const (
 	// statements inline yields between, and the second P's thread wakes
 	// and sleeps for every call meanwhile. Measured on one core
 	// (BenchmarkLedgerTail's commit=aside, bench/RESULTS.md, session 5):
-	// ~10% more CPU a call, and no call less late.
+	// 6% more CPU a call, and the calls no less late.
 	CommitAside = "aside"
 )
 

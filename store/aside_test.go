@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/metrics"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,7 +27,7 @@ func TestCommitModes(t *testing.T) {
 		{"", 1, 1}, {CommitInline, 1, 1}, {CommitAside, 1, 2},
 		{CommitInline, 2, 2}, {CommitAside, 2, 2},
 	} {
-		t.Run("mode="+c.mode+"/procs="+string(rune('0'+c.procs)), func(t *testing.T) {
+		t.Run("mode="+c.mode+"/procs="+strconv.Itoa(c.procs), func(t *testing.T) {
 			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(c.procs))
 			var inCommit, hooked atomic.Int64
 			var fail atomic.Bool
