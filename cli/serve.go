@@ -46,10 +46,12 @@ type serveCmd struct {
 	FixtureTTFT      time.Duration `name:"fixture-ttft" default:"0s" help:"Fixture backend: simulated time to first token."`
 	FixtureTPS       float64       `name:"fixture-tps" default:"0" help:"Fixture backend: simulated output tokens per second (0 = instant)."`
 	AdminAddr        string        `help:"Address of the admin listener, e.g. 127.0.0.1:9090: Prometheus /metrics, /readyz naming what is wrong, /debug/pprof/ and POST /-/reload. Off when empty; never reachable on --addr. Keep it off the network callers reach."`
-	GCFloor          int           `name:"gc-floor" default:"32" placeholder:"MIB" help:"Smallest heap the garbage collector lets grow before it collects, in MiB: while the live heap is under half of it, collect at this size instead of at twice the live heap (fewer collections at high request rates); 0 = the Go runtime's own pacing. GOGC or GOMEMLIMIT in the environment overrides it."`
+	GCFloor          int           `name:"gc-floor" default:"64" placeholder:"MIB" help:"Smallest heap the garbage collector lets grow before it collects, in MiB: while the live heap is under half of it, collect at this size instead of at twice the live heap (fewer collections at high request rates); 0 = the Go runtime's own pacing. GOGC or GOMEMLIMIT in the environment overrides it."`
 	MetricsAppLabels int           `name:"metrics-application-labels" default:"0" help:"Label calls, tokens and cost in /metrics with the application (X-Title, Referer host or key name), for at most this many distinct applications; the rest count as \"other\" (0 = no application label)."`
 
 	WALCheckpoint string `name:"wal-checkpoint" default:"aside" enum:"commit,ledger,aside" help:"SQLite only: where the write-ahead log is copied back into the database file once it passes 1,000 pages: commit (SQLite's own, inside the ledger commit that crosses it), ledger (by the ledger writer after that commit, once its waiters are answered and the calls waiting to run have run) or aside (as ledger, and with one CPU the runtime gets a second thread for the checkpoint's length, so calls keep running beside it)."`
+
+	LedgerCommit string `name:"ledger-commit" default:"inline" enum:"inline,aside" help:"SQLite only, with one CPU: inline runs each ledger commit (every 20 ms) on the runtime's one thread, letting the calls waiting to run go between its statements; aside gives the runtime a second thread from the start of each commit to the end of its checkpoint, so calls run beside it on a thread the kernel shares the core with (measured: more CPU a call, no better tail)."`
 
 	LeaseTTL time.Duration `name:"lease-ttl" default:"15s" help:"PostgreSQL only: how long this instance's balance leases hold without its heartbeat (sent every third of it); what a crashed instance held returns to the others this long after it stopped."`
 
@@ -141,7 +143,7 @@ func (c *serveCmd) Run(e *env) (err error) {
 	}
 	// The store's logger is the server's: ledger failures and every
 	// generation it cannot record are reported there.
-	st, err := e.createStore(store.Options{Logger: log, OnCommit: metrics.ObserveCommit, LeaseTTL: c.LeaseTTL, Checkpoint: c.WALCheckpoint})
+	st, err := e.createStore(store.Options{Logger: log, OnCommit: metrics.ObserveCommit, LeaseTTL: c.LeaseTTL, Checkpoint: c.WALCheckpoint, Commit: c.LedgerCommit})
 	if err != nil {
 		ln.Close()
 		return err

@@ -8,6 +8,7 @@ import (
 	"runtime/metrics"
 	"slices"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -24,31 +25,40 @@ import (
 // not. Timer and machine noise add to every variant alike; compare them
 // within a run. The checkpoint variants (checkpoint.go) run at the default
 // interval, yielding; at 2,000 calls/s the WAL passes 1,000 pages about
-// once a second, so compare their late-p99.9 and late-max.
+// once a second, so compare their late-p99.9 and late-max. The commit=aside
+// variant gives each commit a second P (aside.go): run it pinned to one core
+// (taskset -c 1) to measure the two threads sharing it, as bench/run.sh's
+// svcgw does.
 func BenchmarkLedgerTail(b *testing.B) {
 	for _, v := range []struct {
 		interval   time.Duration
 		yield      bool
 		checkpoint string
+		commit     string
 	}{
-		{20 * time.Millisecond, false, ""}, {20 * time.Millisecond, true, ""},
-		{5 * time.Millisecond, false, ""}, {5 * time.Millisecond, true, ""},
-		{20 * time.Millisecond, true, CheckpointAfterCommit}, {20 * time.Millisecond, true, CheckpointAside},
+		{20 * time.Millisecond, false, "", ""}, {20 * time.Millisecond, true, "", ""},
+		{5 * time.Millisecond, false, "", ""}, {5 * time.Millisecond, true, "", ""},
+		{20 * time.Millisecond, true, CheckpointAfterCommit, ""}, {20 * time.Millisecond, true, CheckpointAside, ""},
+		{20 * time.Millisecond, true, CheckpointAside, CommitAside},
 	} {
 		name := fmt.Sprintf("interval=%v/yield=%v", v.interval, v.yield)
 		if v.checkpoint != "" {
 			name += "/checkpoint=" + v.checkpoint
 		}
+		if v.commit != "" {
+			name += "/commit=" + v.commit
+		}
 		b.Run(name, func(b *testing.B) {
 			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 			noCommitYield.Store(!v.yield)
 			defer noCommitYield.Store(false)
-			s := openTestStore(b, filepath.Join(b.TempDir(), "svcgw.db"), Options{BatchInterval: v.interval, Checkpoint: v.checkpoint})
+			s := openTestStore(b, filepath.Join(b.TempDir(), "svcgw.db"), Options{BatchInterval: v.interval, Checkpoint: v.checkpoint, Commit: v.commit})
 			_, k, _ := newAccount(b, s, "acme", "1000000")
 			g := gen(b, "", k, "0.000123")
 			var late []time.Duration
 			var sched float64
 			n := 0
+			cpu0 := processCPU()
 			for b.Loop() {
 				before := schedLatencies()
 				start := time.Now()
@@ -65,6 +75,7 @@ func BenchmarkLedgerTail(b *testing.B) {
 			if err := s.Sync(context.Background()); err != nil {
 				b.Fatal(err)
 			}
+			b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/1e3/float64(n), "cpu-µs/call")
 			slices.Sort(late)
 			b.ReportMetric(float64(late[len(late)*99/100].Microseconds()), "late-p99-µs")
 			b.ReportMetric(float64(late[len(late)*999/1000].Microseconds()), "late-p99.9-µs")
@@ -110,4 +121,13 @@ func quantile(before, after *metrics.Float64Histogram, q float64) float64 {
 		}
 	}
 	return after.Buckets[len(after.Buckets)-1]
+}
+
+// processCPU is the CPU time (user and system) the process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
