@@ -51,8 +51,6 @@ type serveCmd struct {
 
 	WALCheckpoint string `name:"wal-checkpoint" default:"aside" enum:"commit,ledger,aside" help:"SQLite only: where the write-ahead log is copied back into the database file once it passes 1,000 pages: commit (SQLite's own, inside the ledger commit that crosses it), ledger (by the ledger writer after that commit, once its waiters are answered and the calls waiting to run have run) or aside (as ledger, and with one CPU the runtime gets a second thread for the checkpoint's length, so calls keep running beside it)."`
 
-	LedgerCommit string `name:"ledger-commit" default:"inline" enum:"inline,aside" help:"SQLite only, with one CPU: inline runs each ledger commit (every 20 ms) on the runtime's one thread, letting the calls waiting to run go between its statements; aside gives the runtime a second thread from the start of each commit to the end of its checkpoint, so calls run beside it on a thread the kernel shares the core with (measured: more CPU a call, no better tail)."`
-
 	LeaseTTL time.Duration `name:"lease-ttl" default:"15s" help:"PostgreSQL only: how long this instance's balance leases hold without its heartbeat (sent every third of it); what a crashed instance held returns to the others this long after it stopped."`
 
 	RetentionGenerations string `name:"retention-generations" placeholder:"DAYS" help:"Delete generation records older than this, e.g. 90d (usage totals, credits and balances are kept forever); overrides retention.generations from --config; 0 keeps every record."`
@@ -143,7 +141,7 @@ func (c *serveCmd) Run(e *env) (err error) {
 	}
 	// The store's logger is the server's: ledger failures and every
 	// generation it cannot record are reported there.
-	st, err := e.createStore(store.Options{Logger: log, OnCommit: metrics.ObserveCommit, LeaseTTL: c.LeaseTTL, Checkpoint: c.WALCheckpoint, Commit: c.LedgerCommit})
+	st, err := e.createStore(store.Options{Logger: log, OnCommit: metrics.ObserveCommit, LeaseTTL: c.LeaseTTL, Checkpoint: c.WALCheckpoint})
 	if err != nil {
 		ln.Close()
 		return err

@@ -243,7 +243,6 @@ type ledgerCore struct {
 	commitHook    func() error
 	onCommit      func(LedgerCommit)
 	afterCommit   func() // after each successful commit: the WAL's checkpoint (SQLite)
-	commitAside   bool   // a second P for each commit when there is one (aside.go; SQLite)
 
 	queue   ledgerQueue
 	pending atomic.Int64  // generations queued and not yet settled
@@ -541,11 +540,9 @@ func (s *ledgerCore) runLedger() {
 			by = deadline
 		}
 		attempt := time.Now()
-		gave := s.procsAside()
 		err := s.flush(by, batch, agg)
 		clear(batch) // drop references for the GC
 		if err != nil {
-			procsBack(gave)
 			backoff = min(max(2*backoff, 50*time.Millisecond), s.retryInterval)
 			s.ledgerFailed(err, attempt)
 			continue
@@ -555,7 +552,6 @@ func (s *ledgerCore) runLedger() {
 		if s.afterCommit != nil {
 			s.afterCommit()
 		}
-		procsBack(gave)
 	}
 }
 

@@ -175,10 +175,6 @@ type Options struct {
 	// database file: CheckpointInCommit ("" too), CheckpointAfterCommit or
 	// CheckpointAside (checkpoint.go). PostgreSQL ignores it.
 	Checkpoint string
-	// Commit is whether the ledger commit runs between the calls
-	// (CommitInline, "" too) or beside them (CommitAside) when the process
-	// has one P (aside.go). PostgreSQL ignores it.
-	Commit string
 }
 
 // Store is svcgw's SQLite database, the embedded default (see DB). It is
@@ -248,9 +244,6 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 
 	ckptDSN, err := checkpointDSN(opts.Checkpoint)
 	if err != nil {
-		return nil, err
-	}
-	if s.commitAside, err = commitMode(opts.Commit); err != nil {
 		return nil, err
 	}
 	s.w, err = sql.Open("sqlite", path+"?"+dsnPragmas+

@@ -25,34 +25,27 @@ import (
 // not. Timer and machine noise add to every variant alike; compare them
 // within a run. The checkpoint variants (checkpoint.go) run at the default
 // interval, yielding; at 2,000 calls/s the WAL passes 1,000 pages about
-// once a second, so compare their late-p99.9 and late-max. The commit=aside
-// variant gives each commit a second P (aside.go): run it pinned to one core
-// (taskset -c 1) to measure the two threads sharing it, as bench/run.sh's
-// svcgw does.
+// once a second, so compare their late-p99.9 and late-max. cpu-µs/call is
+// the process's CPU (user and system) over the run, a call's share of it.
 func BenchmarkLedgerTail(b *testing.B) {
 	for _, v := range []struct {
 		interval   time.Duration
 		yield      bool
 		checkpoint string
-		commit     string
 	}{
-		{20 * time.Millisecond, false, "", ""}, {20 * time.Millisecond, true, "", ""},
-		{5 * time.Millisecond, false, "", ""}, {5 * time.Millisecond, true, "", ""},
-		{20 * time.Millisecond, true, CheckpointAfterCommit, ""}, {20 * time.Millisecond, true, CheckpointAside, ""},
-		{20 * time.Millisecond, true, CheckpointAside, CommitAside},
+		{20 * time.Millisecond, false, ""}, {20 * time.Millisecond, true, ""},
+		{5 * time.Millisecond, false, ""}, {5 * time.Millisecond, true, ""},
+		{20 * time.Millisecond, true, CheckpointAfterCommit}, {20 * time.Millisecond, true, CheckpointAside},
 	} {
 		name := fmt.Sprintf("interval=%v/yield=%v", v.interval, v.yield)
 		if v.checkpoint != "" {
 			name += "/checkpoint=" + v.checkpoint
 		}
-		if v.commit != "" {
-			name += "/commit=" + v.commit
-		}
 		b.Run(name, func(b *testing.B) {
 			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 			noCommitYield.Store(!v.yield)
 			defer noCommitYield.Store(false)
-			s := openTestStore(b, filepath.Join(b.TempDir(), "svcgw.db"), Options{BatchInterval: v.interval, Checkpoint: v.checkpoint, Commit: v.commit})
+			s := openTestStore(b, filepath.Join(b.TempDir(), "svcgw.db"), Options{BatchInterval: v.interval, Checkpoint: v.checkpoint})
 			_, k, _ := newAccount(b, s, "acme", "1000000")
 			g := gen(b, "", k, "0.000123")
 			var late []time.Duration
