@@ -70,6 +70,7 @@ func (c *serveCmd) Run(e *env) (err error) {
 		return fmt.Errorf("--gc-floor must be between 0 (off) and 1048576 MiB")
 	}
 	defer startGCFloor(uint64(c.GCFloor) << 20)()
+	memProfileOff(c.AdminAddr)
 	if c.MetricsAppLabels < 0 {
 		return fmt.Errorf("--metrics-application-labels must not be negative (0 is none)")
 	}
