@@ -70,6 +70,7 @@ func (c *serveCmd) Run(e *env) (err error) {
 		return fmt.Errorf("--gc-floor must be between 0 (off) and 1048576 MiB")
 	}
 	defer startGCFloor(uint64(c.GCFloor) << 20)()
+	memProfileOff(c.AdminAddr)
 	if c.MetricsAppLabels < 0 {
 		return fmt.Errorf("--metrics-application-labels must not be negative (0 is none)")
 	}
@@ -178,6 +179,12 @@ func (c *serveCmd) Run(e *env) (err error) {
 		attrs = append(attrs, "admin_addr", adminLn.Addr().String())
 	}
 	log.Info("svcgw listening", attrs...)
+	// What start-up read of the binary need not stay mapped: ~12 MiB of
+	// RSS at rest, 3–4 MiB at the peak of 1,000 open streams after load
+	// (startpages_linux.go).
+	if advised, resident := releaseStartPages(); advised > 0 {
+		log.Debug("released the start-up pages of the executable", "mapped", advised, "resident", resident)
+	}
 	// The reloads (SIGHUP) and the admin listener run beside the caller
 	// listener and end after it: metrics and profiles stay readable while
 	// calls drain.

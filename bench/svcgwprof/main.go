@@ -20,6 +20,9 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/svcgw/svcgw/cli"
@@ -47,6 +50,12 @@ func main() {
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	go func() { _ = http.Serve(ln, mux) }()
 
+	// svcgw serve turns memory profiling off when it has no admin
+	// listener, unless GODEBUG names a rate: this program serves the
+	// heap profile itself, so it names the rate the runtime runs at.
+	if g := os.Getenv("GODEBUG"); !strings.Contains(g, "memprofilerate=") {
+		_ = os.Setenv("GODEBUG", strings.TrimPrefix(g+",memprofilerate="+strconv.Itoa(runtime.MemProfileRate), ","))
+	}
 	code := cli.Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
