@@ -47,7 +47,8 @@ const bulkBatchRows = 8192
 func bulkWriter(batchSize int) bool { return batchSize >= bulkBatchRows }
 
 // writerPragmas are the DSN pragmas of the writer connection for its batch
-// size, beyond those of every writer: a bulk writer's page cache.
+// size and checkpoint mode, beyond those of every writer: a bulk writer's
+// page cache and, where SQLite checkpoints in the commit, its threshold.
 func writerPragmas(batchSize int, checkpoint string) string {
 	if !bulkWriter(batchSize) {
 		return ""
