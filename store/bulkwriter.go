@@ -17,8 +17,23 @@ import "fmt"
 // as pages are used, never in advance; stores with ordinary batches
 // (serving) keep SQLite's defaults, so their memory is what it was.
 //
-// Its checkpoints stay SQLite's own, in the COMMIT that takes the WAL past
-// 1,000 pages. Running them on a connection of their own after each commit
+// Its rows go in INSERTs of bulkInsertChunk rows instead of insertChunk:
+// a statement journals every page it is the first to change (SQLite's
+// statement journal, kept so that a failing statement can be undone alone),
+// and the next statement journals the same leaf pages again; with 64-row
+// statements that journal was 5% of a seeding's CPU, with 1,024-row ones
+// under 3%, and the per-statement work of the driver and database/sql
+// shrinks with it (bench/RESULTS.md, session 5).
+//
+// Its checkpoints stay SQLite's own, in the COMMIT, but only once the WAL
+// has passed bulkCheckpointPages (SQLite's default is 1,000 pages, which
+// every bulk commit passes, so each checkpointed): pages that several
+// consecutive batches change (the B-trees' interior pages and rightmost
+// leaves, the filter indexes' insertion points, the roll-up rows) are
+// copied into the database file once instead of once a batch, which took
+// the checkpoints from 3.8% of a seeding's CPU to 1.7%. In the other
+// checkpoint modes, which turn SQLite's automatic checkpoint off, this is
+// left alone. Running them on a connection of their own after each commit
 // (tried in session 4) let the WAL grow without end: the writer begins its
 // next transaction before such a checkpoint ends, so it never starts on a
 // fully checkpointed WAL, which is when SQLite rewinds the WAL (884 MB
@@ -32,13 +47,30 @@ const bulkBatchRows = 8192
 func bulkWriter(batchSize int) bool { return batchSize >= bulkBatchRows }
 
 // writerPragmas are the DSN pragmas of the writer connection for its batch
-// size, beyond those of every writer: a bulk writer's page cache.
-func writerPragmas(batchSize int) string {
+// size and checkpoint mode, beyond those of every writer: a bulk writer's
+// page cache and, where SQLite checkpoints in the commit, its threshold.
+func writerPragmas(batchSize int, checkpoint string) string {
 	if !bulkWriter(batchSize) {
 		return ""
 	}
-	return fmt.Sprintf("&_pragma=cache_size(-%d)", batchSize*writerCacheBytesPerRow/1024)
+	p := fmt.Sprintf("&_pragma=cache_size(-%d)", batchSize*writerCacheBytesPerRow/1024)
+	if checkpoint == "" || checkpoint == CheckpointInCommit {
+		p += fmt.Sprintf("&_pragma=wal_autocheckpoint(%d)", bulkCheckpointPages)
+	}
+	return p
 }
+
+// bulkCheckpointPages is a bulk writer's wal_autocheckpoint: 160 MB of 4 KB
+// pages, about four of the seeder's 131,072-call batches. The WAL file
+// grows to about that size plus a batch, and is reused after each
+// checkpoint as before.
+const bulkCheckpointPages = 40000
+
+// bulkInsertChunk is the number of rows a bulk writer's INSERT carries when
+// that many are left (19,456 parameters, under SQLite's 32,766); the rest
+// go in insertChunk and the smaller chunks, as every store's. Its prepared
+// statement holds ~3.5 MB of SQLite's memory on the writer connection.
+const bulkInsertChunk = 1024
 
 // writerCacheBytesPerRow is a bulk writer's page cache per generation of its
 // largest batch: a committed call takes ~290 bytes on disk, most of them

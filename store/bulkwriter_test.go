@@ -32,8 +32,9 @@ func TestWriter_DefaultCache(t *testing.T) {
 }
 
 // A bulk writer (BatchSize 8,192 or more) gets a page cache for its
-// batches; large batches, whose sums are made while their rows are
-// inserted, add up exactly.
+// batches and checkpoints less often; large batches, whose rows go in
+// INSERTs of bulkInsertChunk rows and whose sums are made while their rows
+// are inserted, add up exactly.
 func TestBulkWriter(t *testing.T) {
 	is := is.New(t)
 	// The concurrent sums need a second P, and batches of 512 rows make
@@ -49,7 +50,7 @@ func TestBulkWriter(t *testing.T) {
 		OnCommit:      func(LedgerCommit) { commits.Add(1) },
 		CommitTimeout: 2 * time.Minute}) // the race detector on a busy machine
 	is.Equal(writerPragma(t, s, "cache_size"), -bulkBatchRows*writerCacheBytesPerRow/1024)
-	is.Equal(writerPragma(t, s, "wal_autocheckpoint"), 1000) // SQLite's own
+	is.Equal(writerPragma(t, s, "wal_autocheckpoint"), bulkCheckpointPages)
 
 	ctx := context.Background()
 	var keys []Key
@@ -64,7 +65,9 @@ func TestBulkWriter(t *testing.T) {
 	apps := []string{"alpha", "beta", ""}
 	types := []string{"flash", "pro", "code", "long"}
 	start := time.Date(2025, 1, 30, 0, 0, 0, 0, time.UTC)
-	const n = 1500
+	// A batch of 2,600 (two INSERTs of 1,024 rows and the rest in the
+	// smaller chunks), then one of 400.
+	const n = 3000
 	for i := range n {
 		k := keys[r.IntN(len(keys))]
 		g := Generation{
@@ -80,8 +83,9 @@ func TestBulkWriter(t *testing.T) {
 		}
 		clock.Set(start.Add(time.Duration(i) * 7 * time.Hour)) // months and a year's end
 		s.RecordGeneration(g)
-		if i%600 == 599 {
-			is.NoErr(s.Sync(ctx)) // a batch of 600
+		if i == 2599 {
+			is.NoErr(s.Sync(ctx))
+			is.True(s.stmts[bulkInsertSQL] != nil) // the batch used the bulk INSERT
 		}
 	}
 	is.NoErr(s.Sync(ctx))
@@ -93,4 +97,22 @@ func TestBulkWriter(t *testing.T) {
 	is.NoErr(s.Close())
 	_, err := os.Stat(path + "-wal")
 	is.True(os.IsNotExist(err)) // checkpointed and removed at Close
+}
+
+// A bulk writer in a checkpoint mode that takes the checkpoint out of the
+// commit keeps SQLite's automatic checkpoint off.
+func TestBulkWriter_CheckpointModes(t *testing.T) {
+	is := is.New(t)
+	for mode, want := range map[string]int{
+		CheckpointInCommit:    bulkCheckpointPages,
+		CheckpointAfterCommit: 0,
+		CheckpointAside:       0,
+	} {
+		s := openTestStore(t, filepath.Join(t.TempDir(), "svcgw.db"), Options{BatchSize: bulkBatchRows, Checkpoint: mode})
+		is.Equal(writerPragma(t, s, "wal_autocheckpoint"), want) // mode
+		is.NoErr(s.Close())
+	}
+	// A serving store keeps SQLite's own.
+	s, _ := newTestStore(t)
+	is.Equal(writerPragma(t, s, "wal_autocheckpoint"), 1000)
 }

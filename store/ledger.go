@@ -678,18 +678,43 @@ const insertChunk = 64
 // 64 held 7 MB on the writer connection, against ~0.4 MB for these seven.
 var insertSQL = buildInsertSQL()
 
-func buildInsertSQL() (stmts [insertChunk + 1]string) {
-	const head = `INSERT INTO generations (
+const insertHead = `INSERT INTO generations (
 	id, account_id, key_id, application, surface, model, request_type, tier,
 	streamed, finish_reason, prompt_tokens, completion_tokens,
 	cached_prompt_tokens, cache_creation_tokens, reasoning_tokens,
 	cost_micros, latency_ms, generation_time_ms, created_at
 ) VALUES `
-	const tuple = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+
+const insertTuple = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+
+func buildInsertSQL() (stmts [insertChunk + 1]string) {
 	for _, n := range upsertChunks {
-		stmts[n] = head + strings.TrimSuffix(strings.Repeat(tuple+", ", n), ", ")
+		stmts[n] = insertSQLOf(n)
 	}
 	return stmts
+}
+
+func insertSQLOf(n int) string {
+	return insertHead + strings.TrimSuffix(strings.Repeat(insertTuple+", ", n), ", ")
+}
+
+// bulkInsertSQL is the INSERT of bulkInsertChunk rows.
+var bulkInsertSQL = insertSQLOf(bulkInsertChunk)
+
+// insertSQLFor is the INSERT statement of size rows (a chunk size).
+func insertSQLFor(size int) string {
+	if size == bulkInsertChunk {
+		return bulkInsertSQL
+	}
+	return insertSQL[size]
+}
+
+// insertChunkFor is the size of the next INSERT when n rows are left.
+func (s *Store) insertChunkFor(n int) int {
+	if n >= bulkInsertChunk && bulkWriter(s.batchSize) {
+		return bulkInsertChunk
+	}
+	return chunkFor(n)
 }
 
 // stmt returns the prepared statement of query, preparing it on the
@@ -779,12 +804,12 @@ func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) 
 	// before the transaction takes the writer's only connection. Parsing
 	// them again for every batch was a quarter of the ledger's CPU.
 	for n := len(rows); n > 0; {
-		size := chunkFor(n)
-		if _, err := s.stmt(ctx, insertSQL[size]); err != nil {
+		size := s.insertChunkFor(n)
+		if _, err := s.stmt(ctx, insertSQLFor(size)); err != nil {
 			return fmt.Errorf("ledger: prepare: %w", err)
 		}
 		n -= min(n, size)
-		if size == insertChunk {
+		if size >= insertChunk {
 			n %= size // the rest of full chunks all use this one
 		}
 	}
@@ -826,7 +851,7 @@ func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) 
 	// step per chunk instead of per row, which is most of the ledger's CPU.
 	args := agg.args[:0]
 	for start := 0; start < len(rows); {
-		chunk := rows[start : start+chunkFor(len(rows)-start)]
+		chunk := rows[start : start+s.insertChunkFor(len(rows)-start)]
 		start += len(chunk)
 		args = args[:0]
 		for i := range chunk {
@@ -846,7 +871,7 @@ func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) 
 				r.costMicros, g.LatencyMS, g.GenerationTimeMS, r.createdMS)
 		}
 		yieldCPU()
-		if _, err := tx.StmtContext(ctx, s.stmts[insertSQL[len(chunk)]]).ExecContext(ctx, args...); err != nil {
+		if _, err := tx.StmtContext(ctx, s.stmts[insertSQLFor(len(chunk))]).ExecContext(ctx, args...); err != nil {
 			if len(chunk) == 1 {
 				return fmt.Errorf("ledger: insert generation %q: %w", chunk[0].g.ID, err)
 			}

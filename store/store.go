@@ -248,7 +248,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	s.w, err = sql.Open("sqlite", path+"?"+dsnPragmas+
 		"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=temp_store(MEMORY)&_txlock=immediate"+
-		ckptDSN+writerPragmas(s.batchSize))
+		ckptDSN+writerPragmas(s.batchSize, opts.Checkpoint))
 	if err != nil {
 		return nil, fmt.Errorf("open writer: %w", err)
 	}
