@@ -62,6 +62,8 @@ type Backend struct {
 	cacheSecret []byte
 	// auth is the Authorization header's value, built once (nil: none).
 	auth []string
+	// hdr is the request header, built once (Client.Header): [stream].
+	hdr [2]http.Header
 }
 
 var _ upstream.Backend = (*Backend)(nil)
@@ -75,6 +77,7 @@ func New(o upstream.HTTPOptions) *Backend {
 	if b.h.Opts.APIKey != "" {
 		b.auth = []string{"Bearer " + b.h.Opts.APIKey}
 	}
+	b.hdr = [2]http.Header{b.h.Header(b.baseHeader(false)), b.h.Header(b.baseHeader(true))}
 	return b
 }
 
@@ -181,9 +184,17 @@ func (b *Backend) Stream(ctx context.Context, req *llm.Request) (upstream.Stream
 	return protocol.Stopped(s, err, openAIStops, req)
 }
 
+// header is the request's header (New builds it with baseHeader).
 func (b *Backend) header(stream bool) http.Header {
-	// The values are shared between calls: the transport only reads them.
-	h := make(http.Header, 4) // and Post's Content-Type and User-Agent
+	if stream {
+		return b.hdr[1]
+	}
+	return b.hdr[0]
+}
+
+// baseHeader is the protocol's own part of the request's header.
+func (b *Backend) baseHeader(stream bool) http.Header {
+	h := make(http.Header, 4) // and Client.Header's Content-Type and User-Agent
 	if b.auth != nil {
 		h["Authorization"] = b.auth
 	}

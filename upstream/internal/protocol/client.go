@@ -224,9 +224,28 @@ type Call struct {
 	trace httptrace.ClientTrace
 }
 
-// Post sends body to url. It returns once the response headers have come
-// with a 2xx status; any other status is read and mapped to an *llm.Error.
-// The caller must call c.Release when done with the response.
+// Header returns base with what every request to the upstream carries
+// besides: Content-Type, User-Agent and the configured headers (which
+// override the others). A backend builds its headers once with it: Post
+// sends a header as it is, and calls share it, as the transport only
+// reads a request's header (one map and its values less a call).
+func (h *Client) Header(base http.Header) http.Header {
+	hd := base.Clone()
+	if hd == nil {
+		hd = http.Header{}
+	}
+	hd["Content-Type"] = contentTypeJSON
+	hd["User-Agent"] = userAgent
+	for k, v := range h.Opts.Headers {
+		hd.Set(k, v)
+	}
+	return hd
+}
+
+// Post sends body to url with header, which it does not change (see
+// Header). It returns once the response headers have come with a 2xx
+// status; any other status is read and mapped to an *llm.Error. The
+// caller must call c.Release when done with the response.
 //
 // A redirect is not followed: a 3xx is an upstream failure like any other
 // status (upstream.ErrorFromStatus), which the operator's log reports with
@@ -291,13 +310,6 @@ func (h *Client) Post(ctx context.Context, url string, header http.Header, body 
 		ContentLength: int64(len(body)),
 		Host:          u.Host,
 	}).WithContext(rctx)
-	// Shared values, as the transport only reads them (Set would allocate
-	// each again for every call).
-	req.Header["Content-Type"] = contentTypeJSON
-	req.Header["User-Agent"] = userAgent
-	for k, v := range h.Opts.Headers {
-		req.Header.Set(k, v)
-	}
 	resp, err := h.send(req)
 	if err != nil {
 		err = c.fail(err, upstream.MsgUnreachable)
