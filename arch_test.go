@@ -14,7 +14,7 @@ import (
 var allowed = map[string][]string{
 	"":                    {"cli"},
 	"cli":                 {"server", "store", "config", "billing", "upstream", "upstream/openai", "upstream/anthropic", "upstream/gemini", "upstream/fixture", "surfaces/account", "seal", "internal/logtext"},
-	"server":              {"surfaces/*", "classify", "upstream", "billing", "store", "seal", "llm"},
+	"server":              {"surfaces/*", "classify", "upstream", "billing", "store", "seal", "llm", "internal/logtext"},
 	"surfaces/*":          {"surfaces/surface", "llm"}, // chat, messages, gencontent and any surface to come
 	"surfaces/surface":    {"llm"},                     // the Codec contract between server and the surfaces
 	"surfaces/chat":       {"surfaces/surface", "llm"},

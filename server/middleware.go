@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/svcgw/svcgw/internal/logtext"
 	"github.com/svcgw/svcgw/llm"
 	"github.com/svcgw/svcgw/store"
 	"github.com/svcgw/svcgw/surfaces/surface"
@@ -21,6 +22,7 @@ type ctxKey int
 
 // logRecordKey is the context key of a request's *logRecord, which also
 // holds its id: one context value and one copy of the request per call.
+// The record is that context value itself (logRecord.Value).
 const logRecordKey ctxKey = 0
 
 // authedHandler is a handler that runs after authentication.
@@ -30,6 +32,11 @@ type authedHandler func(w http.ResponseWriter, r *http.Request, caller store.Key
 // pipeline fills it in as it learns things; withAccessLog writes it at the
 // end, and hands it to the metrics.
 type logRecord struct {
+	// The request's context, of which the record is the child that
+	// carries it under logRecordKey: what context.WithValue would
+	// allocate apart.
+	context.Context
+
 	id          string // the request id (withRequestID)
 	route       string
 	surface     llm.Surface
@@ -50,6 +57,20 @@ type logRecord struct {
 	firstByte               time.Time
 	bodyRead                time.Duration
 	app                     string
+
+	// In the record, so that one allocation holds them: the id's header
+	// value (withRequestID) and the status writer (withAccessLog).
+	idHeader [1]string
+	sw       statusWriter
+}
+
+// Value returns the record for logRecordKey, else what the request's
+// context holds for key.
+func (rec *logRecord) Value(key any) any {
+	if key == logRecordKey {
+		return rec
+	}
+	return rec.Context.Value(key)
 }
 
 func recordFrom(ctx context.Context) *logRecord {
@@ -103,11 +124,13 @@ func (s *Server) withRecover(next http.Handler) http.Handler {
 func (s *Server) withRequestID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := newRequestID()
+		rec := &logRecord{Context: r.Context(), id: id}
 		// Both headers share one value slice: net/http only reads them.
-		v := []string{id}
+		rec.idHeader[0] = id
+		v := rec.idHeader[:]
 		h := w.Header()
 		h["X-Request-Id"], h["Request-Id"] = v, v
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), logRecordKey, &logRecord{id: id})))
+		next.ServeHTTP(w, r.WithContext(rec))
 	})
 }
 
@@ -142,10 +165,11 @@ func (s *Server) withAccessLog(next http.Handler) http.Handler {
 		start := time.Now()
 		rec, _ := r.Context().Value(logRecordKey).(*logRecord)
 		if rec == nil { // not under withRequestID
-			rec = &logRecord{}
-			r = r.WithContext(context.WithValue(r.Context(), logRecordKey, rec))
+			rec = &logRecord{Context: r.Context()}
+			r = r.WithContext(rec)
 		}
-		sw := &statusWriter{ResponseWriter: w}
+		sw := &rec.sw
+		sw.ResponseWriter = w
 		next.ServeHTTP(sw, r)
 		s.metrics.observeCall(rec, sw.status, start, time.Now())
 		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || !s.sampler.allow(sw.status) {
@@ -159,8 +183,7 @@ func (s *Server) withAccessLog(next http.Handler) http.Handler {
 		if !h.Enabled(ctx, level) {
 			return
 		}
-		line := slog.NewRecord(time.Now(), level, "request", 0)
-		line.AddAttrs(
+		attrs := [...]slog.Attr{
 			slog.String("request_id", rec.id),
 			slog.String("route", rec.route),
 			slog.String("surface", string(rec.surface)),
@@ -174,7 +197,15 @@ func (s *Server) withAccessLog(next http.Handler) http.Handler {
 			slog.String("cost", rec.cost),
 			slog.Int("duration_ms", int(time.Since(start).Milliseconds())),
 			slog.Bool("canceled", rec.canceled),
-		)
+		}
+		// svcgw's own handler takes the attributes as they are: a record
+		// holds five in place and allocates for the other eight.
+		if lh, ok := h.(*logtext.Handler); ok {
+			_ = lh.HandleAttrs(ctx, time.Now(), level, "request", attrs[:]...)
+			return
+		}
+		line := slog.NewRecord(time.Now(), level, "request", 0)
+		line.AddAttrs(attrs[:]...)
 		_ = h.Handle(ctx, line)
 	})
 }
@@ -215,8 +246,11 @@ func apiKey(r *http.Request) (string, error) {
 			return "", err
 		}
 	}
-	if err := take("?key=", r.URL.Query().Get("key")); err != nil {
-		return "", err
+	// Query would parse an empty query into a map of its own.
+	if r.URL.RawQuery != "" {
+		if err := take("?key=", r.URL.Query().Get("key")); err != nil {
+			return "", err
+		}
 	}
 	return key, nil
 }

@@ -110,51 +110,91 @@ func (h *Handler) Handle(ctx context.Context, r slog.Record) error {
 	return err
 }
 
+// HandleAttrs writes the line Handle writes for a record of t, level, msg
+// and attrs (with no program counter), without building the record: a
+// record holds five attributes in place and allocates for the rest.
+func (h *Handler) HandleAttrs(ctx context.Context, t time.Time, level slog.Level, msg string, attrs ...slog.Attr) error {
+	if h.fast {
+		bp := bufPool.Get().(*[]byte)
+		defer func() {
+			if cap(*bp) <= maxPooled {
+				bufPool.Put(bp)
+			}
+		}()
+		b, ok := appendHead((*bp)[:0], t, level, msg), true
+		for _, a := range attrs {
+			if b, ok = appendAttr(b, a); !ok {
+				break
+			}
+		}
+		*bp = b
+		if ok {
+			*bp = append(b, '\n')
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			_, err := h.w.Write(*bp)
+			return err
+		}
+	}
+	r := slog.NewRecord(t, level, msg, 0)
+	r.AddAttrs(attrs...)
+	return h.text.Handle(ctx, r)
+}
+
 // appendRecord appends r's line as slog.TextHandler formats it with no
 // options, and reports false (leaving b's contents undefined) when an
 // attribute is of a kind it leaves to the TextHandler.
 func appendRecord(b []byte, r slog.Record) ([]byte, bool) {
-	if !r.Time.IsZero() {
+	b = appendHead(b, r.Time, r.Level, r.Message)
+	ok := true
+	r.Attrs(func(a slog.Attr) bool {
+		b, ok = appendAttr(b, a)
+		return ok
+	})
+	return append(b, '\n'), ok
+}
+
+// appendHead appends a line's time, level and message.
+func appendHead(b []byte, t time.Time, level slog.Level, msg string) []byte {
+	if !t.IsZero() {
 		b = append(b, "time="...)
-		b = appendRFC3339Millis(b, r.Time.Round(0))
+		b = appendRFC3339Millis(b, t.Round(0))
 		b = append(b, ' ')
 	}
 	b = append(b, "level="...)
-	b = appendString(b, r.Level.String())
+	b = appendString(b, level.String())
 	b = append(b, " msg="...)
-	b = appendString(b, r.Message)
-	ok := true
-	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == "" {
-			ok = false // elided when the value is empty too: the TextHandler decides
-			return false
-		}
-		n := len(b)
-		b = append(b, ' ')
-		b = appendString(b, a.Key)
-		b = append(b, '=')
-		switch v := a.Value; v.Kind() {
-		case slog.KindString:
-			b = appendString(b, v.String())
-		case slog.KindInt64:
-			b = strconv.AppendInt(b, v.Int64(), 10)
-		case slog.KindUint64:
-			b = strconv.AppendUint(b, v.Uint64(), 10)
-		case slog.KindFloat64:
-			b = strconv.AppendFloat(b, v.Float64(), 'g', -1, 64)
-		case slog.KindBool:
-			b = strconv.AppendBool(b, v.Bool())
-		case slog.KindDuration:
-			b = append(b, v.Duration().String()...)
-		case slog.KindTime:
-			b = appendRFC3339Millis(b, v.Time())
-		default: // Any (errors among them), LogValuer, Group
-			b, ok = b[:n], false
-			return false
-		}
-		return true
-	})
-	return append(b, '\n'), ok
+	return appendString(b, msg)
+}
+
+// appendAttr appends one attribute, and reports false (leaving b's
+// contents undefined) when it is of a kind left to the TextHandler.
+func appendAttr(b []byte, a slog.Attr) ([]byte, bool) {
+	if a.Key == "" {
+		return b, false // elided when the value is empty too: the TextHandler decides
+	}
+	b = append(b, ' ')
+	b = appendString(b, a.Key)
+	b = append(b, '=')
+	switch v := a.Value; v.Kind() {
+	case slog.KindString:
+		b = appendString(b, v.String())
+	case slog.KindInt64:
+		b = strconv.AppendInt(b, v.Int64(), 10)
+	case slog.KindUint64:
+		b = strconv.AppendUint(b, v.Uint64(), 10)
+	case slog.KindFloat64:
+		b = strconv.AppendFloat(b, v.Float64(), 'g', -1, 64)
+	case slog.KindBool:
+		b = strconv.AppendBool(b, v.Bool())
+	case slog.KindDuration:
+		b = append(b, v.Duration().String()...)
+	case slog.KindTime:
+		b = appendRFC3339Millis(b, v.Time())
+	default: // Any (errors among them), LogValuer, Group
+		return b, false
+	}
+	return b, true
 }
 
 // appendRFC3339Millis is slog's: RFC 3339 with exactly three fractional

@@ -24,6 +24,16 @@ func both(t testing.TB, opts *slog.HandlerOptions, r slog.Record) (want, got str
 	if err := NewHandler(&gb, opts).Handle(context.Background(), r); err != nil {
 		t.Fatal(err)
 	}
+	// HandleAttrs, given the record's parts, writes what Handle does.
+	var ab bytes.Buffer
+	var attrs []slog.Attr
+	r.Attrs(func(a slog.Attr) bool { attrs = append(attrs, a); return true })
+	if err := NewHandler(&ab, opts).HandleAttrs(context.Background(), r.Time, r.Level, r.Message, attrs...); err != nil {
+		t.Fatal(err)
+	}
+	if ab.String() != gb.String() {
+		t.Errorf("HandleAttrs wrote\n%q\nHandle\n%q", ab.String(), gb.String())
+	}
 	return wb.String(), gb.String()
 }
 

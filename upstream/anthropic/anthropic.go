@@ -59,6 +59,8 @@ import (
 type Backend struct {
 	h   protocol.Client
 	url string
+	// hdr is the request header, built once (Client.Header): [stream].
+	hdr [2]http.Header
 }
 
 var _ upstream.Backend = (*Backend)(nil)
@@ -67,6 +69,7 @@ var _ upstream.Backend = (*Backend)(nil)
 func New(o upstream.HTTPOptions) *Backend {
 	b := &Backend{h: protocol.NewClient(o, "https://api.anthropic.com", anthropicErrorHint)}
 	b.url = b.h.Opts.BaseURL + "/v1/messages"
+	b.hdr = [2]http.Header{b.h.Header(b.baseHeader(false)), b.h.Header(b.baseHeader(true))}
 	return b
 }
 
@@ -140,7 +143,16 @@ func (b *Backend) Stream(ctx context.Context, req *llm.Request) (upstream.Stream
 	return protocol.Stopped(s, err, anthropicStops, req)
 }
 
+// header is the request's header (New builds it with baseHeader).
 func (b *Backend) header(stream bool) http.Header {
+	if stream {
+		return b.hdr[1]
+	}
+	return b.hdr[0]
+}
+
+// baseHeader is the protocol's own part of the request's header.
+func (b *Backend) baseHeader(stream bool) http.Header {
 	h := http.Header{}
 	if b.h.Opts.APIKey != "" {
 		h.Set("X-Api-Key", b.h.Opts.APIKey)

@@ -65,6 +65,8 @@ import (
 type Backend struct {
 	h              protocol.Client
 	url, streamURL string
+	// hdr is the request header, built once (Client.Header): [stream].
+	hdr [2]http.Header
 }
 
 var _ upstream.Backend = (*Backend)(nil)
@@ -74,6 +76,7 @@ func New(o upstream.HTTPOptions) *Backend {
 	b := &Backend{h: protocol.NewClient(o, "https://generativelanguage.googleapis.com", geminiErrorHint)}
 	base := b.h.Opts.BaseURL + "/v1beta/models/" + url.PathEscape(strings.TrimPrefix(b.h.Opts.Model, "models/"))
 	b.url, b.streamURL = base+":generateContent", base+":streamGenerateContent?alt=sse"
+	b.hdr = [2]http.Header{b.h.Header(b.baseHeader(false)), b.h.Header(b.baseHeader(true))}
 	return b
 }
 
@@ -138,7 +141,16 @@ func (b *Backend) Stream(ctx context.Context, req *llm.Request) (upstream.Stream
 	return protocol.Stopped(s, err, geminiStops, req)
 }
 
+// header is the request's header (New builds it with baseHeader).
 func (b *Backend) header(stream bool) http.Header {
+	if stream {
+		return b.hdr[1]
+	}
+	return b.hdr[0]
+}
+
+// baseHeader is the protocol's own part of the request's header.
+func (b *Backend) baseHeader(stream bool) http.Header {
 	h := http.Header{}
 	if b.h.Opts.APIKey != "" {
 		h.Set("X-Goog-Api-Key", b.h.Opts.APIKey)

@@ -217,11 +217,35 @@ type Call struct {
 
 	connMu    sync.Mutex
 	connTimer *time.Timer
+
+	// The request's body and trace live as long as the call does: one
+	// allocation for the three.
+	body  requestBody
+	trace httptrace.ClientTrace
 }
 
-// Post sends body to url. It returns once the response headers have come
-// with a 2xx status; any other status is read and mapped to an *llm.Error.
-// The caller must call c.Release when done with the response.
+// Header returns base with what every request to the upstream carries
+// besides: Content-Type, User-Agent and the configured headers (which
+// override the others). A backend builds its headers once with it: Post
+// sends a header as it is, and calls share it, as the transport only
+// reads a request's header (one map and its values less a call).
+func (h *Client) Header(base http.Header) http.Header {
+	hd := base.Clone()
+	if hd == nil {
+		hd = http.Header{}
+	}
+	hd["Content-Type"] = contentTypeJSON
+	hd["User-Agent"] = userAgent
+	for k, v := range h.Opts.Headers {
+		hd.Set(k, v)
+	}
+	return hd
+}
+
+// Post sends body to url with header, which it does not change (see
+// Header). It returns once the response headers have come with a 2xx
+// status; any other status is read and mapped to an *llm.Error. The
+// caller must call c.Release when done with the response.
 //
 // A redirect is not followed: a 3xx is an upstream failure like any other
 // status (upstream.ErrorFromStatus), which the operator's log reports with
@@ -236,8 +260,10 @@ func (h *Client) Post(ctx context.Context, url string, header http.Header, body 
 		c.cause.Store(timeout(h.firstByte, "first byte", d))
 		c.timer = time.AfterFunc(d, c.fire)
 	}
-	rb := &requestBody{b: body}
-	trace := &httptrace.ClientTrace{WroteRequest: rb.wroteRequest}
+	rb := &c.body
+	rb.b = body
+	trace := &c.trace
+	trace.WroteRequest = rb.wroteRequest
 	if d := h.Opts.ConnectTimeout; d > 0 {
 		trace.GetConn = func(string) {
 			c.connMu.Lock()
@@ -257,28 +283,33 @@ func (h *Client) Post(ctx context.Context, url string, header http.Header, body 
 	}
 	rctx := httptrace.WithClientTrace(c.ctx, trace)
 	u, err := h.requestURL(url)
-	var req *http.Request
-	if err == nil {
-		// The URL parsed once (requestURL); NewRequest parses an empty one.
-		req, err = http.NewRequestWithContext(rctx, http.MethodPost, "", rb.reader())
-	}
-	if err == nil {
-		req.URL, req.Host = u, u.Host
-	}
 	if err != nil {
 		c.Release()
 		return nil, nil, &llm.Error{Kind: llm.KindInternal, Message: "internal error", Err: fmt.Errorf("build upstream request: %w", err)}
 	}
-	req.GetBody = rb.get
 	defer rb.release()
-	req.Header = header
-	// Shared values, as the transport only reads them (Set would allocate
-	// each again for every call).
-	req.Header["Content-Type"] = contentTypeJSON
-	req.Header["User-Agent"] = userAgent
-	for k, v := range h.Opts.Headers {
-		req.Header.Set(k, v)
+	// The request as NewRequestWithContext makes it for a *bytes.Reader
+	// body, without what it would allocate only for this to replace: the
+	// URL it parses, the header map, the GetBody closure. The literal stays
+	// on the stack: WithContext copies it.
+	var rc io.ReadCloser = http.NoBody
+	if r := rb.reader(); len(body) > 0 {
+		// A NopCloser of a *bytes.Reader: the transport sends an in-memory
+		// body with the headers in one write.
+		rc = io.NopCloser(r)
 	}
+	req := (&http.Request{
+		Method:        http.MethodPost,
+		URL:           u,
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        header,
+		Body:          rc,
+		GetBody:       rb.get,
+		ContentLength: int64(len(body)),
+		Host:          u.Host,
+	}).WithContext(rctx)
 	resp, err := h.send(req)
 	if err != nil {
 		err = c.fail(err, upstream.MsgUnreachable)
