@@ -8,7 +8,7 @@ require (
 	github.com/svcgw/svcgw v0.0.0-00010101000000-000000000000
 	github.com/tsenart/vegeta/v12 v12.12.0
 	golang.org/x/exp v0.0.0-20261014143641-f0251eb4aa3e
-	modernc.org/sqlite v1.61.1
+	modernc.org/sqlite v1.62.0
 )
 
 require (
@@ -41,7 +41,7 @@ require (
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
-	modernc.org/libc v1.79.0 // indirect
+	modernc.org/libc v1.80.1 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 )
