@@ -166,8 +166,6 @@ func (g *bodyGuard) Write(b []byte) (int, error) {
 
 func (g *bodyGuard) Unwrap() http.ResponseWriter { return g.ResponseWriter }
 
-// readBody reads the whole (guarded) request body. The time it takes is
-// the caller's, not svcgw's: the access record keeps it apart.
 // readAllSized is io.ReadAll into a buffer of the body's declared length,
 // allocated once instead of grown from 512 bytes, when that length is known
 // and within the guard's limit (a larger one is refused by the guard, which
@@ -194,6 +192,8 @@ func readAllSized(body io.Reader, size int64) ([]byte, error) {
 	}
 }
 
+// readBody reads the whole (guarded) request body. The time it takes is
+// the caller's, not svcgw's: the access record keeps it apart.
 func (s *Server) readBody(r *http.Request) ([]byte, error) {
 	start := time.Now()
 	body, err := readAllSized(r.Body, r.ContentLength)
