@@ -59,8 +59,7 @@ import (
 type Backend struct {
 	h   protocol.Client
 	url string
-	// hdr is the request header, built once (Client.Header): [stream].
-	hdr [2]http.Header
+	hdr protocol.Headers // built once by New
 }
 
 var _ upstream.Backend = (*Backend)(nil)
@@ -69,7 +68,7 @@ var _ upstream.Backend = (*Backend)(nil)
 func New(o upstream.HTTPOptions) *Backend {
 	b := &Backend{h: protocol.NewClient(o, "https://api.anthropic.com", anthropicErrorHint)}
 	b.url = b.h.Opts.BaseURL + "/v1/messages"
-	b.hdr = [2]http.Header{b.h.Header(b.baseHeader(false)), b.h.Header(b.baseHeader(true))}
+	b.hdr = b.h.Headers(b.baseHeader)
 	return b
 }
 
@@ -93,7 +92,7 @@ func (b *Backend) Complete(ctx context.Context, req *llm.Request) (*llm.Response
 	if err != nil {
 		return nil, err
 	}
-	raw, err := b.h.PostRead(ctx, b.url, b.header(false), body)
+	raw, err := b.h.PostRead(ctx, b.url, b.hdr.Call, body)
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +134,7 @@ func (b *Backend) Stream(ctx context.Context, req *llm.Request) (upstream.Stream
 	if err != nil {
 		return nil, err
 	}
-	c, resp, err := b.h.Post(ctx, b.url, b.header(true), body)
+	c, resp, err := b.h.Post(ctx, b.url, b.hdr.Stream, body)
 	if err != nil {
 		return nil, err
 	}
@@ -143,15 +142,8 @@ func (b *Backend) Stream(ctx context.Context, req *llm.Request) (upstream.Stream
 	return protocol.Stopped(s, err, anthropicStops, req)
 }
 
-// header is the request's header (New builds it with baseHeader).
-func (b *Backend) header(stream bool) http.Header {
-	if stream {
-		return b.hdr[1]
-	}
-	return b.hdr[0]
-}
-
-// baseHeader is the protocol's own part of the request's header.
+// baseHeader is the protocol's own part of a request's header (New
+// builds the whole with Client.Headers).
 func (b *Backend) baseHeader(stream bool) http.Header {
 	h := http.Header{}
 	if b.h.Opts.APIKey != "" {

@@ -65,8 +65,7 @@ import (
 type Backend struct {
 	h              protocol.Client
 	url, streamURL string
-	// hdr is the request header, built once (Client.Header): [stream].
-	hdr [2]http.Header
+	hdr            protocol.Headers // built once by New
 }
 
 var _ upstream.Backend = (*Backend)(nil)
@@ -76,7 +75,7 @@ func New(o upstream.HTTPOptions) *Backend {
 	b := &Backend{h: protocol.NewClient(o, "https://generativelanguage.googleapis.com", geminiErrorHint)}
 	base := b.h.Opts.BaseURL + "/v1beta/models/" + url.PathEscape(strings.TrimPrefix(b.h.Opts.Model, "models/"))
 	b.url, b.streamURL = base+":generateContent", base+":streamGenerateContent?alt=sse"
-	b.hdr = [2]http.Header{b.h.Header(b.baseHeader(false)), b.h.Header(b.baseHeader(true))}
+	b.hdr = b.h.Headers(b.baseHeader)
 	return b
 }
 
@@ -93,7 +92,7 @@ func (b *Backend) Complete(ctx context.Context, req *llm.Request) (*llm.Response
 	if err != nil {
 		return nil, err
 	}
-	raw, err := b.h.PostRead(ctx, b.url, b.header(false), body)
+	raw, err := b.h.PostRead(ctx, b.url, b.hdr.Call, body)
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +132,7 @@ func (b *Backend) Stream(ctx context.Context, req *llm.Request) (upstream.Stream
 	if err != nil {
 		return nil, err
 	}
-	c, resp, err := b.h.Post(ctx, b.streamURL, b.header(true), body)
+	c, resp, err := b.h.Post(ctx, b.streamURL, b.hdr.Stream, body)
 	if err != nil {
 		return nil, err
 	}
@@ -141,15 +140,8 @@ func (b *Backend) Stream(ctx context.Context, req *llm.Request) (upstream.Stream
 	return protocol.Stopped(s, err, geminiStops, req)
 }
 
-// header is the request's header (New builds it with baseHeader).
-func (b *Backend) header(stream bool) http.Header {
-	if stream {
-		return b.hdr[1]
-	}
-	return b.hdr[0]
-}
-
-// baseHeader is the protocol's own part of the request's header.
+// baseHeader is the protocol's own part of a request's header (New
+// builds the whole with Client.Headers).
 func (b *Backend) baseHeader(stream bool) http.Header {
 	h := http.Header{}
 	if b.h.Opts.APIKey != "" {

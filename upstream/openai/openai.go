@@ -62,8 +62,7 @@ type Backend struct {
 	cacheSecret []byte
 	// auth is the Authorization header's value, built once (nil: none).
 	auth []string
-	// hdr is the request header, built once (Client.Header): [stream].
-	hdr [2]http.Header
+	hdr  protocol.Headers // built once by New
 }
 
 var _ upstream.Backend = (*Backend)(nil)
@@ -77,7 +76,7 @@ func New(o upstream.HTTPOptions) *Backend {
 	if b.h.Opts.APIKey != "" {
 		b.auth = []string{"Bearer " + b.h.Opts.APIKey}
 	}
-	b.hdr = [2]http.Header{b.h.Header(b.baseHeader(false)), b.h.Header(b.baseHeader(true))}
+	b.hdr = b.h.Headers(b.baseHeader)
 	return b
 }
 
@@ -110,7 +109,7 @@ func (b *Backend) Complete(ctx context.Context, req *llm.Request) (*llm.Response
 	if err != nil {
 		return nil, err
 	}
-	raw, err := b.h.PostRead(ctx, b.url, b.header(false), body)
+	raw, err := b.h.PostRead(ctx, b.url, b.hdr.Call, body)
 	if err != nil {
 		return nil, err
 	}
@@ -174,7 +173,7 @@ func (b *Backend) Stream(ctx context.Context, req *llm.Request) (upstream.Stream
 	if err != nil {
 		return nil, err
 	}
-	c, resp, err := b.h.Post(ctx, b.url, b.header(true), body)
+	c, resp, err := b.h.Post(ctx, b.url, b.hdr.Stream, body)
 	if err != nil {
 		return nil, err
 	}
@@ -184,15 +183,8 @@ func (b *Backend) Stream(ctx context.Context, req *llm.Request) (upstream.Stream
 	return protocol.Stopped(s, err, openAIStops, req)
 }
 
-// header is the request's header (New builds it with baseHeader).
-func (b *Backend) header(stream bool) http.Header {
-	if stream {
-		return b.hdr[1]
-	}
-	return b.hdr[0]
-}
-
-// baseHeader is the protocol's own part of the request's header.
+// baseHeader is the protocol's own part of a request's header (New
+// builds the whole with Client.Headers).
 func (b *Backend) baseHeader(stream bool) http.Header {
 	h := make(http.Header, 4) // and Client.Header's Content-Type and User-Agent
 	if b.auth != nil {

@@ -224,6 +224,16 @@ type Call struct {
 	trace httptrace.ClientTrace
 }
 
+// Headers are a backend's request headers, built once by Client.Headers:
+// one for calls answered whole and one for streams.
+type Headers struct{ Call, Stream http.Header }
+
+// Headers builds a backend's request headers (see Header) from base, the
+// protocol's own part of them for a call or a stream.
+func (h *Client) Headers(base func(stream bool) http.Header) Headers {
+	return Headers{Call: h.Header(base(false)), Stream: h.Header(base(true))}
+}
+
 // Header returns base with what every request to the upstream carries
 // besides: Content-Type, User-Agent and the configured headers (which
 // override the others). A backend builds its headers once with it: Post
