@@ -234,13 +234,8 @@ type oaChunkChoice struct {
 	FinishReason *string `json:"finish_reason"`
 }
 
-type oaDelta struct {
-	Content          oaText           `json:"content"`
-	ReasoningContent *string          `json:"reasoning_content"`
-	Reasoning        *string          `json:"reasoning"`
-	Refusal          *string          `json:"refusal"`
-	ToolCalls        []oaRespToolCall `json:"tool_calls"`
-}
+// oaDelta is a chunk's delta: the members of a reply's message, in part.
+type oaDelta oaRespMessage
 
 // openAIStream decodes chat-completions chunks.
 type openAIStream struct {

@@ -135,35 +135,7 @@ func optText(sc *protocol.Scanner, span *textSpan, kind textKind) *string {
 }
 
 func scanDelta(sc *protocol.Scanner, d *oaDelta, span *textSpan) {
-	if !sc.Open('{') {
-		return
-	}
-	var seen uint32
-	for first := true; sc.More('}', first); first = false {
-		switch key := sc.Key(); string(key) {
-		case "content":
-			sc.Once(&seen, 1)
-			if t, ok := text(sc, span, textContent); ok { // an array of parts fails here
-				d.Content = oaText(t)
-			}
-		case "reasoning_content":
-			sc.Once(&seen, 2)
-			d.ReasoningContent = optText(sc, span, textReasoningContent)
-		case "reasoning":
-			sc.Once(&seen, 4)
-			d.Reasoning = optText(sc, span, textReasoning)
-		case "refusal":
-			sc.Once(&seen, 8)
-			d.Refusal = optText(sc, span, textRefusal)
-		case "tool_calls":
-			sc.Once(&seen, 16)
-			if !sc.Null() {
-				sc.Fail() // tool-call deltas are read by the decoder
-			}
-		default:
-			sc.Unknown(key, "content", "reasoning_content", "reasoning", "refusal", "tool_calls")
-		}
-	}
+	scanMessage(sc, (*oaRespMessage)(d), span)
 }
 
 func scanUsage(sc *protocol.Scanner, u *oaUsage) {
@@ -308,7 +280,7 @@ func scanReplyChoices(sc *protocol.Scanner, r *oaResponse) {
 			case "message":
 				sc.Once(&seen, 1)
 				if !sc.Null() {
-					scanReplyMessage(sc, &ch.Message)
+					scanMessage(sc, &ch.Message, nil)
 				}
 			case "finish_reason":
 				sc.Once(&seen, 2)
@@ -322,7 +294,9 @@ func scanReplyChoices(sc *protocol.Scanner, r *oaResponse) {
 	}
 }
 
-func scanReplyMessage(sc *protocol.Scanner, m *oaRespMessage) {
+// scanMessage reads a reply's message or a chunk's delta (span: nil for a
+// message).
+func scanMessage(sc *protocol.Scanner, m *oaRespMessage, span *textSpan) {
 	if !sc.Open('{') {
 		return
 	}
@@ -331,18 +305,18 @@ func scanReplyMessage(sc *protocol.Scanner, m *oaRespMessage) {
 		switch key := sc.Key(); string(key) {
 		case "content":
 			sc.Once(&seen, 1)
-			if t, ok := text(sc, nil, textContent); ok { // an array of parts fails here
+			if t, ok := text(sc, span, textContent); ok { // an array of parts fails here
 				m.Content = oaText(t)
 			}
 		case "reasoning_content":
 			sc.Once(&seen, 2)
-			m.ReasoningContent = optText(sc, nil, textReasoningContent)
+			m.ReasoningContent = optText(sc, span, textReasoningContent)
 		case "reasoning":
 			sc.Once(&seen, 4)
-			m.Reasoning = optText(sc, nil, textReasoning)
+			m.Reasoning = optText(sc, span, textReasoning)
 		case "refusal":
 			sc.Once(&seen, 8)
-			m.Refusal = optText(sc, nil, textRefusal)
+			m.Refusal = optText(sc, span, textRefusal)
 		case "tool_calls":
 			sc.Once(&seen, 16)
 			switch {
