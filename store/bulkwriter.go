@@ -1,11 +1,6 @@
 package store
 
-import (
-	"context"
-	"database/sql"
-	"errors"
-	"fmt"
-)
+import "fmt"
 
 // A bulk writer: a store whose batches may hold bulkBatchRows generations
 // or more (a bulk load such as bench/seed's, 131,072 a batch); svcgw serve
@@ -51,20 +46,6 @@ const bulkBatchRows = 8192
 // generations is a bulk writer.
 func bulkWriter(batchSize int) bool { return batchSize >= bulkBatchRows }
 
-// writerDSNPragmas are the pragmas every connection of a store has, as the
-// writer connection of a store of batchSize has them: a bulk writer checks
-// no foreign key (its ledger checks each generation's account and key with
-// ledgerRefs instead, as PostgreSQL's does: SQLite's checks were two index
-// seeks a row, ~5% of a seeding's CPU, bench/RESULTS.md, session 5). Only
-// a bulk load opens a bulk writer, and it writes nothing else a foreign
-// key guards but through the store's own methods.
-func writerDSNPragmas(batchSize int) string {
-	if !bulkWriter(batchSize) {
-		return dsnPragmas
-	}
-	return "_pragma=busy_timeout(5000)&_pragma=foreign_keys(0)"
-}
-
 // writerPragmas are the DSN pragmas of the writer connection for its batch
 // size and checkpoint mode, beyond those of every writer: a bulk writer's
 // page cache and, where SQLite checkpoints in the commit, its threshold.
@@ -95,51 +76,3 @@ const bulkInsertChunk = 1024
 // largest batch: a committed call takes ~290 bytes on disk, most of them
 // new pages that go to the WAL at the commit anyway.
 const writerCacheBytesPerRow = 256
-
-// checkBulkRefs checks, for a bulk writer, that rows' accounts and keys
-// exist (ledgerRefs), since its connection checks no foreign key; a row
-// naming one that does not is refused alone (unstorable), as the foreign
-// key refused it.
-func (s *Store) checkBulkRefs(ctx context.Context, rows []genRow) error {
-	if !bulkWriter(s.batchSize) {
-		return nil
-	}
-	return s.refs.check(rows, func(accts []int64, keys []string, found func(int64, string)) error {
-		asked := make(map[any]bool)
-		for _, a := range accts {
-			if asked[a] {
-				continue
-			}
-			asked[a] = true
-			switch ok, err := s.exists(ctx, `SELECT 1 FROM accounts WHERE id = ?`, a); {
-			case err != nil:
-				return err
-			case ok:
-				found(a, "")
-			}
-		}
-		for _, k := range keys {
-			if asked[k] {
-				continue
-			}
-			asked[k] = true
-			switch ok, err := s.exists(ctx, `SELECT 1 FROM api_keys WHERE id = ?`, k); {
-			case err != nil:
-				return err
-			case ok:
-				found(0, k)
-			}
-		}
-		return nil
-	})
-}
-
-// exists reports whether query, on the writer connection, finds a row.
-func (s *Store) exists(ctx context.Context, query string, arg any) (bool, error) {
-	var one int
-	err := s.w.QueryRowContext(ctx, query, arg).Scan(&one)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
-	}
-	return err == nil, err
-}

@@ -51,7 +51,6 @@ func TestBulkWriter(t *testing.T) {
 		CommitTimeout: 2 * time.Minute}) // the race detector on a busy machine
 	is.Equal(writerPragma(t, s, "cache_size"), -bulkBatchRows*writerCacheBytesPerRow/1024)
 	is.Equal(writerPragma(t, s, "wal_autocheckpoint"), bulkCheckpointPages)
-	is.Equal(writerPragma(t, s, "foreign_keys"), 0) // its ledger checks references (ledgerRefs)
 
 	ctx := context.Background()
 	var keys []Key
@@ -116,5 +115,4 @@ func TestBulkWriter_CheckpointModes(t *testing.T) {
 	// A serving store keeps SQLite's own.
 	s, _ := newTestStore(t)
 	is.Equal(writerPragma(t, s, "wal_autocheckpoint"), 1000)
-	is.Equal(writerPragma(t, s, "foreign_keys"), 1)
 }

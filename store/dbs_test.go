@@ -37,21 +37,6 @@ func forEachDB(t *testing.T, test func(t *testing.T, open opener)) {
 	})
 }
 
-// forEachLedgerWriter is forEachDB with a third subtest, "sqlite-bulk": a
-// SQLite store opened as a bulk writer (bulkwriter.go), whose ledger checks
-// accounts and keys itself instead of its connection's foreign keys.
-func forEachLedgerWriter(t *testing.T, test func(t *testing.T, open opener)) {
-	t.Helper()
-	forEachDB(t, test)
-	t.Run("sqlite-bulk", func(t *testing.T) {
-		path := filepath.Join(t.TempDir(), "svcgw.db")
-		test(t, func(t testing.TB, opts Options) DB {
-			opts.BatchSize, opts.QueueSize = bulkBatchRows, bulkBatchRows
-			return openTestStore(t, path, opts)
-		})
-	})
-}
-
 // openTestPostgres is openTestStore for PostgreSQL.
 func openTestPostgres(t testing.TB, dsn string, opts Options) *Postgres {
 	t.Helper()

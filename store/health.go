@@ -179,9 +179,6 @@ func (s *ledgerCore) ledgerCommitted() {
 // (a constraint, a value it cannot hold): committing it again can never
 // succeed. Any other failure is the database's, and worth retrying.
 func (s *Store) unstorable(err error) bool {
-	if errors.Is(err, errNoReference) { // a bulk writer's (checkBulkRefs)
-		return true
-	}
 	var se *sqlite.Error
 	if !errors.As(err, &se) {
 		return false

@@ -800,9 +800,6 @@ func (s *ledgerCore) drop(r genRow, err error) {
 // commitBatch inserts the rows, applies one debit per account and one
 // spend_daily upsert per (account, key, day), all in one transaction.
 func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) error {
-	if err := s.checkBulkRefs(ctx, rows); err != nil {
-		return err
-	}
 	// Prepare the statements this batch needs (once: they are cached)
 	// before the transaction takes the writer's only connection. Parsing
 	// them again for every batch was a quarter of the ledger's CPU.

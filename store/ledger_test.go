@@ -77,7 +77,7 @@ func TestGeneration_NotFound(t *testing.T) {
 }
 
 func TestRecordGeneration_DropsBadRowsOnly(t *testing.T) {
-	forEachLedgerWriter(t, func(t *testing.T, open opener) {
+	forEachDB(t, func(t *testing.T, open opener) {
 		is := is.New(t)
 		var logs bytes.Buffer
 		clock := newTestClock()
@@ -117,8 +117,7 @@ func TestRecordGeneration_DropsBadRowsOnly(t *testing.T) {
 		is.Equal(bytes.Count(logs.Bytes(), []byte("generation dropped")), 5) // and nothing else
 		for _, line := range strings.Split(logs.String(), "\n") {
 			if strings.Contains(line, "generation_id=orphan ") || strings.Contains(line, "generation_id=bad-key ") {
-				// SQLite's foreign key, or the writer's own check (PostgreSQL's,
-				// SQLite's bulk writer's)
+				// SQLite's foreign key, or PostgreSQL's INSERT naming them
 				is.True(strings.Contains(line, "FOREIGN KEY constraint failed") || strings.Contains(line, "does not exist")) // the reference is the reason
 			}
 		}
@@ -130,7 +129,7 @@ func TestRecordGeneration_DropsBadRowsOnly(t *testing.T) {
 // and asks about new ones), and an unknown key is refused every time, not
 // only the first.
 func TestRecordGeneration_ReferencesCreatedLater(t *testing.T) {
-	forEachLedgerWriter(t, func(t *testing.T, open opener) {
+	forEachDB(t, func(t *testing.T, open opener) {
 		is := is.New(t)
 		var logs bytes.Buffer
 		s := open(t, Options{

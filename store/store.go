@@ -212,9 +212,6 @@ type Store struct {
 	// stmts are the ledger's prepared statements, by text; owned by the
 	// ledger goroutine.
 	stmts map[string]*sql.Stmt
-	// refs are the accounts and keys a bulk writer's ledger has seen
-	// (checkBulkRefs); owned by the ledger goroutine.
-	refs ledgerRefs
 
 	closeOnce sync.Once
 	closeErr  error
@@ -249,7 +246,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.w, err = sql.Open("sqlite", path+"?"+writerDSNPragmas(s.batchSize)+
+	s.w, err = sql.Open("sqlite", path+"?"+dsnPragmas+
 		"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=temp_store(MEMORY)&_txlock=immediate"+
 		ckptDSN+writerPragmas(s.batchSize, opts.Checkpoint))
 	if err != nil {
