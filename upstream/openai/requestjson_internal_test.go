@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"reflect"
 	"testing"
 
 	"github.com/svcgw/svcgw/upstream/internal/protocol"
@@ -159,4 +160,87 @@ func FuzzRequestJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, model, text, other string, flags uint64, f1, f2 float64, n int, seed int64) {
 		checkRequestJSON(t, fuzzRequest(model, text, other, flags, f1, f2, n, seed))
 	})
+}
+
+// TestRequestJSON_EveryField sets each field of a request, and of a
+// message, to a value that is not its zero (what a field holds filled
+// wholly, nested structs included), one field at a time, and checks
+// appendJSON against EncodeJSON: a field added to oaRequest, oaMessage or
+// a type they hold that appendJSON does not write fails here, whether or
+// not the fuzz corpus ever sets it.
+func TestRequestJSON_EveryField(t *testing.T) {
+	base := func() *oaRequest {
+		return &oaRequest{Model: "m", Messages: []oaMessage{{Role: "user", Content: "hi"}}}
+	}
+	rt := reflect.TypeFor[oaRequest]()
+	for i := range rt.NumField() {
+		t.Run(rt.Field(i).Name, func(t *testing.T) {
+			r := base()
+			fillNonZero(reflect.ValueOf(r).Elem().Field(i))
+			checkRequestJSON(t, r)
+		})
+	}
+	mt := reflect.TypeFor[oaMessage]()
+	for i := range mt.NumField() {
+		t.Run("oaMessage."+mt.Field(i).Name, func(t *testing.T) {
+			r := base()
+			fillNonZero(reflect.ValueOf(&r.Messages[0]).Elem().Field(i))
+			checkRequestJSON(t, r)
+		})
+	}
+	t.Run("oaPart", func(t *testing.T) {
+		var p oaPart
+		fillNonZero(reflect.ValueOf(&p).Elem())
+		r := base()
+		r.Messages[0].Content = []oaPart{p}
+		checkRequestJSON(t, r)
+	})
+}
+
+// fillNonZero sets v, and every exported field and element within it, to
+// a value that is not the zero of its type: a string "x", a number 1 (a
+// float 0.5), true, one element, one map entry, raw JSON 1, an interface
+// "x".
+func fillNonZero(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString("x")
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		v.SetInt(1)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		v.SetUint(1)
+	case reflect.Float32, reflect.Float64:
+		v.SetFloat(0.5)
+	case reflect.Pointer:
+		p := reflect.New(v.Type().Elem())
+		fillNonZero(p.Elem())
+		v.Set(p)
+	case reflect.Slice:
+		if v.Type() == reflect.TypeFor[json.RawMessage]() {
+			v.SetBytes([]byte("1"))
+			return
+		}
+		s := reflect.MakeSlice(v.Type(), 1, 1)
+		fillNonZero(s.Index(0))
+		v.Set(s)
+	case reflect.Map:
+		m := reflect.MakeMap(v.Type())
+		k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
+		fillNonZero(k)
+		fillNonZero(e)
+		m.SetMapIndex(k, e)
+		v.Set(m)
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				fillNonZero(v.Field(i))
+			}
+		}
+	case reflect.Interface:
+		v.Set(reflect.ValueOf("x"))
+	default:
+		panic("fillNonZero: " + v.Type().String())
+	}
 }
