@@ -35,6 +35,7 @@ var allowed = map[string][]string{
 	"seal":                {},      // authenticated encryption of caller-held tokens (golang.org/x/crypto only)
 	"internal/golden":     {"llm"}, // golden-file helpers, imported by the surfaces' tests only
 	"internal/pgtest":     {},      // a throwaway PostgreSQL for tests, imported by tests only
+	"internal/testfill":   {},      // values filled for encoder tests, imported by tests only
 	"internal/logtext":    {},      // the log handler: slog.TextHandler's bytes, cheaper
 
 	// what the vendor protocols share: HTTP transport, SSE reader, frame

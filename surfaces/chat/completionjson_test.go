@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"reflect"
 	"testing"
+
+	"github.com/svcgw/svcgw/internal/testfill"
 )
 
 // fuzzCompletion builds a completion from fuzzed values: flags pick which
@@ -108,6 +111,15 @@ func TestCompletionJSON(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestCompletionJSON_EveryField checks AppendJSON against encoding/json
+// with every field of a completion, and of what it holds, set: a field
+// added to the types and not written by AppendJSON fails here.
+func TestCompletionJSON_EveryField(t *testing.T) {
+	var c completion
+	testfill.FillNonZero(reflect.ValueOf(&c).Elem())
+	checkCompletionJSON(t, &c)
 }
 
 // FuzzCompletionJSON checks AppendJSON against encoding/json.

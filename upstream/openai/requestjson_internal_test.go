@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/svcgw/svcgw/internal/testfill"
+
 	"github.com/svcgw/svcgw/upstream/internal/protocol"
 )
 
@@ -176,7 +178,7 @@ func TestRequestJSON_EveryField(t *testing.T) {
 	for i := range rt.NumField() {
 		t.Run(rt.Field(i).Name, func(t *testing.T) {
 			r := base()
-			fillNonZero(reflect.ValueOf(r).Elem().Field(i))
+			testfill.FillNonZero(reflect.ValueOf(r).Elem().Field(i))
 			checkRequestJSON(t, r)
 		})
 	}
@@ -184,63 +186,15 @@ func TestRequestJSON_EveryField(t *testing.T) {
 	for i := range mt.NumField() {
 		t.Run("oaMessage."+mt.Field(i).Name, func(t *testing.T) {
 			r := base()
-			fillNonZero(reflect.ValueOf(&r.Messages[0]).Elem().Field(i))
+			testfill.FillNonZero(reflect.ValueOf(&r.Messages[0]).Elem().Field(i))
 			checkRequestJSON(t, r)
 		})
 	}
 	t.Run("oaPart", func(t *testing.T) {
 		var p oaPart
-		fillNonZero(reflect.ValueOf(&p).Elem())
+		testfill.FillNonZero(reflect.ValueOf(&p).Elem())
 		r := base()
 		r.Messages[0].Content = []oaPart{p}
 		checkRequestJSON(t, r)
 	})
-}
-
-// fillNonZero sets v, and every exported field and element within it, to
-// a value that is not the zero of its type: a string "x", a number 1 (a
-// float 0.5), true, one element, one map entry, raw JSON 1, an interface
-// "x".
-func fillNonZero(v reflect.Value) {
-	switch v.Kind() {
-	case reflect.String:
-		v.SetString("x")
-	case reflect.Bool:
-		v.SetBool(true)
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		v.SetInt(1)
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		v.SetUint(1)
-	case reflect.Float32, reflect.Float64:
-		v.SetFloat(0.5)
-	case reflect.Pointer:
-		p := reflect.New(v.Type().Elem())
-		fillNonZero(p.Elem())
-		v.Set(p)
-	case reflect.Slice:
-		if v.Type() == reflect.TypeFor[json.RawMessage]() {
-			v.SetBytes([]byte("1"))
-			return
-		}
-		s := reflect.MakeSlice(v.Type(), 1, 1)
-		fillNonZero(s.Index(0))
-		v.Set(s)
-	case reflect.Map:
-		m := reflect.MakeMap(v.Type())
-		k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
-		fillNonZero(k)
-		fillNonZero(e)
-		m.SetMapIndex(k, e)
-		v.Set(m)
-	case reflect.Struct:
-		for i := range v.NumField() {
-			if v.Type().Field(i).IsExported() {
-				fillNonZero(v.Field(i))
-			}
-		}
-	case reflect.Interface:
-		v.Set(reflect.ValueOf("x"))
-	default:
-		panic("fillNonZero: " + v.Type().String())
-	}
 }
