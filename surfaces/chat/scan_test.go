@@ -1,8 +1,11 @@
 package chat
 
 import (
+	"cmp"
 	"encoding/json"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/svcgw/svcgw/llm"
@@ -113,6 +116,29 @@ func TestScanChat(t *testing.T) {
 		var sc llm.JSONScanner
 		if !scanChat(&sc, []byte(s), &chatRequest{}) {
 			t.Errorf("%s: not scanned", s)
+		}
+	}
+}
+
+// TestScanChat_KnowsEveryMember checks chatKeys and messageKeys against
+// chatRequest's and chatMessage's JSON names: scanChat skips any other key
+// as a member the request does not have, so a member added to the types and
+// not to the lists would be dropped by the scanner where surface.Decode
+// reads it.
+func TestScanChat_KnowsEveryMember(t *testing.T) {
+	for _, c := range []struct {
+		typ  reflect.Type
+		keys []string
+	}{{reflect.TypeFor[chatRequest](), chatKeys}, {reflect.TypeFor[chatMessage](), messageKeys}} {
+		var names []string
+		for i := range c.typ.NumField() {
+			f := c.typ.Field(i)
+			if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); f.IsExported() && name != "-" {
+				names = append(names, cmp.Or(name, f.Name))
+			}
+		}
+		if got, want := slices.Sorted(slices.Values(c.keys)), slices.Sorted(slices.Values(names)); !slices.Equal(got, want) {
+			t.Errorf("%s: the scanner's keys are\n%q\nthe type's members\n%q", c.typ, got, want)
 		}
 	}
 }
