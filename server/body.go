@@ -166,44 +166,25 @@ func (g *bodyGuard) Write(b []byte) (int, error) {
 
 func (g *bodyGuard) Unwrap() http.ResponseWriter { return g.ResponseWriter }
 
-// readAllSized is io.ReadAll into a buffer of the body's declared length,
-// allocated once instead of grown from 512 bytes, when that length is known
-// and within the guard's limit (a larger one is refused by the guard, which
-// io.ReadAll reaches without allocating what the header claims). The byte
-// past the length lets the read that finds EOF land without growing it.
-func readAllSized(body io.Reader, size int64) ([]byte, error) {
-	g, ok := body.(*bodyGuard)
-	if !ok || size <= 0 || size > g.maxBody {
-		return io.ReadAll(body)
-	}
-	b := make([]byte, 0, size+1)
-	for {
-		n, err := body.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err != nil {
-			if err == io.EOF {
-				err = nil
-			}
-			return b, err
-		}
-		if len(b) == cap(b) { // more than declared: as io.ReadAll goes on
-			b = append(b, 0)[:len(b)]
-		}
-	}
-}
-
 // readBody reads the whole (guarded) request body. The time it takes is
 // the caller's, not svcgw's: the access record keeps it apart.
 func (s *Server) readBody(r *http.Request) ([]byte, error) {
 	start := time.Now()
-	body, err := readAllSized(r.Body, r.ContentLength)
+	// Allocated at its announced length when the guard allows it (a larger
+	// one is refused by the guard).
+	g, guarded := r.Body.(*bodyGuard)
+	var limit int64
+	if guarded {
+		limit = g.maxBody
+	}
+	body, err := llm.ReadAllSized(r.Body, r.ContentLength, limit)
 	recordFrom(r.Context()).bodyRead += time.Since(start)
 	if err != nil {
 		// The limits the guard applied (a reload may have changed the
 		// server's since).
 		set := s.current()
 		maxBody, minRate, timeout := set.maxBody, set.bodyMinRate, set.bodyTimeout
-		if g, ok := r.Body.(*bodyGuard); ok {
+		if guarded {
 			maxBody, minRate, timeout = g.maxBody, g.minRate, g.timeout
 		}
 		var mbe *http.MaxBytesError

@@ -523,7 +523,7 @@ func (h *Client) PostRead(ctx context.Context, url string, header http.Header, b
 // buffer is allocated at that size once instead of grown from 512 bytes.
 func (c *Call) ReadBody(r io.Reader, size int64) ([]byte, error) {
 	c.started()
-	b, err := readAllSized(io.LimitReader(&idleReader{r: r, c: c}, maxBodySize+1), size)
+	b, err := llm.ReadAllSized(io.LimitReader(&idleReader{r: r, c: c}, maxBodySize+1), size, maxBodySize)
 	if err != nil {
 		return nil, c.fail(err, upstream.MsgConnection)
 	}
@@ -531,30 +531,6 @@ func (c *Call) ReadBody(r io.Reader, size int64) ([]byte, error) {
 		return nil, &llm.Error{Kind: llm.KindUpstream, Message: upstream.MsgMalformed, Err: errors.New("upstream reply too large")}
 	}
 	return b, nil
-}
-
-// readAllSized is io.ReadAll starting from a buffer of size+1 bytes when size is
-// known and within maxBodySize (the byte past it lets the read that finds EOF
-// land without growing the buffer). A size of 0 is taken as unknown: a
-// RoundTripper of the caller's may leave ContentLength unset.
-func readAllSized(r io.Reader, size int64) ([]byte, error) {
-	if size <= 0 || size > maxBodySize {
-		return io.ReadAll(r)
-	}
-	b := make([]byte, 0, size+1)
-	for {
-		n, err := r.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err != nil {
-			if err == io.EOF {
-				err = nil
-			}
-			return b, err
-		}
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)] // a body longer than announced: grow as io.ReadAll does
-		}
-	}
 }
 
 type idleReader struct {

@@ -1,4 +1,4 @@
-package protocol
+package llm
 
 import (
 	"bytes"
@@ -8,6 +8,9 @@ import (
 	"testing"
 	"testing/iotest"
 )
+
+// limit is the largest announced size the tests' buffers are made for.
+const limit = 4096
 
 // TestReadAllSized: whatever Content-Length announced, the bytes and the
 // error are io.ReadAll's, read in one piece, a byte at a time, or ending in
@@ -26,8 +29,8 @@ func TestReadAllSized(t *testing.T) {
 	}
 	for name, r := range readers {
 		want, wantErr := io.ReadAll(r())
-		for _, size := range []int64{-1, 0, 1, 499, 500, 999, 1000, 1001, 5000, maxBodySize + 1} {
-			got, err := readAllSized(r(), size)
+		for _, size := range []int64{-1, 0, 1, 499, 500, 999, 1000, 1001, 5000, limit + 1} {
+			got, err := ReadAllSized(r(), size, limit)
 			if !bytes.Equal(got, want) || !errors.Is(err, wantErr) && err != wantErr {
 				t.Errorf("%s, size %d: %d bytes, %v; want %d bytes, %v", name, size, len(got), err, len(want), wantErr)
 			}
@@ -41,7 +44,7 @@ func TestReadAllSized_OneAllocation(t *testing.T) {
 	r := strings.NewReader(body)
 	allocs := testing.AllocsPerRun(100, func() {
 		r.Reset(body)
-		if b, err := readAllSized(r, int64(len(body))); err != nil || len(b) != len(body) {
+		if b, err := ReadAllSized(r, int64(len(body)), limit); err != nil || len(b) != len(body) {
 			t.Fatal(len(b), err)
 		}
 	})
