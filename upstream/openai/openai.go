@@ -186,7 +186,7 @@ func (b *Backend) Stream(ctx context.Context, req *llm.Request) (upstream.Stream
 // baseHeader is the protocol's own part of a request's header (New
 // builds the whole with Client.Headers).
 func (b *Backend) baseHeader(stream bool) http.Header {
-	h := make(http.Header, 4) // and Client.Header's Content-Type and User-Agent
+	h := make(http.Header, 4) // and Client.Headers' Content-Type and User-Agent
 	if b.auth != nil {
 		h["Authorization"] = b.auth
 	}

@@ -228,32 +228,29 @@ type Call struct {
 // one for calls answered whole and one for streams.
 type Headers struct{ Call, Stream http.Header }
 
-// Headers builds a backend's request headers (see Header) from base, the
-// protocol's own part of them for a call or a stream.
+// Headers builds a backend's request headers once from base, the
+// protocol's own part of a call's or a stream's header (made afresh for
+// each), adding what every request to the upstream carries: Content-Type,
+// User-Agent and the configured headers (which override the others). Post
+// sends a header as it is, and calls share it, as the transport only reads
+// a request's header (one map and its values less a call).
 func (h *Client) Headers(base func(stream bool) http.Header) Headers {
-	return Headers{Call: h.Header(base(false)), Stream: h.Header(base(true))}
-}
-
-// Header returns base with what every request to the upstream carries
-// besides: Content-Type, User-Agent and the configured headers (which
-// override the others). A backend builds its headers once with it: Post
-// sends a header as it is, and calls share it, as the transport only
-// reads a request's header (one map and its values less a call).
-func (h *Client) Header(base http.Header) http.Header {
-	hd := base.Clone()
-	if hd == nil {
-		hd = http.Header{}
+	complete := func(hd http.Header) http.Header {
+		if hd == nil {
+			hd = http.Header{}
+		}
+		hd["Content-Type"] = contentTypeJSON
+		hd["User-Agent"] = userAgent
+		for k, v := range h.Opts.Headers {
+			hd.Set(k, v)
+		}
+		return hd
 	}
-	hd["Content-Type"] = contentTypeJSON
-	hd["User-Agent"] = userAgent
-	for k, v := range h.Opts.Headers {
-		hd.Set(k, v)
-	}
-	return hd
+	return Headers{Call: complete(base(false)), Stream: complete(base(true))}
 }
 
 // Post sends body to url with header, which it does not change (see
-// Header). It returns once the response headers have come with a 2xx
+// Headers). It returns once the response headers have come with a 2xx
 // status; any other status is read and mapped to an *llm.Error. The
 // caller must call c.Release when done with the response.
 //
