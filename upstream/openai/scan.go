@@ -138,29 +138,6 @@ func scanDelta(sc *protocol.Scanner, d *oaDelta, span *textSpan) {
 	scanMessage(sc, (*oaRespMessage)(d), span)
 }
 
-func scanUsage(sc *protocol.Scanner, u *oaUsage) {
-	if !sc.Open('{') {
-		return
-	}
-	var seen uint32
-	for first := true; sc.More('}', first); first = false {
-		switch key := sc.Key(); string(key) {
-		case "prompt_tokens":
-			sc.Once(&seen, 1)
-			scanOptInt(sc, &u.PromptTokens)
-		case "completion_tokens":
-			sc.Once(&seen, 2)
-			scanOptInt(sc, &u.CompletionTokens)
-		case "prompt_tokens_details", "completion_tokens_details":
-			// Rare in streams of the servers that send usage this way,
-			// and nested: left to the decoder.
-			sc.Fail()
-		default:
-			sc.Unknown(key, "prompt_tokens", "completion_tokens", "prompt_tokens_details", "completion_tokens_details")
-		}
-	}
-}
-
 // scanOptInt reads an integer or null (which leaves the field alone).
 func scanOptInt(sc *protocol.Scanner, n *int) {
 	if !sc.Null() {
@@ -246,7 +223,7 @@ func scanReply(sc *protocol.Scanner, data []byte, r *oaResponse) bool {
 			sc.Once(&seen, 2)
 			if !sc.Null() {
 				r.Usage = new(oaUsage)
-				scanReplyUsage(sc, r.Usage)
+				scanUsage(sc, r.Usage)
 			}
 		case "error":
 			sc.Once(&seen, 4)
@@ -339,9 +316,9 @@ func scanMessage(sc *protocol.Scanner, m *oaRespMessage, span *textSpan) {
 	}
 }
 
-// scanReplyUsage reads a reply's usage, its details included (OpenAI sends
-// them with every reply).
-func scanReplyUsage(sc *protocol.Scanner, u *oaUsage) {
+// scanUsage reads a reply's or a chunk's usage, its details included
+// (OpenAI sends them with every reply).
+func scanUsage(sc *protocol.Scanner, u *oaUsage) {
 	if !sc.Open('{') {
 		return
 	}
