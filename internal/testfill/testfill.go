@@ -1,12 +1,32 @@
 // Package testfill fills values for tests: FillNonZero, for the tests that
 // compare a hand-written JSON encoder with encoding/json (a field the
-// encoder does not write then shows). It is imported by tests only.
+// encoder does not write then shows), and JSONNames, for the tests that
+// check a hand-written scanner's keys against its type. It is imported by
+// tests only.
 package testfill
 
 import (
+	"cmp"
 	"encoding/json"
 	"reflect"
+	"slices"
+	"strings"
 )
+
+// JSONNames returns the sorted names encoding/json gives typ's exported
+// fields (a struct's; embedded structs are not followed): the members a
+// hand-written scanner of typ must know.
+func JSONNames(typ reflect.Type) []string {
+	var names []string
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); f.IsExported() && name != "-" {
+			names = append(names, cmp.Or(name, f.Name))
+		}
+	}
+	slices.Sort(names)
+	return names
+}
 
 // FillNonZero sets v, and every exported field and element within it, to
 // a value that is not the zero of its type: a string "x", a number 1 (a

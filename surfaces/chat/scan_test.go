@@ -1,13 +1,12 @@
 package chat
 
 import (
-	"cmp"
 	"encoding/json"
 	"reflect"
 	"slices"
-	"strings"
 	"testing"
 
+	"github.com/svcgw/svcgw/internal/testfill"
 	"github.com/svcgw/svcgw/llm"
 	"github.com/svcgw/svcgw/surfaces/surface"
 )
@@ -130,14 +129,7 @@ func TestScanChat_KnowsEveryMember(t *testing.T) {
 		typ  reflect.Type
 		keys []string
 	}{{reflect.TypeFor[chatRequest](), chatKeys}, {reflect.TypeFor[chatMessage](), messageKeys}} {
-		var names []string
-		for i := range c.typ.NumField() {
-			f := c.typ.Field(i)
-			if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); f.IsExported() && name != "-" {
-				names = append(names, cmp.Or(name, f.Name))
-			}
-		}
-		if got, want := slices.Sorted(slices.Values(c.keys)), slices.Sorted(slices.Values(names)); !slices.Equal(got, want) {
+		if got, want := slices.Sorted(slices.Values(c.keys)), testfill.JSONNames(c.typ); !slices.Equal(got, want) {
 			t.Errorf("%s: the scanner's keys are\n%q\nthe type's members\n%q", c.typ, got, want)
 		}
 	}

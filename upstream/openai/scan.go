@@ -50,7 +50,7 @@ func scanChunk(sc *protocol.Scanner, data []byte, c *oaChunk, span *textSpan) bo
 				sc.Fail() // an error frame: rare, and read by the decoder
 			}
 		default:
-			sc.Unknown(key, "choices", "usage", "error")
+			sc.Unknown(key, replyKeys...)
 		}
 	}
 	return sc.Done()
@@ -86,7 +86,7 @@ func scanChoices(sc *protocol.Scanner, c *oaChunk, span *textSpan) {
 				sc.Once(&seen, 4)
 				ch.FinishReason = sc.OptString()
 			default:
-				sc.Unknown(key, "index", "delta", "finish_reason")
+				sc.Unknown(key, chunkChoiceKeys...)
 			}
 		}
 	}
@@ -231,7 +231,7 @@ func scanReply(sc *protocol.Scanner, data []byte, r *oaResponse) bool {
 				sc.Fail() // an error body: rare, and read by the decoder
 			}
 		default:
-			sc.Unknown(key, "choices", "usage", "error")
+			sc.Unknown(key, replyKeys...)
 		}
 	}
 	return sc.Done()
@@ -265,7 +265,7 @@ func scanReplyChoices(sc *protocol.Scanner, r *oaResponse) {
 					ch.FinishReason = sc.Word(finishReasons)
 				}
 			default:
-				sc.Unknown(key, "message", "finish_reason")
+				sc.Unknown(key, choiceKeys...)
 			}
 		}
 	}
@@ -311,7 +311,7 @@ func scanMessage(sc *protocol.Scanner, m *oaRespMessage, span *textSpan) {
 				sc.Fail()
 			}
 		default:
-			sc.Unknown(key, "content", "reasoning_content", "reasoning", "refusal", "tool_calls")
+			sc.Unknown(key, messageKeys...)
 		}
 	}
 }
@@ -351,12 +351,24 @@ func scanUsage(sc *protocol.Scanner, u *oaUsage) {
 			})
 			scanInts(sc, completionDetails, &u.CompletionTokensDetails.ReasoningTokens)
 		default:
-			sc.Unknown(key, "prompt_tokens", "completion_tokens", "prompt_tokens_details", "completion_tokens_details")
+			sc.Unknown(key, usageKeys...)
 		}
 	}
 }
 
-var promptDetails, completionDetails = []string{"cached_tokens", "cache_write_tokens"}, []string{"reasoning_tokens"}
+// The members each scanner reads, named to Unknown so that a key differing
+// only in case, which the decoder would take for one of them, fails the
+// scan. TestScan_KnowsEveryMember checks them against the types' JSON
+// names, so a member added to a type is not skipped by its scanner.
+var (
+	replyKeys         = []string{"choices", "usage", "error"} // a reply's and a chunk's
+	choiceKeys        = []string{"message", "finish_reason"}
+	chunkChoiceKeys   = []string{"index", "delta", "finish_reason"}
+	messageKeys       = []string{"content", "reasoning_content", "reasoning", "refusal", "tool_calls"}
+	usageKeys         = []string{"prompt_tokens", "completion_tokens", "prompt_tokens_details", "completion_tokens_details"}
+	promptDetails     = []string{"cached_tokens", "cache_write_tokens"}
+	completionDetails = []string{"reasoning_tokens"}
+)
 
 // scanInts reads an object whose wanted members are the integers keys
 // name, into ns (one for each key, in order), skipping the others.

@@ -5,10 +5,12 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 
 	jsonv1 "github.com/go-json-experiment/json/v1"
 
+	"github.com/svcgw/svcgw/internal/testfill"
 	"github.com/svcgw/svcgw/upstream/internal/protocol"
 )
 
@@ -129,6 +131,33 @@ func TestScanReply(t *testing.T) {
 		var sc protocol.Scanner
 		if !scanReply(&sc, s, &oaResponse{}) {
 			t.Errorf("%s: not scanned", s)
+		}
+	}
+}
+
+// TestScan_KnowsEveryMember checks the reply and chunk scanners' key lists
+// against their types' JSON names: a scanner skips any other key as a
+// member the type does not have, so a member added to a type and not to
+// its list would be dropped by the scanner where the decoder reads it.
+func TestScan_KnowsEveryMember(t *testing.T) {
+	usage := reflect.TypeFor[oaUsage]()
+	prompt, _ := usage.FieldByName("PromptTokensDetails")
+	completion, _ := usage.FieldByName("CompletionTokensDetails")
+	for _, c := range []struct {
+		typ  reflect.Type
+		keys []string
+	}{
+		{reflect.TypeFor[oaResponse](), replyKeys},
+		{reflect.TypeFor[oaChunk](), replyKeys},
+		{reflect.TypeFor[oaChoice](), choiceKeys},
+		{reflect.TypeFor[oaChunkChoice](), chunkChoiceKeys},
+		{reflect.TypeFor[oaRespMessage](), messageKeys},
+		{usage, usageKeys},
+		{prompt.Type.Elem(), promptDetails},
+		{completion.Type.Elem(), completionDetails},
+	} {
+		if got, want := slices.Sorted(slices.Values(c.keys)), testfill.JSONNames(c.typ); !slices.Equal(got, want) {
+			t.Errorf("%s: the scanner's keys are\n%q\nthe type's members\n%q", c.typ, got, want)
 		}
 	}
 }
