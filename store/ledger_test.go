@@ -527,7 +527,8 @@ func BenchmarkCommitBatch_Ledger(b *testing.B) {
 			for range 100 {
 				commit()
 			}
-			cpu0, reads0 := processCPU(), readCalls(b)
+			cpu0 := processCPU()
+			reads0, writes0 := ioCalls(b)
 			commits := 0
 			for b.Loop() {
 				commit()
@@ -535,30 +536,38 @@ func BenchmarkCommitBatch_Ledger(b *testing.B) {
 			}
 			rows := float64(commits * len(batch))
 			b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/rows, "cpu-ns/row")
-			b.ReportMetric(float64(readCalls(b)-reads0)/rows, "reads/row")
+			reads, writes := ioCalls(b)
+			b.ReportMetric(float64(reads-reads0)/rows, "reads/row")
+			b.ReportMetric(float64(writes-writes0)/rows, "writes/row")
 		})
 	}
 }
 
-// readCalls is the number of read system calls the process has made
-// (/proc/self/io's syscr): SQLite reads each page it does not hold in its
-// cache with one.
-func readCalls(b *testing.B) int64 {
+// ioCalls is the number of read and write system calls the process has
+// made (/proc/self/io's syscr and syscw): SQLite reads each page it does
+// not hold in its cache with one, and writes each page it commits, or
+// spills from a full cache before the commit, with one.
+func ioCalls(b *testing.B) (reads, writes int64) {
 	data, err := os.ReadFile("/proc/self/io")
 	if err != nil {
 		b.Skip("no /proc/self/io:", err)
 	}
 	for line := range strings.SplitSeq(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "syscr: "); ok {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				b.Fatal(err)
-			}
-			return n
+		name, v, _ := strings.Cut(line, ": ")
+		if name != "syscr" && name != "syscw" {
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if name == "syscr" {
+			reads = n
+		} else {
+			writes = n
 		}
 	}
-	b.Fatal("/proc/self/io has no syscr")
-	return 0
+	return reads, writes
 }
 
 // A patient Sync (SyncWithin) waits for the writer's own commit and makes
