@@ -104,6 +104,19 @@ func TestReaders_ClosedWhenIdle(t *testing.T) {
 	is.Equal(got.Name, "acme")
 }
 
+// The call path's readers have a page cache of callReaderCacheKiB; the
+// account readers keep SQLite's default.
+func TestCallReaders_SmallCache(t *testing.T) {
+	is := is.New(t)
+	s, _ := newTestStore(t)
+	ctx := context.Background()
+	var call, account int
+	is.NoErr(s.call.QueryRowContext(ctx, "PRAGMA cache_size").Scan(&call))
+	is.Equal(call, -callReaderCacheKiB) // the call path's
+	is.NoErr(s.r.QueryRowContext(ctx, "PRAGMA cache_size").Scan(&account))
+	is.Equal(account, -2000) // the account readers'
+}
+
 // By default the account readers close after DefaultReaderIdleTime; a
 // negative ReaderIdleTime keeps them open (0 is database/sql's "no limit").
 func TestReaders_IdleTimeDefault(t *testing.T) {
