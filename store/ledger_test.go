@@ -465,10 +465,12 @@ func BenchmarkCommitBatch_ManyKeys(b *testing.B) {
 // SVCGW_BENCH_LEDGER to a database seeded by bench/seed (1M-2M calls; the
 // benchmark adds its generations to it). Each commit is 20 generations of
 // 20 of the ledger's keys, 50 applications and every request type, made
-// now with time-ordered ids, as a busy gateway commits them; the cache
-// sizes run one after the other in each round (-count), each after 100
-// unmeasured commits, and cpu-ns/row is the process's CPU time per
-// committed generation (the machine's other work does not count in it).
+// now with time-ordered ids, as a busy gateway commits them, each size
+// after 100 unmeasured commits. cpu-ns/row is the process's CPU time per
+// committed generation (the machine's other work does not count in it),
+// reads/row and writes/row its system calls. -count repeats a size before
+// the next, so to alternate run one size a process in turns
+// (-bench 'Ledger/cache=512KiB$'); bench/RESULTS.md, session 6.
 func BenchmarkCommitBatch_Ledger(b *testing.B) {
 	path := os.Getenv("SVCGW_BENCH_LEDGER")
 	if path == "" {

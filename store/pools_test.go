@@ -96,7 +96,7 @@ func TestReaders_ClosedWhenIdle(t *testing.T) {
 	}
 	st := s.r.Stats()
 	is.Equal(st.OpenConnections, 0)                 // idle account readers closed
-	is.Equal(st.MaxIdleTimeClosed, int64(2))        // by their idle time
+	is.True(st.MaxIdleTimeClosed >= 2)              // by their idle time (and Open's, if it idled first)
 	is.Equal(s.call.Stats().OpenConnections, calls) // the call path's left open
 
 	got, err := s.AccountByID(ctx, a.ID) // opens one again
