@@ -15,7 +15,7 @@ import "fmt"
 // seeding in batches of 131,072 calls, twice the read and a third more
 // write system calls (bench/RESULTS.md, session 4). The cache is allocated
 // as pages are used, never in advance; stores with ordinary batches
-// (serving) keep SQLite's defaults, so their memory is what it was.
+// (serving) have servingCacheKiB.
 //
 // Its rows go in INSERTs of bulkInsertChunk rows instead of insertChunk:
 // a statement journals every page it is the first to change (SQLite's
@@ -47,11 +47,12 @@ const bulkBatchRows = 8192
 func bulkWriter(batchSize int) bool { return batchSize >= bulkBatchRows }
 
 // writerPragmas are the DSN pragmas of the writer connection for its batch
-// size and checkpoint mode, beyond those of every writer: a bulk writer's
-// page cache and, where SQLite checkpoints in the commit, its threshold.
+// size and checkpoint mode, beyond those of every writer: its page cache
+// and, for a bulk writer where SQLite checkpoints in the commit, its
+// threshold.
 func writerPragmas(batchSize int, checkpoint string) string {
 	if !bulkWriter(batchSize) {
-		return ""
+		return fmt.Sprintf("&_pragma=cache_size(-%d)", servingCacheKiB)
 	}
 	p := fmt.Sprintf("&_pragma=cache_size(-%d)", batchSize*writerCacheBytesPerRow/1024)
 	if checkpoint == "" || checkpoint == CheckpointInCommit {

@@ -24,11 +24,15 @@ func writerPragma(t *testing.T, s *Store, name string) int {
 	return v
 }
 
-// A store with ordinary batches (serving) keeps SQLite's page cache.
+// A store with ordinary batches (serving) has a writer page cache of
+// servingCacheKiB; its readers keep SQLite's default.
 func TestWriter_DefaultCache(t *testing.T) {
 	is := is.New(t)
 	s, _ := newTestStore(t)
-	is.Equal(writerPragma(t, s, "cache_size"), -2000)
+	is.Equal(writerPragma(t, s, "cache_size"), -servingCacheKiB)
+	var readers int
+	is.NoErr(s.r.QueryRowContext(context.Background(), "PRAGMA cache_size").Scan(&readers))
+	is.Equal(readers, -2000)
 }
 
 // A bulk writer (BatchSize 8,192 or more) gets a page cache for its

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -457,6 +458,118 @@ func BenchmarkCommitBatch_ManyKeys(b *testing.B) {
 		g.RequestType = types[n%len(types)]
 		return g
 	})
+}
+
+// BenchmarkCommitBatch_Ledger is BenchmarkCommitBatch_ManyKeys on a large
+// ledger, at several sizes of the serving writer's page cache: set
+// SVCGW_BENCH_LEDGER to a database seeded by bench/seed (1M-2M calls; the
+// benchmark adds its generations to it). Each commit is 20 generations of
+// 20 of the ledger's keys, 50 applications and every request type, made
+// now with time-ordered ids, as a busy gateway commits them, each size
+// after 100 unmeasured commits. cpu-ns/row is the process's CPU time per
+// committed generation (the machine's other work does not count in it),
+// reads/row and writes/row its system calls. -count repeats a size before
+// the next, so to alternate run one size a process in turns
+// (-bench 'Ledger/cache=512KiB$'); bench/RESULTS.md, session 6.
+func BenchmarkCommitBatch_Ledger(b *testing.B) {
+	path := os.Getenv("SVCGW_BENCH_LEDGER")
+	if path == "" {
+		b.Skip("SVCGW_BENCH_LEDGER names no seeded ledger (bench/seed)")
+	}
+	s := openTestStore(b, path, Options{Existing: true})
+	ctx := context.Background()
+	rows, err := s.r.QueryContext(ctx, `SELECT id, account_id FROM api_keys ORDER BY id`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var keys []Key
+	for rows.Next() {
+		var k Key
+		if err := rows.Scan(&k.ID, &k.AccountID); err != nil {
+			b.Fatal(err)
+		}
+		keys = append(keys, k)
+	}
+	if err := rows.Close(); err != nil || len(keys) == 0 {
+		b.Fatalf("keys: %d, %v", len(keys), err)
+	}
+	types := []string{"flash", "pro", "code", "json", "long", "reason", "vision", "document"}
+	apps := make([]string, 50)
+	for i := range apps {
+		apps[i] = fmt.Sprintf("app-%02d", i)
+	}
+	start := time.Now().UnixMilli()
+	n := 0
+	next := func(_ string, _ int) Generation {
+		g := gen(b, fmt.Sprintf("chatcmpl-%013d%08d", start, n), keys[(n*7919)%len(keys)], "0.000123")
+		g.Application = apps[(n*31)%len(apps)]
+		g.RequestType = types[n%len(types)]
+		n++
+		return g
+	}
+	for _, kib := range []int{2000, 1024, 512, 256} {
+		b.Run(fmt.Sprintf("cache=%dKiB", kib), func(b *testing.B) {
+			if _, err := s.w.ExecContext(ctx, fmt.Sprintf("PRAGMA cache_size = -%d", kib)); err != nil {
+				b.Fatal(err)
+			}
+			batch := make([]genRow, 20)
+			agg := &batchSums{debits: make(map[int64]int64), spend: make(map[spendDay]spendSum)}
+			commit := func() {
+				for i := range batch {
+					r, err := s.toRow(next("", 0))
+					if err != nil {
+						b.Fatal(err)
+					}
+					batch[i] = r
+				}
+				if err := s.commitBatch(ctx, batch, agg); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for range 100 {
+				commit()
+			}
+			cpu0 := processCPU()
+			reads0, writes0 := ioCalls(b)
+			commits := 0
+			for b.Loop() {
+				commit()
+				commits++
+			}
+			rows := float64(commits * len(batch))
+			b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/rows, "cpu-ns/row")
+			reads, writes := ioCalls(b)
+			b.ReportMetric(float64(reads-reads0)/rows, "reads/row")
+			b.ReportMetric(float64(writes-writes0)/rows, "writes/row")
+		})
+	}
+}
+
+// ioCalls is the number of read and write system calls the process has
+// made (/proc/self/io's syscr and syscw): SQLite reads each page it does
+// not hold in its cache with one, and writes each page it commits, or
+// spills from a full cache before the commit, with one.
+func ioCalls(b *testing.B) (reads, writes int64) {
+	data, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		b.Skip("no /proc/self/io:", err)
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		name, v, _ := strings.Cut(line, ": ")
+		if name != "syscr" && name != "syscw" {
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if name == "syscr" {
+			reads = n
+		} else {
+			writes = n
+		}
+	}
+	return reads, writes
 }
 
 // A patient Sync (SyncWithin) waits for the writer's own commit and makes

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -60,6 +61,69 @@ func TestCallPath_NeverWaitsForAccountReaders(t *testing.T) {
 	for _, rollback := range held {
 		is.NoErr(rollback())
 	}
+}
+
+// The account readers' connections close once idle for ReaderIdleTime (and
+// a read after that opens one again); the call path's stay open.
+func TestReaders_ClosedWhenIdle(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "svcgw.db")
+	s := openTestStore(t, path, Options{ReaderIdleTime: 50 * time.Millisecond})
+	a, _, secret := newAccount(t, s, "acme", "10")
+	s.auth.clear()
+	_, err := s.Authenticate(ctx, secret) // a call-path read
+	is.NoErr(err)
+	// Two reports at once: two connections of the account pool.
+	var held []func() error
+	for range 2 {
+		tx, err := s.r.BeginTx(ctx, nil)
+		is.NoErr(err)
+		var n int
+		is.NoErr(tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM generations`).Scan(&n))
+		held = append(held, tx.Rollback)
+	}
+	is.Equal(s.r.Stats().OpenConnections, 2) // both reports' connections
+	for _, rollback := range held {
+		is.NoErr(rollback())
+	}
+	calls := s.call.Stats().OpenConnections
+	is.True(calls >= 1) // the call path's connection
+
+	deadline := time.Now().Add(10 * time.Second)
+	for s.r.Stats().OpenConnections > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	st := s.r.Stats()
+	is.Equal(st.OpenConnections, 0)                 // idle account readers closed
+	is.True(st.MaxIdleTimeClosed >= 2)              // by their idle time (and Open's, if it idled first)
+	is.Equal(s.call.Stats().OpenConnections, calls) // the call path's left open
+
+	got, err := s.AccountByID(ctx, a.ID) // opens one again
+	is.NoErr(err)
+	is.Equal(got.Name, "acme")
+}
+
+// The call path's readers have a page cache of callReaderCacheKiB; the
+// account readers keep SQLite's default.
+func TestCallReaders_SmallCache(t *testing.T) {
+	is := is.New(t)
+	s, _ := newTestStore(t)
+	ctx := context.Background()
+	var call, account int
+	is.NoErr(s.call.QueryRowContext(ctx, "PRAGMA cache_size").Scan(&call))
+	is.Equal(call, -callReaderCacheKiB) // the call path's
+	is.NoErr(s.r.QueryRowContext(ctx, "PRAGMA cache_size").Scan(&account))
+	is.Equal(account, -2000) // the account readers'
+}
+
+// By default the account readers close after DefaultReaderIdleTime; a
+// negative ReaderIdleTime keeps them open (0 is database/sql's "no limit").
+func TestReaders_IdleTimeDefault(t *testing.T) {
+	is := is.New(t)
+	is.Equal(Options{}.readerIdleTime(), DefaultReaderIdleTime)
+	is.Equal(Options{ReaderIdleTime: -1}.readerIdleTime(), time.Duration(0))
+	is.Equal(Options{ReaderIdleTime: time.Hour}.readerIdleTime(), time.Hour)
 }
 
 // TestReads_InterruptedByContext checks what the account endpoints' time

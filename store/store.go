@@ -144,6 +144,15 @@ type Options struct {
 	// Readers is the size of the read-only connection pool of account
 	// endpoints and commands; default 4.
 	Readers int
+	// ReaderIdleTime is how long a connection of that pool stays open
+	// unused; default 1 minute, negative keeps them open. Each holds a page
+	// cache of up to 2,000 KiB of the pages its reports read (~4 MB in
+	// modernc's allocator), which closing it gives back: after a burst of
+	// reports on four connections, 12 of the 24 MB they had taken
+	// (bench/RESULTS.md, session 6). Reopening one costs the next report
+	// ~0.4 ms. SQLite only; the call path's pool (CallReaders) stays open,
+	// so a call never waits for a connection to open.
+	ReaderIdleTime time.Duration
 	// CallReaders is the size of a second read-only pool, kept for the
 	// reads of the call path (authenticating a key not in the cache,
 	// refreshing a budget, loading spend), so that account reads, however
@@ -217,6 +226,36 @@ type Store struct {
 	closeErr  error
 }
 
+// DefaultReaderIdleTime is Options.ReaderIdleTime's default.
+const DefaultReaderIdleTime = time.Minute
+
+// readerIdleTime is the account readers' idle time as
+// sql.DB.SetConnMaxIdleTime takes it (0: no limit).
+func (o Options) readerIdleTime() time.Duration {
+	switch {
+	case o.ReaderIdleTime == 0:
+		return DefaultReaderIdleTime
+	case o.ReaderIdleTime < 0:
+		return 0
+	}
+	return o.ReaderIdleTime
+}
+
+// servingCacheKiB is the page cache of a serving store's writer
+// connection: a quarter of SQLite's default 2,000 KiB, ~117 pages of 4 KiB.
+// Each page and SQLite's header for it (~4.3 KB) take an 8 KiB slot of
+// modernc's allocator, so the default cache is ~3.8 MB resident once a few
+// thousand calls are recorded, and this one ~1 MB. What the commit then
+// reads from the OS's page cache instead (bench/RESULTS.md, session 6, 20
+// generations of 1,000 keys a commit, 2M-call ledgers): on one account,
+// 12.5 reads a generation instead of 4.5; on 200 accounts, whose working
+// set no such cache holds, 32.9 instead of 29.2. A read costs ~0.4 µs,
+// the generation's commit (its roll-ups included) 120-270 µs: ~1-3%. The
+// writer's SQLite memory on that ledger: 2.6 MB instead of 6.0. Below
+// 512 KiB the memory hardly falls further (2.0 MB at 256 KiB) and the
+// reads keep rising (14.0 and 38.1).
+const servingCacheKiB = 512
+
 // dsnPragmas are applied to every connection. busy_timeout comes first so
 // the others wait for a lock instead of failing.
 const dsnPragmas = "_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)"
@@ -278,6 +317,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	s.r.SetMaxOpenConns(readers)
 	s.r.SetMaxIdleConns(readers)
+	s.r.SetConnMaxIdleTime(opts.readerIdleTime())
 	if err := checkWAL(ctx, s.r); err != nil {
 		s.r.Close()
 		s.w.Close()
@@ -493,6 +533,17 @@ type scanner interface {
 	Scan(dest ...any) error
 }
 
+// callReaderCacheKiB is the page cache of each call-path reader, an eighth
+// of SQLite's default. What the call path reads again soon (a key, its
+// account's budget) is a few pages; what fills a default cache is each
+// key's first spend load, a range of spend_daily read once and then kept
+// in memory (spendTracker). On a 2M-call ledger of 1,000 keys, after
+// authenticating each key and loading its spend and budget, the reader
+// held 0.5 MB of SQLite's memory instead of 4.5, and the CPU of those
+// reads was the same (143-176 against 147-153 µs a key the first time,
+// 39 against 38-45 µs after; bench/RESULTS.md, session 6).
+const callReaderCacheKiB = 256
+
 // openCallReaders opens the call path's read-only pool of n connections
 // (default 2). The call path reads rarely in steady state (keys and budgets
 // are cached, spend is kept in memory), but a read it does make must never
@@ -501,7 +552,8 @@ func openCallReaders(ctx context.Context, path string, n int) (*sql.DB, error) {
 	if n <= 0 {
 		n = 2
 	}
-	db, err := sql.Open("sqlite", path+"?"+dsnPragmas+"&_pragma=query_only(1)")
+	db, err := sql.Open("sqlite", path+"?"+dsnPragmas+"&_pragma=query_only(1)"+
+		fmt.Sprintf("&_pragma=cache_size(-%d)", callReaderCacheKiB))
 	if err != nil {
 		return nil, fmt.Errorf("open call-path readers: %w", err)
 	}
