@@ -85,7 +85,8 @@ func TestBulkWriter(t *testing.T) {
 		s.RecordGeneration(g)
 		if i == 2599 {
 			is.NoErr(s.Sync(ctx))
-			is.True(s.stmts[bulkInsertSQL] != nil) // the batch used the bulk INSERT
+			is.Equal(s.bulkInserts, 2)             // the batch used the bulk INSERT, on the driver connection
+			is.True(s.stmts[bulkInsertSQL] == nil) // and not through database/sql
 		}
 	}
 	is.NoErr(s.Sync(ctx))
