@@ -483,7 +483,7 @@ func testLedgerQueueBlocks(t *testing.T, batchSize int) {
 		check()
 	}
 	is.Equal(q.n, 0)
-	is.True(len(q.blocks) <= 1)           // an empty queue holds at most its current block
+	is.True(len(q.blocks) <= 1) // an empty queue holds at most its current block
 	// And spare ones: the 2,560 rows above emptied 10 blocks.
 	is.True(len(q.free) <= freeBlocks(batchSize))
 	is.True(len(q.free) >= min(freeBlocks(batchSize), 10))
