@@ -117,8 +117,9 @@ func (b *bulkInsert) exec(ctx context.Context, rows []genRow) error {
 		}
 	}
 	args := b.args[:len(rows)*insertColumns]
+	var v [insertColumns]any
 	for i := range rows {
-		v := rows[i].values()
+		rows[i].appendValues(v[:0])
 		a := args[i*insertColumns : (i+1)*insertColumns]
 		for j := range a {
 			a[j].Value = v[j]

@@ -908,8 +908,7 @@ func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) 
 		} else {
 			args = args[:0]
 			for i := range chunk {
-				v := chunk[i].values()
-				args = append(args, v[:]...)
+				args = chunk[i].appendValues(args)
 			}
 			_, err = tx.StmtContext(ctx, s.stmts[insertSQLFor(len(chunk))]).ExecContext(ctx, args...)
 		}
@@ -963,21 +962,21 @@ func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) 
 	return nil
 }
 
-// values are the INSERT parameters of r, in insertHead's order, as the
-// driver takes them (string, int64, bool, nil): any other type database/sql
-// converts by reflection, for every argument of every row.
-func (r *genRow) values() [insertColumns]any {
+// appendValues appends the INSERT parameters of r to dst, in insertHead's
+// order, as the driver takes them (string, int64, bool, nil): any other
+// type database/sql converts by reflection, for every argument of every
+// row.
+func (r *genRow) appendValues(dst []any) []any {
 	g := &r.g
 	var keyID any // NULL
 	if g.KeyID != "" {
 		keyID = g.KeyID
 	}
-	return [insertColumns]any{
+	return append(dst,
 		g.ID, g.AccountID, keyID, g.Application, g.Surface, g.Model, g.RequestType, g.Tier,
 		g.Streamed, g.FinishReason, int64(g.PromptTokens), int64(g.CompletionTokens),
 		int64(g.CachedPromptTokens), int64(g.CacheCreationTokens), int64(g.ReasoningTokens),
-		r.costMicros, g.LatencyMS, g.GenerationTimeMS, r.createdMS,
-	}
+		r.costMicros, g.LatencyMS, g.GenerationTimeMS, r.createdMS)
 }
 
 // errUncertain marks a failure of the COMMIT itself. Before it nothing can
