@@ -1,6 +1,11 @@
 package store
 
-import "fmt"
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"fmt"
+)
 
 // A bulk writer: a store whose batches may hold bulkBatchRows generations
 // or more (a bulk load such as bench/seed's, 131,072 a batch); svcgw serve
@@ -24,6 +29,12 @@ import "fmt"
 // statements that journal was 5% of a seeding's CPU, with 1,024-row ones
 // under 3%, and the per-statement work of the driver and database/sql
 // shrinks with it (bench/RESULTS.md, session 5).
+//
+// Those INSERTs go to the driver's connection directly (sql.Conn.Raw), its
+// parameters in a []driver.NamedValue kept between them: through
+// database/sql, each of a statement's 19,456 arguments was checked and
+// copied into such a slice again (driverArgsConnLocked, 3–6% of the
+// writer's CPU in a seeding; bench/RESULTS.md, session 6).
 //
 // Its checkpoints stay SQLite's own, in the COMMIT, but only once the WAL
 // has passed bulkCheckpointPages (SQLite's default is 1,000 pages, which
@@ -77,3 +88,77 @@ const bulkInsertChunk = 1024
 // largest batch: a committed call takes ~290 bytes on disk, most of them
 // new pages that go to the WAL at the commit anyway.
 const writerCacheBytesPerRow = 256
+
+// bulkInsert runs a bulk writer's bulkInsertChunk-row INSERTs on the
+// writer's driver connection, in the transaction of the batch, which runs on
+// conn (begin). The statement is prepared at a batch's first such INSERT
+// (2.8 ms, against ~1 s for the batch's 131,072 rows) and finalized at its
+// end (end), while the batch still holds the connection: a statement kept
+// between batches could outlive its connection, which database/sql closes
+// on its own once a statement on it has been interrupted, and finalizing
+// it then would touch freed memory.
+type bulkInsert struct {
+	conn *sql.Conn
+	stmt driver.Stmt         // prepared on conn's driver connection; nil until the first INSERT
+	args []driver.NamedValue // bulkInsertChunk rows' parameters, kept between batches
+}
+
+// begin takes the writer connection of db for a batch.
+func (b *bulkInsert) begin(ctx context.Context, db *sql.DB) (err error) {
+	b.conn, err = db.Conn(ctx)
+	return err
+}
+
+// exec inserts rows, bulkInsertChunk of them, in the batch's transaction.
+func (b *bulkInsert) exec(ctx context.Context, rows []genRow) error {
+	if b.args == nil {
+		b.args = make([]driver.NamedValue, bulkInsertChunk*insertColumns)
+		for i := range b.args {
+			b.args[i].Ordinal = i + 1
+		}
+	}
+	args := b.args[:len(rows)*insertColumns]
+	var v [insertColumns]any
+	for i := range rows {
+		rows[i].appendValues(v[:0])
+		a := args[i*insertColumns : (i+1)*insertColumns]
+		for j := range a {
+			a[j].Value = v[j]
+		}
+	}
+	defer func() {
+		for i := range args {
+			args[i].Value = nil // drop references for the GC
+		}
+	}()
+	return b.conn.Raw(func(dc any) error {
+		if b.stmt == nil {
+			c, ok := dc.(driver.ConnPrepareContext)
+			if !ok {
+				return fmt.Errorf("driver connection %T cannot prepare with a context", dc)
+			}
+			st, err := c.PrepareContext(ctx, bulkInsertSQL)
+			if err != nil {
+				return err
+			}
+			b.stmt = st
+		}
+		st, ok := b.stmt.(driver.StmtExecContext)
+		if !ok {
+			return fmt.Errorf("driver statement %T cannot execute with a context", b.stmt)
+		}
+		_, err := st.ExecContext(ctx, args)
+		return err
+	})
+}
+
+// end finalizes the batch's statement and gives the connection back.
+func (b *bulkInsert) end() {
+	if b.stmt != nil {
+		st := b.stmt
+		b.stmt = nil
+		_ = b.conn.Raw(func(any) error { return st.Close() }) // a failure leaves nothing to undo
+	}
+	_ = b.conn.Close() // back to db's pool; it reports only a second Close
+	b.conn = nil
+}

@@ -89,7 +89,8 @@ func TestBulkWriter(t *testing.T) {
 		s.RecordGeneration(g)
 		if i == 2599 {
 			is.NoErr(s.Sync(ctx))
-			is.True(s.stmts[bulkInsertSQL] != nil) // the batch used the bulk INSERT
+			is.Equal(s.bulkInserts, 2)             // the batch used the bulk INSERT, on the driver connection
+			is.True(s.stmts[bulkInsertSQL] == nil) // and not through database/sql
 		}
 	}
 	is.NoErr(s.Sync(ctx))
@@ -119,4 +120,43 @@ func TestBulkWriter_CheckpointModes(t *testing.T) {
 	// A serving store keeps SQLite's own.
 	s, _ := newTestStore(t)
 	is.Equal(writerPragma(t, s, "wal_autocheckpoint"), 1000)
+}
+
+// A bad row in a bulk writer's 1,024-row INSERT (which runs on the driver
+// connection) fails the batch as through database/sql: the batch is then
+// committed row by row, and only the bad rows are dropped; the spend they
+// were counted in is taken back.
+func TestBulkWriter_DropsBadRowsOnly(t *testing.T) {
+	is := is.New(t)
+	clock := newTestClock()
+	s := openTestStore(t, filepath.Join(t.TempDir(), "svcgw.db"), Options{Now: clock.Now,
+		BatchSize: bulkBatchRows, BatchInterval: time.Hour, CommitTimeout: 2 * time.Minute})
+	ctx := context.Background()
+	a, k, _ := newAccount(t, s, "acme", "100000")
+	s.RecordGeneration(gen(t, "gen-dup", k, "0.01"))
+	is.NoErr(s.Sync(ctx))
+
+	const n = 1100 // one 1,024-row INSERT and the rest
+	for i := range n {
+		g := gen(t, fmt.Sprintf("gen-%04d", i), k, "0.001")
+		switch i {
+		case 100:
+			g.ID = "gen-dup" // already stored
+		case 700:
+			g.KeyID = "no-such-key"
+		}
+		clock.Set(time.Date(2025, 3, 1, 0, 0, i, 0, time.UTC))
+		s.RecordGeneration(g)
+	}
+	is.NoErr(s.Sync(ctx))
+	is.True(s.bulkInserts >= 1) // the 1,024 rows went to the driver connection, and failed there
+	st := s.LedgerStats()
+	is.Equal(st.Committed, uint64(1+n-2))
+	is.Equal(st.Dropped, uint64(2))
+	is.Equal(queryInt(t, s, `SELECT COUNT(*) FROM generations`), int64(1+n-2))
+	spend, err := s.Spend(ctx, a.ID, "", clock.Now())
+	is.NoErr(err)
+	is.Equal(spend.Total, int64(10_000+(n-2)*1_000)) // micro-dollars: the dropped charges taken back
+	checkRollups(t, s)
+	checkLedger(t, s)
 }

@@ -440,10 +440,18 @@ func TestStore_ReadsAreBoundedByQueryTimeout(t *testing.T) {
 
 // TestLedgerQueue_Blocks pushes and settles across block boundaries in
 // uneven steps: order is kept, settled rows are cleared, and emptied
-// blocks are reused rather than kept without bound.
+// blocks are reused rather than kept without bound: a few for a serving
+// store, a batch's worth for a bulk writer.
 func TestLedgerQueue_Blocks(t *testing.T) {
+	for _, batchSize := range []int{256, bulkBatchRows} {
+		t.Run(strconv.Itoa(batchSize), func(t *testing.T) { testLedgerQueueBlocks(t, batchSize) })
+	}
+}
+
+func testLedgerQueueBlocks(t *testing.T, batchSize int) {
 	is := is.New(t)
 	s := &Store{}
+	s.init(Options{BatchSize: batchSize}, s, sqliteCharges{s})
 	q := &s.queue
 	next, first := 0, 0 // the next id to push, the oldest queued
 	push := func(k int) {
@@ -467,7 +475,7 @@ func TestLedgerQueue_Blocks(t *testing.T) {
 		is.Equal(s.pending.Load(), int64(next-first))
 		is.Equal(q.recorded-q.settled, uint64(next-first))
 	}
-	for _, step := range [][2]int{{1, 1}, {300, 100}, {0, 200}, {700, 299}, {256, 256}, {1, 402}, {513, 0}, {0, 513}} {
+	for _, step := range [][2]int{{1, 1}, {300, 100}, {0, 200}, {700, 299}, {256, 256}, {1, 402}, {513, 0}, {0, 513}, {2560, 0}, {0, 2560}} {
 		push(step[0])
 		check()
 		s.settle(step[1])
@@ -475,8 +483,10 @@ func TestLedgerQueue_Blocks(t *testing.T) {
 		check()
 	}
 	is.Equal(q.n, 0)
-	is.True(len(q.blocks) <= 1)           // an empty queue holds at most its current block
-	is.True(len(q.free) <= maxFreeBlocks) // and a few spare ones
+	is.True(len(q.blocks) <= 1) // an empty queue holds at most its current block
+	// And spare ones: the 2,560 rows above emptied 10 blocks.
+	is.True(len(q.free) <= freeBlocks(batchSize))
+	is.True(len(q.free) >= min(freeBlocks(batchSize), 10))
 	for _, b := range q.free {
 		for i := range b {
 			is.Equal(b[i].g.ID, "") // cleared: no references kept

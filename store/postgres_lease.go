@@ -773,8 +773,8 @@ func (l *leases) unrecord(r *genRow) {
 // counted against the instance's leases of its account and key.
 type pgCharges struct{ p *Postgres }
 
-func (c pgCharges) record(r *genRow)   { c.p.leases.record(r) }
-func (c pgCharges) unrecord(r *genRow) { c.p.leases.unrecord(r) }
+func (c pgCharges) record(r genRow) genRow { c.p.leases.record(&r); return r }
+func (c pgCharges) unrecord(r genRow)      { c.p.leases.unrecord(&r) }
 
 // queueLeaseCharges queues, in a ledger batch, the charges taken off the
 // leases they were made against (lease id → micro-dollars).

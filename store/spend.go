@@ -87,11 +87,12 @@ func (s *Store) PeriodSpend(ctx context.Context, accountID int64, keyID string, 
 // sqliteCharges is the spend tracker as the ledger's charge counter.
 type sqliteCharges struct{ s *Store }
 
-func (c sqliteCharges) record(r *genRow) {
+func (c sqliteCharges) record(r genRow) genRow {
 	c.s.spend.record(c.s, r.g.AccountID, r.g.KeyID, r.costMicros, r.g.CreatedAt)
+	return r
 }
 
-func (c sqliteCharges) unrecord(r *genRow) {
+func (c sqliteCharges) unrecord(r genRow) {
 	c.s.spend.unrecord(r.g.AccountID, r.g.KeyID, r.costMicros, r.g.CreatedAt)
 }
 

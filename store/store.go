@@ -221,6 +221,9 @@ type Store struct {
 	// stmts are the ledger's prepared statements, by text; owned by the
 	// ledger goroutine.
 	stmts map[string]*sql.Stmt
+	// bulkInserts counts the INSERTs a bulk writer ran on the driver
+	// connection (bulkInsert); the ledger goroutine's, for tests.
+	bulkInserts int
 
 	closeOnce sync.Once
 	closeErr  error
