@@ -27,8 +27,10 @@ const FinishCanceled = "canceled"
 
 // call is one inference call on its way through the pipeline.
 type call struct {
-	sf     surface.Codec
-	caller store.Key
+	sf surface.Codec
+	// caller is the caller's key, held by the request's logRecord
+	// (withAuth) for as long as the call lasts.
+	caller *store.Key
 	// req is the decoded request. A stream drops it once the upstream
 	// reply has begun (the conversation is not needed after that); what
 	// metering needs is kept in model and input.
@@ -118,7 +120,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, sf surface.Code
 	w.Header()["X-Svc-Request-Type"] = requestTypeHeader(class.Type) // X-SVC-Request-Type
 	c := &call{
 		sf:      sf,
-		caller:  *caller,
+		caller:  caller,
 		req:     req,
 		model:   req.Model,
 		input:   input,
