@@ -117,13 +117,22 @@ func (s *Server) pick(sf surface.Codec, pick func(*http.Request) (surface.Endpoi
 		}
 		h := endpoints[e]
 		if h == nil {
-			err := fmt.Errorf("surface %s picked endpoint %d, which it does not serve", sf.Surface(), e)
-			s.log.Error("route", "request_id", RequestID(r.Context()), "err", err)
-			sf.WriteError(w, err)
+			s.unservedEndpoint(w, r, sf, e)
 			return
 		}
 		h(w, r, caller)
 	}
+}
+
+// unservedEndpoint answers a request pick routed to an endpoint its
+// surface does not serve (a programming error). Out of pick's frame, below
+// which a stream's handler runs (see serveStream).
+//
+//go:noinline
+func (s *Server) unservedEndpoint(w http.ResponseWriter, r *http.Request, sf surface.Codec, e surface.Endpoint) {
+	err := fmt.Errorf("surface %s picked endpoint %d, which it does not serve", sf.Surface(), e)
+	s.log.Error("route", "request_id", RequestID(r.Context()), "err", err)
+	sf.WriteError(w, err)
 }
 
 // byValue adapts a handler that takes the caller's key by value (the
