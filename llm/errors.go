@@ -90,11 +90,20 @@ func (e *Error) Error() string {
 func (e *Error) Unwrap() error { return e.Err }
 
 // Errorf returns an *Error of kind k with a formatted message.
+//
+// Neither it nor InvalidParam is inlined: they are on the error paths of
+// request decoding, and each inlined copy took its own stack in the
+// decoder's frame, which every stream's handler goroutine holds at its
+// deepest (see server.serveStream).
+//
+//go:noinline
 func Errorf(k Kind, format string, args ...any) *Error {
 	return &Error{Kind: k, Message: fmt.Sprintf(format, args...)}
 }
 
 // InvalidParam returns an invalid_request error that names the field.
+//
+//go:noinline
 func InvalidParam(param, format string, args ...any) *Error {
 	return &Error{Kind: KindInvalidRequest, Param: param, Message: fmt.Sprintf(format, args...)}
 }

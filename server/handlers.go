@@ -14,7 +14,7 @@ import (
 // against the key's requests per minute (a count reads and decodes the
 // whole body), never billed, never recorded.
 func (s *Server) handleCount(sf surface.Codec, c surface.Counter) authedHandler {
-	return s.withRPM(sf, func(w http.ResponseWriter, r *http.Request, _ store.Key) {
+	return s.withRPM(sf, func(w http.ResponseWriter, r *http.Request, _ *store.Key) {
 		body, err := s.readBody(r)
 		if err != nil {
 			sf.WriteError(w, err)
@@ -28,7 +28,7 @@ func (s *Server) handleCount(sf surface.Codec, c surface.Counter) authedHandler 
 // before next runs (and before the body is read), or answers 429 in sf's
 // envelope.
 func (s *Server) withRPM(sf surface.Codec, next authedHandler) authedHandler {
-	return func(w http.ResponseWriter, r *http.Request, caller store.Key) {
+	return func(w http.ResponseWriter, r *http.Request, caller *store.Key) {
 		rpm := limitOr(caller.Limits.RPM, s.current().rpm)
 		if err := s.limiter.Request(caller.ID, s.share(rpm), s.now()); err != nil {
 			sf.WriteError(w, s.sharedLimit(err, rpm))
@@ -49,7 +49,7 @@ func (s *Server) withModelsAuth(next authedHandler) http.Handler {
 // (l nil), in the shape of the calling SDK (see claimant), with limits
 // read from the routed backends now.
 func (s *Server) handleModels(l surface.Lister) authedHandler {
-	return func(w http.ResponseWriter, r *http.Request, _ store.Key) {
+	return func(w http.ResponseWriter, r *http.Request, _ *store.Key) {
 		lister := l
 		if lister == nil {
 			if lister, _ = s.claimant(r).(surface.Lister); lister == nil {

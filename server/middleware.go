@@ -26,7 +26,11 @@ type ctxKey int
 const logRecordKey ctxKey = 0
 
 // authedHandler is a handler that runs after authentication.
-type authedHandler func(w http.ResponseWriter, r *http.Request, caller store.Key)
+//
+// It gets the caller's key by pointer, held in the request's logRecord:
+// a key passed by value took ~0.3 KB of the frames below which every
+// handler runs (see serveStream).
+type authedHandler func(w http.ResponseWriter, r *http.Request, caller *store.Key)
 
 // logRecord collects what the access line reports about one request. The
 // pipeline fills it in as it learns things; withAccessLog writes it at the
@@ -59,9 +63,11 @@ type logRecord struct {
 	app                     string
 
 	// In the record, so that one allocation holds them: the id's header
-	// value (withRequestID) and the status writer (withAccessLog).
+	// value (withRequestID), the status writer (withAccessLog) and the
+	// caller's key (withAuth).
 	idHeader [1]string
 	sw       statusWriter
+	caller   store.Key
 }
 
 // Value returns the record for logRecordKey, else what the request's
@@ -74,12 +80,20 @@ func (rec *logRecord) Value(key any) any {
 }
 
 func recordFrom(ctx context.Context) *logRecord {
-	rec, _ := ctx.Value(logRecordKey).(*logRecord)
-	if rec == nil {
-		return &logRecord{} // detached: writes go nowhere
+	if rec, _ := ctx.Value(logRecordKey).(*logRecord); rec != nil {
+		return rec
 	}
-	return rec
+	return detachedRecord()
 }
+
+// detachedRecord is the record of a context without one: writes go
+// nowhere. It is never inlined, so that the record is made on the heap
+// when it is needed, not kept in the frame of every function recordFrom
+// is inlined into (~0.3 KB each, on the stack of every stream's handler
+// goroutine: see serveStream).
+//
+//go:noinline
+func detachedRecord() *logRecord { return &logRecord{} }
 
 // RequestID returns the id withRequestID gave the request, or "".
 func RequestID(ctx context.Context) string {
@@ -101,6 +115,7 @@ func newRequestID() string {
 // withRecover turns a panic in a handler into a 500 (when nothing was written
 // yet) and an error log, instead of a dropped connection.
 func (s *Server) withRecover(next http.Handler) http.Handler {
+	serve := serveFunc(next)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
 			v := recover()
@@ -113,8 +128,18 @@ func (s *Server) withRecover(next http.Handler) http.Handler {
 			s.log.Error("panic", "request_id", RequestID(r.Context()), "panic", fmt.Sprint(v))
 			fallback.WriteError(w, &llm.Error{Kind: llm.KindInternal, Message: "internal error"})
 		}()
-		next.ServeHTTP(w, r)
+		serve(w, r)
 	})
+}
+
+// serveFunc is h as a function, so that a middleware calls the next one
+// directly rather than through HandlerFunc.ServeHTTP's frame (40 bytes a
+// middleware on the stack of every handler: see serveStream).
+func serveFunc(h http.Handler) http.HandlerFunc {
+	if f, ok := h.(http.HandlerFunc); ok {
+		return f
+	}
+	return h.ServeHTTP
 }
 
 // withRequestID gives every request an id, returned as X-Request-Id (and
@@ -122,6 +147,7 @@ func (s *Server) withRecover(next http.Handler) http.Handler {
 // request's logRecord, which it puts in the context for withAccessLog and
 // the pipeline.
 func (s *Server) withRequestID(next http.Handler) http.Handler {
+	serve := serveFunc(next)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := newRequestID()
 		rec := &logRecord{Context: r.Context(), id: id}
@@ -130,7 +156,7 @@ func (s *Server) withRequestID(next http.Handler) http.Handler {
 		v := rec.idHeader[:]
 		h := w.Header()
 		h["X-Request-Id"], h["Request-Id"] = v, v
-		next.ServeHTTP(w, r.WithContext(rec))
+		serve(w, r.WithContext(rec))
 	})
 }
 
@@ -161,6 +187,7 @@ func (sw *statusWriter) Unwrap() http.ResponseWriter { return sw.ResponseWriter 
 // backend (operators may see it); nothing a caller reads does. Floods of
 // caller faults are sampled (see logSampler).
 func (s *Server) withAccessLog(next http.Handler) http.Handler {
+	serve := serveFunc(next)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec, _ := r.Context().Value(logRecordKey).(*logRecord)
@@ -170,44 +197,57 @@ func (s *Server) withAccessLog(next http.Handler) http.Handler {
 		}
 		sw := &rec.sw
 		sw.ResponseWriter = w
-		next.ServeHTTP(sw, r)
-		s.metrics.observeCall(rec, sw.status, start, time.Now())
-		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || !s.sampler.allow(sw.status) {
-			return // probes: a line each would drown the log; floods of caller faults are sampled
-		}
-		// The record goes to the handler as slog.Logger.LogAttrs would
-		// hand it, without the caller's program counter (no handler of
-		// svcgw's adds the source): runtime.Callers was a tenth of the
-		// line's cost.
-		ctx, level, h := r.Context(), levelFor(sw.status), s.log.Handler()
-		if !h.Enabled(ctx, level) {
-			return
-		}
-		attrs := [...]slog.Attr{
-			slog.String("request_id", rec.id),
-			slog.String("route", rec.route),
-			slog.String("surface", string(rec.surface)),
-			slog.String("request_type", string(rec.requestType)),
-			slog.String("key_id", rec.keyID),
-			slog.String("backend", rec.backend.Candidate),
-			slog.Int("attempts", len(rec.backend.Attempts)),
-			slog.Int("status", sw.status),
-			slog.Int("input_tokens", rec.usage.InputTokens),
-			slog.Int("output_tokens", rec.usage.OutputTokens),
-			slog.String("cost", rec.cost),
-			slog.Int("duration_ms", int(time.Since(start).Milliseconds())),
-			slog.Bool("canceled", rec.canceled),
-		}
-		// svcgw's own handler takes the attributes as they are: a record
-		// holds five in place and allocates for the other eight.
-		if lh, ok := h.(*logtext.Handler); ok {
-			_ = lh.HandleAttrs(ctx, time.Now(), level, "request", attrs[:]...)
-			return
-		}
-		line := slog.NewRecord(time.Now(), level, "request", 0)
-		line.AddAttrs(attrs[:]...)
-		_ = h.Handle(ctx, line)
+		serve(sw, r)
+		s.logAccess(r, rec, start)
 	})
+}
+
+// logAccess observes a request that ended and writes its access line. It
+// is withAccessLog's end, a function of its own so that the line's
+// attributes (~0.5 KB) and the handler's record are in its frame, not in
+// the middleware's: every handler runs below the middleware's frame, and
+// a stream's handler blocks there for as long as it streams, on a stack
+// that holds 8 KiB only while the whole path stays under ~7.2 KB.
+//
+//go:noinline
+func (s *Server) logAccess(r *http.Request, rec *logRecord, start time.Time) {
+	sw := &rec.sw
+	s.metrics.observeCall(rec, sw.status, start, time.Now())
+	if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || !s.sampler.allow(sw.status) {
+		return // probes: a line each would drown the log; floods of caller faults are sampled
+	}
+	// The record goes to the handler as slog.Logger.LogAttrs would
+	// hand it, without the caller's program counter (no handler of
+	// svcgw's adds the source): runtime.Callers was a tenth of the
+	// line's cost.
+	ctx, level, h := r.Context(), levelFor(sw.status), s.log.Handler()
+	if !h.Enabled(ctx, level) {
+		return
+	}
+	attrs := [...]slog.Attr{
+		slog.String("request_id", rec.id),
+		slog.String("route", rec.route),
+		slog.String("surface", string(rec.surface)),
+		slog.String("request_type", string(rec.requestType)),
+		slog.String("key_id", rec.keyID),
+		slog.String("backend", rec.backend.Candidate),
+		slog.Int("attempts", len(rec.backend.Attempts)),
+		slog.Int("status", sw.status),
+		slog.Int("input_tokens", rec.usage.InputTokens),
+		slog.Int("output_tokens", rec.usage.OutputTokens),
+		slog.String("cost", rec.cost),
+		slog.Int("duration_ms", int(time.Since(start).Milliseconds())),
+		slog.Bool("canceled", rec.canceled),
+	}
+	// svcgw's own handler takes the attributes as they are: a record
+	// holds five in place and allocates for the other eight.
+	if lh, ok := h.(*logtext.Handler); ok {
+		_ = lh.HandleAttrs(ctx, time.Now(), level, "request", attrs[:]...)
+		return
+	}
+	line := slog.NewRecord(time.Now(), level, "request", 0)
+	line.AddAttrs(attrs[:]...)
+	_ = h.Handle(ctx, line)
 }
 
 // apiKey finds the caller's key in any of the header spellings the three
@@ -259,36 +299,41 @@ func apiKey(r *http.Request) (string, error) {
 // a 401 in sf's envelope.
 func (s *Server) withAuth(sf surface.Codec, next authedHandler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key, err := s.authenticate(r)
-		if err != nil {
+		rec := recordFrom(r.Context())
+		if err := s.authenticate(r, &rec.caller); err != nil {
 			sf.WriteError(w, err)
 			return
 		}
-		rec := recordFrom(r.Context())
-		rec.keyID, rec.route = key.ID, r.Pattern
-		next(w, r, key)
+		rec.keyID, rec.route = rec.caller.ID, r.Pattern
+		next(w, r, &rec.caller)
 	})
 }
 
-func (s *Server) authenticate(r *http.Request) (store.Key, error) {
+// authenticate resolves r's key into into. It is never inlined: its
+// errors would take room in withAuth's frame, below which every handler
+// runs (see serveStream).
+//
+//go:noinline
+func (s *Server) authenticate(r *http.Request, into *store.Key) error {
 	secret, err := apiKey(r)
 	if err != nil {
-		return store.Key{}, err
+		return err
 	}
 	if secret == "" {
-		return store.Key{}, &llm.Error{Kind: llm.KindAuth, Message: "missing API key: send it as Authorization: Bearer <key>, x-api-key, x-goog-api-key or ?key="}
+		return &llm.Error{Kind: llm.KindAuth, Message: "missing API key: send it as Authorization: Bearer <key>, x-api-key, x-goog-api-key or ?key="}
 	}
 	key, err := s.store.Authenticate(r.Context(), secret)
 	if errors.Is(err, store.ErrNotFound) {
-		return store.Key{}, &llm.Error{Kind: llm.KindAuth, Message: "invalid API key"}
+		return &llm.Error{Kind: llm.KindAuth, Message: "invalid API key"}
 	}
 	if errors.Is(err, store.ErrUnavailable) {
-		return store.Key{}, databaseUnavailable(fmt.Errorf("authenticate: %w", err))
+		return databaseUnavailable(fmt.Errorf("authenticate: %w", err))
 	}
 	if err != nil {
-		return store.Key{}, &llm.Error{Kind: llm.KindInternal, Message: "internal error", Err: fmt.Errorf("authenticate: %w", err)}
+		return &llm.Error{Kind: llm.KindInternal, Message: "internal error", Err: fmt.Errorf("authenticate: %w", err)}
 	}
-	return key, nil
+	*into = key
+	return nil
 }
 
 func notFoundRoute(r *http.Request) error {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/apd/v3"
@@ -17,6 +18,7 @@ import (
 	"github.com/svcgw/svcgw/llm"
 	"github.com/svcgw/svcgw/store"
 	"github.com/svcgw/svcgw/surfaces/surface"
+	"github.com/svcgw/svcgw/upstream"
 )
 
 // FinishCanceled is the finish reason recorded for a call whose caller went
@@ -25,8 +27,10 @@ const FinishCanceled = "canceled"
 
 // call is one inference call on its way through the pipeline.
 type call struct {
-	sf     surface.Codec
-	caller store.Key
+	sf surface.Codec
+	// caller is the caller's key, held by the request's logRecord
+	// (withAuth) for as long as the call lasts.
+	caller *store.Key
 	// req is the decoded request. A stream drops it once the upstream
 	// reply has begun (the conversation is not needed after that); what
 	// metering needs is kept in model and input.
@@ -43,13 +47,16 @@ type call struct {
 	// set is the configuration the call started with: its router, prices
 	// and limits, kept to its end whatever a reload does meanwhile.
 	set *settings
+	// stream is a stream's metering as it goes (relay): here rather than
+	// in relay's frame, which is on the stack below every flush.
+	stream meterInput
 }
 
 // handleInference serves one inference endpoint of a surface: ledger check
 // → rate limit → decode → bounds → classify → admit → route → encode →
 // meter → settle.
 func (s *Server) handleInference(sf surface.Codec) authedHandler {
-	return func(w http.ResponseWriter, r *http.Request, caller store.Key) {
+	return func(w http.ResponseWriter, r *http.Request, caller *store.Key) {
 		set := s.current()
 		rec := recordFrom(r.Context())
 		rec.call, rec.surface = true, sf.Surface()
@@ -85,7 +92,7 @@ func (s *Server) handleInference(sf surface.Codec) authedHandler {
 
 // prepare decodes, classifies and admits a call. It sets X-SVC-Request-Type
 // as soon as the type is known, so even a 402 carries it.
-func (s *Server) prepare(w http.ResponseWriter, r *http.Request, sf surface.Codec, caller store.Key, set *settings) (*call, error) {
+func (s *Server) prepare(w http.ResponseWriter, r *http.Request, sf surface.Codec, caller *store.Key, set *settings) (*call, error) {
 	start := s.now()
 	rec := recordFrom(r.Context())
 	body, err := s.readBody(r)
@@ -280,30 +287,60 @@ func (s *Server) serveComplete(w http.ResponseWriter, r *http.Request, c *call) 
 // upstream call (through the request context) and is billed for what was
 // generated up to then, and a stream that fails or breaks off after
 // delivering output is billed for what reached the caller, the same way.
+//
+// A stream's handler goroutine holds its stack for as long as it streams,
+// and Go doubles a stack, never to be halved while more than a quarter of
+// it is in use, whenever its deepest moment does not fit: an open stream
+// costs 8 KiB of stack when every moment of its path (the upstream call's
+// opening, the first header write, each flush, the finish) stays under
+// the ~7.2 KB an 8 KiB stack holds, and 16 KiB when one does not. So the
+// path is split where frames would otherwise stack up: serveStream holds
+// little while the router opens the upstream call, relay holds the loop's
+// state, and what runs once at the end (endStream, meter) or on an error
+// is out of the loop's frame. BenchmarkOpenStreamMemory's stack-B/stream
+// reads the result.
 func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call) {
-	ctx := r.Context()
 	upStart := s.now()
-	st, rep, err := c.set.router.Stream(ctx, c.class.Type, c.class.Tier, c.req)
-	rec := recordFrom(ctx)
-	rec.backend = rep
+	st, rep, err := c.set.router.Stream(r.Context(), c.class.Type, c.class.Tier, c.req)
+	recordFrom(r.Context()).backend = rep
 	if err != nil {
-		c.sf.WriteError(w, s.upstreamError(ctx, err))
+		s.writeUpstreamError(w, r, c, err)
 		return
 	}
 	defer st.Close()
 	s.metrics.streamOpened()
 	defer s.metrics.streamClosed()
+	s.relay(w, r, c, st, upStart)
+}
 
+// writeUpstreamError answers a call whose upstream call failed before
+// anything was written.
+//
+//go:noinline
+func (s *Server) writeUpstreamError(w http.ResponseWriter, r *http.Request, c *call, err error) {
+	c.sf.WriteError(w, s.upstreamError(r.Context(), err))
+}
+
+// relay is serveStream's loop (see there).
+//
+//go:noinline
+func (s *Server) relay(w http.ResponseWriter, r *http.Request, c *call, st upstream.Stream, upStart time.Time) {
+	ctx := r.Context()
+	rec := recordFrom(ctx)
 	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
+	h["Content-Type"] = eventStreamHeader
+	h["Cache-Control"] = noCacheHeader
+	h["X-Accel-Buffering"] = noHeader
+	if _, ok := h["Date"]; !ok {
+		h["Date"] = dateHeader(time.Now())
+	}
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	enc := c.sf.NewStream(c.req, c.id, c.created)
 	c.req = nil // the conversation: often most of what a call holds, for as long as it streams
 
-	m := meterInput{streamed: true, upstreamFrom: upStart}
+	m := &c.stream
+	*m = meterInput{streamed: true, upstreamFrom: upStart}
 	var estimate int // output tokens seen so far, for calls that never finish
 	// Frames are flushed when the stream has nothing more ready: a burst of
 	// events (an upstream read holding several) goes out in one write, and
@@ -322,15 +359,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call) {
 		case llm.EventTextDelta, llm.EventReasoningDelta, llm.EventToolCallDelta:
 			estimate += llm.TextTokens(ev.Text)
 		case llm.EventFinish:
-			if ev.Usage != nil {
-				m.usage = *ev.Usage
-			}
-			m.finish = string(ev.FinishReason)
-			m.delivered = estimate
-			m.end = s.now()
-			// Record before the final frames: a caller that reads the end
-			// of the stream and asks /generation at once must find it.
-			s.meter(ctx, c, m)
+			s.meterFinish(ctx, c, m, &ev, estimate)
 		}
 		if writeErr = enc.Event(w, ev); writeErr == nil && (ready == nil || !ready.Ready()) {
 			writeErr = rc.Flush()
@@ -342,6 +371,59 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call) {
 	if m.finish != "" {
 		return // metered at the finish event, even if the caller left during the last frames
 	}
+	s.endStream(ctx, w, c, st, enc, rc, m, estimate, writeErr)
+}
+
+// The relay's response headers, one shared slice each (as
+// X-Svc-Request-Type's): net/http only reads them.
+var (
+	eventStreamHeader = []string{"text/event-stream"}
+	noCacheHeader     = []string{"no-cache"}
+	noHeader          = []string{"no"}
+)
+
+// dateHeader is the Date header net/http would write for a response at
+// now (http.TimeFormat, to the second), made once a second and shared. A
+// stream sets it itself because net/http formats it inside the frame that
+// writes the header, 2.8 KB deep, where the formatting's own frames took
+// a stream's handler stack past 8 KiB (see serveStream).
+func dateHeader(now time.Time) []string {
+	sec := now.Unix()
+	if d := streamDate.Load(); d != nil && d.sec == sec {
+		return d.value
+	}
+	d := &dateValue{sec: sec, value: []string{now.UTC().Format(http.TimeFormat)}}
+	streamDate.Store(d)
+	return d.value
+}
+
+type dateValue struct {
+	sec   int64
+	value []string
+}
+
+var streamDate atomic.Pointer[dateValue]
+
+// meterFinish meters a stream at its finish event, before the final
+// frames: a caller that reads the end of the stream and asks /generation
+// at once must find the record.
+//
+//go:noinline
+func (s *Server) meterFinish(ctx context.Context, c *call, m *meterInput, ev *llm.Event, estimate int) {
+	if ev.Usage != nil {
+		m.usage = *ev.Usage
+	}
+	m.finish = string(ev.FinishReason)
+	m.delivered = estimate
+	m.end = s.now()
+	s.meter(ctx, c, *m)
+}
+
+// endStream ends a stream that had no finish event: the caller left, the
+// upstream failed mid-stream or broke off.
+//
+//go:noinline
+func (s *Server) endStream(ctx context.Context, w http.ResponseWriter, c *call, st upstream.Stream, enc surface.Stream, rc *http.ResponseController, m *meterInput, estimate int, writeErr error) {
 	m.end = s.now()
 	if m.firstByte.IsZero() {
 		m.firstByte = m.end
@@ -352,7 +434,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call) {
 	m.usage = llm.Usage{InputTokens: c.input, OutputTokens: estimate}
 	switch {
 	case writeErr != nil || ctx.Err() != nil:
-		rec.canceled = true
+		recordFrom(ctx).canceled = true
 		m.finish = FinishCanceled
 	default:
 		// Failed mid-stream (or the backend ended without a finish event,
@@ -370,7 +452,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call) {
 			m.usage, m.failed = llm.Usage{}, true
 		}
 	}
-	s.meter(ctx, c, m)
+	s.meter(ctx, c, *m)
 }
 
 // upstreamError makes any backend failure safe for callers: *llm.Error
@@ -474,7 +556,7 @@ func (s *Server) unreported(ctx context.Context, c *call, u llm.Usage, delivered
 
 // application is the attribution label of a call: X-Title, else the host of
 // the Referer, else the key's name; normalised by label.
-func application(r *http.Request, caller store.Key) string {
+func application(r *http.Request, caller *store.Key) string {
 	if t := label(headerValue(r.Header, "X-Title")); t != "" {
 		return t
 	}

@@ -43,13 +43,13 @@ func (s *Server) routes() {
 		s.mux.Handle("GET "+p+"/v1/models", s.withModelsAuth(s.handleModels(nil)))
 		s.mux.Handle("GET "+p+"/v1/models/{model...}", s.withModelsAuth(s.handleModels(nil)))
 
-		s.handle("GET "+p+"/v1/credits", fallback, s.account.Credits)
-		s.handle("GET "+p+"/v1/usage", fallback, s.account.Usage)
-		s.handle("GET "+p+"/v1/generation", fallback, s.account.Generation)
-		s.handle("GET "+p+"/v1/generations", fallback, s.account.Generations)
+		s.handle("GET "+p+"/v1/credits", fallback, byValue(s.account.Credits))
+		s.handle("GET "+p+"/v1/usage", fallback, byValue(s.account.Usage))
+		s.handle("GET "+p+"/v1/generation", fallback, byValue(s.account.Generation))
+		s.handle("GET "+p+"/v1/generations", fallback, byValue(s.account.Generations))
 		// Feedback writes rows: it counts against the key's requests per
 		// minute like the count endpoints.
-		s.handle("POST "+p+"/v1/feedback", fallback, s.withRPM(fallback, s.account.Feedback))
+		s.handle("POST "+p+"/v1/feedback", fallback, s.withRPM(fallback, byValue(s.account.Feedback)))
 	}
 	// Liveness: the process answers. Readiness: it can take billable
 	// calls (the database answers, the ledger keeps up).
@@ -109,7 +109,7 @@ func (s *Server) mount(sf surface.Codec) {
 // pick serves a route that serves several endpoints: pick says which one
 // each request is for.
 func (s *Server) pick(sf surface.Codec, pick func(*http.Request) (surface.Endpoint, error), endpoints map[surface.Endpoint]authedHandler) authedHandler {
-	return func(w http.ResponseWriter, r *http.Request, caller store.Key) {
+	return func(w http.ResponseWriter, r *http.Request, caller *store.Key) {
 		e, err := pick(r)
 		if err != nil {
 			sf.WriteError(w, err)
@@ -117,13 +117,28 @@ func (s *Server) pick(sf surface.Codec, pick func(*http.Request) (surface.Endpoi
 		}
 		h := endpoints[e]
 		if h == nil {
-			err := fmt.Errorf("surface %s picked endpoint %d, which it does not serve", sf.Surface(), e)
-			s.log.Error("route", "request_id", RequestID(r.Context()), "err", err)
-			sf.WriteError(w, err)
+			s.unservedEndpoint(w, r, sf, e)
 			return
 		}
 		h(w, r, caller)
 	}
+}
+
+// unservedEndpoint answers a request pick routed to an endpoint its
+// surface does not serve (a programming error). Out of pick's frame, below
+// which a stream's handler runs (see serveStream).
+//
+//go:noinline
+func (s *Server) unservedEndpoint(w http.ResponseWriter, r *http.Request, sf surface.Codec, e surface.Endpoint) {
+	err := fmt.Errorf("surface %s picked endpoint %d, which it does not serve", sf.Surface(), e)
+	s.log.Error("route", "request_id", RequestID(r.Context()), "err", err)
+	sf.WriteError(w, err)
+}
+
+// byValue adapts a handler that takes the caller's key by value (the
+// account endpoints') to authedHandler.
+func byValue(h func(http.ResponseWriter, *http.Request, store.Key)) authedHandler {
+	return func(w http.ResponseWriter, r *http.Request, caller *store.Key) { h(w, r, *caller) }
 }
 
 // handle registers an authenticated route whose errors use sf's envelope.

@@ -112,7 +112,7 @@ type Server struct {
 	// broken (logged at New), when the page's routes are the 404.
 	dashboard *dashboard.Handler
 	mux       *http.ServeMux
-	handler   http.Handler
+	handler   http.HandlerFunc
 	// surfaces are the inference wire formats served (see routes).
 	surfaces []surface.Codec
 
@@ -168,7 +168,7 @@ func New(opts Options) *Server {
 		s.dashboard = dash
 	}
 	s.routes()
-	s.handler = s.withRecover(s.withRequestID(s.withAccessLog(s.withBody(s.mux))))
+	s.handler = serveFunc(s.withRecover(s.withRequestID(s.withAccessLog(s.withBody(s.mux)))))
 	return s
 }
 
@@ -242,7 +242,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.inflightMu.Unlock()
 	}()
-	s.handler.ServeHTTP(w, r)
+	s.handler(w, r)
 }
 
 // Wait blocks until no request is being served. Call it after Serve returns

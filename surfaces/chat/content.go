@@ -74,12 +74,21 @@ func (c *content) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 	return surface.WrongKind(dec, "a string or an array of content parts")
 }
 
+// elem names the i-th element of the field name, as in "messages[2]". It is
+// never inlined: the field paths of errors are built where a request is
+// decoded, and each inlined copy of it took stack in the decoder's frame
+// (strconv.Itoa's buffer, the concatenation's), which every stream's
+// handler goroutine then holds (see server.serveStream).
+//
+//go:noinline
+func elem(name string, i int) string { return name + "[" + strconv.Itoa(i) + "]" }
+
 // canonicalParts converts content parts; field names the content for errors
 // (e.g. "messages[2].content"), built only for one.
 func canonicalParts(field func() string, parts []contentPart, textOnly bool) ([]llm.Part, error) {
 	out := make([]llm.Part, 0, len(parts))
 	for i, p := range parts {
-		pf := func() string { return field() + "[" + strconv.Itoa(i) + "]" }
+		pf := func() string { return elem(field(), i) }
 		var part llm.Part
 		switch p.Type {
 		case "text", "input_text", "output_text":

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strconv"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -237,7 +236,7 @@ func decodeChat(body []byte) (*llm.Request, error) {
 func decodeMessages(msgs []chatMessage, req *llm.Request) error {
 	for i, m := range msgs {
 		// Field paths for errors, built only for one.
-		f := func() string { return "messages[" + strconv.Itoa(i) + "]" }
+		f := func() string { return elem("messages", i) }
 		cf := func() string { return f() + ".content" }
 		if m.Role == nil {
 			return llm.InvalidParam(f()+".role", "%s.role is required", f())
@@ -275,7 +274,7 @@ func decodeMessages(msgs []chatMessage, req *llm.Request) error {
 				parts = slices.DeleteFunc(parts, func(p llm.Part) bool { return p.Type == llm.PartText && p.Text == "" && p.CacheControl == nil })
 			}
 			for j, tc := range m.ToolCalls {
-				tf := func() string { return f() + ".tool_calls[" + strconv.Itoa(j) + "]" }
+				tf := func() string { return elem(f()+".tool_calls", j) }
 				if tc.ID == "" || tc.Function.Name == "" {
 					return llm.InvalidParam(tf(), "%s needs an id and a function.name", tf())
 				}

@@ -509,24 +509,7 @@ func (s *ResponsesStream) closeItem(w io.Writer) error {
 func (s *ResponsesStream) Event(w io.Writer, ev llm.Event) error {
 	switch ev.Type {
 	case llm.EventReasoningDelta:
-		if s.open != "reasoning" {
-			if err := s.openItem(w, "reasoning", llm.Part{Type: llm.PartReasoning}); err != nil {
-				return err
-			}
-		}
-		last := &s.content[len(s.content)-1]
-		if ev.Signature != "" {
-			last.Signature = ev.Signature
-		}
-		if ev.Text == "" {
-			return nil
-		}
-		last.Text += ev.Text
-		s.text += ev.Text
-		if s.deferred {
-			return nil
-		}
-		return s.delta(w, s.currentItem("in_progress"), ev.Text)
+		return s.reasoning(w, &ev)
 	case llm.EventTextDelta:
 		if ev.Text == "" {
 			return nil
@@ -543,10 +526,7 @@ func (s *ResponsesStream) Event(w io.Writer, ev llm.Event) error {
 		}
 		return s.delta(w, s.currentItem("in_progress"), ev.Text)
 	case llm.EventToolCallStart:
-		tc := *ev.ToolCall
-		tc.Arguments = nil
-		kind, _, _ := s.shapes.call(tc.Name)
-		return s.openItem(w, kind, llm.Part{Type: llm.PartToolCall, ToolCall: &tc})
+		return s.toolCallStart(w, &ev)
 	case llm.EventToolCallDelta:
 		if (s.open != "function_call" && s.open != "custom_tool_call") || ev.Text == "" {
 			return nil
@@ -559,22 +539,67 @@ func (s *ResponsesStream) Event(w io.Writer, ev llm.Event) error {
 		}
 		return s.delta(w, s.currentItem("in_progress"), ev.Text)
 	case llm.EventFinish:
-		if err := s.closeItem(w); err != nil {
-			return err
-		}
-		var u llm.Usage
-		if ev.Usage != nil {
-			u = *ev.Usage
-		}
-		s.ro.finish(ev.FinishReason, u, s.now())
-		s.ro.Output = s.items(itemStatus(s.ro.Status))
-		typ := "response.completed"
-		if s.ro.Status == "incomplete" {
-			typ = "response.incomplete"
-		}
-		return s.emit(w, typ, map[string]any{"response": s.ro})
+		return s.finish(w, &ev)
 	}
 	return nil
+}
+
+// reasoning writes a reasoning delta. It, toolCallStart and finish are
+// Event's cases in functions of their own, never inlined, so that Event's
+// frame, below which each item and delta is encoded, does not hold all
+// their temporaries at once: the stream's handler goroutine then fits in
+// 8 KiB of stack (see server.serveStream).
+//
+//go:noinline
+func (s *ResponsesStream) reasoning(w io.Writer, ev *llm.Event) error {
+	if s.open != "reasoning" {
+		if err := s.openItem(w, "reasoning", llm.Part{Type: llm.PartReasoning}); err != nil {
+			return err
+		}
+	}
+	last := &s.content[len(s.content)-1]
+	if ev.Signature != "" {
+		last.Signature = ev.Signature
+	}
+	if ev.Text == "" {
+		return nil
+	}
+	last.Text += ev.Text
+	s.text += ev.Text
+	if s.deferred {
+		return nil
+	}
+	return s.delta(w, s.currentItem("in_progress"), ev.Text)
+}
+
+// toolCallStart opens a tool call's item (see reasoning).
+//
+//go:noinline
+func (s *ResponsesStream) toolCallStart(w io.Writer, ev *llm.Event) error {
+	tc := *ev.ToolCall
+	tc.Arguments = nil
+	kind, _, _ := s.shapes.call(tc.Name)
+	return s.openItem(w, kind, llm.Part{Type: llm.PartToolCall, ToolCall: &tc})
+}
+
+// finish writes the response's end (see reasoning).
+//
+//go:noinline
+func (s *ResponsesStream) finish(w io.Writer, ev *llm.Event) error {
+	if err := s.closeItem(w); err != nil {
+		return err
+	}
+	var u llm.Usage
+	if ev.Usage != nil {
+		u = *ev.Usage
+	}
+	s.ro.finish(ev.FinishReason, u, s.now())
+	s.ro.Output = s.items(itemStatus(s.ro.Status))
+	typ := "response.completed"
+	if s.ro.Status == "incomplete" {
+		typ = "response.incomplete"
+	}
+	return s.emit(w, typ, map[string]any{"response": s.ro})
 }
 
 // responseErrorCode is a failed Response's error.code, which the schema

@@ -81,29 +81,7 @@ func (s *Stream) Event(w io.Writer, ev llm.Event) error {
 	}
 	switch ev.Type {
 	case llm.EventReasoningDelta:
-		if err := s.flushCalls(w); err != nil {
-			return err
-		}
-		if ev.Text != "" {
-			if s.show {
-				s.shownOpen = true
-				if err := s.produce(w, part{Text: ev.Text, Thought: true, ThoughtSignature: s.sigs.take(nil, "")}); err != nil {
-					return err
-				}
-			} else {
-				s.hidden.WriteString(ev.Text)
-			}
-		}
-		if ev.Signature != "" {
-			// The signature closes the block; it rides on the next data
-			// part, with the block's text when that was not shown.
-			b := sigBlock{Signature: ev.Signature, Merge: s.shownOpen}
-			if !s.shownOpen {
-				b.Text = s.hidden.String()
-			}
-			s.sigs.pending = append(s.sigs.pending, b)
-			s.endReasoning()
-		}
+		return s.reasoning(w, &ev)
 	case llm.EventTextDelta:
 		s.endReasoning()
 		if err := s.flushCalls(w); err != nil {
@@ -122,18 +100,59 @@ func (s *Stream) Event(w io.Writer, ev llm.Event) error {
 	case llm.EventToolCallDelta:
 		s.call(ev.Index).args.WriteString(ev.Text)
 	case llm.EventFinish:
-		if err := s.flushCalls(w); err != nil {
-			return err
-		}
-		var u llm.Usage
-		if ev.Usage != nil {
-			u = *ev.Usage
-		}
-		parts := s.sigs.finish(s.held)
-		s.held, s.done = nil, true
-		return s.writeChunk(w, parts, finishReason(ev.FinishReason), usage(u))
+		return s.finish(w, &ev)
 	}
 	return nil
+}
+
+// reasoning writes a reasoning delta. It and finish are Event's cases in
+// functions of their own, never inlined, so that Event's frame, below
+// which each text chunk is encoded, holds only the text's case: the
+// stream's handler goroutine then fits in 8 KiB of stack (see
+// server.serveStream).
+//
+//go:noinline
+func (s *Stream) reasoning(w io.Writer, ev *llm.Event) error {
+	if err := s.flushCalls(w); err != nil {
+		return err
+	}
+	if ev.Text != "" {
+		if s.show {
+			s.shownOpen = true
+			if err := s.produce(w, part{Text: ev.Text, Thought: true, ThoughtSignature: s.sigs.take(nil, "")}); err != nil {
+				return err
+			}
+		} else {
+			s.hidden.WriteString(ev.Text)
+		}
+	}
+	if ev.Signature != "" {
+		// The signature closes the block; it rides on the next data
+		// part, with the block's text when that was not shown.
+		b := sigBlock{Signature: ev.Signature, Merge: s.shownOpen}
+		if !s.shownOpen {
+			b.Text = s.hidden.String()
+		}
+		s.sigs.pending = append(s.sigs.pending, b)
+		s.endReasoning()
+	}
+	return nil
+}
+
+// finish writes the last chunk (see reasoning).
+//
+//go:noinline
+func (s *Stream) finish(w io.Writer, ev *llm.Event) error {
+	if err := s.flushCalls(w); err != nil {
+		return err
+	}
+	var u llm.Usage
+	if ev.Usage != nil {
+		u = *ev.Usage
+	}
+	parts := s.sigs.finish(s.held)
+	s.held, s.done = nil, true
+	return s.writeChunk(w, parts, finishReason(ev.FinishReason), usage(u))
 }
 
 // Error writes the in-stream error: the held parts first (they are

@@ -330,7 +330,8 @@ func (b *Backend) body(req *llm.Request, stream bool) ([]byte, error) {
 	// messages, which must follow the calls directly: there it waits
 	// until they have.
 	var held []oaMessage
-	for i, m := range req.Messages {
+	for i := range req.Messages {
+		m := &req.Messages[i]
 		if m.Role == llm.RoleSystem {
 			if text := textParts(m.Parts); len(text) > 0 {
 				held = append(held, oaMessage{Role: "system", Content: oaContent(text)})
@@ -394,43 +395,64 @@ func oaContent(ps []oaPart) any {
 }
 
 // openAIMessages translates one canonical message into chat-completions
-// messages.
-func openAIMessages(i int, m llm.Message) ([]oaMessage, error) {
-	param := func() string { return "messages." + strconv.Itoa(i) } // for an error only
+// messages. An assistant's turn and the others are translated apart: the
+// request is encoded on the stack of the call's handler goroutine, below
+// the router, and one frame holding both translations' temporaries took
+// that stack past what 8 KiB holds (see server.serveStream).
+func openAIMessages(i int, m *llm.Message) ([]oaMessage, error) {
 	if m.Role == llm.RoleAssistant {
-		msg := oaMessage{Role: "assistant"}
-		var text strings.Builder
-		for _, p := range m.Parts {
-			switch p.Type {
-			case llm.PartText:
-				text.WriteString(p.Text)
-			case llm.PartToolCall:
-				if p.ToolCall == nil {
-					continue
-				}
-				args := string(bytes.TrimSpace(p.ToolCall.Arguments))
-				if args == "" {
-					args = "{}"
-				}
-				msg.ToolCalls = append(msg.ToolCalls, oaToolCall{ID: p.ToolCall.ID, Type: "function",
-					Function: oaFunctionCall{Name: p.ToolCall.Name, Arguments: args}})
-			case llm.PartReasoning:
-				// No slot for it in chat-completions.
-			default:
-				return nil, llm.InvalidParam(param(), "assistant turns may only hold text, reasoning and tool calls on this route")
-			}
-		}
-		if text.Len() > 0 {
-			msg.Content = text.String()
-		}
-		if msg.Content == nil && msg.ToolCalls == nil {
-			return nil, nil
-		}
-		return []oaMessage{msg}, nil
+		return openAIAssistant(i, m)
 	}
+	return openAIUser(i, m)
+}
+
+// messageParam names message i, for an error only.
+func messageParam(i int) string { return "messages." + strconv.Itoa(i) }
+
+// openAIAssistant translates an assistant's turn.
+//
+//go:noinline
+func openAIAssistant(i int, m *llm.Message) ([]oaMessage, error) {
+	msg := oaMessage{Role: "assistant"}
+	var text strings.Builder
+	for _, p := range m.Parts {
+		switch p.Type {
+		case llm.PartText:
+			text.WriteString(p.Text)
+		case llm.PartToolCall:
+			if p.ToolCall == nil {
+				continue
+			}
+			args := string(bytes.TrimSpace(p.ToolCall.Arguments))
+			if args == "" {
+				args = "{}"
+			}
+			msg.ToolCalls = append(msg.ToolCalls, oaToolCall{ID: p.ToolCall.ID, Type: "function",
+				Function: oaFunctionCall{Name: p.ToolCall.Name, Arguments: args}})
+		case llm.PartReasoning:
+			// No slot for it in chat-completions.
+		default:
+			return nil, llm.InvalidParam(messageParam(i), "assistant turns may only hold text, reasoning and tool calls on this route")
+		}
+	}
+	if text.Len() > 0 {
+		msg.Content = text.String()
+	}
+	if msg.Content == nil && msg.ToolCalls == nil {
+		return nil, nil
+	}
+	return []oaMessage{msg}, nil
+}
+
+// openAIUser translates a user's turn, with its tool results.
+//
+//go:noinline
+func openAIUser(i int, m *llm.Message) ([]oaMessage, error) {
+	param := func() string { return messageParam(i) } // for an error only
 	var out []oaMessage
 	var parts, media []oaPart
-	for _, p := range m.Parts {
+	for k := range m.Parts {
+		p := &m.Parts[k]
 		switch p.Type {
 		case llm.PartToolResult:
 			if p.ToolResult == nil {
@@ -440,8 +462,8 @@ func openAIMessages(i int, m llm.Message) ([]oaMessage, error) {
 			out = append(out, oaMessage{Role: "tool", ToolCallID: res.CallID, Content: toolMessageText(res)})
 			// A tool message holds text only: its images follow in a
 			// user message (docs/translation.md#tool-calls-and-results, policy).
-			for _, c := range res.Content {
-				if c.Type != llm.PartText {
+			for k := range res.Content {
+				if c := &res.Content[k]; c.Type != llm.PartText {
 					op, err := openAIPart(param, c)
 					if err != nil {
 						return nil, err
@@ -487,7 +509,7 @@ func toolMessageText(res *llm.ToolResult) string {
 }
 
 // openAIPart translates an image or a PDF.
-func openAIPart(param func() string, p llm.Part) (oaPart, error) {
+func openAIPart(param func() string, p *llm.Part) (oaPart, error) {
 	switch p.Type {
 	case llm.PartText:
 		return oaPart{Type: "text", Text: p.Text}, nil

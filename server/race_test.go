@@ -1,0 +1,6 @@
+//go:build race
+
+package server
+
+// raceEnabled says the test binary was built with -race.
+const raceEnabled = true
