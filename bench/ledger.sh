@@ -37,6 +37,7 @@
 #                                   as bench/run.sh does; 0: no pinning
 #   LEDGER_OUT=                     results directory (default: in a temp dir)
 #   LEDGER_SVCGW_ENV=               extra environment for svcgw, e.g. "GOMAXPROCS=2"
+#   LEDGER_SVCGW_BIN=               measure this svcgw binary instead of building the tree's
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -101,7 +102,11 @@ log "building into $bin"
 (
 	cd "$repo"
 	export CGO_ENABLED=0
-	go build -o "$bin/svcgw" .
+	if [ -n "${LEDGER_SVCGW_BIN:-}" ]; then
+		cp "$LEDGER_SVCGW_BIN" "$bin/svcgw"
+	else
+		go build -o "$bin/svcgw" .
+	fi
 	go -C bench build -tags bench -o "$bin/" ./mock ./seed ./ledger # their own module
 ) || die "build"
 
