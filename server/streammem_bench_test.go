@@ -48,29 +48,40 @@ func BenchmarkOpenStreamMemory(b *testing.B) {
 
 const openStreams = 200
 
-func benchOpenStreams(b *testing.B, prompt int, h2c bool) {
-	release := make(chan struct{})
-	defer close(release)
-	const chunk = `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1767225600,"model":"m","choices":[{"index":0,"delta":{"content":"tok"},"finish_reason":null}]}` + "\n\n"
+// heldChunk is a chunk of streamingUpstream's streams.
+const heldChunk = `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1767225600,"model":"m","choices":[{"index":0,"delta":{"content":"tok"},"finish_reason":null}]}` + "\n\n"
+
+// streamingUpstream starts an upstream, over HTTP/1.1 and h2c, that answers
+// every call with two chunks, flushed, and then lets hold decide the rest
+// of the stream; it returns an openai backend to it (over h2c if h2c) and
+// its URL.
+func streamingUpstream(tb testing.TB, h2c bool, hold http.HandlerFunc) (*openai.Backend, string) {
 	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "text/event-stream")
-		_, _ = io.WriteString(w, chunk+chunk)
+		_, _ = io.WriteString(w, heldChunk+heldChunk)
 		w.(http.Flusher).Flush()
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
+		hold(w, r)
 	}))
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
 	up.Config.Protocols = &protocols
 	up.Start()
-	defer up.Close()
+	tb.Cleanup(up.Close)
+	return openai.New(upstream.HTTPOptions{BaseURL: up.URL + "/v1", Model: "m", H2C: h2c,
+		Limits: upstream.Limits{ContextLength: 1 << 20, MaxCompletionTokens: 16384}}), up.URL
+}
 
-	be := openai.New(upstream.HTTPOptions{BaseURL: up.URL + "/v1", Model: "m", H2C: h2c,
-		Limits: upstream.Limits{ContextLength: 1 << 20, MaxCompletionTokens: 16384}})
+func benchOpenStreams(b *testing.B, prompt int, h2c bool) {
+	release := make(chan struct{})
+	defer close(release)
+	be, upURL := streamingUpstream(b, h2c, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
 	h, key, _ := benchGateway(b, upstream.NewRouter([]upstream.Candidate{{Name: "up", Backend: be, Limits: be.Limits()}}))
 	gw := httptest.NewServer(h)
 	defer gw.Close()
@@ -128,7 +139,7 @@ func benchOpenStreams(b *testing.B, prompt int, h2c bool) {
 
 	var heap, stack, goroutines float64
 	for b.Loop() {
-		dh, ds, dg := held(up.URL, "/v1/chat/completions")
+		dh, ds, dg := held(upURL, "/v1/chat/completions")
 		gh, gs, gg := held(gw.URL, "/svc/v1/chat/completions")
 		heap, stack, goroutines = gh-dh, gs-ds, gg-dg
 	}

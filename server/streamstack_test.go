@@ -8,7 +8,6 @@ import (
 	"maps"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"runtime/debug"
@@ -19,7 +18,6 @@ import (
 
 	"github.com/svcgw/svcgw/internal/logtext"
 	"github.com/svcgw/svcgw/upstream"
-	"github.com/svcgw/svcgw/upstream/openai"
 )
 
 // streamStackChild names, in the environment of a child process of the
@@ -108,35 +106,21 @@ func tail(out []byte, n int) string {
 func streamsUnderStackLimit(t *testing.T, h2c bool, sf stackSurface) {
 	const warmups = 3
 	release := make(chan struct{})
-	const chunk = `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1767225600,"model":"m","choices":[{"index":0,"delta":{"content":"tok"},"finish_reason":null}]}` + "\n\n"
 	const end = `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1767225600,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\n" +
 		`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1767225600,"model":"m","choices":[],"usage":{"prompt_tokens":9,"completion_tokens":2,"total_tokens":11}}` + "\n\n" +
 		"data: [DONE]\n\n"
 	var calls atomic.Int32
-	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "text/event-stream")
-		_, _ = io.WriteString(w, chunk+chunk)
-		w.(http.Flusher).Flush()
+	be, _ := streamingUpstream(t, h2c, func(w http.ResponseWriter, r *http.Request) {
 		if calls.Add(1) <= warmups {
-			_, _ = io.WriteString(w, chunk+end) // a warm-up: the whole stream at once
+			_, _ = io.WriteString(w, heldChunk+end) // a warm-up: the whole stream at once
 			return
 		}
 		select {
 		case <-release:
-			_, _ = io.WriteString(w, chunk+end)
+			_, _ = io.WriteString(w, heldChunk+end)
 		case <-r.Context().Done():
 		}
-	}))
-	var protocols http.Protocols
-	protocols.SetHTTP1(true)
-	protocols.SetUnencryptedHTTP2(true)
-	up.Config.Protocols = &protocols
-	up.Start()
-	defer up.Close()
-
-	be := openai.New(upstream.HTTPOptions{BaseURL: up.URL + "/v1", Model: "m", H2C: h2c,
-		Limits: upstream.Limits{ContextLength: 1 << 20, MaxCompletionTokens: 16384}})
+	})
 	gw := newTestGateway(t, func(o *Options) {
 		o.Router = upstream.NewRouter([]upstream.Candidate{{Name: "up", Backend: be, Limits: be.Limits()}})
 		o.Logger = slog.New(logtext.NewHandler(io.Discard, nil)) // as serve logs
