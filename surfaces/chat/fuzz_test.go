@@ -66,6 +66,15 @@ func paramOf(err error) string {
 }
 
 func FuzzDecodeChat(f *testing.F) {
+	addChatSeeds(f)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		checkDecoder(t, decodeChat, body)
+	})
+}
+
+// addChatSeeds seeds f with the chat request files and the decode tests'
+// bodies, good and bad.
+func addChatSeeds(f *testing.F) {
 	for _, b := range requestFiles(f, "chat") {
 		f.Add(b)
 	}
@@ -75,9 +84,6 @@ func FuzzDecodeChat(f *testing.F) {
 	for _, tc := range chatErrorCases {
 		f.Add([]byte(tc.body))
 	}
-	f.Fuzz(func(t *testing.T, body []byte) {
-		checkDecoder(t, decodeChat, body)
-	})
 }
 
 func FuzzDecodeResponses(f *testing.F) {

@@ -27,6 +27,9 @@ var chatKeys = []string{"model", "messages", "stream", "stream_options", "tools"
 // messageKeys are chatMessage's members.
 var messageKeys = []string{"role", "content", "name", "tool_calls", "tool_call_id", "cache_control"}
 
+// streamOptionsKeys are stream_options' members.
+var streamOptionsKeys = []string{"include_usage"}
+
 // roles are the message roles a request repeats.
 var roles = []string{"user", "assistant", "system", "tool", "developer"}
 
@@ -181,7 +184,7 @@ func scanStreamOptions(sc *llm.JSONScanner, includeUsage *bool) {
 				*includeUsage = sc.Bool()
 			}
 		default:
-			sc.Unknown(key, "include_usage")
+			sc.Unknown(key, streamOptionsKeys...)
 		}
 	}
 }

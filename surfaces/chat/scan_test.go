@@ -16,15 +16,7 @@ import (
 // chatRequest. Seeded with the request files, the decode tests' bodies and
 // bodies that tell the two apart if either gets a detail wrong.
 func FuzzScanChat(f *testing.F) {
-	for _, b := range requestFiles(f, "chat") {
-		f.Add(b)
-	}
-	for _, tc := range chatDecodeCases {
-		f.Add([]byte(tc.body))
-	}
-	for _, tc := range chatErrorCases {
-		f.Add([]byte(tc.body))
-	}
+	addChatSeeds(f)
 	for _, s := range scanChatSeeds {
 		f.Add([]byte(s))
 	}
@@ -119,16 +111,22 @@ func TestScanChat(t *testing.T) {
 	}
 }
 
-// TestScanChat_KnowsEveryMember checks chatKeys and messageKeys against
-// chatRequest's and chatMessage's JSON names: scanChat skips any other key
+// TestScanChat_KnowsEveryMember checks chatKeys, messageKeys and
+// streamOptionsKeys against chatRequest's, chatMessage's and
+// stream_options' JSON names: scanChat skips any other key
 // as a member the request does not have, so a member added to the types and
 // not to the lists would be dropped by the scanner where surface.Decode
 // reads it.
 func TestScanChat_KnowsEveryMember(t *testing.T) {
+	streamOptions, _ := reflect.TypeFor[chatRequest]().FieldByName("StreamOptions")
 	for _, c := range []struct {
 		typ  reflect.Type
 		keys []string
-	}{{reflect.TypeFor[chatRequest](), chatKeys}, {reflect.TypeFor[chatMessage](), messageKeys}} {
+	}{
+		{reflect.TypeFor[chatRequest](), chatKeys},
+		{reflect.TypeFor[chatMessage](), messageKeys},
+		{streamOptions.Type.Elem(), streamOptionsKeys},
+	} {
 		if got, want := slices.Sorted(slices.Values(c.keys)), testfill.JSONNames(c.typ); !slices.Equal(got, want) {
 			t.Errorf("%s: the scanner's keys are\n%q\nthe type's members\n%q", c.typ, got, want)
 		}
