@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/svcgw/svcgw/llm"
@@ -41,12 +42,12 @@ type Stream struct {
 	held  []part         // data parts not yet written
 	done  bool
 
-	// One response value and buffer serve every chunk, so a text part
-	// costs no allocation once the first chunks have sized them.
-	buf  bytes.Buffer
-	enc  *json.Encoder // writes to buf
-	resp generateContentResponse
-	cand [1]candidate
+	// A chunk's frame is written by encode, the parts other than text by
+	// the encoder into buf; they serve every chunk, so a text part costs
+	// no allocation once the first chunks have sized them.
+	frame []byte
+	buf   bytes.Buffer
+	enc   *json.Encoder // writes to buf
 
 	// A chunk of one text part (or one thought part) differs from the one
 	// before only in its text: its frame is encoded once and split around
@@ -235,7 +236,7 @@ func (s *Stream) writeChunk(w io.Writer, parts []part, finish string, u *usageMe
 	if err := s.encode(parts, finish, u); err != nil {
 		return err
 	}
-	_, err := w.Write(s.buf.Bytes())
+	_, err := w.Write(s.frame)
 	return err
 }
 
@@ -258,7 +259,7 @@ func (s *Stream) textChunk(w io.Writer, text string, thought bool) error {
 		if err := s.encode([]part{{Text: "x", Thought: thought}}, "", nil); err != nil {
 			return err
 		}
-		b := s.buf.Bytes()
+		b := s.frame
 		i := bytes.Index(b, []byte(`"text":"x"`)) + len(`"text":`)
 		t.prefix = bytes.Clone(b[:i])
 		t.suffix = bytes.Clone(b[i+len(`"x"`):])
@@ -270,20 +271,95 @@ func (s *Stream) textChunk(w io.Writer, text string, thought bool) error {
 	return err
 }
 
-// encode puts one chunk's whole frame in buf.
+// encode puts one chunk's whole frame in frame: "data: ", the
+// generateContentResponse of parts, finish and u, and the blank line. It
+// writes what encoding/json writes for that value (FuzzFrame checks it
+// byte for byte) but only the parts other than text go through the
+// encoder, one at a time: the whole response through it was a dozen reflective
+// frames deep, which a stream's handler cannot afford below its finish
+// (TestStream_HandlerStackFitsEightKiB).
 func (s *Stream) encode(parts []part, finish string, u *usageMetadata) error {
-	s.cand[0] = candidate{Content: content{Role: "model", Parts: parts}, FinishReason: finish}
-	s.resp = generateContentResponse{
-		Candidates:    s.cand[:],
-		UsageMetadata: u,
-		ModelVersion:  s.model,
-		ResponseID:    s.id,
+	b := append(s.frame[:0], `data: {"candidates":[{"content":{"role":"model"`...)
+	if len(parts) > 0 {
+		b = append(b, `,"parts":[`...)
+		for i := range parts {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			var err error
+			if b, err = s.appendPart(b, &parts[i]); err != nil {
+				s.frame = b[:0]
+				return err
+			}
+		}
+		b = append(b, ']')
 	}
-	s.buf.Reset()
-	s.buf.WriteString("data: ")
-	if err := s.enc.Encode(&s.resp); err != nil { // the JSON and "\n"
-		return err
+	b = append(b, '}')
+	if finish != "" {
+		b = append(b, `,"finishReason":`...)
+		b = surface.AppendString(b, finish, false)
 	}
-	s.buf.WriteByte('\n')
+	b = append(b, `,"index":0}]`...)
+	if u != nil {
+		b = appendUsage(b, u)
+	}
+	b = append(b, `,"modelVersion":`...)
+	b = surface.AppendString(b, s.model, false)
+	b = append(b, `,"responseId":`...)
+	b = surface.AppendString(b, s.id, false)
+	s.frame = append(b, "}\n\n"...)
 	return nil
+}
+
+// appendPart appends p's JSON: a text or thought part as written here, any
+// other through the encoder.
+func (s *Stream) appendPart(b []byte, p *part) ([]byte, error) {
+	if p.InlineData != nil || p.FileData != nil || p.FunctionCall != nil || p.FunctionResponse != nil ||
+		p.ExecutableCode != nil || p.CodeExecutionResult != nil {
+		s.buf.Reset()
+		if err := s.enc.Encode(p); err != nil {
+			return b, err
+		}
+		return append(b, bytes.TrimSuffix(s.buf.Bytes(), []byte("\n"))...), nil
+	}
+	b = append(b, '{')
+	sep := false
+	field := func(name string) {
+		if sep {
+			b = append(b, ',')
+		}
+		b = append(b, name...)
+		sep = true
+	}
+	if p.Text != "" {
+		field(`"text":`)
+		b = surface.AppendString(b, p.Text, false)
+	}
+	if p.Thought {
+		field(`"thought":true`)
+	}
+	if p.ThoughtSignature != "" {
+		field(`"thoughtSignature":`)
+		b = surface.AppendString(b, p.ThoughtSignature, false)
+	}
+	return append(b, '}'), nil
+}
+
+// appendUsage appends the usageMetadata member.
+func appendUsage(b []byte, u *usageMetadata) []byte {
+	b = append(b, `,"usageMetadata":{"promptTokenCount":`...)
+	b = strconv.AppendInt(b, int64(u.PromptTokenCount), 10)
+	if u.CachedContentTokenCount != 0 {
+		b = append(b, `,"cachedContentTokenCount":`...)
+		b = strconv.AppendInt(b, int64(u.CachedContentTokenCount), 10)
+	}
+	b = append(b, `,"candidatesTokenCount":`...)
+	b = strconv.AppendInt(b, int64(u.CandidatesTokenCount), 10)
+	if u.ThoughtsTokenCount != 0 {
+		b = append(b, `,"thoughtsTokenCount":`...)
+		b = strconv.AppendInt(b, int64(u.ThoughtsTokenCount), 10)
+	}
+	b = append(b, `,"totalTokenCount":`...)
+	b = strconv.AppendInt(b, int64(u.TotalTokenCount), 10)
+	return append(b, '}')
 }

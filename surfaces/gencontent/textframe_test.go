@@ -28,7 +28,7 @@ func FuzzTextFrame(f *testing.F) {
 			if err := slow.encode([]part{{Text: text, Thought: thought}}, "", nil); err != nil {
 				t.Fatal(err)
 			}
-			want.Write(slow.buf.Bytes())
+			want.Write(slow.frame)
 			if !bytes.Equal(got.Bytes(), want.Bytes()) {
 				t.Fatalf("template:\n%s\nencoder:\n%s", got.Bytes(), want.Bytes())
 			}
