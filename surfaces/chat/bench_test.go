@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"fmt"
 	"io"
 	"net/http/httptest"
 	"testing"
@@ -75,5 +76,44 @@ func BenchmarkStreamOpen(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+	}
+}
+
+// BenchmarkResponsesStream is a whole streamed Response of n text deltas
+// (and, for the tool case, as many argument deltas of one function call):
+// its cost per delta must not grow with the reply's length.
+func BenchmarkResponsesStream(b *testing.B) {
+	req, _ := benchResponse()
+	text := llm.Event{Type: llm.EventTextDelta, Text: " patient"}
+	start := llm.Event{Type: llm.EventToolCallStart, ToolCall: &llm.ToolCall{ID: "call_1", Name: "write_file"}}
+	args := llm.Event{Type: llm.EventToolCallDelta, Text: `"line\n`}
+	finish := llm.Event{Type: llm.EventFinish, FinishReason: llm.FinishStop, Usage: &llm.Usage{InputTokens: 12, OutputTokens: 34}}
+	for _, n := range []int{100, 1000, 10000} {
+		b.Run(fmt.Sprintf("deltas=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				s := ResponsesCodec{}.NewStream(req, "resp_0123456789abcdefghijklmn", time.Unix(1767225600, 0))
+				if err := s.Start(io.Discard); err != nil {
+					b.Fatal(err)
+				}
+				for range n {
+					if err := s.Event(io.Discard, text); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := s.Event(io.Discard, start); err != nil {
+					b.Fatal(err)
+				}
+				for range n {
+					if err := s.Event(io.Discard, args); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := s.Event(io.Discard, finish); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(2*n), "ns/delta")
+		})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/svcgw/svcgw/llm"
@@ -333,7 +334,15 @@ type ResponsesStream struct {
 	// its output_index.
 	open string
 	item int
-	text string // text (or arguments) of the open item so far
+	// text is the open item's text (or arguments) so far. Its part in
+	// content gets it when the items are next built (items), not with
+	// each delta: copying the whole text so far into a string at every
+	// delta made a reply of n deltas cost n² bytes (1.65 GB for 10,000).
+	text []byte
+	// itemID is the open item's id, which its deltas carry; out is a
+	// delta's frame (deltaFrame).
+	itemID string
+	out    []byte
 	// now stamps completed_at; tests replace it.
 	now func() time.Time
 }
@@ -350,6 +359,9 @@ func (c ResponsesCodec) newStream(req *llm.Request, id string, created time.Time
 
 // items is the output so far, with the ids sealed in whole-item mode.
 func (s *ResponsesStream) items(status string) []outputItem {
+	if s.open == "message" || s.open == "reasoning" {
+		s.content[len(s.content)-1].Text = string(s.text)
+	}
 	items := outputItems(s.suffix, s.content, status, s.shapes)
 	for i, id := range s.ids {
 		items[i].ID = id
@@ -396,7 +408,7 @@ func (s *ResponsesStream) openItem(w io.Writer, kind string, part llm.Part) erro
 		return err
 	}
 	s.content = append(s.content, part)
-	s.open, s.text = kind, ""
+	s.open, s.text = kind, s.text[:0]
 	s.item = len(outputItems(s.suffix, s.content, "completed", s.shapes)) - 1
 	// A custom tool call's input is the "input" member of the arguments
 	// the backend streams as JSON, and a whole item's id carries its
@@ -405,7 +417,9 @@ func (s *ResponsesStream) openItem(w io.Writer, kind string, part llm.Part) erro
 	if s.deferred {
 		return nil
 	}
-	return s.opening(w, s.currentItem("in_progress"))
+	it := s.currentItem("in_progress")
+	s.itemID = it.ID
+	return s.opening(w, it)
 }
 
 // opening writes the events that open item it.
@@ -428,15 +442,46 @@ func (s *ResponsesStream) opening(w io.Writer, it outputItem) error {
 	return nil
 }
 
-// delta writes the event of one delta of the open item.
-func (s *ResponsesStream) delta(w io.Writer, it outputItem, text string) error {
-	switch it.Type {
+// delta writes the event of one delta of an item of type typ: the frame
+// emit would write for it, written here (FuzzResponsesDelta checks it byte
+// for byte), as a reply has one for every few characters.
+func (s *ResponsesStream) delta(w io.Writer, typ, id, text string) error {
+	b := append(s.out[:0], "event: "...)
+	switch typ {
 	case "message":
-		return s.emit(w, "response.output_text.delta", map[string]any{"item_id": it.ID, "output_index": s.item, "content_index": 0, "delta": text, "logprobs": []struct{}{}})
+		b = append(b, "response.output_text.delta\ndata: {\"content_index\":0,\"delta\":"...)
+		b = surface.AppendString(b, text, true) // json.Marshal escapes HTML
+		b = append(b, `,"item_id":`...)
+		b = surface.AppendString(b, id, true)
+		b = append(b, `,"logprobs":[]`...)
 	case "reasoning":
-		return s.emit(w, "response.reasoning_summary_text.delta", map[string]any{"item_id": it.ID, "output_index": s.item, "summary_index": 0, "delta": text})
+		b = append(b, "response.reasoning_summary_text.delta\ndata: {\"delta\":"...)
+		b = surface.AppendString(b, text, true)
+		b = append(b, `,"item_id":`...)
+		b = surface.AppendString(b, id, true)
+	default:
+		typ = "function_call"
+		b = append(b, "response.function_call_arguments.delta\ndata: {\"delta\":"...)
+		b = surface.AppendString(b, text, true)
+		b = append(b, `,"item_id":`...)
+		b = surface.AppendString(b, id, true)
 	}
-	return s.emit(w, "response.function_call_arguments.delta", map[string]any{"item_id": it.ID, "output_index": s.item, "delta": text})
+	b = append(b, `,"output_index":`...)
+	b = strconv.AppendInt(b, int64(s.item), 10)
+	b = append(b, `,"sequence_number":`...)
+	b = strconv.AppendInt(b, int64(s.seq), 10)
+	s.seq++
+	switch typ {
+	case "message":
+		b = append(b, `,"type":"response.output_text.delta"}`...)
+	case "reasoning":
+		b = append(b, `,"summary_index":0,"type":"response.reasoning_summary_text.delta"}`...)
+	default:
+		b = append(b, `,"type":"response.function_call_arguments.delta"}`...)
+	}
+	s.out = append(b, "\n\n"...)
+	_, err := w.Write(s.out)
+	return err
 }
 
 // closeItem ends the open item with its .done events; a deferred message
@@ -455,12 +500,13 @@ func (s *ResponsesStream) closeItem(w io.Writer) error {
 		if err := s.opening(w, opened); err != nil {
 			return err
 		}
-		if s.text != "" {
-			if err := s.delta(w, it, s.text); err != nil {
+		if len(s.text) > 0 {
+			if err := s.delta(w, it.Type, it.ID, string(s.text)); err != nil {
 				return err
 			}
 		}
 	}
+	text := string(s.text)
 	base := map[string]any{"item_id": it.ID, "output_index": s.item}
 	with := func(kv ...any) map[string]any {
 		m := map[string]any{}
@@ -475,16 +521,16 @@ func (s *ResponsesStream) closeItem(w io.Writer) error {
 	var err error
 	switch s.open {
 	case "message":
-		part := outputPart{Type: "output_text", Text: s.text, Annotations: []struct{}{}, Logprobs: []struct{}{}}
-		if err = s.emit(w, "response.output_text.done", with("content_index", 0, "text", s.text, "logprobs", []struct{}{})); err == nil {
+		part := outputPart{Type: "output_text", Text: text, Annotations: []struct{}{}, Logprobs: []struct{}{}}
+		if err = s.emit(w, "response.output_text.done", with("content_index", 0, "text", text, "logprobs", []struct{}{})); err == nil {
 			err = s.emit(w, "response.content_part.done", with("content_index", 0, "part", part))
 		}
 	case "reasoning":
-		if err = s.emit(w, "response.reasoning_summary_text.done", with("summary_index", 0, "text", s.text)); err == nil {
-			err = s.emit(w, "response.reasoning_summary_part.done", with("summary_index", 0, "part", summaryPart{Type: "summary_text", Text: s.text}))
+		if err = s.emit(w, "response.reasoning_summary_text.done", with("summary_index", 0, "text", text)); err == nil {
+			err = s.emit(w, "response.reasoning_summary_part.done", with("summary_index", 0, "part", summaryPart{Type: "summary_text", Text: text}))
 		}
 	case "function_call":
-		err = s.emit(w, "response.function_call_arguments.done", with("name", it.Name, "arguments", s.text))
+		err = s.emit(w, "response.function_call_arguments.done", with("name", it.Name, "arguments", text))
 	case "custom_tool_call":
 		added := it
 		added.Status, added.Input = "in_progress", ""
@@ -519,12 +565,11 @@ func (s *ResponsesStream) Event(w io.Writer, ev llm.Event) error {
 				return err
 			}
 		}
-		s.content[len(s.content)-1].Text += ev.Text
-		s.text += ev.Text
+		s.text = append(s.text, ev.Text...)
 		if s.deferred {
 			return nil
 		}
-		return s.delta(w, s.currentItem("in_progress"), ev.Text)
+		return s.delta(w, "message", s.itemID, ev.Text)
 	case llm.EventToolCallStart:
 		return s.toolCallStart(w, &ev)
 	case llm.EventToolCallDelta:
@@ -533,11 +578,11 @@ func (s *ResponsesStream) Event(w io.Writer, ev llm.Event) error {
 		}
 		last := s.content[len(s.content)-1].ToolCall
 		last.Arguments = append(last.Arguments, ev.Text...)
-		s.text += ev.Text
+		s.text = append(s.text, ev.Text...)
 		if s.deferred {
 			return nil
 		}
-		return s.delta(w, s.currentItem("in_progress"), ev.Text)
+		return s.delta(w, s.open, s.itemID, ev.Text)
 	case llm.EventFinish:
 		return s.finish(w, &ev)
 	}
@@ -564,12 +609,11 @@ func (s *ResponsesStream) reasoning(w io.Writer, ev *llm.Event) error {
 	if ev.Text == "" {
 		return nil
 	}
-	last.Text += ev.Text
-	s.text += ev.Text
+	s.text = append(s.text, ev.Text...)
 	if s.deferred {
 		return nil
 	}
-	return s.delta(w, s.currentItem("in_progress"), ev.Text)
+	return s.delta(w, "reasoning", s.itemID, ev.Text)
 }
 
 // toolCallStart opens a tool call's item (see reasoning).

@@ -2,6 +2,7 @@ package chat
 
 import (
 	"bytes"
+	"io"
 	"testing"
 	"time"
 
@@ -92,4 +93,42 @@ func FuzzUsageFrame(f *testing.F) {
 			t.Fatalf("usage frame:\n%s\nencoder:\n%s", got.Bytes(), want.Bytes())
 		}
 	})
+}
+
+// FuzzResponsesDelta checks that a Responses delta event written by hand
+// (ResponsesStream.delta) is byte for byte the one emit writes through
+// encoding/json, for each item type and any text, id, output index and
+// sequence number.
+func FuzzResponsesDelta(f *testing.F) {
+	f.Add(uint8(0), "msg_0123_0", " patient", 0, 3)
+	f.Add(uint8(1), `rs_"x"_1`, "<b>&\u2028\xff\n", 7, 1<<20)
+	f.Add(uint8(2), "fc_<a>_2", `{"path":"a\\b"}`, 12, 99)
+	f.Fuzz(func(t *testing.T, kind uint8, id, text string, item, seq int) {
+		typ := [...]string{"message", "reasoning", "function_call"}[kind%3]
+		fast := &ResponsesStream{item: item, seq: seq}
+		slow := &ResponsesStream{item: item, seq: seq}
+		for range 2 { // the frame's buffer reused
+			var got, want bytes.Buffer
+			if err := fast.delta(&got, typ, id, text); err != nil {
+				t.Fatal(err)
+			}
+			if err := referenceDelta(slow, &want, typ, id, text); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got.Bytes(), want.Bytes()) {
+				t.Fatalf("by hand:\n%s\nencoding/json:\n%s", got.Bytes(), want.Bytes())
+			}
+		}
+	})
+}
+
+// referenceDelta is the delta event as emit writes it.
+func referenceDelta(s *ResponsesStream, w io.Writer, typ, id, text string) error {
+	switch typ {
+	case "message":
+		return s.emit(w, "response.output_text.delta", map[string]any{"item_id": id, "output_index": s.item, "content_index": 0, "delta": text, "logprobs": []struct{}{}})
+	case "reasoning":
+		return s.emit(w, "response.reasoning_summary_text.delta", map[string]any{"item_id": id, "output_index": s.item, "summary_index": 0, "delta": text})
+	}
+	return s.emit(w, "response.function_call_arguments.delta", map[string]any{"item_id": id, "output_index": s.item, "delta": text})
 }
