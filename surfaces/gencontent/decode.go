@@ -161,11 +161,12 @@ func (d decoder) contents(cs []content) ([]llm.Message, error) {
 			turn = nil
 			return
 		}
+		parts := turn.result()
 		if n := len(msgs); n > 0 && msgs[n-1].Role == llm.RoleAssistant {
-			msgs[n-1].Merge(turn.parts...)
+			msgs[n-1].Merge(parts...)
 			msgs[n-1].Turns += turn.contents - 1
 		} else {
-			msgs = append(msgs, llm.Message{Role: llm.RoleAssistant, Parts: turn.parts, Turns: turn.contents})
+			msgs = append(msgs, llm.Message{Role: llm.RoleAssistant, Parts: parts, Turns: turn.contents})
 		}
 		turn = nil
 	}
@@ -304,7 +305,7 @@ func (d decoder) modelContent(turn *modelTurn, i int, ps []part) error {
 		case kindNone:
 		case kindText:
 			if !p.Thought {
-				turn.parts = append(turn.parts, llm.TextPart(p.Text))
+				turn.add(llm.TextPart(p.Text))
 				break
 			}
 			turn.thought(p.Text)
@@ -318,14 +319,14 @@ func (d decoder) modelContent(turn *modelTurn, i int, ps []part) error {
 			if err != nil {
 				return err
 			}
-			turn.parts = append(turn.parts, mp)
+			turn.add(mp)
 		case kindCall:
 			tc, err := toolCall(p.FunctionCall, path+".functionCall")
 			if err != nil {
 				return err
 			}
 			tc.Signature = env.Call
-			turn.parts = append(turn.parts, llm.Part{Type: llm.PartToolCall, ToolCall: tc})
+			turn.add(llm.Part{Type: llm.PartToolCall, ToolCall: tc})
 		case kindResponse:
 			return llm.InvalidParam(path+".functionResponse", "%s: functionResponse parts belong in a user turn", path)
 		}

@@ -93,6 +93,33 @@ func decodeSignature(s string) (env sigEnvelope, ok bool) {
 type modelTurn struct {
 	parts    []llm.Part
 	contents int // the caller's contents this turn was built from
+
+	// text is the text of the last part, an open reasoning block, while
+	// buffered: a replayed block comes as one content a streamed chunk,
+	// and adding each chunk to a string copied the block so far every
+	// time (n chunks cost n² bytes).
+	text     []byte
+	buffered bool
+}
+
+// add appends a part.
+func (t *modelTurn) add(p llm.Part) {
+	t.settle()
+	t.parts = append(t.parts, p)
+}
+
+// settle puts the buffered text in its part.
+func (t *modelTurn) settle() {
+	if t.buffered {
+		t.parts[len(t.parts)-1].Text = string(t.text)
+		t.buffered = false
+	}
+}
+
+// result is the turn's parts.
+func (t *modelTurn) result() []llm.Part {
+	t.settle()
+	return t.parts
 }
 
 // openReasoning returns the trailing reasoning part if it is still open: no
@@ -115,10 +142,14 @@ func (t *modelTurn) thought(text string) {
 		return
 	}
 	if p := t.openReasoning(); p != nil {
-		p.Text += text
+		if !t.buffered {
+			t.text = append(t.text[:0], p.Text...)
+			t.buffered = true
+		}
+		t.text = append(t.text, text...)
 		return
 	}
-	t.parts = append(t.parts, llm.Part{Type: llm.PartReasoning, Text: text})
+	t.add(llm.Part{Type: llm.PartReasoning, Text: text})
 }
 
 // close applies a block: a merge closes the open thought text with its
@@ -132,11 +163,12 @@ func (t *modelTurn) close(b sigBlock) {
 		return
 	case b.Merge:
 		if p := t.openReasoning(); p != nil {
+			t.settle()
 			p.Signature, p.Redacted = b.Signature, b.Redacted
 			return
 		}
 	}
-	t.parts = append(t.parts, llm.Part{Type: llm.PartReasoning, Text: b.Text, Signature: b.Signature, Redacted: b.Redacted})
+	t.add(llm.Part{Type: llm.PartReasoning, Text: b.Text, Signature: b.Signature, Redacted: b.Redacted})
 }
 
 // sigWriter builds the envelopes of a model turn on the way out. Blocks
