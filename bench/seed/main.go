@@ -38,6 +38,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -73,8 +74,13 @@ type Result struct {
 	Commits       int     `json:"commits"`
 	CommitSeconds float64 `json:"commit_seconds"`
 	WriterBusy    float64 `json:"writer_busy"`
-	DBBytes       int64   `json:"db_bytes"` // database file after Close (WAL checkpointed)
-	BytesPerRow   float64 `json:"bytes_per_call"`
+	// CloseSeconds is the store's Close after the last commit, outside
+	// Seconds: the final checkpoint of the WAL into the database file and
+	// its syncs, which make the seeded database durable.
+	CloseSeconds float64 `json:"close_seconds"`
+
+	DBBytes     int64   `json:"db_bytes"` // database file after Close (WAL checkpointed)
+	BytesPerRow float64 `json:"bytes_per_call"`
 	// Rows per table, and the bytes of each table and its indexes
 	// (dbstat), when available.
 	Tables map[string]TableSize `json:"tables"`
@@ -113,6 +119,7 @@ func run() error {
 		jsonOut  = flag.String("json", "", "write the result as JSON here")
 		progress = flag.Duration("progress", 10*time.Second, "progress line interval")
 		cpuprof  = flag.String("cpuprofile", "", "write a CPU profile of the seeding here")
+		traceOut = flag.String("trace", "", "write a runtime execution trace of the seeding here (go tool trace)")
 		strip    = flag.Bool("strip-rollups", false, "seed nothing: turn the existing -db into a database of the schema before the usage roll-ups (migration 0003), to measure the upgrade's backfill")
 	)
 	flag.Parse()
@@ -129,6 +136,17 @@ func run() error {
 			return err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if *traceOut != "" {
+		f, err := os.Create(*traceOut)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := trace.Start(f); err != nil {
+			return err
+		}
+		defer trace.Stop()
 	}
 	if *db == "" {
 		return fmt.Errorf("-db is required")
@@ -304,9 +322,11 @@ func run() error {
 	}
 	took := time.Since(began)
 	cpu := cpuTime() - cpuBegan
+	closing := time.Now()
 	if err := st.Close(); err != nil {
 		return err
 	}
+	closed := time.Since(closing)
 	if *sample != "" {
 		if err := os.WriteFile(*sample, []byte(strings.Join(sampleLines, "\n")+"\n"), 0o644); err != nil {
 			return err
@@ -318,8 +338,9 @@ func run() error {
 		Seconds: took.Seconds(), RowsPerSec: float64(*calls) / took.Seconds(),
 		CPUSeconds: cpu.Seconds(), CPUMicrosPerCall: float64(cpu.Microseconds()) / float64(*calls),
 		Commits: int(commits.Load()), CommitSeconds: time.Duration(commitNanos.Load()).Seconds(),
-		WriterBusy: time.Duration(commitNanos.Load()).Seconds() / took.Seconds(),
-		Start:      start.Format(time.RFC3339), End: end.Format(time.RFC3339),
+		WriterBusy:   time.Duration(commitNanos.Load()).Seconds() / took.Seconds(),
+		CloseSeconds: closed.Seconds(),
+		Start:        start.Format(time.RFC3339), End: end.Format(time.RFC3339),
 	}
 	if fi, err := os.Stat(*db); err == nil {
 		res.DBBytes = fi.Size()
