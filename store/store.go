@@ -205,6 +205,9 @@ type Store struct {
 	// ckpt is the ledger writer's checkpoint (nil: SQLite's own, in the
 	// commit; checkpoint.go).
 	ckpt *checkpointer
+	// bulk is a bulk writer's load in progress, which Close completes
+	// (bulkwriter.go); nil for every other store.
+	bulk *bulkLoad
 
 	spend spendTracker // charges per account and key, queued ones included
 	// authReads runs one read ahead per key at a time (see Authenticate).
@@ -276,6 +279,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("open store %s: %w", path, ErrNoDatabase)
 		}
+	}
+	if err := checkBulkLoad(path); err != nil {
+		return nil, err
 	}
 	s := &Store{path: path}
 	s.init(opts, s, sqliteCharges{s})
@@ -352,6 +358,18 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s.afterCommit = s.maybeCheckpoint
+	if bulkWriter(s.batchSize) {
+		if s.bulk, err = beginBulkLoad(ctx, path, s.w); err != nil {
+			s.keyStmt.Close()
+			s.budgetStmt.Close()
+			s.changesStmt.Close()
+			s.call.Close()
+			s.r.Close()
+			s.w.Close()
+			s.ckpt.close()
+			return nil, err
+		}
+	}
 
 	s.start()
 	return s, nil
@@ -378,7 +396,9 @@ func checkWAL(ctx context.Context, db *sql.DB) error {
 // everything already queued, and closes the database. If the database
 // fails, the writer keeps retrying for CloseTimeout; generations it still
 // cannot commit are then logged one by one, with every column, and Close
-// reports how many. It is idempotent.
+// reports how many. A bulk writer's Close also makes the load durable and
+// marks it finished (bulkwriter.go), only when everything before succeeded.
+// It is idempotent.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.stopUpkeep() // before the writer connection goes away
@@ -386,8 +406,16 @@ func (s *Store) Close() error {
 		for _, st := range s.stmts {
 			errs = append(errs, st.Close())
 		}
-		errs = append(errs, s.keyStmt.Close(), s.budgetStmt.Close(), s.changesStmt.Close(), s.call.Close())
-		s.closeErr = errors.Join(append(errs, s.r.Close(), s.w.Close(), s.ckpt.close())...)
+		errs = append(errs, s.keyStmt.Close(), s.budgetStmt.Close(), s.changesStmt.Close(), s.call.Close(),
+			s.r.Close(), s.ckpt.close())
+		if s.bulk != nil {
+			errs = append(errs, s.bulk.checkpoint(s.w)) // with the writer the last connection
+		}
+		errs = append(errs, s.w.Close())
+		if s.bulk != nil && errors.Join(errs...) == nil {
+			errs = append(errs, s.bulk.finish())
+		}
+		s.closeErr = errors.Join(errs...)
 	})
 	return s.closeErr
 }
