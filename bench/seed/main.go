@@ -173,7 +173,9 @@ func run() error {
 	st, err := store.Open(ctx, *db, store.Options{
 		Now:       func() time.Time { return clock },
 		BatchSize: *batch,
-		QueueSize: 2 * *batch,
+		// At most three batches wait (see waitQueue below), fewer than
+		// would count as backed up.
+		QueueSize: 4 * *batch,
 		// A commit of a whole batch (131,072 rows by default) outlasts the
 		// serving default of 5 s on a busy machine; the seeder is the only
 		// writer, so a slow commit is slowness, not a lock held elsewhere.
@@ -301,13 +303,18 @@ func run() error {
 			sampleLines = append(sampleLines, fmt.Sprintf("%s %d", g.ID, ki))
 		}
 		// The queue is the writer's: keep it bounded, whatever the ledger's
-		// queueing policy, but never empty. Waiting until it drained (Sync)
-		// every other batch left the writer idle while the next batch was
-		// made. Waiting at each batch's end until at most one batch is
-		// pending (the one being committed), the writer always finds the
-		// next one queued, made on the other core while it committed.
+		// queueing policy, but never short of a batch. Waiting until it
+		// drained (Sync) every other batch left the writer idle while the
+		// next batch was made. Waiting at each batch's end until at most
+		// one batch was pending (the one being committed) still left it
+		// short: the writer's batches are not the seeder's (its first
+		// commit takes what is queued after BatchInterval), so after each
+		// commit it found less than a batch queued and waited BatchInterval
+		// (20 ms) for the rest, ~1.5% of a seeding (bench/RESULTS.md,
+		// session 7). Waiting until at most two batches are pending, a
+		// whole batch is always queued when a commit ends.
 		if (i+1)%int64(*batch) == 0 {
-			if err := waitQueue(ctx, st, int64(*batch)); err != nil {
+			if err := waitQueue(ctx, st, 2*int64(*batch)); err != nil {
 				return err
 			}
 			if time.Since(lastLog) >= *progress {
