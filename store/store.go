@@ -25,7 +25,10 @@
 // being committed while the database is healthy, and every generation held
 // in memory while it fails (see below). WAL mode with synchronous=NORMAL
 // survives a killed process without corruption; a power loss may also lose
-// the last commits, never consistency.
+// the last commits, never consistency. (A bulk writer, such as bench/seed's,
+// runs its load with synchronous=OFF, which a power loss during the load
+// can corrupt: such a database is refused until loaded again; see
+// bulkwriter.go.)
 //
 // A database that fails a commit (the disk full, the write lock held by
 // another process, an I/O error) never makes a generation free: its rows
