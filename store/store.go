@@ -409,12 +409,14 @@ func (s *Store) Close() error {
 		for _, st := range s.stmts {
 			errs = append(errs, st.Close())
 		}
-		errs = append(errs, s.keyStmt.Close(), s.budgetStmt.Close(), s.changesStmt.Close(), s.call.Close(),
-			s.r.Close(), s.ckpt.close())
+		errs = append(errs, s.keyStmt.Close(), s.budgetStmt.Close(), s.changesStmt.Close(), s.call.Close(), s.r.Close())
 		if s.bulk != nil {
 			errs = append(errs, s.bulk.checkpoint(s.w)) // with the writer the last connection
 		}
-		errs = append(errs, s.w.Close())
+		// The checkpointer's file on the WAL index is closed once SQLite's
+		// connections are: closing any descriptor of a file drops the
+		// process's POSIX locks on it, SQLite's among them.
+		errs = append(errs, s.w.Close(), s.ckpt.close())
 		if s.bulk != nil && errors.Join(errs...) == nil {
 			errs = append(errs, s.bulk.finish())
 		}
