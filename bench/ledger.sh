@@ -83,7 +83,7 @@ cleanup() {
 	wait 2>/dev/null || true
 	rm -rf "$work/bin" "$work/backup.db" "$work/upgrade.db" "$work/upgrade.db-wal" "$work/upgrade.db-shm"
 	if [ "${LEDGER_KEEP_DB:-1}" = 0 ]; then
-		rm -f "$db" "$db-wal" "$db-shm" "$db.keys" "$db.ids" "$db.seed.json"
+		rm -f "$db" "$db-wal" "$db-shm" "$db-bulkload" "$db.keys" "$db.ids" "$db.seed.json"
 	fi
 	exit "$code"
 }
@@ -121,7 +121,7 @@ if [ ! -e "$db" ]; then
 else
 	log "using the existing $db (seeded as $db.seed.json says)"
 fi
-[ -s "$db.seed.json" ] || die "$db.seed.json is missing: delete $db to seed again"
+[ -s "$db.seed.json" ] || die "$db.seed.json is missing (the seeding did not finish): delete $db, $db-wal, $db-shm and $db-bulkload to seed again"
 cp "$db.seed.json" "$out/seed.json"
 end=$(sed -n 's/.*"end": "\(.*\)".*/\1/p' "$db.seed.json")
 
@@ -218,7 +218,7 @@ fi
 	else
 		echo "- nothing pinned"
 	fi
-	echo "- database: $(stat -c %s "$db") bytes ($(du -h "$db" | cut -f1)); seeding: $(sed -n 's/.*"rows_per_sec": \([0-9]*\).*/\1/p' "$db.seed.json") rows/s, $(sed -n 's/.*"cpu_us_per_call": \([0-9]*\.[0-9]\{0,2\}\).*/\1/p' "$db.seed.json") µs of CPU per call (writer busy $(sed -n 's/.*"writer_busy": \([0-9]*\.[0-9]\{0,3\}\).*/\1/p' "$db.seed.json")), $(sed -n 's/.*"bytes_per_call": \([0-9.]*\).*/\1/p' "$db.seed.json") bytes per call"
+	echo "- database: $(stat -c %s "$db") bytes ($(du -h "$db" | cut -f1)); seeding: $(sed -n 's/.*"rows_per_sec": \([0-9]*\).*/\1/p' "$db.seed.json") rows/s, $(sed -n 's/.*"cpu_us_per_call": \([0-9]*\.[0-9]\{0,2\}\).*/\1/p' "$db.seed.json") µs of CPU per call (writer busy $(sed -n 's/.*"writer_busy": \([0-9]*\.[0-9]\{0,3\}\).*/\1/p' "$db.seed.json"); Close after the last commit $(sed -n 's/.*"close_seconds": \([0-9]*\.[0-9]\{0,2\}\).*/\1/p' "$db.seed.json") s), $(sed -n 's/.*"bytes_per_call": \([0-9.]*\).*/\1/p' "$db.seed.json") bytes per call"
 	echo "- svcgw log: $errors ERROR lines"
 	[ -s "$out/backup.txt" ] && echo "- $(cat "$out/backup.txt")"
 	echo

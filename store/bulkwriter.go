@@ -4,7 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
 )
 
 // A bulk writer: a store whose batches may hold bulkBatchRows generations
@@ -49,6 +55,40 @@ import (
 // next transaction before such a checkpoint ends, so it never starts on a
 // fully checkpointed WAL, which is when SQLite rewinds the WAL (884 MB
 // after 3 million calls, and the seeding slower for it).
+//
+// Its writer runs with synchronous=OFF once Open has set the database up
+// (bulkLoad): SQLite then never waits for the disk during the load. In WAL
+// mode with synchronous=NORMAL (every other store) a commit does not sync
+// either; what a bulk writer leaves out are the two fsyncs of each
+// checkpoint, of the WAL before its pages are copied into the database
+// file and of the database file after, which the writer waited for inside
+// its COMMIT (bench/RESULTS.md, sessions 6 and 7). The trade, and how it is
+// made safe for what a user relies on:
+//
+//   - A process that dies during the load (kill -9, a panic, the machine's
+//     OOM killer) leaves the database as consistent as under NORMAL:
+//     everything SQLite wrote is in the operating system's cache, which
+//     the file system writes out. Only the operating system crashing or
+//     the power failing during the load can leave the file corrupt,
+//     since pages may then reach the disk in any order.
+//   - So that such a database is never taken for a good one, Open writes
+//     and syncs a marker file beside the database (path + "-bulkload")
+//     before the first unsynced write, and only Close removes it: after
+//     the ledger has committed everything queued, Close sets synchronous
+//     back to NORMAL, checkpoints the whole WAL (TRUNCATE: the WAL is
+//     synced, copied into the database file, and the file synced, as
+//     SQLite's checkpoints do under NORMAL), closes the connections (the
+//     WAL file is removed), fsyncs the database file itself, and only then
+//     removes the marker and syncs the directory. A database whose Close
+//     returned nil is therefore on disk as durably as under NORMAL; one
+//     whose load did not finish, however it ended, keeps its marker, and
+//     every Open (svcgw serve, the CLI, another bulk load) refuses it with
+//     ErrUnfinishedBulkLoad, which says what to do. An interrupted bulk
+//     load is run again; it is never half-trusted.
+//
+// Should database/sql ever replace the writer's connection (after a
+// driver.ErrBadConn), the new one has the DSN's synchronous=NORMAL: slower,
+// never less safe.
 
 // bulkBatchRows is the smallest BatchSize that makes a bulk writer.
 const bulkBatchRows = 8192
@@ -162,3 +202,104 @@ func (b *bulkInsert) end() {
 	_ = b.conn.Close() // back to db's pool; it reports only a second Close
 	b.conn = nil
 }
+
+// ErrUnfinishedBulkLoad means a bulk load into the database did not finish
+// (its marker file, path + "-bulkload", is still there): the database may
+// be incomplete and, if the operating system crashed or the power failed
+// during the load, corrupt. Open refuses it; the error says how to go on.
+var ErrUnfinishedBulkLoad = errors.New("unfinished bulk load")
+
+// bulkLoadSuffix names a bulk load's marker file, beside the database.
+const bulkLoadSuffix = "-bulkload"
+
+// checkBulkLoad refuses the database at path while the marker of an
+// unfinished bulk load is beside it.
+func checkBulkLoad(path string) error {
+	marker := path + bulkLoadSuffix
+	b, err := os.ReadFile(marker)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("open store %s: read %s: %w", path, marker, err)
+	}
+	return fmt.Errorf("open store %s: %w: %s is there (%s): the bulk load did not finish, "+
+		"so the database may be incomplete, and if the system crashed or lost power during it, corrupt "+
+		"(a bulk load runs with synchronous=OFF). Load it again into a new file; "+
+		"or, if an incomplete database will do and `PRAGMA integrity_check` says ok, remove %s",
+		path, ErrUnfinishedBulkLoad, marker, strings.TrimSpace(string(b)), marker)
+}
+
+// bulkLoad is a bulk writer's load in progress: its marker file exists and
+// the writer connection runs with synchronous=OFF. See the top of this file.
+type bulkLoad struct {
+	path   string // the database file
+	marker string // path + bulkLoadSuffix
+}
+
+// beginBulkLoad writes and syncs the marker of a bulk load into the
+// database at path, then turns off the syncs of the writer connection w.
+func beginBulkLoad(ctx context.Context, path string, w *sql.DB) (*bulkLoad, error) {
+	b := &bulkLoad{path: path, marker: path + bulkLoadSuffix}
+	f, err := os.OpenFile(b.marker, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("bulk load: %w", err)
+	}
+	_, err = fmt.Fprintf(f, "bulk load by pid %d, started %s\n", os.Getpid(), time.Now().UTC().Format(time.RFC3339))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = bulkSync(b.marker)
+	}
+	if err == nil {
+		err = bulkSync(filepath.Dir(b.marker))
+	}
+	if err == nil {
+		_, err = w.ExecContext(ctx, "PRAGMA synchronous=OFF")
+	}
+	if err != nil {
+		os.Remove(b.marker) // nothing was written unsynced
+		return nil, fmt.Errorf("bulk load: %w", err)
+	}
+	return b, nil
+}
+
+// checkpoint makes everything committed durable, on w, the writer, with the
+// store's other connections closed: synchronous back to NORMAL, then the
+// whole WAL copied into the database file and the WAL emptied, with the
+// syncs of a checkpoint under NORMAL.
+func (b *bulkLoad) checkpoint(w *sql.DB) error {
+	ctx := context.Background()
+	if _, err := w.ExecContext(ctx, "PRAGMA synchronous=NORMAL"); err != nil {
+		return fmt.Errorf("bulk load: %w", err)
+	}
+	var busy, frames, copied int
+	if err := w.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &frames, &copied); err != nil {
+		return fmt.Errorf("bulk load: final checkpoint: %w", err)
+	}
+	if busy != 0 || frames != copied {
+		return fmt.Errorf("bulk load: final checkpoint incomplete (busy %d, %d of %d WAL pages copied)", busy, copied, frames)
+	}
+	return nil
+}
+
+// finish, once the writer is closed, fsyncs the database file and removes
+// the marker: the load is complete and on disk.
+func (b *bulkLoad) finish() error {
+	err := bulkSync(b.path)
+	if err == nil {
+		err = os.Remove(b.marker)
+	}
+	if err == nil {
+		err = bulkSync(filepath.Dir(b.path))
+	}
+	if err != nil {
+		return fmt.Errorf("bulk load: %w", err)
+	}
+	return nil
+}
+
+// bulkSync fsyncs a file or a directory (syncFile); a variable, so that the
+// tests can see what a bulk load synced, and when.
+var bulkSync = syncFile

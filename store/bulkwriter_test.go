@@ -1,12 +1,16 @@
 package store
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -159,4 +163,180 @@ func TestBulkWriter_DropsBadRowsOnly(t *testing.T) {
 	is.Equal(spend.Total, int64(10_000+(n-2)*1_000)) // micro-dollars: the dropped charges taken back
 	checkRollups(t, s)
 	checkLedger(t, s)
+}
+
+// A bulk writer's connection runs with synchronous=OFF, a serving store's
+// with NORMAL. While the load runs its marker is beside the database; Close
+// puts synchronous back, checkpoints everything, fsyncs the database file
+// while the marker still exists, and only then removes the marker.
+func TestBulkWriter_SynchronousOff(t *testing.T) {
+	is := is.New(t)
+	serving, _ := newTestStore(t)
+	is.Equal(writerPragma(t, serving, "synchronous"), 1) // NORMAL
+	_, err := os.Stat(serving.Path() + bulkLoadSuffix)
+	is.True(os.IsNotExist(err)) // no marker for a serving store
+
+	type synced struct {
+		path   string
+		marker bool // the marker existed when path was synced
+	}
+	var syncs []synced
+	path := filepath.Join(t.TempDir(), "svcgw.db")
+	marker := path + bulkLoadSuffix
+	defer func(f func(string) error) { bulkSync = f }(bulkSync)
+	bulkSync = func(p string) error {
+		_, err := os.Stat(marker)
+		syncs = append(syncs, synced{p, err == nil})
+		return syncFile(p)
+	}
+	clock := newTestClock()
+	s := openTestStore(t, path, Options{Now: clock.Now, BatchSize: bulkBatchRows, BatchInterval: time.Hour,
+		CommitTimeout: 2 * time.Minute})
+	is.Equal(writerPragma(t, s, "synchronous"), 0) // OFF
+	b, err := os.ReadFile(marker)
+	is.NoErr(err)
+	is.True(strings.HasPrefix(string(b), "bulk load by pid ")) // the marker says who
+	// Written and synced, with its directory entry, before the first
+	// unsynced write.
+	is.Equal(syncs, []synced{{marker, true}, {filepath.Dir(path), true}})
+
+	ctx := context.Background()
+	_, k, _ := newAccount(t, s, "acme", "1000")
+	const n = 1500 // one 1,024-row INSERT and the rest
+	for i := range n {
+		s.RecordGeneration(gen(t, fmt.Sprintf("gen-%04d", i), k, "0.001"))
+	}
+	is.NoErr(s.Sync(ctx))
+	syncs = nil
+	is.NoErr(s.Close())
+	is.Equal(syncs, []synced{{path, true}, {filepath.Dir(path), false}}) // the file, then the marker's removal
+	_, err = os.Stat(marker)
+	is.True(os.IsNotExist(err))
+	_, err = os.Stat(path + "-wal")
+	is.True(os.IsNotExist(err)) // all of it in the database file
+
+	// The database opens as any other, with every generation.
+	s2 := openTestStore(t, path, Options{Now: clock.Now})
+	is.Equal(writerPragma(t, s2, "synchronous"), 1)
+	var rows int
+	is.NoErr(s2.r.QueryRowContext(ctx, "SELECT COUNT(*) FROM generations").Scan(&rows))
+	is.Equal(rows, n)
+	var check string
+	is.NoErr(s2.r.QueryRowContext(ctx, "PRAGMA integrity_check").Scan(&check))
+	is.Equal(check, "ok")
+}
+
+// A bulk load that has not finished (its store not closed: the process
+// killed, the machine down) or whose Close failed keeps its marker, and
+// every Open refuses the database, saying why, until the marker is removed.
+func TestBulkWriter_Unfinished(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "svcgw.db")
+	s := openTestStore(t, path, Options{BatchSize: bulkBatchRows, BatchInterval: time.Hour})
+	_, k, _ := newAccount(t, s, "acme", "1000")
+	s.RecordGeneration(gen(t, "gen-1", k, "0.001"))
+	is.NoErr(s.Sync(ctx))
+
+	for _, opts := range []Options{{}, {BatchSize: bulkBatchRows}, {Existing: true}} {
+		_, err := Open(ctx, path, opts)
+		is.True(errors.Is(err, ErrUnfinishedBulkLoad))              // serving, another bulk load, the CLI
+		is.True(strings.Contains(err.Error(), path+bulkLoadSuffix)) // names the marker
+		is.True(strings.Contains(err.Error(), "Load it again"))     // and what to do
+	}
+	is.NoErr(s.Close())
+	s = openTestStore(t, path, Options{})
+	is.NoErr(s.Close())
+
+	// A load whose last commits cannot be made: Close reports them, and
+	// the marker stays.
+	path = filepath.Join(t.TempDir(), "svcgw.db")
+	failing := atomic.Bool{}
+	s = openTestStore(t, path, Options{BatchSize: bulkBatchRows, BatchInterval: time.Hour,
+		CloseTimeout: 200 * time.Millisecond, RetryInterval: 50 * time.Millisecond,
+		CommitHook: func() error {
+			if failing.Load() {
+				return errors.New("disk full")
+			}
+			return nil
+		}})
+	_, k, _ = newAccount(t, s, "acme", "1000")
+	failing.Store(true)
+	s.RecordGeneration(gen(t, "gen-1", k, "0.001"))
+	is.True(s.Close() != nil)
+	_, err := Open(ctx, path, Options{})
+	is.True(errors.Is(err, ErrUnfinishedBulkLoad))
+
+	// Once an operator removes the marker (an incomplete load will do),
+	// it opens.
+	is.NoErr(os.Remove(path + bulkLoadSuffix))
+	s = openTestStore(t, path, Options{})
+	is.NoErr(s.Close())
+}
+
+// A bulk load whose process is killed (SIGKILL) in the middle of it leaves
+// a database that is consistent, as SQLite promises under synchronous=OFF
+// when only the process dies, and that every Open refuses until the marker
+// is removed. The load runs in a child process: this test's binary, run
+// again with bulkChildEnv set.
+func TestBulkWriter_Killed(t *testing.T) {
+	if path := os.Getenv(bulkChildEnv); path != "" {
+		bulkLoadForever(t, path)
+		return
+	}
+	if runtime.GOOS == "windows" || testing.Short() {
+		t.Skip("needs SIGKILL and a child process")
+	}
+	is := is.New(t)
+	path := filepath.Join(t.TempDir(), "svcgw.db")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestBulkWriter_Killed$")
+	cmd.Env = append(os.Environ(), bulkChildEnv+"="+path)
+	out, err := cmd.StdoutPipe()
+	is.NoErr(err)
+	is.NoErr(cmd.Start())
+	// Killed once it has committed three batches, while it makes or
+	// commits the next.
+	sc := bufio.NewScanner(out)
+	for commits := 0; commits < 3 && sc.Scan(); {
+		if sc.Text() == "committed" {
+			commits++
+		}
+	}
+	is.NoErr(cmd.Process.Kill())
+	_ = cmd.Wait()
+
+	_, err = Open(context.Background(), path, Options{})
+	is.True(errors.Is(err, ErrUnfinishedBulkLoad)) // reported, not opened
+	is.NoErr(os.Remove(path + bulkLoadSuffix))
+	s := openTestStore(t, path, Options{})
+	var check string
+	is.NoErr(s.r.QueryRowContext(context.Background(), "PRAGMA integrity_check").Scan(&check))
+	is.Equal(check, "ok")
+	var rows int
+	is.NoErr(s.r.QueryRowContext(context.Background(), "SELECT COUNT(*) FROM generations").Scan(&rows))
+	is.True(rows >= 3*1100) // at least what the child had committed
+	checkLedger(t, s)
+}
+
+// bulkChildEnv names the database TestBulkWriter_Killed's child loads.
+const bulkChildEnv = "SVCGW_TEST_BULK_CHILD"
+
+// bulkLoadForever records batches into a bulk writer at path, printing
+// "committed" after each, until the process is killed.
+func bulkLoadForever(t *testing.T, path string) {
+	s, err := Open(context.Background(), path, Options{BatchSize: bulkBatchRows, BatchInterval: time.Hour,
+		CommitTimeout: 2 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, k, _ := newAccount(t, s, "acme", "1000000")
+	for i := 0; ; i++ {
+		for j := range 1100 { // a 1,024-row INSERT and the rest
+			s.RecordGeneration(gen(t, fmt.Sprintf("gen-%d-%04d", i, j), k, "0.001"))
+		}
+		if err := s.Sync(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Println("committed")
+	}
 }

@@ -25,7 +25,10 @@
 // being committed while the database is healthy, and every generation held
 // in memory while it fails (see below). WAL mode with synchronous=NORMAL
 // survives a killed process without corruption; a power loss may also lose
-// the last commits, never consistency.
+// the last commits, never consistency. (A bulk writer, such as bench/seed's,
+// runs its load with synchronous=OFF, which a power loss during the load
+// can corrupt: such a database is refused until loaded again; see
+// bulkwriter.go.)
 //
 // A database that fails a commit (the disk full, the write lock held by
 // another process, an I/O error) never makes a generation free: its rows
@@ -205,6 +208,9 @@ type Store struct {
 	// ckpt is the ledger writer's checkpoint (nil: SQLite's own, in the
 	// commit; checkpoint.go).
 	ckpt *checkpointer
+	// bulk is a bulk writer's load in progress, which Close completes
+	// (bulkwriter.go); nil for every other store.
+	bulk *bulkLoad
 
 	spend spendTracker // charges per account and key, queued ones included
 	// authReads runs one read ahead per key at a time (see Authenticate).
@@ -276,6 +282,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("open store %s: %w", path, ErrNoDatabase)
 		}
+	}
+	if err := checkBulkLoad(path); err != nil {
+		return nil, err
 	}
 	s := &Store{path: path}
 	s.init(opts, s, sqliteCharges{s})
@@ -352,6 +361,18 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s.afterCommit = s.maybeCheckpoint
+	if bulkWriter(s.batchSize) {
+		if s.bulk, err = beginBulkLoad(ctx, path, s.w); err != nil {
+			s.keyStmt.Close()
+			s.budgetStmt.Close()
+			s.changesStmt.Close()
+			s.call.Close()
+			s.r.Close()
+			s.w.Close()
+			s.ckpt.close()
+			return nil, err
+		}
+	}
 
 	s.start()
 	return s, nil
@@ -378,7 +399,9 @@ func checkWAL(ctx context.Context, db *sql.DB) error {
 // everything already queued, and closes the database. If the database
 // fails, the writer keeps retrying for CloseTimeout; generations it still
 // cannot commit are then logged one by one, with every column, and Close
-// reports how many. It is idempotent.
+// reports how many. A bulk writer's Close also makes the load durable and
+// marks it finished (bulkwriter.go), only when everything before succeeded.
+// It is idempotent.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.stopUpkeep() // before the writer connection goes away
@@ -386,8 +409,18 @@ func (s *Store) Close() error {
 		for _, st := range s.stmts {
 			errs = append(errs, st.Close())
 		}
-		errs = append(errs, s.keyStmt.Close(), s.budgetStmt.Close(), s.changesStmt.Close(), s.call.Close())
-		s.closeErr = errors.Join(append(errs, s.r.Close(), s.w.Close(), s.ckpt.close())...)
+		errs = append(errs, s.keyStmt.Close(), s.budgetStmt.Close(), s.changesStmt.Close(), s.call.Close(), s.r.Close())
+		if s.bulk != nil {
+			errs = append(errs, s.bulk.checkpoint(s.w)) // with the writer the last connection
+		}
+		// The checkpointer's file on the WAL index is closed once SQLite's
+		// connections are: closing any descriptor of a file drops the
+		// process's POSIX locks on it, SQLite's among them.
+		errs = append(errs, s.w.Close(), s.ckpt.close())
+		if s.bulk != nil && errors.Join(errs...) == nil {
+			errs = append(errs, s.bulk.finish())
+		}
+		s.closeErr = errors.Join(errs...)
 	})
 	return s.closeErr
 }

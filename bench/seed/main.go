@@ -38,6 +38,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -73,8 +74,13 @@ type Result struct {
 	Commits       int     `json:"commits"`
 	CommitSeconds float64 `json:"commit_seconds"`
 	WriterBusy    float64 `json:"writer_busy"`
-	DBBytes       int64   `json:"db_bytes"` // database file after Close (WAL checkpointed)
-	BytesPerRow   float64 `json:"bytes_per_call"`
+	// CloseSeconds is the store's Close after the last commit, outside
+	// Seconds: the final checkpoint of the WAL into the database file and
+	// its syncs, which make the seeded database durable.
+	CloseSeconds float64 `json:"close_seconds"`
+
+	DBBytes     int64   `json:"db_bytes"` // database file after Close (WAL checkpointed)
+	BytesPerRow float64 `json:"bytes_per_call"`
 	// Rows per table, and the bytes of each table and its indexes
 	// (dbstat), when available.
 	Tables map[string]TableSize `json:"tables"`
@@ -113,6 +119,7 @@ func run() error {
 		jsonOut  = flag.String("json", "", "write the result as JSON here")
 		progress = flag.Duration("progress", 10*time.Second, "progress line interval")
 		cpuprof  = flag.String("cpuprofile", "", "write a CPU profile of the seeding here")
+		traceOut = flag.String("trace", "", "write a runtime execution trace of the seeding here (go tool trace)")
 		strip    = flag.Bool("strip-rollups", false, "seed nothing: turn the existing -db into a database of the schema before the usage roll-ups (migration 0003), to measure the upgrade's backfill")
 	)
 	flag.Parse()
@@ -129,6 +136,17 @@ func run() error {
 			return err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if *traceOut != "" {
+		f, err := os.Create(*traceOut)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := trace.Start(f); err != nil {
+			return err
+		}
+		defer trace.Stop()
 	}
 	if *db == "" {
 		return fmt.Errorf("-db is required")
@@ -155,7 +173,9 @@ func run() error {
 	st, err := store.Open(ctx, *db, store.Options{
 		Now:       func() time.Time { return clock },
 		BatchSize: *batch,
-		QueueSize: 2 * *batch,
+		// At most three batches wait (see waitQueue below), fewer than
+		// would count as backed up.
+		QueueSize: 4 * *batch,
 		// A commit of a whole batch (131,072 rows by default) outlasts the
 		// serving default of 5 s on a busy machine; the seeder is the only
 		// writer, so a slow commit is slowness, not a lock held elsewhere.
@@ -283,13 +303,18 @@ func run() error {
 			sampleLines = append(sampleLines, fmt.Sprintf("%s %d", g.ID, ki))
 		}
 		// The queue is the writer's: keep it bounded, whatever the ledger's
-		// queueing policy, but never empty. Waiting until it drained (Sync)
-		// every other batch left the writer idle while the next batch was
-		// made. Waiting at each batch's end until at most one batch is
-		// pending (the one being committed), the writer always finds the
-		// next one queued, made on the other core while it committed.
+		// queueing policy, but never short of a batch. Waiting until it
+		// drained (Sync) every other batch left the writer idle while the
+		// next batch was made. Waiting at each batch's end until at most
+		// one batch was pending (the one being committed) still left it
+		// short: the writer's batches are not the seeder's (its first
+		// commit takes what is queued after BatchInterval), so after each
+		// commit it found less than a batch queued and waited BatchInterval
+		// (20 ms) for the rest, ~1.5% of a seeding (bench/RESULTS.md,
+		// session 7). Waiting until at most two batches are pending, a
+		// whole batch is always queued when a commit ends.
 		if (i+1)%int64(*batch) == 0 {
-			if err := waitQueue(ctx, st, int64(*batch)); err != nil {
+			if err := waitQueue(ctx, st, 2*int64(*batch)); err != nil {
 				return err
 			}
 			if time.Since(lastLog) >= *progress {
@@ -304,9 +329,11 @@ func run() error {
 	}
 	took := time.Since(began)
 	cpu := cpuTime() - cpuBegan
+	closing := time.Now()
 	if err := st.Close(); err != nil {
 		return err
 	}
+	closed := time.Since(closing)
 	if *sample != "" {
 		if err := os.WriteFile(*sample, []byte(strings.Join(sampleLines, "\n")+"\n"), 0o644); err != nil {
 			return err
@@ -318,8 +345,9 @@ func run() error {
 		Seconds: took.Seconds(), RowsPerSec: float64(*calls) / took.Seconds(),
 		CPUSeconds: cpu.Seconds(), CPUMicrosPerCall: float64(cpu.Microseconds()) / float64(*calls),
 		Commits: int(commits.Load()), CommitSeconds: time.Duration(commitNanos.Load()).Seconds(),
-		WriterBusy: time.Duration(commitNanos.Load()).Seconds() / took.Seconds(),
-		Start:      start.Format(time.RFC3339), End: end.Format(time.RFC3339),
+		WriterBusy:   time.Duration(commitNanos.Load()).Seconds() / took.Seconds(),
+		CloseSeconds: closed.Seconds(),
+		Start:        start.Format(time.RFC3339), End: end.Format(time.RFC3339),
 	}
 	if fi, err := os.Stat(*db); err == nil {
 		res.DBBytes = fi.Size()
