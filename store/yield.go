@@ -73,8 +73,15 @@ func (p *poker) start() {
 		return
 	}
 	p.done = make(chan struct{})
-	p.w = w
 	go p.run(r)
+	// One round first: from then on the goroutine is back in the poller
+	// (with one P it parks there before the waiter runs again), so the
+	// next yield's byte is seen by a poll, not by a read that finds it.
+	if _, err := w.Write([]byte{0}); err != nil {
+		return
+	}
+	<-p.done
+	p.w = w
 }
 
 func (p *poker) run(r *os.File) {
