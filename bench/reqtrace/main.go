@@ -84,6 +84,15 @@ type gstate struct {
 	entry       string
 }
 
+// The ledger's yields between a commit's statements (store.yieldCPU), and
+// the goroutines the network poller woke while it was yielding.
+var (
+	yielding              trace.Time
+	yields, yieldsWithNet int
+	netWokenInYields      int
+	yieldWake             int
+)
+
 func main() {
 	slowFrac := flag.Float64("slow", 0.01, "fraction of calls, slowest first, to take apart")
 	debugG := flag.Int64("g", 0, "print this goroutine's transitions (debugging)")
@@ -216,6 +225,19 @@ func main() {
 				s.runStart = 0
 			}
 
+			if s.k == kLedger {
+				stk := stackText(st.Stack, 16)
+				if from == trace.GoRunning && (to == trace.GoRunnable || to == trace.GoWaiting) && strings.Contains(stk, "yieldCPU") {
+					yielding, yieldWake = t, 0
+				} else if to == trace.GoRunning && yielding != 0 {
+					yields++
+					if yieldWake > 0 {
+						yieldsWithNet++
+						netWokenInYields += yieldWake
+					}
+					yielding = 0
+				}
+			}
 			switch {
 			case to == trace.GoRunnable && from != trace.GoRunnable:
 				s.runnableAt = t
@@ -283,6 +305,7 @@ func main() {
 
 	fmt.Printf("trace: %v, %d calls, P idle %.1f%%, %d GC mark phases (%v in all)\n",
 		total.Round(time.Millisecond), len(calls), 100*idleTotal.Seconds()/total.Seconds(), len(marks), sumRanges(marks).Round(time.Microsecond))
+	fmt.Printf("the ledger's yields between statements: %d, %d of them with goroutines woken by the network meanwhile (%d goroutines)\n", yields, yieldsWithNet, netWokenInYields)
 	if len(calls) == 0 {
 		return
 	}
@@ -337,41 +360,46 @@ func main() {
 
 	// What held the P while the slow calls (and their upstream exchange)
 	// waited for it, and during the time before they were seen.
-	blame := map[string]time.Duration{}
-	var blamed time.Duration
+	var ws [][2]trace.Time
+	skip := map[int]trace.GoID{}
 	for _, c := range slow {
-		ws := append([][2]trace.Time(nil), c.waits...)
+		for _, w := range c.waits {
+			skip[len(ws)] = c.g
+			ws = append(ws, w)
+		}
 		if c.seen && c.busyBefore > 0 {
+			skip[len(ws)] = c.g
 			ws = append(ws, [2]trace.Time{c.start - trace.Time(c.busyBefore), c.start})
 		}
-		for _, w := range ws {
-			blamed += w[1].Sub(w[0])
-			covered := time.Duration(0)
-			i := sort.Search(len(spans), func(i int) bool { return spans[i].end > w[0] })
-			// spans are sorted by start; earlier-starting long spans may
-			// still cover w: step back over the few that could.
-			for i > 0 && spans[i-1].end > w[0] {
-				i--
-			}
-			for j := max(0, i-64); j < len(spans) && spans[j].start < w[1]; j++ {
-				s := spans[j]
-				if s.g == c.g {
-					continue
-				}
-				a, b := max(s.start, w[0]), min(s.end, w[1])
-				if b > a {
-					blame[s.cat] += b.Sub(a)
-					covered += b.Sub(a)
-				}
-			}
-			if d := w[1].Sub(w[0]) - covered; d > 0 {
-				blame["(no goroutine: scheduler, STW, kernel)"] += d
-			}
+	}
+	blame, blamed := attribute(spans, ws, skip)
+	fmt.Printf("\nwhat held the P while the slowest calls (their conn, writeLoop and readLoop goroutines) waited for it, and before they were seen (%v in all, %v a call):\n", blamed.Round(time.Microsecond), (blamed / time.Duration(n)).Round(time.Microsecond))
+	printBlame(blame, blamed, n)
+
+	// The time every call went unseen: what the P did instead of polling.
+	ws, skip = ws[:0], map[int]trace.GoID{}
+	seen := 0
+	for _, c := range calls {
+		if c.seen && c.busyBefore > 0 {
+			skip[len(ws)] = c.g
+			ws = append(ws, [2]trace.Time{c.start - trace.Time(c.busyBefore), c.start})
+			seen++
 		}
 	}
-	fmt.Printf("\nwhat held the P while the slowest calls (their conn, writeLoop and readLoop goroutines) waited for it, and before they were seen (%v in all, %v a call):\n", blamed.Round(time.Microsecond), (blamed / time.Duration(n)).Round(time.Microsecond))
-	for _, k := range keys(blame) {
-		fmt.Printf("  %-40s %12v %5.1f%%  %v a call\n", k, blame[k].Round(time.Microsecond), 100*blame[k].Seconds()/blamed.Seconds(), (blame[k] / time.Duration(n)).Round(time.Microsecond))
+	blame, blamed = attribute(spans, ws, skip)
+	fmt.Printf("\nwhat held the P before each call was seen, all %d calls seen by a network wake-up (%v in all, %v a call):\n", seen, blamed.Round(time.Microsecond), (blamed / time.Duration(max(1, seen))).Round(time.Microsecond))
+	printBlame(blame, blamed, seen)
+	for _, lim := range []time.Duration{250 * time.Microsecond, 500 * time.Microsecond, time.Millisecond} {
+		k, kl := 0, 0
+		for i, w := range ws {
+			if w[1].Sub(w[0]) >= lim {
+				k++
+				if ledgerIn(spans, w, skip[i]) {
+					kl++
+				}
+			}
+		}
+		fmt.Printf("  calls seen after >= %v without a poll: %d (%.2f%%), %d of them with the ledger running meanwhile\n", lim, k, 100*float64(k)/float64(max(1, len(calls))), kl)
 	}
 
 	// The P's time by category, over the whole trace.
@@ -393,6 +421,9 @@ func woke(s *gstate, g trace.GoID, t trace.Time, ev trace.Event, gs map[trace.Go
 	byNet := ev.Goroutine() == trace.NoGoroutine && s.waitReason == "network"
 	if byNet {
 		defer func() { *lastPoll = t }()
+		if yielding != 0 && s.k != kLedger {
+			yieldWake++
+		}
 	}
 	if s.k == kConn && s.cur == nil && s.waitReason == "network" &&
 		(strings.Contains(s.waitStack, "Peek") || strings.Contains(s.waitStack, "ReadSlice") || strings.Contains(s.waitStack, "readRequest")) {
@@ -542,4 +573,47 @@ func indent(s string) string {
 		return ""
 	}
 	return "    " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n    ") + "\n"
+}
+
+// attribute sums, over the intervals ws, the time each category of
+// goroutine held the P (not counting the interval's own goroutine).
+func attribute(spans []span, ws [][2]trace.Time, self map[int]trace.GoID) (map[string]time.Duration, time.Duration) {
+	blame := map[string]time.Duration{}
+	var all time.Duration
+	for i, w := range ws {
+		all += w[1].Sub(w[0])
+		covered := time.Duration(0)
+		j := sort.Search(len(spans), func(j int) bool { return spans[j].start >= w[0] })
+		for j = max(0, j-64); j < len(spans) && spans[j].start < w[1]; j++ {
+			s := spans[j]
+			if s.g == self[i] {
+				continue
+			}
+			a, b := max(s.start, w[0]), min(s.end, w[1])
+			if b > a {
+				blame[s.cat] += b.Sub(a)
+				covered += b.Sub(a)
+			}
+		}
+		if d := w[1].Sub(w[0]) - covered; d > 0 {
+			blame["(no goroutine: scheduler, STW, kernel)"] += d
+		}
+	}
+	return blame, all
+}
+
+func ledgerIn(spans []span, w [2]trace.Time, self trace.GoID) bool {
+	j := sort.Search(len(spans), func(j int) bool { return spans[j].start >= w[0] })
+	for j = max(0, j-64); j < len(spans) && spans[j].start < w[1]; j++ {
+		if spans[j].cat == "ledger" && spans[j].end > w[0] {
+			return true
+		}
+	}
+	return false
+}
+
+func printBlame(blame map[string]time.Duration, all time.Duration, n int) {
+	for _, k := range keys(blame) {
+		fmt.Printf("  %-40s %12v %5.1f%%  %v a call\n", k, blame[k].Round(time.Microsecond), 100*blame[k].Seconds()/all.Seconds(), (blame[k] / time.Duration(max(1, n))).Round(time.Microsecond))
+	}
 }
