@@ -23,7 +23,10 @@ import (
 // during the commit was seen when the commit was over. yieldCPU therefore
 // parks the ledger until a goroutine that the network poller wakes lets it
 // go on (netYield): the poll that wakes that goroutine wakes those calls
-// too, and they run first. BenchmarkLedgerTail's net= variants measure it.
+// too, and they run first (once in 61 schedules the scheduler's fairness
+// check takes the global queue first, and they run one statement later).
+// BenchmarkLedgerTailNet measures it; TestYieldCPU_RunsWhatTheNetworkWoke
+// holds it.
 func yieldCPU() {
 	if runtime.GOMAXPROCS(0) != 1 || noCommitYield.Load() {
 		return
