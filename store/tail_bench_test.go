@@ -28,7 +28,9 @@ import (
 // max (µs), and the p99 of the runtime's own count of how long runnable
 // goroutines waited (/sched/latencies:seconds), for the ledger's batch
 // interval and for commits that yield between statements (yieldCPU) or
-// not. Timer and machine noise add to every variant alike; compare them
+// not. Its calls are woken by a timer, which the scheduler checks at every
+// switch, so runtime.Gosched served them as well as netYield does; calls
+// that arrive over the network are BenchmarkLedgerTailNet's. Timer and machine noise add to every variant alike; compare them
 // within a run. The checkpoint variants (checkpoint.go) run at the default
 // interval, yielding; at 2,000 calls/s the WAL passes 1,000 pages about
 // once a second, so compare their late-p99.9 and late-max. cpu-µs/call is
@@ -51,8 +53,6 @@ func BenchmarkLedgerTail(b *testing.B) {
 			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 			noCommitYield.Store(!v.yield)
 			defer noCommitYield.Store(false)
-			goschedYield.Store(true) // the timer-driven calls here see no difference
-			defer goschedYield.Store(false)
 			s := openTestStore(b, filepath.Join(b.TempDir(), "svcgw.db"), Options{BatchInterval: v.interval, Checkpoint: v.checkpoint})
 			_, k, _ := newAccount(b, s, "acme", "1000000")
 			g := gen(b, "", k, "0.000123")
