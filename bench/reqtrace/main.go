@@ -63,6 +63,7 @@ type call struct {
 	run, runnable     time.Duration // the conn goroutine's
 	upstream          time.Duration // waiting in roundTrip
 	upWriteQ, upReadQ time.Duration // writeLoop's and readLoop's waits for the P inside it
+	upUnseen          time.Duration // the P's time without a poll when the reply was seen
 	other             time.Duration // other waits (body read, abortPendingRead, locks)
 	assist            time.Duration // GC mark assist inside its running time
 	inMark            bool          // a GC mark phase overlapped it
@@ -82,6 +83,7 @@ type gstate struct {
 	pendingRead trace.Time // a read syscall while idle, which may have found the next request
 	assistAt    trace.Time
 	entry       string
+	netBusy     time.Duration // the P's time without a poll when it was last woken by the network
 }
 
 // The ledger's yields between a commit's statements (store.yieldCPU), and
@@ -344,6 +346,7 @@ func main() {
 	row("  waiting for the upstream", func(c *call) time.Duration { return c.upstream })
 	row("    of which writeLoop waits for the P", func(c *call) time.Duration { return c.upWriteQ })
 	row("    of which readLoop waits for the P", func(c *call) time.Duration { return c.upReadQ })
+	row("    of which the reply unseen (bound)", func(c *call) time.Duration { return c.upUnseen })
 	row("  other waits (body, locks)", func(c *call) time.Duration { return c.other })
 	row("busy before (bound on time unseen)", func(c *call) time.Duration { return c.busyBefore })
 	frac := func(cs []*call, p func(*call) bool) float64 {
@@ -420,6 +423,10 @@ func main() {
 func woke(s *gstate, g trace.GoID, t trace.Time, ev trace.Event, gs map[trace.GoID]*gstate, lastPoll *trace.Time, calls *[]*call, first trace.Time) {
 	byNet := ev.Goroutine() == trace.NoGoroutine && s.waitReason == "network"
 	if byNet {
+		s.netBusy = 0
+		if *lastPoll != 0 && *lastPoll < t {
+			s.netBusy = t.Sub(*lastPoll)
+		}
 		defer func() { *lastPoll = t }()
 		if yielding != 0 && s.k != kLedger {
 			yieldWake++
@@ -445,9 +452,14 @@ func woke(s *gstate, g trace.GoID, t trace.Time, ev trace.Event, gs map[trace.Go
 			if w := gs[ev.Goroutine()]; w != nil && w.k == kReadLoop && w.lastQ[0] >= s.waitAt {
 				s.cur.upReadQ += w.lastQ[1].Sub(w.lastQ[0])
 				s.cur.waits = append(s.cur.waits, w.lastQ)
+				s.cur.upUnseen += w.netBusy
+				if w.netBusy > 0 {
+					s.cur.waits = append(s.cur.waits, [2]trace.Time{w.lastQ[0] - trace.Time(w.netBusy), w.lastQ[0]})
+				}
 			}
 			for _, w := range gs {
-				if w.k == kWriteLoop && w.lastQ[0] >= s.waitAt && w.lastQ[0] < s.waitAt+trace.Time(2*time.Microsecond) {
+				// The conn readied its writeLoop just before it waited.
+				if w.k == kWriteLoop && w.lastQ[0] <= s.waitAt && w.lastQ[0] >= s.waitAt-trace.Time(20*time.Microsecond) {
 					s.cur.upWriteQ += w.lastQ[1].Sub(w.lastQ[0])
 					s.cur.waits = append(s.cur.waits, w.lastQ)
 					break
