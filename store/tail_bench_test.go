@@ -30,8 +30,8 @@ import (
 // interval and for commits that yield between statements (yieldCPU) or
 // not. Its calls are woken by a timer, which the scheduler checks at every
 // switch, so runtime.Gosched served them as well as netYield does; calls
-// that arrive over the network are BenchmarkLedgerTailNet's. Timer and machine noise add to every variant alike; compare them
-// within a run. The checkpoint variants (checkpoint.go) run at the default
+// that arrive over the network are BenchmarkLedgerTailNet's. Timer and
+// machine noise add to every variant alike; compare them within a run. The checkpoint variants (checkpoint.go) run at the default
 // interval, yielding; at 2,000 calls/s the WAL passes 1,000 pages about
 // once a second, so compare their late-p99.9 and late-max. cpu-µs/call is
 // the process's CPU (user and system) over the run, a call's share of it.
@@ -142,8 +142,11 @@ func processCPU() time.Duration {
 // readable only when it polls the network, so this measures what the timer
 // of BenchmarkLedgerTail cannot: how long a commit keeps arrivals unseen.
 // yield= is what the ledger does between a commit's statements: none,
-// runtime.Gosched alone, or netYield (the default). Run it pinned to one
-// core (taskset -c 1), alternating the variants (-count).
+// runtime.Gosched alone, or netYield (the default). The process runs at
+// GOMAXPROCS 1 and the sender has its own; compare the variants one
+// invocation at a time, alternated (-bench 'LedgerTailNet/yield=gosched$',
+// then 'net$'), on in-commit-late-p50-µs: the lateness of the calls sent
+// while a commit ran, which the machine's noise moves least.
 func BenchmarkLedgerTailNet(b *testing.B) {
 	for _, yield := range []string{"none", "gosched", "net"} {
 		b.Run("yield="+yield, func(b *testing.B) {
