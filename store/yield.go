@@ -46,8 +46,8 @@ var noCommitYield, goschedYield atomic.Bool
 // the network poller; with one P that goroutine is woken only by a poll,
 // and yields once more (the rest of the poll's goroutines go first) before
 // it lets the caller go on. The cost is four system calls, ~2.6 µs of CPU
-// a yield (BenchmarkYieldCPU). It reports false, and yieldCPU falls back to Gosched, when the
-// pipe cannot be had.
+// a yield (BenchmarkYieldCPU). It reports false, and yieldCPU falls back
+// to Gosched, when the pipe cannot be had.
 func netYield() bool {
 	p := &netPoke
 	p.once.Do(p.start)
