@@ -351,25 +351,24 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		s.w.Close()
 		return nil, fmt.Errorf("open call readers: prepare: %w", err)
 	}
-	if s.ckpt, err = openCheckpointer(path, opts.Checkpoint); err != nil {
+	// abandon closes what Open has opened so far.
+	abandon := func() {
 		s.keyStmt.Close()
 		s.budgetStmt.Close()
 		s.changesStmt.Close()
 		s.call.Close()
 		s.r.Close()
 		s.w.Close()
+		s.ckpt.close() // nil until opened
+	}
+	if s.ckpt, err = openCheckpointer(path, opts.Checkpoint); err != nil {
+		abandon()
 		return nil, err
 	}
 	s.afterCommit = s.maybeCheckpoint
 	if bulkWriter(s.batchSize) {
 		if s.bulk, err = beginBulkLoad(ctx, path, s.w); err != nil {
-			s.keyStmt.Close()
-			s.budgetStmt.Close()
-			s.changesStmt.Close()
-			s.call.Close()
-			s.r.Close()
-			s.w.Close()
-			s.ckpt.close()
+			abandon()
 			return nil, err
 		}
 	}
