@@ -31,8 +31,9 @@ import (
 // not. Its calls are woken by a timer, which the scheduler checks at every
 // switch, so runtime.Gosched served them as well as netYield does; calls
 // that arrive over the network are BenchmarkLedgerTailNet's. Timer and
-// machine noise add to every variant alike; compare them within a run. The checkpoint variants (checkpoint.go) run at the default
-// interval, yielding; at 2,000 calls/s the WAL passes 1,000 pages about
+// machine noise add to every variant alike; compare them within a run.
+// The checkpoint variants (checkpoint.go) run at the default interval,
+// yielding; at 2,000 calls/s the WAL passes 1,000 pages about
 // once a second, so compare their late-p99.9 and late-max. cpu-µs/call is
 // the process's CPU (user and system) over the run, a call's share of it.
 func BenchmarkLedgerTail(b *testing.B) {
