@@ -446,40 +446,34 @@ func (s *ResponsesStream) opening(w io.Writer, it outputItem) error {
 // emit would write for it, written here (FuzzResponsesDelta checks it byte
 // for byte), as a reply has one for every few characters.
 func (s *ResponsesStream) delta(w io.Writer, typ, id, text string) error {
-	b := append(s.out[:0], "event: "...)
+	// The event's members in encoding/json's (sorted) order: what comes
+	// before "delta", between "item_id" and "output_index", and after
+	// "sequence_number".
+	event, head, mid, tail := "response.function_call_arguments.delta", "", "", ""
 	switch typ {
 	case "message":
-		b = append(b, "response.output_text.delta\ndata: {\"content_index\":0,\"delta\":"...)
-		b = surface.AppendString(b, text, true) // json.Marshal escapes HTML
-		b = append(b, `,"item_id":`...)
-		b = surface.AppendString(b, id, true)
-		b = append(b, `,"logprobs":[]`...)
+		event, head, mid = "response.output_text.delta", `"content_index":0,`, `,"logprobs":[]`
 	case "reasoning":
-		b = append(b, "response.reasoning_summary_text.delta\ndata: {\"delta\":"...)
-		b = surface.AppendString(b, text, true)
-		b = append(b, `,"item_id":`...)
-		b = surface.AppendString(b, id, true)
-	default:
-		typ = "function_call"
-		b = append(b, "response.function_call_arguments.delta\ndata: {\"delta\":"...)
-		b = surface.AppendString(b, text, true)
-		b = append(b, `,"item_id":`...)
-		b = surface.AppendString(b, id, true)
+		event, tail = "response.reasoning_summary_text.delta", `,"summary_index":0`
 	}
+	b := append(s.out[:0], "event: "...)
+	b = append(b, event...)
+	b = append(b, "\ndata: {"...)
+	b = append(b, head...)
+	b = append(b, `"delta":`...)
+	b = surface.AppendString(b, text, true) // json.Marshal escapes HTML
+	b = append(b, `,"item_id":`...)
+	b = surface.AppendString(b, id, true)
+	b = append(b, mid...)
 	b = append(b, `,"output_index":`...)
 	b = strconv.AppendInt(b, int64(s.item), 10)
 	b = append(b, `,"sequence_number":`...)
 	b = strconv.AppendInt(b, int64(s.seq), 10)
 	s.seq++
-	switch typ {
-	case "message":
-		b = append(b, `,"type":"response.output_text.delta"}`...)
-	case "reasoning":
-		b = append(b, `,"summary_index":0,"type":"response.reasoning_summary_text.delta"}`...)
-	default:
-		b = append(b, `,"type":"response.function_call_arguments.delta"}`...)
-	}
-	s.out = append(b, "\n\n"...)
+	b = append(b, tail...)
+	b = append(b, `,"type":"`...)
+	b = append(b, event...)
+	s.out = append(b, "\"}\n\n"...)
 	_, err := w.Write(s.out)
 	return err
 }
