@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -89,6 +90,40 @@ import (
 // Should database/sql ever replace the writer's connection (after a
 // driver.ErrBadConn), the new one has the DSN's synchronous=NORMAL: slower,
 // never less safe.
+//
+// Its batches of bulkInsertChunk rows or more run without SQLite's
+// statement journal: a statement that "may abort" in a transaction (one
+// whose failure SQLite undoes alone, leaving the transaction open) first
+// copies every page it is the first to change into a journal of its own,
+// and each 1,024-row INSERT copied the same leaf pages of the table and
+// its four indexes again (subjournalPageIfRequired, 2.5–5% of a seeding's
+// writer; bench/RESULTS.md, sessions 5–8). The INSERT into generations
+// may abort for two reasons (SQLite's insert.c and fkey.c, read in
+// modernc's v1.62.0 lib): its UNIQUE, NOT NULL and CHECK constraints with
+// the default ABORT resolution, and its immediate foreign keys (account_id
+// and key_id: fkLookupParent marks any multi-row INSERT into a child table
+// as may-abort, whatever PRAGMA defer_foreign_keys says). So for such a
+// batch:
+//
+//   - the 1,024-row INSERTs are INSERT OR ROLLBACK: a row that breaks a
+//     constraint rolls the whole transaction back at once, which is what
+//     the writer does with any failure of a batch anyway (flush then
+//     commits it row by row, and drops only the bad rows);
+//   - the writer connection runs the batch with PRAGMA foreign_keys=OFF
+//     (set before its BEGIN: the pragma does nothing inside a
+//     transaction, and turned back on when the batch ends, so that every
+//     other write of the store, the row-by-row retry among them, has
+//     SQLite's checks), and checkParents checks what the foreign keys
+//     would have, once per distinct account and key id of the batch
+//     instead of twice a row, in the batch's own transaction: nothing can
+//     change between the check and the commit. A missing parent fails the
+//     batch as SQLite's check did (unstorable), and the row-by-row retry,
+//     foreign keys on, drops exactly the rows that name it.
+//
+// The smaller INSERTs of the batch's rest and the upserts (spend_daily, the
+// roll-ups) keep their statement journal: an upsert's DO UPDATE is coded
+// with ABORT whatever its INSERT says (sqlite3UpsertDoUpdate), and its NOT
+// NULL columns then make it may-abort.
 
 // bulkBatchRows is the smallest BatchSize that makes a bulk writer.
 const bulkBatchRows = 8192
@@ -141,11 +176,21 @@ type bulkInsert struct {
 	conn *sql.Conn
 	stmt driver.Stmt         // prepared on conn's driver connection; nil until the first INSERT
 	args []driver.NamedValue // bulkInsertChunk rows' parameters, kept between batches
+	// fkOff is set while conn runs with foreign_keys off (begin to end).
+	fkOff bool
 }
 
-// begin takes the writer connection of db for a batch.
+// begin takes the writer connection of db for a batch and turns its
+// foreign keys off (see the top of this file); the batch's transaction
+// begins after it.
 func (b *bulkInsert) begin(ctx context.Context, db *sql.DB) (err error) {
-	b.conn, err = db.Conn(ctx)
+	if b.conn, err = db.Conn(ctx); err != nil {
+		return err
+	}
+	b.fkOff = true
+	if _, err = b.conn.ExecContext(ctx, "PRAGMA foreign_keys=OFF"); err != nil {
+		b.end() // the caller ends only a batch that began
+	}
 	return err
 }
 
@@ -192,15 +237,91 @@ func (b *bulkInsert) exec(ctx context.Context, rows []genRow) error {
 	})
 }
 
-// end finalizes the batch's statement and gives the connection back.
+// end, once the batch's transaction has ended, finalizes the batch's
+// statement, turns the connection's foreign keys on again and gives the
+// connection back. A connection whose foreign keys cannot be seen on is
+// discarded (driver.ErrBadConn): database/sql opens a new one, with the
+// DSN's foreign_keys(1), for the writer's next use.
 func (b *bulkInsert) end() {
 	if b.stmt != nil {
 		st := b.stmt
 		b.stmt = nil
 		_ = b.conn.Raw(func(any) error { return st.Close() }) // a failure leaves nothing to undo
 	}
+	if b.fkOff {
+		b.fkOff = false
+		ctx := context.Background()
+		on := 0
+		_, err := b.conn.ExecContext(ctx, "PRAGMA foreign_keys=ON")
+		if err == nil {
+			err = b.conn.QueryRowContext(ctx, "PRAGMA foreign_keys").Scan(&on)
+		}
+		if err != nil || on != 1 {
+			_ = b.conn.Raw(func(any) error { return driver.ErrBadConn }) // closes it
+		}
+	}
 	_ = b.conn.Close() // back to db's pool; it reports only a second Close
 	b.conn = nil
+}
+
+// bulkBatchHook, when set, is called in each bulk batch's transaction
+// after its INSERTs: a test seam, for looking at the connection as the
+// batch sees it.
+var bulkBatchHook func(ctx context.Context, tx *sql.Tx)
+
+// errMissingParent is a bulk batch naming an account or a key that does
+// not exist (checkParents): the rows that do are rejected as such, as a
+// foreign key rejects them (Store.unstorable).
+var errMissingParent = errors.New("unknown account or key")
+
+// The parents of a bulk batch's rows found in the database: how many of
+// the ids in a JSON array (distinct ones) exist.
+const (
+	accountsFoundSQL = `SELECT COUNT(*) FROM accounts WHERE id IN (SELECT value FROM json_each(?))`
+	keysFoundSQL     = `SELECT COUNT(*) FROM api_keys WHERE id IN (SELECT value FROM json_each(?))`
+)
+
+// checkParents checks, in the bulk batch's transaction tx, that every
+// account and key its rows name exists (what the foreign keys of
+// generations, spend_daily and the roll-ups check, which the batch ran
+// without). agg holds the batch's sums: its debits name every account of
+// the batch, its spend every key.
+func (s *Store) checkParents(ctx context.Context, tx *sql.Tx, agg *batchSums) error {
+	accts := make([]int64, 0, len(agg.debits))
+	for id := range agg.debits {
+		accts = append(accts, id)
+	}
+	keys := make(map[string]struct{})
+	for k := range agg.spend {
+		if k.key != "" { // NULL key_id: no key to check
+			keys[k.key] = struct{}{}
+		}
+	}
+	keyList := make([]string, 0, len(keys))
+	for k := range keys {
+		keyList = append(keyList, k)
+	}
+	for _, c := range []struct {
+		query, what string
+		ids         any
+		n           int
+	}{{accountsFoundSQL, "accounts", accts, len(accts)}, {keysFoundSQL, "keys", keyList, len(keyList)}} {
+		if c.n == 0 {
+			continue
+		}
+		ids, err := json.Marshal(c.ids)
+		if err != nil {
+			return fmt.Errorf("ledger: check %s: %w", c.what, err)
+		}
+		var found int
+		if err := tx.StmtContext(ctx, s.stmts[c.query]).QueryRowContext(ctx, string(ids)).Scan(&found); err != nil {
+			return fmt.Errorf("ledger: check %s: %w", c.what, err)
+		}
+		if found != c.n {
+			return fmt.Errorf("ledger: %w: %d of the batch's %d %s not found", errMissingParent, c.n-found, c.n, c.what)
+		}
+	}
+	return nil
 }
 
 // ErrUnfinishedBulkLoad means a bulk load into the database did not finish

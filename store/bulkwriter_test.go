@@ -3,6 +3,7 @@ package store
 import (
 	"bufio"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -162,6 +163,169 @@ func TestBulkWriter_DropsBadRowsOnly(t *testing.T) {
 	is.NoErr(err)
 	is.Equal(spend.Total, int64(10_000+(n-2)*1_000)) // micro-dollars: the dropped charges taken back
 	checkRollups(t, s)
+	checkLedger(t, s)
+}
+
+// A bulk batch runs without SQLite's foreign-key checks, so the writer
+// checks the batch's accounts and keys itself: rows naming an account or a
+// key that does not exist, inside the 1,024-row INSERT and in the batch's
+// rest, fail the batch as a foreign key does; it is committed row by row,
+// only those rows are dropped, and their charges are taken back.
+func TestBulkWriter_MissingParents(t *testing.T) {
+	is := is.New(t)
+	clock := newTestClock()
+	s := openTestStore(t, filepath.Join(t.TempDir(), "svcgw.db"), Options{Now: clock.Now,
+		BatchSize: bulkBatchRows, BatchInterval: time.Hour, CommitTimeout: 2 * time.Minute})
+	ctx := context.Background()
+	a, k, _ := newAccount(t, s, "acme", "100000")
+	b, kb, _ := newAccount(t, s, "globex", "100000")
+	checked := 0
+	defer func() { bulkBatchHook = nil }()
+	bulkBatchHook = func(context.Context, *sql.Tx) { checked++ }
+
+	const n = 1100 // one 1,024-row INSERT and the rest
+	for i := range n {
+		key := k
+		if i%2 == 1 {
+			key = kb
+		}
+		g := gen(t, fmt.Sprintf("gen-%04d", i), key, "0.001")
+		switch i {
+		case 200:
+			g.AccountID = b.ID + 100 // no such account; its key exists
+		case 700:
+			g.KeyID = "key_nosuchkey" // in the 1,024-row INSERT
+		case 1050:
+			g.KeyID = "key_nosuchkey2" // in the rest
+		case 1051:
+			g.KeyID = "" // no key: nothing to check
+		}
+		clock.Set(time.Date(2025, 3, 1, 0, 0, i, 0, time.UTC))
+		s.RecordGeneration(g)
+	}
+	is.NoErr(s.Sync(ctx))
+	is.True(s.bulkInserts >= 1) // the batch went in as a bulk batch
+	st := s.LedgerStats()
+	is.Equal(st.Committed, uint64(n-3))
+	is.Equal(st.Dropped, uint64(3))
+	is.Equal(checked, 0) // the bulk batch failed at checkParents, before the hook
+	is.Equal(queryInt(t, s, `SELECT COUNT(*) FROM generations`), int64(n-3))
+	is.Equal(queryInt(t, s, `SELECT COUNT(*) FROM generations WHERE id IN ('gen-0200', 'gen-0700', 'gen-1050')`), int64(0))
+	for _, acct := range []Account{a, b} {
+		spend, err := s.Spend(ctx, acct.ID, "", clock.Now())
+		is.NoErr(err)
+		is.Equal(spend.Total, 1_000*queryInt(t, s, `SELECT COUNT(*) FROM generations WHERE account_id = ?`, acct.ID)) // the dropped charges taken back
+	}
+	checkRollups(t, s)
+	checkLedger(t, s)
+
+	// A batch whose parents all exist passes the check and commits whole.
+	for i := range n {
+		s.RecordGeneration(gen(t, fmt.Sprintf("gen-b-%04d", i), k, "0.001"))
+	}
+	is.NoErr(s.Sync(ctx))
+	is.Equal(checked, 1)
+	is.Equal(s.LedgerStats().Committed, uint64(2*n-3))
+	checkLedger(t, s)
+}
+
+// vdbeOp is one instruction of a statement's program (EXPLAIN).
+type vdbeOp struct {
+	opcode string
+	p1, p2 int64
+}
+
+// mayAbort reports what in the program of query, compiled on q's
+// connection, makes SQLite run it with a statement journal inside a
+// transaction: the instructions its sqlite3VdbeAssertMayAbort counts for
+// an INSERT (a constraint's halt with ABORT, an immediate foreign key's
+// counter). Empty: none.
+func mayAbort(t *testing.T, q interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}, query string) []vdbeOp {
+	t.Helper()
+	params := make([]any, strings.Count(query, "?")) // NULLs: EXPLAIN compiles, never runs
+	rows, err := q.QueryContext(context.Background(), "EXPLAIN "+query, params...)
+	if err != nil {
+		t.Fatalf("EXPLAIN: %v", err)
+	}
+	defer rows.Close()
+	var found []vdbeOp
+	for rows.Next() {
+		var (
+			addr, p3, p5 int64
+			op           vdbeOp
+			p4, comment  any
+		)
+		if err := rows.Scan(&addr, &op.opcode, &op.p1, &op.p2, &p3, &p4, &p5, &comment); err != nil {
+			t.Fatalf("EXPLAIN: %v", err)
+		}
+		const oeAbort = 2
+		switch {
+		case (op.opcode == "Halt" || op.opcode == "HaltIfNull") && op.p1 != 0 && op.p2 == oeAbort,
+			op.opcode == "FkCounter" && op.p1 == 0:
+			found = append(found, op)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("EXPLAIN: %v", err)
+	}
+	return found
+}
+
+// A bulk batch runs with foreign keys off on the writer connection and its
+// 1,024-row INSERTs as INSERT OR ROLLBACK: the program SQLite compiles for
+// them then has nothing that may abort, so it runs without a statement
+// journal. Outside its batches the bulk writer's connection has foreign
+// keys on again, and a serving store's writer and every reader always have.
+func TestBulkWriter_NoStatementJournal(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	pragma := func(db interface {
+		QueryRowContext(context.Context, string, ...any) *sql.Row
+	}) int {
+		var v int
+		is.NoErr(db.QueryRowContext(ctx, "PRAGMA foreign_keys").Scan(&v)) // read foreign_keys
+		return v
+	}
+	serving, _ := newTestStore(t)
+	for _, db := range []*sql.DB{serving.w, serving.r, serving.call} {
+		is.Equal(pragma(db), 1) // a serving store's connections check foreign keys
+	}
+	// What the test counts is there in an ordinary INSERT: the foreign
+	// keys' counters and the constraints' ABORT.
+	is.True(len(mayAbort(t, serving.w, insertSQLOf(2))) > 0)
+
+	s := openTestStore(t, filepath.Join(t.TempDir(), "svcgw.db"), Options{BatchSize: bulkBatchRows,
+		BatchInterval: time.Hour, CommitTimeout: 2 * time.Minute})
+	for _, db := range []*sql.DB{s.w, s.r, s.call} {
+		is.Equal(pragma(db), 1) // a bulk writer's too, outside its batches
+	}
+	var (
+		batches      int
+		fk           int
+		bulk, plain  []vdbeOp
+		plainChecked bool
+	)
+	defer func() { bulkBatchHook = nil }()
+	bulkBatchHook = func(ctx context.Context, tx *sql.Tx) {
+		batches++
+		fk = pragma(tx)
+		bulk = mayAbort(t, tx, bulkInsertSQL)
+		plain, plainChecked = mayAbort(t, tx, insertSQLOf(bulkInsertChunk)), true
+	}
+	_, k, _ := newAccount(t, s, "acme", "1000")
+	for i := range 1100 {
+		s.RecordGeneration(gen(t, fmt.Sprintf("gen-%04d", i), k, "0.001"))
+	}
+	is.NoErr(s.Sync(ctx))
+	is.Equal(batches, 1)
+	is.Equal(fk, 0)          // no foreign keys in the batch
+	is.Equal(len(bulk), 0)   // so its bulk INSERT may not abort: no statement journal
+	is.True(plainChecked)    //
+	is.True(len(plain) > 0)  // without OR ROLLBACK the constraints' ABORT would make it
+	is.Equal(pragma(s.w), 1) // on again after the batch
+	is.Equal(s.LedgerStats().Committed, uint64(1100))
 	checkLedger(t, s)
 }
 

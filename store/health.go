@@ -176,9 +176,13 @@ func (s *ledgerCore) ledgerCommitted() {
 }
 
 // unstorable reports whether err is the database rejecting a row as such
-// (a constraint, a value it cannot hold): committing it again can never
-// succeed. Any other failure is the database's, and worth retrying.
+// (a constraint, a value it cannot hold; a parent a bulk batch's
+// checkParents did not find): committing it again can never succeed. Any
+// other failure is the database's, and worth retrying.
 func (s *Store) unstorable(err error) bool {
+	if errors.Is(err, errMissingParent) {
+		return true
+	}
 	var se *sqlite.Error
 	if !errors.As(err, &se) {
 		return false

@@ -703,7 +703,9 @@ const insertChunk = 64
 // 64 held 7 MB on the writer connection, against ~0.4 MB for these seven.
 var insertSQL = buildInsertSQL()
 
-const insertHead = `INSERT INTO generations (
+const insertHead = `INSERT` + insertInto
+
+const insertInto = ` INTO generations (
 	id, account_id, key_id, application, surface, model, request_type, tier,
 	streamed, finish_reason, prompt_tokens, completion_tokens,
 	cached_prompt_tokens, cache_creation_tokens, reasoning_tokens,
@@ -723,11 +725,16 @@ func buildInsertSQL() (stmts [insertChunk + 1]string) {
 }
 
 func insertSQLOf(n int) string {
-	return insertHead + strings.TrimSuffix(strings.Repeat(insertTuple+", ", n), ", ")
+	return insertHead + insertTuples(n)
 }
 
-// bulkInsertSQL is the INSERT of bulkInsertChunk rows.
-var bulkInsertSQL = insertSQLOf(bulkInsertChunk)
+func insertTuples(n int) string {
+	return strings.TrimSuffix(strings.Repeat(insertTuple+", ", n), ", ")
+}
+
+// bulkInsertSQL is the INSERT of bulkInsertChunk rows, a bulk writer's.
+// OR ROLLBACK: see bulkwriter.go, "statement journal".
+var bulkInsertSQL = `INSERT OR ROLLBACK` + insertInto + insertTuples(bulkInsertChunk)
 
 // insertSQLFor is the INSERT statement of size rows (a chunk size).
 func insertSQLFor(size int) string {
@@ -844,7 +851,11 @@ func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) 
 			n %= size // the rest of full chunks all use this one
 		}
 	}
-	for _, q := range [...]string{debitSQL, spendSQL} {
+	queries := []string{debitSQL, spendSQL}
+	if s.insertChunkFor(len(rows)) == bulkInsertChunk {
+		queries = append(queries, accountsFoundSQL, keysFoundSQL) // checkParents
+	}
+	for _, q := range queries {
 		if _, err := s.stmt(ctx, q); err != nil {
 			return fmt.Errorf("ledger: prepare: %w", err)
 		}
@@ -874,7 +885,8 @@ func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) 
 		}
 	}
 	// A bulk writer's batch runs on a connection of its own (the writer's
-	// one), so that its 1,024-row INSERTs can go to the driver directly.
+	// one), so that its 1,024-row INSERTs can go to the driver directly,
+	// and with foreign keys off (bulkwriter.go, "statement journal").
 	var (
 		tx   *sql.Tx
 		bulk *bulkInsert
@@ -922,6 +934,15 @@ func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) 
 	clear(args) // drop references for the GC
 	agg.args = args
 	summed()
+	if bulk != nil {
+		// Its INSERTs ran without SQLite's foreign-key checks.
+		if err := s.checkParents(ctx, tx, agg); err != nil {
+			return err
+		}
+		if bulkBatchHook != nil {
+			bulkBatchHook(ctx, tx)
+		}
+	}
 	debit := tx.StmtContext(ctx, s.stmts[debitSQL])
 	for acct, cost := range agg.debits {
 		if cost == 0 {
