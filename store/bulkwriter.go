@@ -270,7 +270,7 @@ func (b *bulkInsert) end() {
 var bulkBatchHook func(ctx context.Context, tx *sql.Tx)
 
 // errMissingParent is a bulk batch naming an account or a key that does
-// not exist (checkParents): the rows that do are rejected as such, as a
+// not exist (checkParents): the rows naming it are rejected as such, as a
 // foreign key rejects them (Store.unstorable).
 var errMissingParent = errors.New("unknown account or key")
 
