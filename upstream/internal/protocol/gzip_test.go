@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -18,10 +19,11 @@ import (
 
 // gzipServer answers every request with status and body, gzipped when
 // the request accepts gzip (corrupt: a gzip stream cut short), and
-// records the Accept-Encoding values it was sent.
+// records the Accept-Encoding values it was sent. It speaks h2c beside
+// HTTP/1.1.
 func gzipServer(t *testing.T, status int, body string, corrupt bool) (*httptest.Server, *[]string) {
 	var seen []string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		seen = append(seen, strings.Join(r.Header.Values("Accept-Encoding"), ","))
 		w.Header().Set("Content-Type", "application/json")
@@ -42,6 +44,11 @@ func gzipServer(t *testing.T, status int, body string, corrupt bool) (*httptest.
 		w.WriteHeader(status)
 		_, _ = w.Write(z)
 	}))
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	srv.Config.Protocols = &p
+	srv.Start()
 	t.Cleanup(srv.Close)
 	return srv, &seen
 }
@@ -55,35 +62,39 @@ func TestClient_Gzip(t *testing.T) {
 	const reply = `{"id":"chatcmpl-1","choices":[{"message":{"content":"hello"}}]}`
 	base := func(bool) http.Header { return http.Header{} }
 
-	t.Run("a reply is decompressed", func(t *testing.T) {
-		is := is.New(t)
-		srv, seen := gzipServer(t, http.StatusOK, reply, false)
-		h := NewClient(upstream.HTTPOptions{BaseURL: srv.URL}, "", nil)
-		hdr := h.Headers(base)
-		is.Equal(hdr.Call["Accept-Encoding"], []string{"gzip"})   // calls ask for gzip themselves
-		is.Equal(hdr.Stream["Accept-Encoding"], []string{"gzip"}) // streams too
-		b, err := h.PostRead(t.Context(), srv.URL, hdr.Call, []byte(`{}`))
-		is.NoErr(err)                                           // post
-		is.Equal(string(b), reply)                              // the reply, decompressed
-		is.Equal(*seen, []string{"gzip"})                       // one Accept-Encoding, ours
-		is.Equal(hdr.Call["Accept-Encoding"], []string{"gzip"}) // the shared header unchanged
-	})
+	for _, h2c := range []bool{false, true} {
+		t.Run(fmt.Sprintf("a reply is decompressed, h2c=%v", h2c), func(t *testing.T) {
+			is := is.New(t)
+			srv, seen := gzipServer(t, http.StatusOK, reply, false)
+			h := NewClient(upstream.HTTPOptions{BaseURL: srv.URL, H2C: h2c}, "", nil)
+			hdr := h.Headers(base)
+			is.Equal(hdr.Call["Accept-Encoding"], []string{"gzip"})   // calls ask for gzip themselves
+			is.Equal(hdr.Stream["Accept-Encoding"], []string{"gzip"}) // streams too
+			b, err := h.PostRead(t.Context(), srv.URL, hdr.Call, []byte(`{}`))
+			is.NoErr(err)                                           // post
+			is.Equal(string(b), reply)                              // the reply, decompressed
+			is.Equal(*seen, []string{"gzip"})                       // one Accept-Encoding, ours
+			is.Equal(hdr.Call["Accept-Encoding"], []string{"gzip"}) // the shared header unchanged
+		})
+	}
 
-	t.Run("a stream is decompressed", func(t *testing.T) {
-		is := is.New(t)
-		srv, _ := gzipServer(t, http.StatusOK, "data: {}\n\ndata: [DONE]\n\n", false)
-		h := NewClient(upstream.HTTPOptions{BaseURL: srv.URL}, "", nil)
-		c, resp, err := h.Post(t.Context(), srv.URL, h.Headers(base).Stream, []byte(`{}`))
-		is.NoErr(err) // post
-		defer c.Release()
-		defer resp.Body.Close()
-		is.Equal(resp.Header.Get("Content-Encoding"), "") // dropped, as the transport drops it
-		is.Equal(resp.ContentLength, int64(-1))
-		is.True(resp.Uncompressed)
-		b, err := io.ReadAll(resp.Body)
-		is.NoErr(err) // read the stream
-		is.Equal(string(b), "data: {}\n\ndata: [DONE]\n\n")
-	})
+	for _, h2c := range []bool{false, true} {
+		t.Run(fmt.Sprintf("a stream is decompressed, h2c=%v", h2c), func(t *testing.T) {
+			is := is.New(t)
+			srv, _ := gzipServer(t, http.StatusOK, "data: {}\n\ndata: [DONE]\n\n", false)
+			h := NewClient(upstream.HTTPOptions{BaseURL: srv.URL, H2C: h2c}, "", nil)
+			c, resp, err := h.Post(t.Context(), srv.URL, h.Headers(base).Stream, []byte(`{}`))
+			is.NoErr(err) // post
+			defer c.Release()
+			defer resp.Body.Close()
+			is.Equal(resp.Header.Get("Content-Encoding"), "") // dropped, as the transport drops it
+			is.Equal(resp.ContentLength, int64(-1))
+			is.True(resp.Uncompressed)
+			b, err := io.ReadAll(resp.Body)
+			is.NoErr(err) // read the stream
+			is.Equal(string(b), "data: {}\n\ndata: [DONE]\n\n")
+		})
+	}
 
 	t.Run("an error reply is decompressed before it is read", func(t *testing.T) {
 		is := is.New(t)
