@@ -126,10 +126,13 @@ func decodeChat(body []byte) (*llm.Request, error) {
 	var cr chatRequest
 	var sc llm.JSONScanner
 	if !scanChat(&sc, body, &cr) { // the usual request, read by hand (scan.go)
-		cr = chatRequest{}
-		if err := surface.Decode(body, &cr, surface.EncodingJSON); err != nil {
+		// The fallback decodes into a request of its own: decoding into cr
+		// would move cr to the heap on every call (288 bytes).
+		d := new(chatRequest)
+		if err := surface.Decode(body, d, surface.EncodingJSON); err != nil {
 			return nil, decodeError(err)
 		}
+		cr = *d
 	}
 	if cr.Model == nil || *cr.Model == "" {
 		return nil, llm.InvalidParam("model", "model is required")

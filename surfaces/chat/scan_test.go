@@ -132,3 +132,17 @@ func TestScanChat_KnowsEveryMember(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeChat_Allocations bounds what the usual request costs to
+// decode: the canonical request, its messages and their strings. The
+// chatRequest it is read into stays on the stack (the fallback decodes
+// into one of its own): 18 allocations when it moved to the heap.
+func TestDecodeChat_Allocations(t *testing.T) {
+	if n := testing.AllocsPerRun(100, func() {
+		if _, err := decodeChat(benchBody); err != nil {
+			t.Fatal(err)
+		}
+	}); n > 17 {
+		t.Errorf("decodeChat: %v allocations, want at most 17", n)
+	}
+}

@@ -3,6 +3,7 @@ package protocol
 import (
 	"bytes"
 	"cmp"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -231,9 +232,15 @@ type Headers struct{ Call, Stream http.Header }
 // Headers builds a backend's request headers once from base, the
 // protocol's own part of a call's or a stream's header (made afresh for
 // each), adding what every request to the upstream carries: Content-Type,
-// User-Agent and the configured headers (which override the others). Post
-// sends a header as it is, and calls share it, as the transport only reads
-// a request's header (one map and its values less a call).
+// User-Agent, Accept-Encoding and the configured headers (which override
+// the others). Post sends a header as it is, and calls share it, as the
+// transport only reads a request's header (one map and its values less a
+// call).
+//
+// Accept-Encoding: gzip is what the transport would add to each request
+// itself, in a header map of the request's own (~0.75 KB a call: the
+// map and its value); asked for here, the transport leaves the reply
+// compressed and Post decompresses it (gunzip) as the transport would.
 func (h *Client) Headers(base func(stream bool) http.Header) Headers {
 	complete := func(hd http.Header) http.Header {
 		if hd == nil {
@@ -241,6 +248,7 @@ func (h *Client) Headers(base func(stream bool) http.Header) Headers {
 		}
 		hd["Content-Type"] = contentTypeJSON
 		hd["User-Agent"] = userAgent
+		hd["Accept-Encoding"] = acceptGzip
 		for k, v := range h.Opts.Headers {
 			hd.Set(k, v)
 		}
@@ -323,6 +331,7 @@ func (h *Client) Post(ctx context.Context, url string, header http.Header, body 
 		c.Release()
 		return nil, nil, err
 	}
+	gunzip(header, resp)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 		resp.Body.Close()
@@ -480,7 +489,53 @@ var errCallDone = errors.New("upstream call finished")
 var (
 	contentTypeJSON = []string{"application/json"}
 	userAgent       = []string{"svcgw"}
+	acceptGzip      = []string{"gzip"}
 )
+
+// gunzip decompresses a reply to a request whose header asked for gzip
+// alone, as the transport does when it asked for it itself (see Headers):
+// the body read through a gzip reader made at the first read, its
+// Content-Encoding and Content-Length dropped. The transport decompresses
+// only what it asked for, so a request that asked for anything else gets
+// its reply as it came, as before.
+func gunzip(header http.Header, resp *http.Response) {
+	ae := header["Accept-Encoding"]
+	if len(ae) != 1 || ae[0] != "gzip" || resp.Uncompressed {
+		return
+	}
+	ce := resp.Header["Content-Encoding"]
+	if len(ce) == 0 || !strings.EqualFold(ce[0], "gzip") { // the transport reads the first
+		return
+	}
+	resp.Body = &gzipBody{body: resp.Body}
+	resp.Header.Del("Content-Encoding")
+	resp.Header.Del("Content-Length")
+	resp.ContentLength = -1
+	resp.Uncompressed = true
+}
+
+// gzipBody is a reply body read through gzip, as net/http's gzipReader:
+// the gzip reader is made at the first read, so that a body closed unread
+// reads nothing.
+type gzipBody struct {
+	body io.ReadCloser
+	zr   *gzip.Reader
+	err  error
+}
+
+func (g *gzipBody) Read(p []byte) (int, error) {
+	if g.zr == nil {
+		if g.err == nil {
+			g.zr, g.err = gzip.NewReader(g.body)
+		}
+		if g.err != nil {
+			return 0, g.err
+		}
+	}
+	return g.zr.Read(p)
+}
+
+func (g *gzipBody) Close() error { return g.body.Close() }
 
 // fail maps a transport or read error: one of the call's timeouts, the
 // caller's own context (returned as is, so the server can tell a caller
