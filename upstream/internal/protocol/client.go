@@ -82,11 +82,15 @@ func newTransport() *http.Transport {
 		// An HTTP/1.1 connection holds both buffers as long as it lives,
 		// through a whole stream: with 1,000 streams open the defaults
 		// (4 KiB each) are 8 MiB. Smaller ones cost little here: a
-		// request goes out as its headers and one write of its body, a
-		// stream's reader asks for 1 KiB at a time (sseBufferSize), or 8
-		// KiB in a burst, and a read larger than the buffer bypasses it.
+		// request goes out as its headers and one write of its body; a
+		// stream's reader waits in a read of one byte, then asks for the
+		// rest of what came (up to sseBufferSize, 1 KiB, or 8 KiB in a
+		// burst), and a read as large as the buffer bypasses it; a reply
+		// answered whole is read into a buffer of its Content-Length.
+		// Headers longer than the buffer (a vendor's can reach 1.5 KiB)
+		// take one more read of the connection.
 		WriteBufferSize: 1 << 10,
-		ReadBufferSize:  2 << 10,
+		ReadBufferSize:  1 << 10,
 	}
 }
 

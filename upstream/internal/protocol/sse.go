@@ -53,14 +53,15 @@ type SSEReader struct {
 	long       []byte // a line longer than the buffered input
 	begun      bool
 	cr         bool // the last line ended with a CR: skip a LF right after it
-	own        [sseBufferSize]byte
 }
 
-// sseBufferSize is the read buffer each upstream stream owns. Events are
-// usually a few hundred bytes (a chat-completions chunk is ~250); longer
-// lines are gathered in SSEReader.long, so a small buffer only costs an
-// extra copy for big events, while 1,000 open streams hold 1 MiB instead of
-// 4 (the connection under it has its own read buffer).
+// sseBufferSize is the read buffer a stream borrows (smallPool) once its
+// upstream's next bytes have come. Events are usually a few hundred bytes
+// (a chat-completions chunk is ~250); longer lines are gathered in
+// SSEReader.long, so a small buffer only costs an extra copy for big
+// events. A stream waiting for its upstream holds no buffer: with 1,000
+// open streams each used to own one, 1 MiB (the connection under it has
+// its own read buffer, which the bytes that end the wait are in).
 //
 // A stream whose upstream delivers more than that at once reads into a
 // pooled sseBurstSize buffer instead while the burst lasts (sseInput.fill):
@@ -75,37 +76,40 @@ const (
 // NewSSEReader returns a reader of r whose events are at most maxEvent
 // bytes.
 func NewSSEReader(r io.Reader, maxEvent int) *SSEReader {
-	s := &SSEReader{r: sseInput{rd: r}, max: maxEvent}
-	s.r.own = s.own[:]
-	return s
+	return &SSEReader{r: sseInput{rd: r}, max: maxEvent}
 }
 
-// Release returns the reader's burst buffer, if it holds one, to the
-// pool; the reader must not be used after it.
+// Release returns the buffer the reader holds, if any, to its pool; the
+// reader must not be used after it.
 func (s *SSEReader) Release() { s.r.release() }
 
 // sseInput is the SSE reader's input buffer. It reads only when all it
 // holds has been consumed (SSEReader gathers a partial line in long), so
-// each read may go to either of two buffers with nothing to carry over:
-// the stream's own small one, or, while the upstream is sending more than
-// that at once, a burst buffer borrowed from a pool. A stream that waits
-// for its upstream between small events — the usual case, and every
-// stream of a slow one — never holds a burst buffer while it waits.
+// each read may go to any buffer with nothing to carry over: a small one
+// borrowed from a pool once the upstream's next bytes have come, or, while
+// the upstream is sending more than that at once, a burst buffer borrowed
+// from another. A stream waiting for its upstream between events — the
+// usual case, and every stream of a slow one — holds neither: it waits in
+// a one-byte read (fill).
 type sseInput struct {
 	rd    io.Reader
 	buf   []byte // buf[r:w] is unread
 	r, w  int
-	own   []byte
+	small *[]byte // borrowed from smallPool, from the wait's end until consumed
 	burst *[]byte // borrowed from burstPool while the upstream bursts
 	// more: the reads so far suggest the upstream has more on its way,
 	// so the next read goes to the burst buffer; short counts the reads
-	// in a row that brought less than half of own.
+	// in a row that brought less than half of sseBufferSize.
 	more  bool
 	short int
-	err   error // a read error, returned once what came before it is consumed
+	err   error   // a read error, returned once what came before it is consumed
+	first [1]byte // what the wait for the upstream's next bytes reads into
 }
 
-var burstPool = sync.Pool{New: func() any { b := make([]byte, sseBurstSize); return &b }}
+var (
+	smallPool = sync.Pool{New: func() any { b := make([]byte, sseBufferSize); return &b }}
+	burstPool = sync.Pool{New: func() any { b := make([]byte, sseBurstSize); return &b }}
+)
 
 func (b *sseInput) buffered() []byte { return b.buf[b.r:b.w] }
 
@@ -116,37 +120,72 @@ func (b *sseInput) discard(n int) { b.r += n }
 // 100 empty reads.
 //
 // A read goes to the burst buffer when the ones before it suggest more is
-// already on its way: one filled the stream's own buffer, and since then
-// fewer than two in a row brought less than half that much (a read may
-// stop short at the end of an HTTP/1.1 chunk in the middle of a burst).
-// An upstream that sends an event or two at a time stays on its own
-// buffer, and a burst buffer goes back to the pool at the first read
-// after a burst.
+// already on its way: one filled sseBufferSize, and since then fewer than
+// two in a row brought less than half that much (a read may stop short at
+// the end of an HTTP/1.1 chunk in the middle of a burst). An upstream that
+// sends an event or two at a time stays on small buffers, and a burst
+// buffer goes back to the pool at the first read after a burst.
+//
+// Otherwise the stream waits for its upstream in a read of one byte, with
+// no buffer borrowed, and borrows a small one for that byte and a second
+// read of what came with it: the body's layers below (the connection's
+// read buffer, an HTTP/2 stream's) hold the rest of what arrived, so the
+// second read returns it without waiting, unless the upstream's write
+// stopped after that byte.
 func (b *sseInput) fill() error {
 	if b.err != nil {
 		err := b.err
 		b.err = nil
 		return err
 	}
-	p := b.own
 	if b.more {
+		if b.small != nil {
+			smallPool.Put(b.small)
+			b.small = nil
+		}
 		if b.burst == nil {
 			b.burst = burstPool.Get().(*[]byte)
 		}
-		p = *b.burst
-	} else {
-		b.release()
+		return b.read(*b.burst, 0)
 	}
+	b.release()
 	for range 100 {
-		n, err := b.rd.Read(p)
-		if n < 0 || n > len(p) {
+		n, err := b.rd.Read(b.first[:])
+		if n < 0 || n > 1 {
 			panic("upstream SSE: the body's reader returned an invalid count")
 		}
+		if n == 1 {
+			b.small = smallPool.Get().(*[]byte)
+			p := *b.small
+			p[0] = b.first[0]
+			if err != nil {
+				b.buf, b.r, b.w, b.err = p, 0, 1, err
+				b.more, b.short = false, 0
+				return nil
+			}
+			return b.read(p, 1)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return io.ErrNoProgress
+}
+
+// read reads into p after its first n bytes, already there, and makes p
+// the buffer.
+func (b *sseInput) read(p []byte, n int) error {
+	for range 100 {
+		m, err := b.rd.Read(p[n:])
+		if m < 0 || m > len(p)-n {
+			panic("upstream SSE: the body's reader returned an invalid count")
+		}
+		n += m
 		b.buf, b.r, b.w = p, 0, n
 		if n > 0 {
 			b.err = err
 			switch {
-			case n == len(b.own) || b.more && n >= len(b.own)/2:
+			case n >= sseBufferSize || b.more && n >= sseBufferSize/2:
 				b.more, b.short = true, 0
 			case b.more && b.short == 0:
 				b.short = 1
@@ -162,12 +201,17 @@ func (b *sseInput) fill() error {
 	return io.ErrNoProgress
 }
 
-// release gives the burst buffer back to the pool.
+// release gives the buffer it holds back to its pool.
 func (b *sseInput) release() {
+	if b.small != nil {
+		smallPool.Put(b.small)
+		b.small = nil
+	}
 	if b.burst != nil {
 		burstPool.Put(b.burst)
-		b.burst, b.buf, b.r, b.w = nil, nil, 0, 0
+		b.burst = nil
 	}
+	b.buf, b.r, b.w = nil, 0, 0
 }
 
 // ready reports whether a whole event (up to its blank line) is already

@@ -3,10 +3,10 @@ package protocol
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -158,9 +158,8 @@ func (r *sizedReads) Read(p []byte) (int, error) {
 	return k, nil
 }
 
-// TestSSEReader_BurstBuffer checks the reader's two buffers: a read that
-// fills the stream's own buffer sends the next one to a pooled burst
-// buffer, which is kept until two reads in a row bring less than half of
+// TestSSEReader_BurstBuffer checks the reader's two buffers: a fill that
+// brings sseBufferSize sends the next read to a pooled burst buffer, which is kept until two reads in a row bring less than half of
 // sseBufferSize and given back at the read after them and at Release; and whichever
 // buffer a read went to, the events are those of reading the input a
 // byte at a time.
@@ -180,6 +179,7 @@ func TestSSEReader_BurstBuffer(t *testing.T) {
 	input := in.String()
 
 	want := readWith(t, &chunked{b: []byte(input), n: 1})
+	bursts := 0
 	for _, sizes := range [][]int{
 		{sseBufferSize},
 		{sseBufferSize, 700, 3000, 100},
@@ -187,6 +187,7 @@ func TestSSEReader_BurstBuffer(t *testing.T) {
 		{sseBurstSize + 1},
 		{1, 2, 3, sseBufferSize - 1},
 		{sseBufferSize, 100, 600, 100, 100, 100, 2000, 100},
+		{1, sseBufferSize, 100, 600, 100, 100, 100, 2000, 100},
 	} {
 		r := &sizedReads{b: []byte(input), sizes: sizes}
 		got := readWith(t, r)
@@ -196,20 +197,28 @@ func TestSSEReader_BurstBuffer(t *testing.T) {
 				t.Fatalf("reads %v: event %d: %+v, want %+v", sizes, i, got[i], want[i])
 			}
 		}
-		// Which buffer each read was offered, from what the one before
-		// it brought.
+		// What each read was offered, from what the fill before it
+		// brought: outside a burst, a fill waits in a read of one byte
+		// and reads the rest into a small buffer; in one, a single read
+		// into the burst buffer.
 		var more, burst bool
 		short := 0
-		for k, offer := range r.offers {
-			wantOffer := sseBufferSize
+		for k := 0; k < len(r.offers); {
+			read := func(want int) int {
+				if r.offers[k] != want {
+					t.Fatalf("reads %v: read %d was offered %d bytes, want %d", sizes, k, r.offers[k], want)
+				}
+				n := min(want, sizes[k%len(sizes)])
+				k++
+				return n
+			}
+			var n int
 			if more {
-				wantOffer = sseBurstSize
+				burst = true
+				n = read(sseBurstSize)
+			} else if n = read(1); k < len(r.offers) {
+				n += read(sseBufferSize - 1)
 			}
-			if offer != wantOffer {
-				t.Fatalf("reads %v: read %d was offered %d bytes, want %d", sizes, k, offer, wantOffer)
-			}
-			burst = burst || more
-			n := min(offer, sizes[k%len(sizes)])
 			switch {
 			case n == sseBufferSize || more && n >= sseBufferSize/2:
 				more, short = true, 0
@@ -219,10 +228,12 @@ func TestSSEReader_BurstBuffer(t *testing.T) {
 				more, short = false, 0
 			}
 		}
-		if slices.Contains(sizes, sseBufferSize) || sizes[0] > sseBufferSize {
-			is.True(burst) // the case reads into the burst buffer
+		if burst {
+			bursts++
 		}
 	}
+
+	is.Equal(bursts, 5) // the cases that read into the burst buffer
 
 	// The burst buffer goes back after two small reads, and at Release.
 	rd := NewSSEReader(&sizedReads{b: []byte(input), sizes: []int{sseBufferSize, sseBufferSize, 10, 10, 10}}, MaxEventSize)
@@ -259,4 +270,61 @@ func readWith(t *testing.T, r io.Reader) []SSEEvent {
 		ev.Data, ev.Bare = bytes.Clone(ev.Data), bytes.Clone(ev.Bare)
 		out = append(out, ev)
 	}
+}
+
+// eventAtATime hands out one event per wait, as an upstream that writes
+// an event at a time and pauses between them: a read finding nothing left
+// of the last event is the wait, and records whether the reader held a
+// buffer through it.
+type eventAtATime struct {
+	events []string
+	cur    string
+	rd     *SSEReader
+	waits  int
+	held   int // waits through which the reader held a buffer
+	wide   int // waits offered more than one byte
+}
+
+func (e *eventAtATime) Read(p []byte) (int, error) {
+	if e.cur == "" {
+		if len(e.events) == 0 {
+			return 0, io.EOF
+		}
+		e.waits++
+		if len(p) != 1 {
+			e.wide++
+		}
+		if in := &e.rd.r; in.small != nil || in.burst != nil || in.buf != nil {
+			e.held++
+		}
+		e.cur, e.events = e.events[0], e.events[1:]
+	}
+	n := copy(p, e.cur)
+	e.cur = e.cur[n:]
+	return n, nil
+}
+
+// TestSSEReader_WaitsWithoutBuffer checks that a stream waiting for its
+// upstream's next event holds no read buffer, and waits in a read of one
+// byte: 1,000 open streams of a slow upstream hold no 1 KiB each.
+func TestSSEReader_WaitsWithoutBuffer(t *testing.T) {
+	is := is.New(t)
+	in := &eventAtATime{}
+	for i := range 50 {
+		in.events = append(in.events, fmt.Sprintf("data: {\"n\":%d,\"text\":%q}\n\n", i, strings.Repeat("x", i*15)))
+	}
+	rd := NewSSEReader(in, MaxEventSize)
+	in.rd = rd
+	for i := range 50 {
+		ev, err := rd.Next()
+		is.NoErr(err)
+		is.Equal(string(ev.Data), fmt.Sprintf("{\"n\":%d,\"text\":%q}", i, strings.Repeat("x", i*15)))
+	}
+	_, err := rd.Next()
+	is.Equal(err, io.EOF)
+	rd.Release()
+	is.True(rd.r.small == nil && rd.r.burst == nil)
+	is.Equal(in.waits, 50)
+	is.Equal(in.held, 0) // no wait held a buffer
+	is.Equal(in.wide, 0) // each waited in a read of one byte
 }
