@@ -130,8 +130,10 @@ func (b *sseInput) discard(n int) { b.r += n }
 // no buffer borrowed, and borrows a small one for that byte and a second
 // read of what came with it: the body's layers below (the connection's
 // read buffer, an HTTP/2 stream's) hold the rest of what arrived, so the
-// second read returns it without waiting, unless the upstream's write
-// stopped after that byte.
+// second read returns it at once. It waits only when the upstream's write
+// stopped after that byte, and then for bytes the line needs anyway: a
+// byte that is not a line end cannot complete a line, so no event waits
+// on that read. A line end is returned alone.
 func (b *sseInput) fill() error {
 	if b.err != nil {
 		err := b.err
@@ -158,7 +160,10 @@ func (b *sseInput) fill() error {
 			b.small = smallPool.Get().(*[]byte)
 			p := *b.small
 			p[0] = b.first[0]
-			if err != nil {
+			if c := p[0]; err != nil || c == '\n' || c == '\r' {
+				// A line end may end an event: it is handed on alone, as
+				// the read after it may wait (at the end of an HTTP/1.1
+				// chunk or an HTTP/2 frame) for the upstream's next write.
 				b.buf, b.r, b.w, b.err = p, 0, 1, err
 				b.more, b.short = false, 0
 				return nil

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -199,23 +200,26 @@ func TestSSEReader_BurstBuffer(t *testing.T) {
 		}
 		// What each read was offered, from what the fill before it
 		// brought: outside a burst, a fill waits in a read of one byte
-		// and reads the rest into a small buffer; in one, a single read
-		// into the burst buffer.
+		// and, unless that byte is a line end, reads the rest into a
+		// small buffer; in one, a single read into the burst buffer.
 		var more, burst bool
-		short := 0
+		short, at := 0, 0 // at: the input read so far
 		for k := 0; k < len(r.offers); {
 			read := func(want int) int {
 				if r.offers[k] != want {
 					t.Fatalf("reads %v: read %d was offered %d bytes, want %d", sizes, k, r.offers[k], want)
 				}
-				n := min(want, sizes[k%len(sizes)])
+				n := min(want, sizes[k%len(sizes)], len(input)-at)
 				k++
+				at += n
 				return n
 			}
 			var n int
 			if more {
 				burst = true
 				n = read(sseBurstSize)
+			} else if c := input[at]; c == '\n' || c == '\r' {
+				n = read(1)
 			} else if n = read(1); k < len(r.offers) {
 				n += read(sseBufferSize - 1)
 			}
@@ -233,7 +237,7 @@ func TestSSEReader_BurstBuffer(t *testing.T) {
 		}
 	}
 
-	is.Equal(bursts, 5) // the cases that read into the burst buffer
+	is.Equal(bursts, 6) // the cases that read into the burst buffer
 
 	// The burst buffer goes back after two small reads, and at Release.
 	rd := NewSSEReader(&sizedReads{b: []byte(input), sizes: []int{sseBufferSize, sseBufferSize, 10, 10, 10}}, MaxEventSize)
@@ -327,4 +331,46 @@ func TestSSEReader_WaitsWithoutBuffer(t *testing.T) {
 	is.Equal(in.waits, 50)
 	is.Equal(in.held, 0) // no wait held a buffer
 	is.Equal(in.wide, 0) // each waited in a read of one byte
+}
+
+// writesOf hands out its pieces in order, each across as many reads as
+// the caller's buffer needs, never more than one piece a read; past the
+// last it counts the reads that would have waited for the upstream.
+type writesOf struct {
+	pieces []string
+	waited int
+}
+
+func (s *writesOf) Read(p []byte) (int, error) {
+	if len(s.pieces) == 0 {
+		s.waited++
+		return 0, io.ErrUnexpectedEOF
+	}
+	n := copy(p, s.pieces[0])
+	if s.pieces[0] = s.pieces[0][n:]; s.pieces[0] == "" {
+		s.pieces = s.pieces[1:]
+	}
+	return n, nil
+}
+
+// TestSSEReader_LineEndNotHeld checks that an event whose blank line
+// comes in a write of its own (a server writing an event's lines one at a
+// time) is returned when that line end comes, without a read that would
+// wait for the upstream's next write.
+func TestSSEReader_LineEndNotHeld(t *testing.T) {
+	for _, pieces := range [][]string{
+		{"data: a\n", "\n"},
+		{"data: a\r\n", "\r\n"},
+		{"data: a\r", "\r"},
+		{"data: a", "\n", "\n"},
+		{"data: a\n", "\n", "data: b\n", "\n"},
+	} {
+		in := &writesOf{pieces: slices.Clone(pieces)}
+		rd := NewSSEReader(in, MaxEventSize)
+		ev, err := rd.Next()
+		if err != nil || string(ev.Data) != "a" || in.waited != 0 {
+			t.Fatalf("%q: event %q, %v, after %d reads that would wait; want \"a\" at once", pieces, ev.Data, err, in.waited)
+		}
+		rd.Release()
+	}
 }
