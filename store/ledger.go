@@ -912,7 +912,7 @@ func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) 
 	for start := 0; start < len(rows); {
 		chunk := rows[start : start+s.insertChunkFor(len(rows)-start)]
 		start += len(chunk)
-		yieldCPU()
+		s.yieldCommit(len(rows))
 		var err error
 		if len(chunk) == bulkInsertChunk {
 			err = bulk.exec(ctx, chunk)
@@ -948,21 +948,21 @@ func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) 
 		if cost == 0 {
 			continue
 		}
-		yieldCPU()
+		s.yieldCommit(len(rows))
 		if _, err := debit.ExecContext(ctx, cost, cost, acct); err != nil {
 			return fmt.Errorf("ledger: debit account %d: %w", acct, err)
 		}
 	}
 	spend := tx.StmtContext(ctx, s.stmts[spendSQL])
 	for k, sum := range agg.spend {
-		yieldCPU()
+		s.yieldCommit(len(rows))
 		if _, err := spend.ExecContext(ctx, k.account, k.key, int64(k.day), sum.requests, sum.cost); err != nil {
 			return fmt.Errorf("ledger: spend of account %d: %w", k.account, err)
 		}
 	}
 	// The usage roll-ups, in the same transaction as the rows they sum.
 	if err := agg.rollup.write(ctx, func(ctx context.Context, q string, args []any) error {
-		yieldCPU()
+		s.yieldCommit(len(rows))
 		_, err := tx.StmtContext(ctx, s.stmts[q]).ExecContext(ctx, args...)
 		return err
 	}); err != nil {
@@ -973,7 +973,7 @@ func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) 
 			return fmt.Errorf("ledger: commit: %w", err) // rolled back by the deferred Rollback
 		}
 	}
-	yieldCPU()
+	s.yieldCommit(len(rows))
 	s.feed.committing()
 	if err := tx.Commit(); err != nil {
 		s.feed.committed(nil) // it may have taken effect

@@ -36,6 +36,28 @@ func yieldCPU() {
 	}
 }
 
+// yieldCommit is yieldCPU between the statements of a commit of batch
+// generations, while the ledger keeps up: not when another full batch is
+// waiting beyond this one. Then the calls a yield would let in are what
+// the ledger is behind on, and at saturation yielding between statements
+// kept the writer below the calls' rate until the queue passed its limit
+// and billable calls were refused (bench/RESULTS.md, "Ninth round"):
+// behind, a commit runs straight through, and the calls that arrive wait
+// for it, a commit of a batch's CPU at most.
+func (s *ledgerCore) yieldCommit(batch int) {
+	behind := s.pending.Load()-int64(batch) >= int64(s.batchSize)
+	if yieldCommitHook != nil {
+		yieldCommitHook(behind)
+	}
+	if !behind {
+		yieldCPU()
+	}
+}
+
+// yieldCommitHook, when set (tests), is told of each of a commit's yields
+// whether it was skipped, the ledger being behind.
+var yieldCommitHook func(skipped bool)
+
 // noCommitYield turns yieldCPU off, and goschedYield makes it
 // runtime.Gosched alone, for BenchmarkLedgerTail's comparisons.
 var noCommitYield, goschedYield atomic.Bool
