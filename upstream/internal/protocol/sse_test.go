@@ -160,10 +160,11 @@ func (r *sizedReads) Read(p []byte) (int, error) {
 }
 
 // TestSSEReader_BurstBuffer checks the reader's two buffers: a fill that
-// brings sseBufferSize sends the next read to a pooled burst buffer, which is kept until two reads in a row bring less than half of
-// sseBufferSize and given back at the read after them and at Release; and whichever
-// buffer a read went to, the events are those of reading the input a
-// byte at a time.
+// brings sseBufferSize sends the next read to a pooled burst buffer,
+// which is kept until two reads in a row bring less than half of
+// sseBufferSize and given back at the read after them and at Release; and
+// whichever buffer a read went to, the events are those of reading the
+// input a byte at a time.
 func TestSSEReader_BurstBuffer(t *testing.T) {
 	is := is.New(t)
 	var in strings.Builder
