@@ -127,6 +127,13 @@ func TestBulkWriter_CheckpointModes(t *testing.T) {
 	is.Equal(writerPragma(t, s, "wal_autocheckpoint"), 1000)
 }
 
+// openBulkStore opens a bulk writer on a new database, on clock, that
+// commits only full batches.
+func openBulkStore(t *testing.T, clock *testClock) *Store {
+	return openTestStore(t, filepath.Join(t.TempDir(), "svcgw.db"), Options{Now: clock.Now,
+		BatchSize: bulkBatchRows, BatchInterval: time.Hour, CommitTimeout: 2 * time.Minute})
+}
+
 // A bad row in a bulk writer's 1,024-row INSERT (which runs on the driver
 // connection) fails the batch as through database/sql: the batch is then
 // committed row by row, and only the bad rows are dropped; the spend they
@@ -134,8 +141,7 @@ func TestBulkWriter_CheckpointModes(t *testing.T) {
 func TestBulkWriter_DropsBadRowsOnly(t *testing.T) {
 	is := is.New(t)
 	clock := newTestClock()
-	s := openTestStore(t, filepath.Join(t.TempDir(), "svcgw.db"), Options{Now: clock.Now,
-		BatchSize: bulkBatchRows, BatchInterval: time.Hour, CommitTimeout: 2 * time.Minute})
+	s := openBulkStore(t, clock)
 	ctx := context.Background()
 	a, k, _ := newAccount(t, s, "acme", "100000")
 	s.RecordGeneration(gen(t, "gen-dup", k, "0.01"))
@@ -174,8 +180,7 @@ func TestBulkWriter_DropsBadRowsOnly(t *testing.T) {
 func TestBulkWriter_MissingParents(t *testing.T) {
 	is := is.New(t)
 	clock := newTestClock()
-	s := openTestStore(t, filepath.Join(t.TempDir(), "svcgw.db"), Options{Now: clock.Now,
-		BatchSize: bulkBatchRows, BatchInterval: time.Hour, CommitTimeout: 2 * time.Minute})
+	s := openBulkStore(t, clock)
 	ctx := context.Background()
 	a, k, _ := newAccount(t, s, "acme", "100000")
 	b, kb, _ := newAccount(t, s, "globex", "100000")

@@ -141,10 +141,7 @@ func (b *sseInput) fill() error {
 		return err
 	}
 	if b.more {
-		if b.small != nil {
-			smallPool.Put(b.small)
-			b.small = nil
-		}
+		b.putSmall()
 		if b.burst == nil {
 			b.burst = burstPool.Get().(*[]byte)
 		}
@@ -208,15 +205,20 @@ func (b *sseInput) read(p []byte, n int) error {
 
 // release gives the buffer it holds back to its pool.
 func (b *sseInput) release() {
-	if b.small != nil {
-		smallPool.Put(b.small)
-		b.small = nil
-	}
+	b.putSmall()
 	if b.burst != nil {
 		burstPool.Put(b.burst)
 		b.burst = nil
 	}
 	b.buf, b.r, b.w = nil, 0, 0
+}
+
+// putSmall gives the small buffer back, if the reader holds one.
+func (b *sseInput) putSmall() {
+	if b.small != nil {
+		smallPool.Put(b.small)
+		b.small = nil
+	}
 }
 
 // ready reports whether a whole event (up to its blank line) is already
