@@ -14,7 +14,8 @@ import (
 // stack for the life of the process (the record table alone is 1.4 MB
 // once touched), and the walks map more of the binary's function tables:
 // at the peak of 1,000 open streams, ~1 MiB of RSS (bench/RESULTS.md,
-// session 5). A rate the operator chose in GODEBUG (memprofilerate=N,
+// "The peak of (d): the binary's pages and the memory profiler"). A
+// rate the operator chose in GODEBUG (memprofilerate=N,
 // read by the runtime at start) is left as it is; so is a process that
 // served with an admin listener before (a test's), whatever serves after.
 func memProfileOff(adminAddr string) {

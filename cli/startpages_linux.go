@@ -17,7 +17,8 @@ import (
 // pgx registrations, and each first call's stack walks through the
 // function tables), and the kernel maps file pages 64 KiB around each one
 // touched, so after start 19–20 MiB of svcgw's RSS are its own file
-// (bench/RESULTS.md, session 5). Dropping the mapping is
+// (bench/RESULTS.md, "The peak of (d): the binary's pages and the
+// memory profiler"). Dropping the mapping is
 // madvise(MADV_DONTNEED) over the executable's read-only mappings (its
 // code, and its read-only data and function tables): those pages are
 // the file's own pages, so nothing is lost; they stay in the page cache,

@@ -83,7 +83,8 @@ func TestStream_HandlerStackFitsEightKiB(t *testing.T) {
 // body, and what a frame holding the upstream's "tok" looks like. The
 // Responses surface is not one yet: its items are encoded by
 // encoding/json, a map holding an item whose MarshalJSON marshals again,
-// ~3.3 KB below the encoder's Event (bench/RESULTS.md, session 6).
+// ~3.3 KB below the encoder's Event (bench/RESULTS.md, "The handler's
+// stack at 8 KiB: per-stream memory").
 type stackSurface struct {
 	path, header, body, tok string
 }

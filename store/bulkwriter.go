@@ -25,7 +25,8 @@ import (
 // the cache spills dirty pages into the WAL in the middle of the
 // transaction and reads them back when the commit touches them again:
 // seeding in batches of 131,072 calls, twice the read and a third more
-// write system calls (bench/RESULTS.md, session 4). The cache is allocated
+// write system calls (bench/RESULTS.md, "Seeding: the ledger writer as a
+// bulk writer"). The cache is allocated
 // as pages are used, never in advance; stores with ordinary batches
 // (serving) have servingCacheKiB.
 //
@@ -35,13 +36,15 @@ import (
 // and the next statement journals the same leaf pages again; with 64-row
 // statements that journal was 5% of a seeding's CPU, with 1,024-row ones
 // under 3%, and the per-statement work of the driver and database/sql
-// shrinks with it (bench/RESULTS.md, session 5).
+// shrinks with it (bench/RESULTS.md, "Seeding: the bulk writer's
+// statements and checkpoints").
 //
 // Those INSERTs go to the driver's connection directly (sql.Conn.Raw), its
 // parameters in a []driver.NamedValue kept between them: through
 // database/sql, each of a statement's 19,456 arguments was checked and
 // copied into such a slice again (driverArgsConnLocked, 3–6% of the
-// writer's CPU in a seeding; bench/RESULTS.md, session 6).
+// writer's CPU in a seeding; bench/RESULTS.md, "Seeding: the bulk writer
+// around database/sql").
 //
 // Its checkpoints stay SQLite's own, in the COMMIT, but only once the WAL
 // has passed bulkCheckpointPages (SQLite's default is 1,000 pages, which
@@ -52,7 +55,9 @@ import (
 // the checkpoints from 3.8% of a seeding's CPU to 1.7%. In the other
 // checkpoint modes, which turn SQLite's automatic checkpoint off, this is
 // left alone. Running them on a connection of their own after each commit
-// (tried in session 4) let the WAL grow without end: the writer begins its
+// (tried and taken out again: bench/RESULTS.md, "Seeding: the ledger
+// writer as a bulk writer") let the WAL grow without end: the writer
+// begins its
 // next transaction before such a checkpoint ends, so it never starts on a
 // fully checkpointed WAL, which is when SQLite rewinds the WAL (884 MB
 // after 3 million calls, and the seeding slower for it).
@@ -63,7 +68,8 @@ import (
 // either; what a bulk writer leaves out are the two fsyncs of each
 // checkpoint, of the WAL before its pages are copied into the database
 // file and of the database file after, which the writer waited for inside
-// its COMMIT (bench/RESULTS.md, sessions 6 and 7). The trade, and how it is
+// its COMMIT (bench/RESULTS.md, "Seeding: what the bulk writer waits
+// for besides its CPU"). The trade, and how it is
 // made safe for what a user relies on:
 //
 //   - A process that dies during the load (kill -9, a panic, the machine's
@@ -97,7 +103,8 @@ import (
 // copies every page it is the first to change into a journal of its own,
 // and each 1,024-row INSERT copied the same leaf pages of the table and
 // its four indexes again (subjournalPageIfRequired, 2.5–5% of a seeding's
-// writer; bench/RESULTS.md, sessions 5–8). The INSERT into generations
+// writer; bench/RESULTS.md, "The ledger writer and seeding"). The
+// INSERT into generations
 // may abort for two reasons (SQLite's insert.c and fkey.c, read in
 // modernc's v1.62.0 lib): its UNIQUE, NOT NULL and CHECK constraints with
 // the default ABORT resolution, and its immediate foreign keys (account_id

@@ -470,7 +470,8 @@ func BenchmarkCommitBatch_ManyKeys(b *testing.B) {
 // committed generation (the machine's other work does not count in it),
 // reads/row and writes/row its system calls. -count repeats a size before
 // the next, so to alternate run one size a process in turns
-// (-bench 'Ledger/cache=512KiB$'); bench/RESULTS.md, session 6.
+// (-bench 'Ledger/cache=512KiB$'); bench/RESULTS.md, "The
+// peak of (d): SQLite's caches and the process's fixed memory".
 func BenchmarkCommitBatch_Ledger(b *testing.B) {
 	path := os.Getenv("SVCGW_BENCH_LEDGER")
 	if path == "" {

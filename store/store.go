@@ -152,7 +152,8 @@ type Options struct {
 	// cache of up to 2,000 KiB of the pages its reports read (~4 MB in
 	// modernc's allocator), which closing it gives back: after a burst of
 	// reports on four connections, 12 of the 24 MB they had taken
-	// (bench/RESULTS.md, session 6). Reopening one costs the next report
+	// (bench/RESULTS.md, "The peak of (d): SQLite's caches and the
+	// process's fixed memory"). Reopening one costs the next report
 	// ~0.4 ms. SQLite only; the call path's pool (CallReaders) stays open,
 	// so a call never waits for a connection to open.
 	ReaderIdleTime time.Duration
@@ -255,8 +256,9 @@ func (o Options) readerIdleTime() time.Duration {
 // Each page and SQLite's header for it (~4.3 KB) take an 8 KiB slot of
 // modernc's allocator, so the default cache is ~3.8 MB resident once a few
 // thousand calls are recorded, and this one ~1 MB. What the commit then
-// reads from the OS's page cache instead (bench/RESULTS.md, session 6, 20
-// generations of 1,000 keys a commit, 2M-call ledgers): on one account,
+// reads from the OS's page cache instead (bench/RESULTS.md, "The peak of (d):
+// SQLite's caches and the process's fixed memory", 20 generations
+// of 1,000 keys a commit, 2M-call ledgers): on one account,
 // 12.5 reads a generation instead of 4.5; on 200 accounts, whose working
 // set no such cache holds, 32.9 instead of 29.2. A read costs ~0.4 µs,
 // the generation's commit (its roll-ups included) 120-270 µs: ~1-3%. The
@@ -576,7 +578,8 @@ type scanner interface {
 // authenticating each key and loading its spend and budget, the reader
 // held 0.5 MB of SQLite's memory instead of 4.5, and the CPU of those
 // reads was the same (143-176 against 147-153 µs a key the first time,
-// 39 against 38-45 µs after; bench/RESULTS.md, session 6).
+// 39 against 38-45 µs after; bench/RESULTS.md, "The peak of
+// (d): SQLite's caches and the process's fixed memory").
 const callReaderCacheKiB = 256
 
 // openCallReaders opens the call path's read-only pool of n connections

@@ -41,7 +41,8 @@ func yieldCPU() {
 // waiting beyond this one. Then the calls a yield would let in are what
 // the ledger is behind on, and at saturation yielding between statements
 // kept the writer below the calls' rate until the queue passed its limit
-// and billable calls were refused (bench/RESULTS.md, "Ninth round"):
+// and billable calls were refused (bench/RESULTS.md, "Refused calls at
+// saturation"):
 // behind, a commit runs straight through, and the calls that arrive wait
 // for it, a commit of a batch's CPU at most.
 func (s *ledgerCore) yieldCommit(batch int) {

@@ -311,7 +311,8 @@ func run() error {
 		// commit takes what is queued after BatchInterval), so after each
 		// commit it found less than a batch queued and waited BatchInterval
 		// (20 ms) for the rest, ~1.5% of a seeding (bench/RESULTS.md,
-		// session 7). Waiting until at most two batches are pending, a
+		// "Seeding: what the bulk writer waits for besides its CPU").
+		// Waiting until at most two batches are pending, a
 		// whole batch is always queued when a commit ends.
 		if (i+1)%int64(*batch) == 0 {
 			if err := waitQueue(ctx, st, 2*int64(*batch)); err != nil {

@@ -6,7 +6,8 @@ import "github.com/svcgw/svcgw/llm"
 //
 // Decoding a request through json/v2's reflection (surface.Decode) was the
 // largest JSON cost left in a non-streaming call (~14k instructions of
-// ~158k, bench/RESULTS.md, session 5). scanChat reads the members most
+// ~158k, bench/RESULTS.md, "A non-streaming call without
+// reflection"). scanChat reads the members most
 // requests are made of — the model, messages of a role and a string
 // content, the token limits, stream and its options, sampling numbers,
 // user and cache key — and skips the members chatRequest does not have,

@@ -117,7 +117,7 @@ func (b *Backend) Complete(ctx context.Context, req *llm.Request) (*llm.Response
 	// read by encoding/json's rules, run by the implementation of Go's
 	// json/v2 proposal (docs/decoding.md): the same result at half the CPU
 	// and a third of the allocations of encoding/json's own decoder
-	// (bench/RESULTS.md, second round, session 2).
+	// (bench/RESULTS.md, "The CPU of a non-streaming call").
 	var r oaResponse // on the stack: the fallback decodes into its own
 	var sc protocol.Scanner
 	if !scanReply(&sc, raw, &r) {

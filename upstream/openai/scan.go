@@ -193,7 +193,8 @@ func (t *chunkTemplate) match(sc *protocol.Scanner, data []byte) (string, bool) 
 //
 // A reply is read once per call, and reading it with the v1 package's
 // reflection was ~3% of a non-streaming call's CPU at saturation
-// (bench/RESULTS.md, session 5). scanReply reads the fields oaResponse has
+// (bench/RESULTS.md, "A non-streaming call without
+// reflection"). scanReply reads the fields oaResponse has
 // and skips the rest, filling the reply as jsonv1.Unmarshal would; tool
 // calls, content sent as an array of parts, error bodies and anything else
 // it does not decide the same way are left to the decoder

@@ -8,7 +8,8 @@ import (
 // Appending JSON by hand, byte for byte as EncodeJSON (encoding/json
 // without HTML escaping) writes it: for a vendor's request encoder, which
 // writes the usual request without reflection and leaves anything else to
-// EncodeJSON (bench/RESULTS.md, session 5). Strings are written by
+// EncodeJSON (bench/RESULTS.md, "A non-streaming call without
+// reflection"). Strings are written by
 // llm.AppendJSONString.
 
 // AppendJSONFloat appends f as encoding/json writes a float64 (as ES6

@@ -67,7 +67,7 @@ type SSEReader struct {
 // pooled sseBurstSize buffer instead while the burst lasts (sseInput.fill):
 // each read of the body is an event batch the relay writes to its caller
 // in one flush, so reading a burst 1 KiB at a time cost a write(2) to the
-// caller per KiB (bench/RESULTS.md, session 4).
+// caller per KiB (bench/RESULTS.md, "What only a stream pays").
 const (
 	sseBufferSize = 1 << 10
 	sseBurstSize  = 8 << 10
