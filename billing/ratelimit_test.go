@@ -80,3 +80,45 @@ func TestRateLimiter_SweepsOnlyFullBuckets(t *testing.T) {
 	_, ok := rl.keys["newcomer"]
 	is.True(ok)
 }
+
+func TestRateLimiter_FreeBytes(t *testing.T) {
+	is := is.New(t)
+	rl := NewRateLimiter()
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	const limit = 60 << 10 // 60 KiB a minute: 1 KiB a second
+
+	took, err := rl.AdmitFree("k", limit, 40<<10, now)
+	is.NoErr(err)
+	is.Equal(took, int64(40<<10)) // the declared length
+	_, err = rl.AdmitFree("k", limit, 40<<10, now)
+	is.Equal(retryAfter(t, err), 20*time.Second) // 20 KiB left: 20 s until 40
+	took, err = rl.AdmitFree("k", limit, -1, now)
+	is.NoErr(err)
+	is.Equal(took, int64(MinFreeBytes))         // unknown length: the minimum for now
+	rl.SpendFree("k", limit, took, 16<<10, now) // it was 16 KiB: 4 KiB left
+	_, err = rl.AdmitFree("k", limit, 5<<10, now)
+	is.Equal(retryAfter(t, err), time.Second) // 4 KiB left, 5 needed
+	_, err = rl.AdmitFree("k", limit, 100, now)
+	is.NoErr(err) // a tiny body counts as 4 KiB, which fits: 0 left
+	_, err = rl.AdmitFree("k", limit, 100, now)
+	is.Equal(retryAfter(t, err), 4*time.Second) // 4 KiB at 1 KiB a second
+	_, err = rl.AdmitFree("other", limit, 100, now)
+	is.NoErr(err) // per key
+
+	// A body larger than a minute's worth needs a full bucket, and takes
+	// it below zero.
+	_, err = rl.AdmitFree("big", limit, 120<<10, now)
+	is.NoErr(err)
+	_, err = rl.AdmitFree("big", limit, 100, now)
+	is.Equal(retryAfter(t, err), 64*time.Second) // from -60 KiB back to 4
+	took, err = rl.AdmitFree("off", 0, 1<<30, now)
+	is.NoErr(err) // 0 is unlimited
+	is.Equal(took, int64(0))
+
+	// A body that turned out smaller gives the difference back.
+	took, err = rl.AdmitFree("back", limit, 60<<10, now)
+	is.NoErr(err)
+	rl.SpendFree("back", limit, took, 10<<10, now)
+	_, err = rl.AdmitFree("back", limit, 50<<10, now)
+	is.NoErr(err) // 50 KiB were given back
+}

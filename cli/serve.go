@@ -254,9 +254,10 @@ func (c *serveCmd) serverOptions(cfg *config.Config, router *upstream.Router) se
 	lim := cfg.Limits
 	return server.Options{
 		Router: router, Prices: buildPrices(cfg),
-		MaxBodyBytes: firstNonZero(c.MaxBodyBytes, lim.MaxBodyBytes),
-		RPM:          firstNonZero(c.RPM, int64(lim.RPM)),
-		TPM:          firstNonZero(c.TPM, int64(lim.TPM)),
+		MaxBodyBytes:       firstNonZero(c.MaxBodyBytes, lim.MaxBodyBytes),
+		RPM:                firstNonZero(c.RPM, int64(lim.RPM)),
+		TPM:                firstNonZero(c.TPM, int64(lim.TPM)),
+		FreeBytesPerMinute: lim.FreeBytesPerMinute,
 		Bounds: server.Bounds{
 			MaxMessages: lim.MaxMessages, MaxParts: lim.MaxParts,
 			MaxTools: lim.MaxTools, MaxSchemaBytes: lim.MaxSchemaBytes,

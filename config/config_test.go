@@ -61,6 +61,7 @@ func TestLoad_FullExample(t *testing.T) {
 	reasonLow := cfg.Prices[llm.TypeReason][llm.TierLow]
 	is.Equal(reasonLow.Input.String(), "1.25") // default for unpriced tiers
 	is.Equal(cfg.Limits.RPM, 600)
+	is.Equal(cfg.Limits.FreeBytesPerMinute, int64(8<<20))
 	is.Equal(cfg.Limits.BodyTimeout.String(), "20s")
 	is.Equal(cfg.Limits.BodyMinRate, int64(1024))
 	is.Equal(cfg.Limits.HeaderTimeout.String(), "10s")

@@ -10,16 +10,25 @@ import (
 	"github.com/svcgw/svcgw/upstream"
 )
 
-// handleCount serves a count-tokens endpoint: authenticated and counted
-// against the key's requests per minute (a count reads and decodes the
-// whole body), never billed, never recorded.
+// handleCount serves a count-tokens endpoint: authenticated, never billed,
+// never recorded, and counted against the key's requests per minute and
+// its free bytes per minute (Options.FreeBytesPerMinute), since a count
+// reads, decodes and counts the whole body: without a budget of its own, a
+// key with no money could keep the gateway's cores busy for free.
 func (s *Server) handleCount(sf surface.Codec, c surface.Counter) authedHandler {
-	return s.withRPM(sf, func(w http.ResponseWriter, r *http.Request, _ *store.Key) {
+	return s.withRPM(sf, func(w http.ResponseWriter, r *http.Request, caller *store.Key) {
+		limit := s.current().freeBytes
+		took, err := s.limiter.AdmitFree(caller.ID, limit, r.ContentLength, s.now())
+		if err != nil {
+			sf.WriteError(w, err)
+			return
+		}
 		body, err := s.readBody(r)
 		if err != nil {
 			sf.WriteError(w, err)
 			return
 		}
+		s.limiter.SpendFree(caller.ID, limit, took, int64(len(body)), s.now())
 		c.CountTokens(w, r, body)
 	})
 }

@@ -57,6 +57,11 @@ import (
 // DefaultMaxBodyBytes is the request body limit when Options leaves it zero.
 const DefaultMaxBodyBytes = 32 << 20
 
+// DefaultFreeBytesPerMinute is each key's budget of request bodies on the
+// free endpoints (token counts) when Options leaves it zero: one body of
+// the default size limit a minute, about half a megabyte a second.
+const DefaultFreeBytesPerMinute = 32 << 20
+
 // Options are the dependencies of the HTTP handler.
 type Options struct {
 	Logger *slog.Logger     // required
@@ -82,6 +87,12 @@ type Options struct {
 	// RPM and TPM are each key's requests and tokens per minute unless the
 	// key sets its own; 0 means unlimited.
 	RPM, TPM int64
+	// FreeBytesPerMinute is how many bytes of request bodies each key may
+	// send to the free endpoints (token counts) a minute, every request
+	// counted as at least billing.MinFreeBytes; past it they are refused
+	// with a 429 in the surface's envelope. 0 means
+	// DefaultFreeBytesPerMinute; negative, unlimited.
+	FreeBytesPerMinute int64
 	// ReserveOutputTokens caps the output tokens a call's reservation
 	// covers; 0 means billing.ReserveOutputTokens (4096).
 	ReserveOutputTokens int
@@ -184,6 +195,7 @@ type settings struct {
 	bodyMinRate int64
 	bounds      Bounds
 	rpm, tpm    int64
+	freeBytes   int64 // 0: unlimited
 	reserveOut  int
 }
 
@@ -198,7 +210,11 @@ func settingsOf(opts Options) *settings {
 		bounds:      opts.Bounds.withDefaults(),
 		rpm:         opts.RPM,
 		tpm:         opts.TPM,
+		freeBytes:   cmp.Or(opts.FreeBytesPerMinute, DefaultFreeBytesPerMinute),
 		reserveOut:  opts.ReserveOutputTokens,
+	}
+	if set.freeBytes < 0 {
+		set.freeBytes = 0
 	}
 	if set.prices == nil {
 		set.prices = billing.DefaultPrices()
@@ -217,7 +233,8 @@ func (s *Server) current() *settings { return s.cur.Load() }
 
 // Reload replaces, at once and for every request that starts after it,
 // what a configuration file sets: opts' Router, Prices, MaxBodyBytes,
-// BodyTimeout, BodyMinRate, Bounds, RPM, TPM and ReserveOutputTokens
+// BodyTimeout, BodyMinRate, Bounds, RPM, TPM, FreeBytesPerMinute and
+// ReserveOutputTokens
 // (zero fields take their defaults, as in New). Its other fields are
 // ignored: they are the process's (the store, the logger, the sealer) or
 // read once (BudgetRefresh). Requests in flight finish on the settings
