@@ -190,7 +190,8 @@ func TestServe_WriteLockHeldByAnotherProcess(t *testing.T) {
 	is := is.New(t)
 	db := filepath.Join(t.TempDir(), "svcgw.db")
 	key := setupLoadAccount(t, db)
-	srv := startServer(t, db, "--fixture-ttft", "1ms")
+	admin := freeAddr(t)
+	srv := startServer(t, db, "--fixture-ttft", "1ms", "--admin-addr", admin)
 	client := &http.Client{Timeout: 30 * time.Second}
 	ok := map[string]bool{}
 	for range 5 {
@@ -239,7 +240,8 @@ func TestServe_WriteLockHeldByAnotherProcess(t *testing.T) {
 	status, body := readyz(t, srv.addr)
 	is.Equal(status, http.StatusServiceUnavailable)
 	t.Logf("readyz: %s", body)
-	is.True(strings.Contains(body, `"ledger"`))
+	is.True(strings.Contains(body, `"ledger":"unavailable"`)) // callers are told the ledger is down
+	_, body = readyz(t, admin)                                // the admin listener says why
 	is.True(strings.Contains(body, "locked") || strings.Contains(body, "did not finish in time"))
 	start := time.Now()
 	cstatus, _ := getCredits(t, srv.addr, key)

@@ -132,6 +132,9 @@ type Server struct {
 	sealer    *seal.Box
 	sampler   *logSampler
 
+	// unreadyLogged is when logUnready last logged (Unix nanoseconds).
+	unreadyLogged atomic.Int64
+
 	// inflight counts the requests being served, for Wait.
 	inflightMu   sync.Mutex
 	inflightZero *sync.Cond
