@@ -572,11 +572,10 @@ func TestRateLimit_FreeEndpointsHaveABytesBudgetByDefault(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			is := is.New(t)
 			key, _ := gw.newKey(t, "free-bytes-"+c.name, "") // no credit at all
-			for i := range 4 {
+			for range 4 {
 				resp, _, err := gw.post(c.path, key, c.body)
 				is.NoErr(err)
 				is.Equal(resp.StatusCode, http.StatusOK) // within the minute's 32 MiB
-				_ = i
 			}
 			resp, out, err := gw.post(c.path, key, c.body)
 			is.NoErr(err)
@@ -658,6 +657,27 @@ func TestRateLimit_TokensPerMinutePerKey(t *testing.T) {
 	resp, _, err = gw.post("/svc/v1/messages", gw.Key, capped16)
 	is.NoErr(err)
 	is.Equal(resp.StatusCode, http.StatusOK) // refilled after Retry-After
+}
+
+// A call refused for want of money gives its input back to the key's
+// tokens per minute: a key with a tight TPM and no balance keeps getting
+// the 402 that says why, never a 429 for tokens it never used.
+func TestRateLimit_A402GivesItsInputBack(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	clock := &testClock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
+	gw := newTestGateway(t, withClock(clock))
+	key, id := gw.newKey(t, "broke", "") // no balance
+	// capped16's prompt, "hi" in one message, is 5 tokens: a minute's
+	// worth is one call's input.
+	tpm := int64(5)
+	_, err := gw.Store.UpdateKeyLimits(ctx, id, func(l *store.KeyLimits) { l.TPM = &tpm })
+	is.NoErr(err)
+	for range 3 {
+		resp, _, err := gw.post("/svc/v1/messages", key, capped16)
+		is.NoErr(err)
+		is.Equal(resp.StatusCode, http.StatusPaymentRequired) // every time: the 402 gave its 5 tokens back
+	}
 }
 
 func TestRequestBounds_400InTheSurfaceEnvelope(t *testing.T) {
