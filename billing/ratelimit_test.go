@@ -41,6 +41,30 @@ func TestRateLimiter_Requests(t *testing.T) {
 	is.Equal(retryAfter(t, rl.Request("k", 120, now.Add(-time.Second))), time.Second) // at least a second
 }
 
+// A request needs a whole one in the bucket: part of one refilled is not
+// enough, and the wait is for the rest of it.
+func TestRateLimiter_RequestNeedsAWholeOne(t *testing.T) {
+	is := is.New(t)
+	rl := NewRateLimiter()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	is.NoErr(rl.Request("k", 6, now.Add(-10*time.Second))) // 5 left, and 10 s later one more
+	for range 6 {
+		is.NoErr(rl.Request("k", 6, now)) // 0 left
+	}
+	for _, tc := range []struct {
+		after time.Duration
+		left  time.Duration
+	}{
+		{time.Second, 9 * time.Second},         // 0.1 of one
+		{5 * time.Second, 5 * time.Second},     // half of one
+		{9900 * time.Millisecond, time.Second}, // 0.99 of one: the wait is at least a second
+		{9 * time.Second, time.Second},         // 0.9
+	} {
+		is.Equal(retryAfter(t, rl.Request("k", 6, now.Add(tc.after))), tc.left) // refused until a whole one is back
+	}
+	is.NoErr(rl.Request("k", 6, now.Add(10*time.Second))) // a whole one
+}
+
 func TestRateLimiter_Tokens(t *testing.T) {
 	is := is.New(t)
 	rl := NewRateLimiter()
