@@ -206,6 +206,27 @@ func TestRequestID_OnEveryResponse(t *testing.T) {
 	is.True(ok.Header.Get("X-Request-Id") != bad.Header.Get("X-Request-Id"))
 }
 
+// Every answer, JSON or error, a stream or the page, forbids content-type
+// sniffing.
+func TestNosniff_OnEveryResponse(t *testing.T) {
+	gw := newTestGateway(t)
+	for _, c := range []struct{ name, method, path, body string }{
+		{"account JSON", http.MethodGet, "/svc/v1/credits", ""},
+		{"a call", http.MethodPost, "/svc/v1/chat/completions", chatBody},
+		{"a stream", http.MethodPost, "/svc/v1/chat/completions", strings.Replace(chatBody, `{`, `{"stream":true,`, 1)},
+		{"an error", http.MethodPost, "/svc/v1/chat/completions", `{`},
+		{"an unknown path", http.MethodGet, "/svc/v1/nope", ""},
+		{"readiness", http.MethodGet, "/readyz", ""},
+		{"the page", http.MethodGet, "/", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			is := is.New(t)
+			resp, _ := gw.do(t, c.method, c.path, c.body)
+			is.Equal(resp.Header.Get("X-Content-Type-Options"), "nosniff")
+		})
+	}
+}
+
 func TestPaymentRequired_WhenBalanceIsSpent(t *testing.T) {
 	gw := newTestGateway(t)
 	broke, _ := gw.newKey(t, "broke", "")
