@@ -127,6 +127,10 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 			code = ee.code
 		}
 	}()
+	if noCommand(args) {
+		// svcgw alone (or with --db only) is asking what it can do.
+		args = append(args, "--help")
+	}
 	kctx, err := parser.Parse(args)
 	if err != nil {
 		parser.Errorf("%s", err)
@@ -158,6 +162,21 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 		return 1
 	}
 	return 0
+}
+
+// noCommand reports whether args name no command: nothing but the global
+// --db (the one flag that takes a value before a command).
+func noCommand(args []string) bool {
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; {
+		case a == "--db":
+			i++ // its value
+		case strings.HasPrefix(a, "--db="):
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // openStore opens the existing database named by --db, for an admin

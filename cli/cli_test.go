@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -522,4 +523,46 @@ func TestServe_ShutdownLogsTheLedgerFlush(t *testing.T) {
 	logs := stderr.String()
 	is.True(strings.Contains(logs, "ledger flushed")) // says nothing was lost
 	is.True(strings.Contains(logs, db))               // and where it went
+}
+
+// svcgw alone prints its usage, as --help does, and succeeds; every serve
+// flag's help shows its default.
+func TestRun_AloneIsTheUsage(t *testing.T) {
+	is := is.New(t)
+	db := filepath.Join(t.TempDir(), "svcgw.db")
+	for _, args := range [][]string{nil, {"--db", db}, {"--db=" + db}} {
+		var out, errb bytes.Buffer
+		code := Run(context.Background(), args, &out, &errb)
+		is.Equal(code, 0)                                                   // not a usage error
+		is.True(strings.HasPrefix(out.String(), "Usage: svcgw <command>")) // the usage
+		is.True(strings.Contains(out.String(), "serve"))                    // with the commands
+		is.Equal(errb.String(), "")
+	}
+	code, out, _ := run(t, db, "serve", "--help")
+	is.Equal(code, 0)
+	is.True(strings.Contains(out, "--gc-floor=32")) // the default, not a placeholder
+	code, _, stderr := run(t, db, "--bogus")
+	is.Equal(code, 2) // a real usage error is still one
+	is.True(strings.Contains(stderr, "--bogus"))
+}
+
+// The README's command-line block lists every command the grammar has.
+func TestREADME_CommandLineListsEveryCommand(t *testing.T) {
+	is := is.New(t)
+	readme, err := os.ReadFile("../README.md")
+	is.NoErr(err)
+	_, block, _ := strings.Cut(string(readme), "## Command line\n\n```text\n")
+	block, _, _ = strings.Cut(block, "```")
+	var cli root
+	parser, err := newParser(&cli, io.Discard, io.Discard)
+	is.NoErr(err)
+	for _, n := range parser.Model.Leaves(true) {
+		if n.Type != kong.CommandNode {
+			continue
+		}
+		// "keys create" is listed as "svcgw keys create|list|…".
+		cmd, sub, _ := strings.Cut(n.Path(), " ")
+		listed := regexp.MustCompile(`(?m)^svcgw ` + cmd + `\b` + ` ?(\S*\|)?` + sub + `\b`)
+		is.True(listed.MatchString(block)) // listed
+	}
 }
