@@ -24,6 +24,7 @@ import (
 
 	"github.com/alecthomas/kong"
 
+	"github.com/svcgw/svcgw/llm"
 	"github.com/svcgw/svcgw/store"
 )
 
@@ -158,10 +159,26 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 		if errors.As(err, &ee) {
 			return ee.code
 		}
-		fmt.Fprintln(stderr, "svcgw:", err)
+		fmt.Fprintln(stderr, "svcgw:", message(err))
 		return 1
 	}
 	return 0
+}
+
+// message is err as the command line says it: an *llm.Error in it (the
+// amount and limit parsers', which the API shares) in its own words,
+// without its kind, which is an API error code.
+func message(err error) string {
+	s := err.Error()
+	var le *llm.Error
+	if errors.As(err, &le) {
+		plain := le.Message
+		if le.Err != nil {
+			plain += ": " + le.Err.Error()
+		}
+		s = strings.Replace(s, le.Error(), plain, 1)
+	}
+	return s
 }
 
 // noCommand reports whether args name no command: nothing but the global

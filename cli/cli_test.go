@@ -533,9 +533,9 @@ func TestRun_AloneIsTheUsage(t *testing.T) {
 	for _, args := range [][]string{nil, {"--db", db}, {"--db=" + db}} {
 		var out, errb bytes.Buffer
 		code := Run(context.Background(), args, &out, &errb)
-		is.Equal(code, 0)                                                   // not a usage error
+		is.Equal(code, 0)                                                  // not a usage error
 		is.True(strings.HasPrefix(out.String(), "Usage: svcgw <command>")) // the usage
-		is.True(strings.Contains(out.String(), "serve"))                    // with the commands
+		is.True(strings.Contains(out.String(), "serve"))                   // with the commands
 		is.Equal(errb.String(), "")
 	}
 	code, out, _ := run(t, db, "serve", "--help")
@@ -564,5 +564,25 @@ func TestREADME_CommandLineListsEveryCommand(t *testing.T) {
 		cmd, sub, _ := strings.Cut(n.Path(), " ")
 		listed := regexp.MustCompile(`(?m)^svcgw ` + cmd + `\b` + ` ?(\S*\|)?` + sub + `\b`)
 		is.True(listed.MatchString(block)) // listed
+	}
+}
+
+// The command line never prints the API's error codes: a bad amount is
+// said in words, whatever command parses it.
+func TestRun_ErrorsWithoutAPICodes(t *testing.T) {
+	db := newDB(t)
+	for _, args := range [][]string{
+		{"credits", "add", "--account", "acme", "5usd"},
+		{"credits", "cap", "--account", "default", "--daily", "abc"},
+		{"keys", "create", "--account", "acme", "--daily-limit=-1"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			is := is.New(t)
+			code, _, stderr := run(t, db, args...)
+			is.Equal(code, 1)
+			is.True(strings.HasPrefix(stderr, "svcgw: "))
+			is.True(strings.Contains(stderr, "amount"))           // says what is wrong
+			is.True(!strings.Contains(stderr, "invalid_request")) // in words, not the API's code
+		})
 	}
 }
