@@ -154,8 +154,14 @@ func TestCLI_Revoke(t *testing.T) {
 	}
 	is.NoErr(json.Unmarshal([]byte(out), &keys))
 	is.Equal(len(keys), 1)
-	code, _, _ := run(t, db, "keys", "revoke", keys[0].ID)
+	code, _, revoked := run(t, db, "keys", "revoke", keys[0].ID)
 	is.Equal(code, 0) // revoke
+	is.True(strings.HasPrefix(revoked, "revoked key "+keys[0].ID))
+	time.Sleep(2 * time.Millisecond) // past the ledger's millisecond
+	code, _, again := run(t, db, "keys", "revoke", keys[0].ID)
+	is.Equal(code, 0)                                           // revoking twice is no error
+	is.True(strings.Contains(again, "was already revoked, at")) // but says so
+	is.True(!strings.HasPrefix(again, "revoked"))
 	addr, _ := serve(t, db)
 	status, _ := getCredits(t, addr, key)
 	is.Equal(status, http.StatusUnauthorized) // revoked key refused

@@ -184,10 +184,19 @@ type keysRevokeCmd struct {
 	KeyID string `arg:"" name:"key-id" help:"The key's public id (key_…), as keys list shows it."`
 }
 
+// Run revokes the key, or says when it was revoked already: revoking
+// twice keeps the first time (store.RevokeKey), which is older than this
+// command.
 func (c *keysRevokeCmd) Run(e *env, st store.DB) error {
+	start := time.Now().Truncate(time.Millisecond) // the ledger's resolution
 	k, err := st.RevokeKey(e.ctx, c.KeyID)
 	if err != nil {
 		return e.keyError(c.KeyID, err)
+	}
+	if k.RevokedAt.Before(start) {
+		fmt.Fprintf(e.stderr, "key %s of account %q was already revoked, at %s; nothing changed\n",
+			k.ID, k.AccountName, k.RevokedAt.UTC().Format(time.RFC3339))
+		return nil
 	}
 	fmt.Fprintf(e.stderr, "revoked key %s of account %q\n", k.ID, k.AccountName)
 	return nil
