@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -591,4 +592,33 @@ func TestRun_ErrorsWithoutAPICodes(t *testing.T) {
 			is.True(!strings.Contains(stderr, "invalid_request")) // in words, not the API's code
 		})
 	}
+}
+
+// Keys created without --name are told apart: default, default-2, …
+func TestCLI_UnnamedKeysAreDistinguishable(t *testing.T) {
+	is := is.New(t)
+	db := newDB(t)
+	for range 3 {
+		code, _, _ := run(t, db, "keys", "create", "--account", "acme")
+		is.Equal(code, 0) // create
+	}
+	code, _, _ := run(t, db, "keys", "create", "--account", "acme", "--name", "ci")
+	is.Equal(code, 0)
+	code, _, stderr := run(t, db, "keys", "create", "--account", "acme")
+	is.Equal(code, 0)
+	is.True(strings.Contains(stderr, "(default-4)")) // the next free number
+	_, out, _ := run(t, db, "keys", "list", "--account", "acme", "--json")
+	var keys []struct {
+		Name string `json:"name"`
+	}
+	is.NoErr(json.Unmarshal([]byte(out), &keys))
+	var names []string
+	for _, k := range keys {
+		names = append(names, k.Name)
+	}
+	sort.Strings(names)
+	is.Equal(names, []string{"ci", "default", "default-2", "default-3", "default-4"})
+	// Another account starts at default again.
+	_, _, stderr = run(t, db, "keys", "create", "--account", "beta")
+	is.True(strings.Contains(stderr, "(default)"))
 }
