@@ -54,9 +54,18 @@ func loadLimits(fl fileLimits, sec entry) (Limits, Errors) {
 		ReserveOutputTokens: fl.ReserveOutputTokens,
 		BodyMinRate:         fl.BodyMinRate, MaxConnections: fl.MaxConnections,
 	}
-	if fl.MaxBodyBytes < 0 || fl.RPM < 0 || fl.TPM < 0 || fl.MaxMessages < 0 || fl.MaxParts < 0 ||
-		fl.MaxTools < 0 || fl.MaxSchemaBytes < 0 || fl.ReserveOutputTokens < 0 || fl.FreeBytesPerMinute < 0 {
-		errs.addf(sec.line(), "limits must not be negative (0 keeps the default)")
+	for _, f := range []struct {
+		key string
+		v   int64
+	}{
+		{"max_body_bytes", fl.MaxBodyBytes}, {"rpm", int64(fl.RPM)}, {"tpm", int64(fl.TPM)},
+		{"free_bytes_per_minute", fl.FreeBytesPerMinute}, {"max_messages", int64(fl.MaxMessages)},
+		{"max_parts", int64(fl.MaxParts)}, {"max_tools", int64(fl.MaxTools)},
+		{"max_schema_bytes", int64(fl.MaxSchemaBytes)}, {"reserve_output_tokens", int64(fl.ReserveOutputTokens)},
+	} {
+		if f.v < 0 {
+			errs.addf(sec.get(f.key).line(), "limits.%s must not be negative (0 keeps the default)", f.key)
+		}
 	}
 	if fl.BodyMinRate < 0 {
 		errs.addf(sec.get("body_min_rate").line(), "limits.body_min_rate must not be negative (bytes per second; 0 keeps the default)")
