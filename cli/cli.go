@@ -207,9 +207,18 @@ func (e *env) openStore() (store.DB, error) {
 			"(svcgw serve creates one on its first start, svcgw init without serving)", e.global.where())
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", e.global.where(), err)
+		return nil, e.openError(err)
 	}
 	return st, nil
+}
+
+// openError words a failure to open --db: the store's errors for
+// PostgreSQL name the (redacted) URL already.
+func (e *env) openError(err error) error {
+	if store.IsPostgres(e.global.DB) {
+		return err
+	}
+	return fmt.Errorf("open %s: %w", e.global.where(), err)
 }
 
 // createStore opens the database named by --db with opts, creating and
@@ -217,7 +226,7 @@ func (e *env) openStore() (store.DB, error) {
 func (e *env) createStore(opts store.Options) (store.DB, error) {
 	st, err := store.Dial(e.ctx, e.global.DB, opts)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", e.global.where(), err)
+		return nil, e.openError(err)
 	}
 	return st, nil
 }

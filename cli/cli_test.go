@@ -622,3 +622,21 @@ func TestCLI_UnnamedKeysAreDistinguishable(t *testing.T) {
 	_, _, stderr = run(t, db, "keys", "create", "--account", "beta")
 	is.True(strings.Contains(stderr, "(default)"))
 }
+
+// A PostgreSQL server that does not answer is reported as that, naming
+// the (redacted) URL once, for a command that opens the database and for
+// one that creates it: not as a migration's failure.
+func TestCLI_PostgresThatDoesNotAnswer(t *testing.T) {
+	url := "postgres://svcgw:secret@" + freeAddr(t) + "/svcgw?connect_timeout=5"
+	for _, args := range [][]string{{"keys", "list"}, {"init"}} {
+		t.Run(args[0], func(t *testing.T) {
+			is := is.New(t)
+			code, _, stderr := run(t, url, args...)
+			is.Equal(code, 1)
+			is.True(strings.HasPrefix(stderr, "svcgw: connect to postgres postgres://svcgw:xxxxx@")) // what failed
+			is.Equal(strings.Count(stderr, "postgres://"), 1)                                        // the URL once
+			is.True(!strings.Contains(stderr, "secret"))                                             // redacted
+			is.True(!strings.Contains(stderr, "migration"))                                          // not blamed on a migration
+		})
+	}
+}
