@@ -209,7 +209,7 @@ func (c *serveCmd) Run(e *env) (err error) {
 			admin := h.Admin(func(context.Context) error { return rl.reload("admin") })
 			// A profile may take its time; a second of grace is plenty
 			// for a scrape.
-			if err := server.Serve(sideCtx, adminLn, admin, server.ServeOptions{Logger: log, Grace: time.Second, MaxConns: 64}); err != nil {
+			if err := server.Serve(sideCtx, adminLn, admin, server.ServeOptions{Logger: log.With("listener", "admin"), Grace: time.Second, MaxConns: 64}); err != nil {
 				log.Error("admin listener", "err", err)
 			}
 		}()

@@ -280,3 +280,29 @@ func TestServe_WriteLockHeldByAnotherProcess(t *testing.T) {
 	is.True(!strings.Contains(logs, "dropped"))
 	is.Equal(strings.Count(logs, "level=ERROR"), 1) // and only that at Error
 }
+
+// With an admin listener, shutdown says which listener each line is for.
+func TestServe_ShutdownNamesEachListener(t *testing.T) {
+	is := is.New(t)
+	db := filepath.Join(t.TempDir(), "svcgw.db")
+	admin := freeAddr(t)
+	srv := startServer(t, db, "--admin-addr", admin, "--log-level", "info", "--shutdown-grace", "7s")
+	srv.stop(t)
+	var lines []string
+	for _, l := range strings.Split(srv.stderr.String(), "\n") {
+		if strings.Contains(l, `msg="shutting down"`) {
+			lines = append(lines, l)
+		}
+	}
+	is.Equal(len(lines), 2) // one per listener
+	var calls, adm string
+	for _, l := range lines {
+		if strings.Contains(l, "listener=admin") {
+			adm = l
+		} else {
+			calls = l
+		}
+	}
+	is.True(strings.Contains(adm, "addr="+admin) && strings.Contains(adm, "grace=1s"))        // the admin listener's
+	is.True(strings.Contains(calls, "addr="+srv.addr) && strings.Contains(calls, "grace=7s")) // the callers'
+}

@@ -357,6 +357,7 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, o ServeOptions)
 	}
 	idle := newIdleConns()
 	srv.ConnState = idle.track
+	addr := ln.Addr().String() // says which listener shuts down, when a process has several
 	ln = newLimitListener(ln, maxConns, func() { idle.closeIdle(pressureMinIdle) }, log)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -365,7 +366,7 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, o ServeOptions)
 		return err
 	case <-ctx.Done():
 	}
-	log.Info("shutting down", "grace", grace.String())
+	log.Info("shutting down", "addr", addr, "grace", grace.String())
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	err := srv.Shutdown(sctx)
