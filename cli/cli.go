@@ -20,6 +20,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/alecthomas/kong"
@@ -181,6 +184,34 @@ func message(err error) string {
 	return s
 }
 
+// checkDir returns an error naming the directory of a SQLite file that
+// does not exist (or is no directory): SQLite, the serve lock and a
+// backup's partial file otherwise fail with messages that name another
+// cause (a server holding the lock, "unable to open database file"). flag
+// is what the path was given as. svcgw creates files, never directories:
+// a mistyped path must not leave a tree behind.
+func checkDir(path, flag string) error {
+	dir := filepath.Dir(path)
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%s %s: the directory %s does not exist; create it first (mkdir -p %s) or give another path", flag, path, dir, dir)
+	case err != nil:
+		return fmt.Errorf("%s %s: %w", flag, path, err)
+	case !fi.IsDir():
+		return fmt.Errorf("%s %s: %s is not a directory", flag, path, dir)
+	}
+	return nil
+}
+
+// checkDBDir is checkDir for --db, when it is a SQLite file.
+func (e *env) checkDBDir() error {
+	if store.IsPostgres(e.global.DB) {
+		return nil
+	}
+	return checkDir(e.global.DB, "--db")
+}
+
 // noCommand reports whether args name no command: nothing but the global
 // --db (the one flag that takes a value before a command).
 func noCommand(args []string) bool {
@@ -201,6 +232,9 @@ func noCommand(args []string) bool {
 // directory, or against the wrong server, must not leave an empty ledger
 // behind, nor fund one nobody serves.
 func (e *env) openStore() (store.DB, error) {
+	if err := e.checkDBDir(); err != nil {
+		return nil, err
+	}
 	st, err := store.Dial(e.ctx, e.global.DB, store.Options{Existing: true})
 	if errors.Is(err, store.ErrNoDatabase) {
 		return nil, fmt.Errorf("no database at %s: point at svcgw serve's database with --db or SVCGW_DB "+
@@ -224,6 +258,9 @@ func (e *env) openError(err error) error {
 // createStore opens the database named by --db with opts, creating and
 // migrating it if needed.
 func (e *env) createStore(opts store.Options) (store.DB, error) {
+	if err := e.checkDBDir(); err != nil {
+		return nil, err
+	}
 	st, err := store.Dial(e.ctx, e.global.DB, opts)
 	if err != nil {
 		return nil, e.openError(err)

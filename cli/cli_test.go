@@ -640,3 +640,32 @@ func TestCLI_PostgresThatDoesNotAnswer(t *testing.T) {
 		})
 	}
 }
+
+// A path in a directory that does not exist is said to be that, by every
+// command, and nothing is created.
+func TestCLI_MissingDirectoryIsSaidToBeMissing(t *testing.T) {
+	root := t.TempDir()
+	missing := filepath.Join(root, "missing", "dir")
+	db := newDB(t)
+	for _, tc := range []struct {
+		name, db string
+		args     []string
+		dir      string
+	}{
+		{"serve", filepath.Join(missing, "svcgw.db"), []string{"serve", "--addr", "127.0.0.1:0"}, missing},
+		{"init", filepath.Join(missing, "svcgw.db"), []string{"init"}, missing},
+		{"keys list", filepath.Join(missing, "svcgw.db"), []string{"keys", "list"}, missing},
+		{"backup", db, []string{"backup", filepath.Join(root, "backups", "svcgw.db")}, filepath.Join(root, "backups")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			is := is.New(t)
+			code, _, stderr := run(t, tc.db, tc.args...)
+			is.Equal(code, 1)
+			is.True(strings.Contains(stderr, "the directory "+tc.dir+" does not exist")) // says what is wrong
+			is.True(!strings.Contains(stderr, "stop it first"))                          // blames no other server
+			is.True(!strings.Contains(stderr, "(14)"))                                   // nor SQLite's code
+			_, err := os.Stat(tc.dir)
+			is.True(errors.Is(err, fs.ErrNotExist)) // nothing created
+		})
+	}
+}

@@ -133,6 +133,10 @@ func (c *serveCmd) Run(e *env) (err error) {
 	// PostgreSQL several instances are the point: balance leases keep them
 	// within the balance together.
 	if !store.IsPostgres(e.global.DB) {
+		if err := e.checkDBDir(); err != nil {
+			ln.Close()
+			return err
+		}
 		lock, err := store.LockServe(e.global.DB)
 		if err != nil {
 			ln.Close()
