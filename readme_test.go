@@ -145,7 +145,7 @@ func TestREADME_RunnableBlocks(t *testing.T) {
 	}
 	env := readmeEnv(dir)
 	addr, key := startReadmeServer(t, dir, env)
-	env = append(env, "KEY="+key)
+	env = append(env, "SVCGW_API_KEY="+key)
 	localize := func(s string) string { return strings.ReplaceAll(s, readmeAddr, addr) }
 
 	// Every sh block, in order, in one bash; a marker line before each
@@ -187,7 +187,7 @@ func TestREADME_RunnableBlocks(t *testing.T) {
 func readmeEnv(dir string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "SVCGW_") || strings.HasPrefix(kv, "PATH=") || strings.HasPrefix(kv, "KEY=") {
+		if strings.HasPrefix(kv, "SVCGW_") || strings.HasPrefix(kv, "PATH=") {
 			continue
 		}
 		env = append(env, kv)
@@ -488,6 +488,23 @@ func TestREADME_ResetStep(t *testing.T) {
 	for _, f := range left {
 		if strings.HasPrefix(f.Name(), "svcgw.db") {
 			t.Errorf("the reset step left %s", f.Name())
+		}
+	}
+}
+
+// One name for the key in the first hour: the README's examples, the
+// recipes and the dashboard's snippets all read SVCGW_API_KEY.
+func TestREADME_OneNameForTheKey(t *testing.T) {
+	for _, f := range []string{"README.md", "surfaces/dashboard/static/app.js", "surfaces/dashboard/static/index.html"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), "SVCGW_API_KEY") {
+			t.Errorf("%s never names SVCGW_API_KEY", f)
+		}
+		for _, other := range regexp.MustCompile(`\$KEY\b|\bKEY=|"KEY"|apiKey: KEY\b|SVCGW_KEY\b`).FindAllString(string(b), -1) {
+			t.Errorf("%s calls the key %s", f, other)
 		}
 	}
 }
