@@ -13,7 +13,7 @@ import (
 // import only the contract and llm.
 var allowed = map[string][]string{
 	"":                    {"cli"},
-	"cli":                 {"server", "store", "config", "billing", "upstream", "upstream/openai", "upstream/anthropic", "upstream/gemini", "upstream/fixture", "surfaces/account", "seal", "internal/logtext"},
+	"cli":                 {"server", "store", "config", "billing", "llm", "upstream", "upstream/openai", "upstream/anthropic", "upstream/gemini", "upstream/fixture", "surfaces/account", "seal", "internal/logtext"},
 	"server":              {"surfaces/*", "classify", "upstream", "billing", "store", "seal", "llm", "internal/logtext"},
 	"surfaces/*":          {"surfaces/surface", "llm"}, // chat, messages, gencontent and any surface to come
 	"surfaces/surface":    {"llm"},                     // the Codec contract between server and the surfaces

@@ -145,7 +145,7 @@ func TestREADME_RunnableBlocks(t *testing.T) {
 	}
 	env := readmeEnv(dir)
 	addr, key := startReadmeServer(t, dir, env)
-	env = append(env, "KEY="+key)
+	env = append(env, "SVCGW_API_KEY="+key)
 	localize := func(s string) string { return strings.ReplaceAll(s, readmeAddr, addr) }
 
 	// Every sh block, in order, in one bash; a marker line before each
@@ -187,7 +187,7 @@ func TestREADME_RunnableBlocks(t *testing.T) {
 func readmeEnv(dir string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "SVCGW_") || strings.HasPrefix(kv, "PATH=") || strings.HasPrefix(kv, "KEY=") {
+		if strings.HasPrefix(kv, "SVCGW_") || strings.HasPrefix(kv, "PATH=") {
 			continue
 		}
 		env = append(env, kv)
@@ -408,6 +408,103 @@ func TestREADME_DocumentsEveryFlag(t *testing.T) {
 			if !bytes.Contains(readme, []byte("`"+m[1]+"`")) {
 				t.Errorf("README.md does not document %s (svcgw %s)", m[1], strings.Join(cmd, " "))
 			}
+		}
+	}
+}
+
+// The README's reset step works after a clean stop (when SQLite's
+// companions are gone), leaves nothing of the database behind, and every
+// file serve leaves in a clone is one .gitignore ignores.
+func TestREADME_ResetStep(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(readme), "<!-- reset -->")
+	if !ok {
+		t.Fatal("README.md has no <!-- reset --> block")
+	}
+	_, after, _ = strings.Cut(after, "```sh\n")
+	reset, _, _ := strings.Cut(after, "```")
+	dir := t.TempDir()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(self, filepath.Join(dir, "svcgw")); err != nil {
+		t.Fatal(err)
+	}
+	env := readmeEnv(dir)
+	cmd := exec.Command("./svcgw", "serve", "--addr", "127.0.0.1:0")
+	cmd.Dir, cmd.Env = dir, env
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); !listening.MatchString(stderr.String()); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			t.Fatalf("svcgw serve did not start:\n%s", stderr.String())
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("svcgw serve: %v\n%s", err, stderr.String())
+	}
+
+	var ignore []string
+	gi, err := os.ReadFile(".gitignore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(gi), "\n") {
+		if l = strings.TrimPrefix(strings.TrimSpace(l), "/"); l != "" && !strings.HasPrefix(l, "#") {
+			ignore = append(ignore, l)
+		}
+	}
+	left, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range left {
+		if !slices.ContainsFunc(ignore, func(p string) bool { ok, _ := filepath.Match(p, f.Name()); return ok }) {
+			t.Errorf("serve left %s, which .gitignore does not ignore", f.Name())
+		}
+	}
+
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Fatal("bash is needed to run the README's reset step")
+	}
+	rm := exec.Command(bash, "-euo", "pipefail", "-c", strings.TrimSpace(reset))
+	rm.Dir, rm.Env = dir, env
+	if out, err := rm.CombinedOutput(); err != nil {
+		t.Fatalf("README.md's reset step failed after a clean stop: %v\n%s", err, out)
+	}
+	left, _ = os.ReadDir(dir)
+	for _, f := range left {
+		if strings.HasPrefix(f.Name(), "svcgw.db") {
+			t.Errorf("the reset step left %s", f.Name())
+		}
+	}
+}
+
+// One name for the key in the first hour: the README's examples, the
+// recipes and the dashboard's snippets all read SVCGW_API_KEY.
+func TestREADME_OneNameForTheKey(t *testing.T) {
+	for _, f := range []string{"README.md", "surfaces/dashboard/static/app.js", "surfaces/dashboard/static/index.html"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), "SVCGW_API_KEY") {
+			t.Errorf("%s never names SVCGW_API_KEY", f)
+		}
+		for _, other := range regexp.MustCompile(`\$KEY\b|\bKEY=|"KEY"|apiKey: KEY\b|SVCGW_KEY\b`).FindAllString(string(b), -1) {
+			t.Errorf("%s calls the key %s", f, other)
 		}
 	}
 }

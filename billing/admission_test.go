@@ -381,3 +381,53 @@ func TestAdmission_ExactlyOnTheLimit(t *testing.T) {
 		})
 	}
 }
+
+// Each cap is held to its own spend: the account's caps to the account's
+// day and month (and everything held in it), the key's to the key's own.
+// The four spends (and the account's and key's holds) all differ, so a cap
+// compared with any other spend than its own admits a call it must refuse
+// or refuses one it must admit.
+func TestAdmission_EachCapCountsItsOwnSpend(t *testing.T) {
+	spend := Spend{Total: 70, AccountDay: 50, AccountMonth: 70, KeyDay: 10, KeyMonth: 30}
+	const (
+		amount = 20
+		held   = 5 // by another key of the account
+	)
+	for _, tc := range []struct {
+		name string
+		// used is what the cap counts: its spend (and holds) plus amount.
+		used int64
+		set  func(b *Budget, c *Claim, limit int64)
+	}{
+		{"account daily", spend.AccountDay + held + amount, func(b *Budget, _ *Claim, n int64) { b.DailyCap = n }},
+		{"account monthly", spend.AccountMonth + held + amount, func(b *Budget, _ *Claim, n int64) { b.MonthlyCap = n }},
+		{"key daily", spend.KeyDay + amount, func(_ *Budget, c *Claim, n int64) { c.KeyDailyCap = n }},
+		{"key monthly", spend.KeyMonth + amount, func(_ *Budget, c *Claim, n int64) { c.KeyMonthlyCap = n }},
+	} {
+		for _, fits := range []bool{true, false} {
+			name := tc.name + ", exactly on the cap"
+			limit := tc.used
+			if !fits {
+				name, limit = tc.name+", a micro-dollar over", tc.used-1
+			}
+			t.Run(name, func(t *testing.T) {
+				is := is.New(t)
+				ctx := context.Background()
+				b := Budget{Credits: 1e9, DailyCap: NoCap, MonthlyCap: NoCap}
+				c := claim(amount)
+				tc.set(&b, &c, limit)
+				a := NewAdmission(&fakeLedger{budget: b, spend: spend}, AdmissionOptions{})
+				other := claim(held)
+				other.KeyID = "key_2"
+				_, err := a.Admit(ctx, other)
+				is.NoErr(err) // another key's hold
+				_, err = a.Admit(ctx, c)
+				if fits {
+					is.NoErr(err) // on the cap: admitted
+				} else {
+					is.Equal(kindOf(err), llm.KindPaymentRequired) // over it: refused
+				}
+			})
+		}
+	}
+}

@@ -9,8 +9,8 @@ import (
 	"github.com/svcgw/svcgw/llm"
 )
 
-// RateLimiter holds a requests-per-minute and a tokens-per-minute token
-// bucket per API key. A bucket holds up to a minute's worth (the limit) and
+// RateLimiter holds a requests-per-minute, a tokens-per-minute and a
+// free-bytes-per-minute token bucket per API key. A bucket holds up to a minute's worth (the limit) and
 // refills continuously at limit/60 per second; a call takes from it, and a
 // call that finds too little is refused with a rate_limited *llm.Error
 // (429) carrying the time until enough is back. The token bucket may go below zero (output is only known after
@@ -25,7 +25,9 @@ import (
 // A call's path through it: Request before the body is read, AdmitTokens
 // with the estimated input before Admission reserves the cost (SpendTokens
 // gives the estimate back when the call is refused), and SpendTokens with
-// the output once the call is metered.
+// the output once the call is metered. A free call (a token count) takes
+// its body's bytes from the free-bytes bucket instead: AdmitFree before
+// the body is read, SpendFree once its size is known.
 type RateLimiter struct {
 	mu        sync.Mutex
 	keys      map[string]*keyBuckets
@@ -35,7 +37,7 @@ type RateLimiter struct {
 
 // keyBuckets are one key's buckets.
 type keyBuckets struct {
-	requests, tokens tokenBucket
+	requests, tokens, free tokenBucket
 }
 
 // tokenBucket is a token bucket; limit 0 means the bucket is not in use.
@@ -100,7 +102,7 @@ func (rl *RateLimiter) entry(keyID string, now time.Time) *keyBuckets {
 // sweep drops the entries that are full again. Callers hold rl.mu.
 func (rl *RateLimiter) sweep(now time.Time) {
 	for id, kb := range rl.keys {
-		if kb.requests.full(now) && kb.tokens.full(now) {
+		if kb.requests.full(now) && kb.tokens.full(now) && kb.free.full(now) {
 			delete(rl.keys, id)
 		}
 	}
@@ -147,6 +149,59 @@ func (rl *RateLimiter) AdmitTokens(keyID string, limit int64, tokens int, now ti
 	}
 	b.level -= float64(tokens)
 	return nil
+}
+
+// MinFreeBytes is the least a free call takes from the free-bytes bucket,
+// however small its body: a flood of tiny counts still costs each its
+// request's parsing and authentication.
+const MinFreeBytes = 4 << 10
+
+// AdmitFree takes a free call's body bytes from the key's
+// free-bytes-per-minute bucket, or returns a rate_limited error: size is
+// the body's declared length (Content-Length; -1 when unknown), counted as
+// at least MinFreeBytes, and the bucket must hold it, or be full when it
+// is larger than a minute's worth; it may then go below zero. It returns
+// what it took, for SpendFree. limit 0 is unlimited.
+func (rl *RateLimiter) AdmitFree(keyID string, limit int64, size int64, now time.Time) (int64, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
+	take := max(size, MinFreeBytes)
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	b := &rl.entry(keyID, now).free
+	b.refill(limit, now)
+	need := math.Min(float64(take), float64(limit))
+	if b.level < need {
+		wait := b.wait(need)
+		return 0, &llm.Error{Kind: llm.KindRateLimited, RetryAfter: wait,
+			Message: fmt.Sprintf("rate limit reached: this key may send %s of request bodies a minute to the free endpoints (token counts); retry in %s", byteSize(limit), roundUp(wait))}
+	}
+	b.level -= float64(take)
+	return take, nil
+}
+
+// SpendFree settles a free call whose body turned out to be size bytes
+// (at least MinFreeBytes) after AdmitFree took took.
+func (rl *RateLimiter) SpendFree(keyID string, limit int64, took, size int64, now time.Time) {
+	if d := max(size, MinFreeBytes) - took; limit > 0 && d != 0 {
+		rl.mu.Lock()
+		defer rl.mu.Unlock()
+		b := &rl.entry(keyID, now).free
+		b.refill(limit, now)
+		b.level = math.Min(b.level-float64(d), float64(limit))
+	}
+}
+
+// byteSize renders n bytes for a message: in MiB or KiB when whole.
+func byteSize(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 // SpendTokens takes tokens from the key's tokens-per-minute bucket without

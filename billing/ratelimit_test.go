@@ -41,6 +41,30 @@ func TestRateLimiter_Requests(t *testing.T) {
 	is.Equal(retryAfter(t, rl.Request("k", 120, now.Add(-time.Second))), time.Second) // at least a second
 }
 
+// A request needs a whole one in the bucket: part of one refilled is not
+// enough, and the wait is for the rest of it.
+func TestRateLimiter_RequestNeedsAWholeOne(t *testing.T) {
+	is := is.New(t)
+	rl := NewRateLimiter()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	is.NoErr(rl.Request("k", 6, now.Add(-10*time.Second))) // 5 left, and 10 s later one more
+	for range 6 {
+		is.NoErr(rl.Request("k", 6, now)) // 0 left
+	}
+	for _, tc := range []struct {
+		after time.Duration
+		left  time.Duration
+	}{
+		{time.Second, 9 * time.Second},         // 0.1 of one
+		{5 * time.Second, 5 * time.Second},     // half of one
+		{9900 * time.Millisecond, time.Second}, // 0.99 of one: the wait is at least a second
+		{9 * time.Second, time.Second},         // 0.9
+	} {
+		is.Equal(retryAfter(t, rl.Request("k", 6, now.Add(tc.after))), tc.left) // refused until a whole one is back
+	}
+	is.NoErr(rl.Request("k", 6, now.Add(10*time.Second))) // a whole one
+}
+
 func TestRateLimiter_Tokens(t *testing.T) {
 	is := is.New(t)
 	rl := NewRateLimiter()
@@ -79,4 +103,46 @@ func TestRateLimiter_SweepsOnlyFullBuckets(t *testing.T) {
 	is.Equal(len(rl.keys), 1) // every refilled entry is gone; only the newcomer's is left
 	_, ok := rl.keys["newcomer"]
 	is.True(ok)
+}
+
+func TestRateLimiter_FreeBytes(t *testing.T) {
+	is := is.New(t)
+	rl := NewRateLimiter()
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	const limit = 60 << 10 // 60 KiB a minute: 1 KiB a second
+
+	took, err := rl.AdmitFree("k", limit, 40<<10, now)
+	is.NoErr(err)
+	is.Equal(took, int64(40<<10)) // the declared length
+	_, err = rl.AdmitFree("k", limit, 40<<10, now)
+	is.Equal(retryAfter(t, err), 20*time.Second) // 20 KiB left: 20 s until 40
+	took, err = rl.AdmitFree("k", limit, -1, now)
+	is.NoErr(err)
+	is.Equal(took, int64(MinFreeBytes))         // unknown length: the minimum for now
+	rl.SpendFree("k", limit, took, 16<<10, now) // it was 16 KiB: 4 KiB left
+	_, err = rl.AdmitFree("k", limit, 5<<10, now)
+	is.Equal(retryAfter(t, err), time.Second) // 4 KiB left, 5 needed
+	_, err = rl.AdmitFree("k", limit, 100, now)
+	is.NoErr(err) // a tiny body counts as 4 KiB, which fits: 0 left
+	_, err = rl.AdmitFree("k", limit, 100, now)
+	is.Equal(retryAfter(t, err), 4*time.Second) // 4 KiB at 1 KiB a second
+	_, err = rl.AdmitFree("other", limit, 100, now)
+	is.NoErr(err) // per key
+
+	// A body larger than a minute's worth needs a full bucket, and takes
+	// it below zero.
+	_, err = rl.AdmitFree("big", limit, 120<<10, now)
+	is.NoErr(err)
+	_, err = rl.AdmitFree("big", limit, 100, now)
+	is.Equal(retryAfter(t, err), 64*time.Second) // from -60 KiB back to 4
+	took, err = rl.AdmitFree("off", 0, 1<<30, now)
+	is.NoErr(err) // 0 is unlimited
+	is.Equal(took, int64(0))
+
+	// A body that turned out smaller gives the difference back.
+	took, err = rl.AdmitFree("back", limit, 60<<10, now)
+	is.NoErr(err)
+	rl.SpendFree("back", limit, took, 10<<10, now)
+	_, err = rl.AdmitFree("back", limit, 50<<10, now)
+	is.NoErr(err) // 50 KiB were given back
 }

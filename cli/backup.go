@@ -23,6 +23,9 @@ func (c *backupCmd) Run(e *env) error {
 	if store.IsPostgres(e.global.DB) {
 		return fmt.Errorf("backup copies a SQLite database; %s is PostgreSQL: back it up with pg_dump (pg_dump -Fc -f svcgw.dump '<url>') or the server's continuous archiving", e.global.where())
 	}
+	if err := checkDir(c.File, "backup"); err != nil {
+		return err
+	}
 	res, err := store.Backup(e.ctx, e.global.DB, c.File, c.NoCheck)
 	if err != nil {
 		return err

@@ -20,10 +20,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/alecthomas/kong"
 
+	"github.com/svcgw/svcgw/llm"
 	"github.com/svcgw/svcgw/store"
 )
 
@@ -127,6 +131,10 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 			code = ee.code
 		}
 	}()
+	if noCommand(args) {
+		// svcgw alone (or with --db only) is asking what it can do.
+		args = append(args, "--help")
+	}
 	kctx, err := parser.Parse(args)
 	if err != nil {
 		parser.Errorf("%s", err)
@@ -154,10 +162,69 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 		if errors.As(err, &ee) {
 			return ee.code
 		}
-		fmt.Fprintln(stderr, "svcgw:", err)
+		fmt.Fprintln(stderr, "svcgw:", message(err))
 		return 1
 	}
 	return 0
+}
+
+// message is err as the command line says it: an *llm.Error in it (the
+// amount and limit parsers', which the API shares) in its own words,
+// without its kind, which is an API error code.
+func message(err error) string {
+	s := err.Error()
+	var le *llm.Error
+	if errors.As(err, &le) {
+		plain := le.Message
+		if le.Err != nil {
+			plain += ": " + le.Err.Error()
+		}
+		s = strings.Replace(s, le.Error(), plain, 1)
+	}
+	return s
+}
+
+// checkDir returns an error naming the directory of a SQLite file that
+// does not exist (or is no directory): SQLite, the serve lock and a
+// backup's partial file otherwise fail with messages that name another
+// cause (a server holding the lock, "unable to open database file"). flag
+// is what the path was given as. svcgw creates files, never directories:
+// a mistyped path must not leave a tree behind.
+func checkDir(path, flag string) error {
+	dir := filepath.Dir(path)
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%s %s: the directory %s does not exist; create it first (mkdir -p %s) or give another path", flag, path, dir, dir)
+	case err != nil:
+		return fmt.Errorf("%s %s: %w", flag, path, err)
+	case !fi.IsDir():
+		return fmt.Errorf("%s %s: %s is not a directory", flag, path, dir)
+	}
+	return nil
+}
+
+// checkDBDir is checkDir for --db, when it is a SQLite file.
+func (e *env) checkDBDir() error {
+	if store.IsPostgres(e.global.DB) {
+		return nil
+	}
+	return checkDir(e.global.DB, "--db")
+}
+
+// noCommand reports whether args name no command: nothing but the global
+// --db (the one flag that takes a value before a command).
+func noCommand(args []string) bool {
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; {
+		case a == "--db":
+			i++ // its value
+		case strings.HasPrefix(a, "--db="):
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // openStore opens the existing database named by --db, for an admin
@@ -165,23 +232,38 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 // directory, or against the wrong server, must not leave an empty ledger
 // behind, nor fund one nobody serves.
 func (e *env) openStore() (store.DB, error) {
+	if err := e.checkDBDir(); err != nil {
+		return nil, err
+	}
 	st, err := store.Dial(e.ctx, e.global.DB, store.Options{Existing: true})
 	if errors.Is(err, store.ErrNoDatabase) {
 		return nil, fmt.Errorf("no database at %s: point at svcgw serve's database with --db or SVCGW_DB "+
 			"(svcgw serve creates one on its first start, svcgw init without serving)", e.global.where())
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", e.global.where(), err)
+		return nil, e.openError(err)
 	}
 	return st, nil
+}
+
+// openError words a failure to open --db: the store's errors for
+// PostgreSQL name the (redacted) URL already.
+func (e *env) openError(err error) error {
+	if store.IsPostgres(e.global.DB) {
+		return err
+	}
+	return fmt.Errorf("open %s: %w", e.global.where(), err)
 }
 
 // createStore opens the database named by --db with opts, creating and
 // migrating it if needed.
 func (e *env) createStore(opts store.Options) (store.DB, error) {
+	if err := e.checkDBDir(); err != nil {
+		return nil, err
+	}
 	st, err := store.Dial(e.ctx, e.global.DB, opts)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", e.global.where(), err)
+		return nil, e.openError(err)
 	}
 	return st, nil
 }

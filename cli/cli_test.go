@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -153,8 +155,14 @@ func TestCLI_Revoke(t *testing.T) {
 	}
 	is.NoErr(json.Unmarshal([]byte(out), &keys))
 	is.Equal(len(keys), 1)
-	code, _, _ := run(t, db, "keys", "revoke", keys[0].ID)
+	code, _, revoked := run(t, db, "keys", "revoke", keys[0].ID)
 	is.Equal(code, 0) // revoke
+	is.True(strings.HasPrefix(revoked, "revoked key "+keys[0].ID))
+	time.Sleep(2 * time.Millisecond) // past the ledger's millisecond
+	code, _, again := run(t, db, "keys", "revoke", keys[0].ID)
+	is.Equal(code, 0)                                           // revoking twice is no error
+	is.True(strings.Contains(again, "was already revoked, at")) // but says so
+	is.True(!strings.HasPrefix(again, "revoked"))
 	addr, _ := serve(t, db)
 	status, _ := getCredits(t, addr, key)
 	is.Equal(status, http.StatusUnauthorized) // revoked key refused
@@ -522,4 +530,142 @@ func TestServe_ShutdownLogsTheLedgerFlush(t *testing.T) {
 	logs := stderr.String()
 	is.True(strings.Contains(logs, "ledger flushed")) // says nothing was lost
 	is.True(strings.Contains(logs, db))               // and where it went
+}
+
+// svcgw alone prints its usage, as --help does, and succeeds; every serve
+// flag's help shows its default.
+func TestRun_AloneIsTheUsage(t *testing.T) {
+	is := is.New(t)
+	db := filepath.Join(t.TempDir(), "svcgw.db")
+	for _, args := range [][]string{nil, {"--db", db}, {"--db=" + db}} {
+		var out, errb bytes.Buffer
+		code := Run(context.Background(), args, &out, &errb)
+		is.Equal(code, 0)                                                  // not a usage error
+		is.True(strings.HasPrefix(out.String(), "Usage: svcgw <command>")) // the usage
+		is.True(strings.Contains(out.String(), "serve"))                   // with the commands
+		is.Equal(errb.String(), "")
+	}
+	code, out, _ := run(t, db, "serve", "--help")
+	is.Equal(code, 0)
+	is.True(strings.Contains(out, "--gc-floor=32")) // the default, not a placeholder
+	code, _, stderr := run(t, db, "--bogus")
+	is.Equal(code, 2) // a real usage error is still one
+	is.True(strings.Contains(stderr, "--bogus"))
+}
+
+// The README's command-line block lists every command the grammar has.
+func TestREADME_CommandLineListsEveryCommand(t *testing.T) {
+	is := is.New(t)
+	readme, err := os.ReadFile("../README.md")
+	is.NoErr(err)
+	_, block, _ := strings.Cut(string(readme), "## Command line\n\n```text\n")
+	block, _, _ = strings.Cut(block, "```")
+	var cli root
+	parser, err := newParser(&cli, io.Discard, io.Discard)
+	is.NoErr(err)
+	for _, n := range parser.Model.Leaves(true) {
+		if n.Type != kong.CommandNode {
+			continue
+		}
+		// "keys create" is listed as "svcgw keys create|list|…".
+		cmd, sub, _ := strings.Cut(n.Path(), " ")
+		listed := regexp.MustCompile(`(?m)^svcgw ` + cmd + `\b` + ` ?(\S*\|)?` + sub + `\b`)
+		is.True(listed.MatchString(block)) // listed
+	}
+}
+
+// The command line never prints the API's error codes: a bad amount is
+// said in words, whatever command parses it.
+func TestRun_ErrorsWithoutAPICodes(t *testing.T) {
+	db := newDB(t)
+	for _, args := range [][]string{
+		{"credits", "add", "--account", "acme", "5usd"},
+		{"credits", "cap", "--account", "default", "--daily", "abc"},
+		{"keys", "create", "--account", "acme", "--daily-limit=-1"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			is := is.New(t)
+			code, _, stderr := run(t, db, args...)
+			is.Equal(code, 1)
+			is.True(strings.HasPrefix(stderr, "svcgw: "))
+			is.True(strings.Contains(stderr, "amount"))           // says what is wrong
+			is.True(!strings.Contains(stderr, "invalid_request")) // in words, not the API's code
+		})
+	}
+}
+
+// Keys created without --name are told apart: default, default-2, …
+func TestCLI_UnnamedKeysAreDistinguishable(t *testing.T) {
+	is := is.New(t)
+	db := newDB(t)
+	for range 3 {
+		code, _, _ := run(t, db, "keys", "create", "--account", "acme")
+		is.Equal(code, 0) // create
+	}
+	code, _, _ := run(t, db, "keys", "create", "--account", "acme", "--name", "ci")
+	is.Equal(code, 0)
+	code, _, stderr := run(t, db, "keys", "create", "--account", "acme")
+	is.Equal(code, 0)
+	is.True(strings.Contains(stderr, "(default-4)")) // the next free number
+	_, out, _ := run(t, db, "keys", "list", "--account", "acme", "--json")
+	var keys []struct {
+		Name string `json:"name"`
+	}
+	is.NoErr(json.Unmarshal([]byte(out), &keys))
+	var names []string
+	for _, k := range keys {
+		names = append(names, k.Name)
+	}
+	sort.Strings(names)
+	is.Equal(names, []string{"ci", "default", "default-2", "default-3", "default-4"})
+	// Another account starts at default again.
+	_, _, stderr = run(t, db, "keys", "create", "--account", "beta")
+	is.True(strings.Contains(stderr, "(default)"))
+}
+
+// A PostgreSQL server that does not answer is reported as that, naming
+// the (redacted) URL once, for a command that opens the database and for
+// one that creates it: not as a migration's failure.
+func TestCLI_PostgresThatDoesNotAnswer(t *testing.T) {
+	url := "postgres://svcgw:secret@" + freeAddr(t) + "/svcgw?connect_timeout=5"
+	for _, args := range [][]string{{"keys", "list"}, {"init"}} {
+		t.Run(args[0], func(t *testing.T) {
+			is := is.New(t)
+			code, _, stderr := run(t, url, args...)
+			is.Equal(code, 1)
+			is.True(strings.HasPrefix(stderr, "svcgw: connect to postgres postgres://svcgw:xxxxx@")) // what failed
+			is.Equal(strings.Count(stderr, "postgres://"), 1)                                        // the URL once
+			is.True(!strings.Contains(stderr, "secret"))                                             // redacted
+			is.True(!strings.Contains(stderr, "migration"))                                          // not blamed on a migration
+		})
+	}
+}
+
+// A path in a directory that does not exist is said to be that, by every
+// command, and nothing is created.
+func TestCLI_MissingDirectoryIsSaidToBeMissing(t *testing.T) {
+	root := t.TempDir()
+	missing := filepath.Join(root, "missing", "dir")
+	db := newDB(t)
+	for _, tc := range []struct {
+		name, db string
+		args     []string
+		dir      string
+	}{
+		{"serve", filepath.Join(missing, "svcgw.db"), []string{"serve", "--addr", "127.0.0.1:0"}, missing},
+		{"init", filepath.Join(missing, "svcgw.db"), []string{"init"}, missing},
+		{"keys list", filepath.Join(missing, "svcgw.db"), []string{"keys", "list"}, missing},
+		{"backup", db, []string{"backup", filepath.Join(root, "backups", "svcgw.db")}, filepath.Join(root, "backups")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			is := is.New(t)
+			code, _, stderr := run(t, tc.db, tc.args...)
+			is.Equal(code, 1)
+			is.True(strings.Contains(stderr, "the directory "+tc.dir+" does not exist")) // says what is wrong
+			is.True(!strings.Contains(stderr, "stop it first"))                          // blames no other server
+			is.True(!strings.Contains(stderr, "(14)"))                                   // nor SQLite's code
+			_, err := os.Stat(tc.dir)
+			is.True(errors.Is(err, fs.ErrNotExist)) // nothing created
+		})
+	}
 }

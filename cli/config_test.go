@@ -136,3 +136,21 @@ limits:
 		path+`:8: unknown key "max_body_byte" in limits (did you mean max_body_bytes?)`+"\n"+
 		path+": 2 error(s)\n")
 }
+
+// config check says where each error is and what it means: the key of a
+// negative limit, a tab for what it is.
+func TestConfigCheck_ErrorsSayWhere(t *testing.T) {
+	for _, tc := range []struct{ name, doc, want string }{
+		{"negative rpm", "limits:\n  rpm: -5\n", ":2: limits.rpm must not be negative"},
+		{"a tab", "limits:\n\trpm: 5\n", ":2: found character that cannot start any token (a tab? YAML indents with spaces only)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			is := is.New(t)
+			f := filepath.Join(t.TempDir(), "svcgw.yaml")
+			is.NoErr(os.WriteFile(f, []byte(tc.doc), 0o600))
+			code, _, stderr := run(t, filepath.Join(t.TempDir(), "svcgw.db"), "config", "check", f)
+			is.Equal(code, 1)
+			is.True(strings.Contains(stderr, f+tc.want)) // file:line and the meaning
+		})
+	}
+}

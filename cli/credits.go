@@ -68,14 +68,15 @@ func printAccount(e *env, st store.DB, acct store.Account, asJSON bool) error {
 	}
 	today, month := billing.Format(billing.FromMicros(sp.AccountDay)), billing.Format(billing.FromMicros(sp.AccountMonth))
 	if asJSON {
+		// The field names are GET /svc/v1/credits's.
 		return writeJSONOut(e, struct {
 			Balance        string  `json:"balance"`
 			TotalUsed      string  `json:"total_used"`
+			SpendToday     string  `json:"spend_today"`
+			SpendThisMonth string  `json:"spend_this_month"`
 			DailyCap       *string `json:"daily_cap"`
 			MonthlyCap     *string `json:"monthly_cap"`
-			SpentToday     string  `json:"spent_today"`
-			SpentThisMonth string  `json:"spent_this_month"`
-		}{billing.Format(acct.Balance), billing.Format(acct.TotalUsed), capJSON(acct.DailyCap), capJSON(acct.MonthlyCap), today, month})
+		}{billing.Format(acct.Balance), billing.Format(acct.TotalUsed), today, month, capJSON(acct.DailyCap), capJSON(acct.MonthlyCap)})
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ACCOUNT\tBALANCE\tTOTAL USED\tTODAY (UTC)\tDAILY CAP\tTHIS MONTH\tMONTHLY CAP")

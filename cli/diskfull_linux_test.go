@@ -38,7 +38,8 @@ func TestServe_DiskFullFailsClosedAndRecovers(t *testing.T) {
 	free := int64(fs.Bavail) * int64(fs.Bsize)
 	filler := filepath.Join(dir, "filler")
 	is.NoErr(os.WriteFile(filler, make([]byte, free-384<<10), 0o644))
-	srv := startServer(t, db, "--fixture-ttft", "1ms")
+	admin := freeAddr(t)
+	srv := startServer(t, db, "--fixture-ttft", "1ms", "--admin-addr", admin)
 
 	var (
 		mu       sync.Mutex
@@ -91,7 +92,10 @@ func TestServe_DiskFullFailsClosedAndRecovers(t *testing.T) {
 	status, body := readyz(t, srv.addr)
 	is.Equal(status, http.StatusServiceUnavailable)
 	t.Logf("answered %d, refused %d; readyz: %s", len(ok), refused.Load(), body)
-	is.True(strings.Contains(body, "disk is full")) // says why
+	is.True(strings.Contains(body, `"ledger":"unavailable"`)) // callers are told the ledger is down
+	is.True(!strings.Contains(body, "disk is full"))          // not why
+	_, body = readyz(t, admin)
+	is.True(strings.Contains(body, "disk is full")) // the admin listener says why
 	status, _, _, _ = call(t, client, srv.addr, key)
 	is.Equal(status, http.StatusServiceUnavailable) // still refusing
 

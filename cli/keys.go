@@ -18,7 +18,7 @@ type keysCmd struct {
 
 type keysCreateCmd struct {
 	Account      string `required:"" help:"Account name; created if missing."`
-	Name         string `default:"default" help:"A label for the key; the application name when callers send no X-Title or Referer."`
+	Name         string `help:"A label for the key; the application name when callers send no X-Title or Referer. Unset: default for an account's first key, default-2, default-3… for the next ones."`
 	DailyLimit   string `name:"daily-limit" placeholder:"USD" help:"Cap on this key's spend per UTC day (none if unset)."`
 	MonthlyLimit string `name:"monthly-limit" placeholder:"USD" help:"Cap on this key's spend per UTC month (none if unset)."`
 	RPM          string `name:"rpm" placeholder:"N" help:"Requests per minute (0 = unlimited); the server's --rpm if unset."`
@@ -44,7 +44,13 @@ func (c *keysCreateCmd) Run(e *env, st store.DB) error {
 	if created {
 		fmt.Fprintf(e.stderr, "created account %q\n", acct.Name)
 	}
-	secret, key, err := st.CreateKey(e.ctx, acct.ID, c.Name)
+	name := c.Name
+	if name == "" {
+		if name, err = unusedName(e, st, acct.ID); err != nil {
+			return err
+		}
+	}
+	secret, key, err := st.CreateKey(e.ctx, acct.ID, name)
 	if err != nil {
 		return err
 	}
@@ -57,6 +63,25 @@ func (c *keysCreateCmd) Run(e *env, st store.DB) error {
 	fmt.Fprintf(e.stderr, "created key %s (%s) for account %q; the secret below is shown only once\n", key.ID, key.Name, acct.Name)
 	fmt.Fprintln(e.stdout, secret)
 	return nil
+}
+
+// unusedName names a key created without --name: "default", or
+// "default-N" for the first N from 2 that none of the account's keys has,
+// so that keys list tells unnamed keys apart.
+func unusedName(e *env, st store.DB, accountID int64) (string, error) {
+	keys, err := st.ListKeys(e.ctx, accountID)
+	if err != nil {
+		return "", err
+	}
+	taken := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		taken[k.Name] = true
+	}
+	name := "default"
+	for n := 2; taken[name]; n++ {
+		name = fmt.Sprintf("default-%d", n)
+	}
+	return name, nil
 }
 
 type keysListCmd struct {
@@ -184,10 +209,19 @@ type keysRevokeCmd struct {
 	KeyID string `arg:"" name:"key-id" help:"The key's public id (key_…), as keys list shows it."`
 }
 
+// Run revokes the key, or says when it was revoked already: revoking
+// twice keeps the first time (store.RevokeKey), which is older than this
+// command.
 func (c *keysRevokeCmd) Run(e *env, st store.DB) error {
+	start := time.Now().Truncate(time.Millisecond) // the ledger's resolution
 	k, err := st.RevokeKey(e.ctx, c.KeyID)
 	if err != nil {
 		return e.keyError(c.KeyID, err)
+	}
+	if k.RevokedAt.Before(start) {
+		fmt.Fprintf(e.stderr, "key %s of account %q was already revoked, at %s; nothing changed\n",
+			k.ID, k.AccountName, k.RevokedAt.UTC().Format(time.RFC3339))
+		return nil
 	}
 	fmt.Fprintf(e.stderr, "revoked key %s of account %q\n", k.ID, k.AccountName)
 	return nil

@@ -38,7 +38,10 @@ func TestCLI_CreditsCap(t *testing.T) {
 	v := show()
 	is.Equal(v["daily_cap"], "5.000000")
 	is.Equal(v["monthly_cap"], "100.500000")
-	is.Equal(v["spent_today"], "0.000000")
+	is.Equal(v["spend_today"], "0.000000")      // GET /svc/v1/credits's name
+	is.Equal(v["spend_this_month"], "0.000000") // likewise
+	_, other := v["spent_today"]
+	is.True(!other)                    // one name for one thing
 	is.Equal(v["balance"], "0.000000") // the API's fields are still there
 
 	code, _, _ = run(t, db, "credits", "cap", "--account", "acme", "--daily", "none")

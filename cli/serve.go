@@ -46,7 +46,7 @@ type serveCmd struct {
 	FixtureTTFT      time.Duration `name:"fixture-ttft" default:"0s" help:"Fixture backend: simulated time to first token."`
 	FixtureTPS       float64       `name:"fixture-tps" default:"0" help:"Fixture backend: simulated output tokens per second (0 = instant)."`
 	AdminAddr        string        `help:"Address of the admin listener, e.g. 127.0.0.1:9090: Prometheus /metrics, /readyz naming what is wrong, /debug/pprof/ and POST /-/reload. Off when empty; never reachable on --addr. Keep it off the network callers reach."`
-	GCFloor          int           `name:"gc-floor" default:"32" placeholder:"MIB" help:"Smallest heap the garbage collector lets grow before it collects, in MiB: while the live heap is under half of it, collect at this size instead of at twice the live heap (fewer collections at high request rates); 0 = the Go runtime's own pacing. GOGC or GOMEMLIMIT in the environment overrides it."`
+	GCFloor          int           `name:"gc-floor" default:"32" help:"Smallest heap the garbage collector lets grow before it collects, in MiB: while the live heap is under half of it, collect at this size instead of at twice the live heap (fewer collections at high request rates); 0 = the Go runtime's own pacing. GOGC or GOMEMLIMIT in the environment overrides it."`
 	MetricsAppLabels int           `name:"metrics-application-labels" default:"0" help:"Label calls, tokens and cost in /metrics with the application (X-Title, Referer host or key name), for at most this many distinct applications; the rest count as \"other\" (0 = no application label)."`
 
 	WALCheckpoint string `name:"wal-checkpoint" default:"aside" enum:"commit,ledger,aside" help:"SQLite only: where the write-ahead log is copied back into the database file once it passes 1,000 pages: commit (SQLite's own, inside the ledger commit that crosses it), ledger (by the ledger writer after that commit, once its waiters are answered and the calls waiting to run have run) or aside (as ledger, and with one CPU the runtime gets a second thread for the checkpoint's length, so calls keep running beside it)."`
@@ -133,6 +133,10 @@ func (c *serveCmd) Run(e *env) (err error) {
 	// PostgreSQL several instances are the point: balance leases keep them
 	// within the balance together.
 	if !store.IsPostgres(e.global.DB) {
+		if err := e.checkDBDir(); err != nil {
+			ln.Close()
+			return err
+		}
 		lock, err := store.LockServe(e.global.DB)
 		if err != nil {
 			ln.Close()
@@ -209,7 +213,7 @@ func (c *serveCmd) Run(e *env) (err error) {
 			admin := h.Admin(func(context.Context) error { return rl.reload("admin") })
 			// A profile may take its time; a second of grace is plenty
 			// for a scrape.
-			if err := server.Serve(sideCtx, adminLn, admin, server.ServeOptions{Logger: log, Grace: time.Second, MaxConns: 64}); err != nil {
+			if err := server.Serve(sideCtx, adminLn, admin, server.ServeOptions{Logger: log.With("listener", "admin"), Grace: time.Second, MaxConns: 64}); err != nil {
 				log.Error("admin listener", "err", err)
 			}
 		}()
@@ -254,9 +258,10 @@ func (c *serveCmd) serverOptions(cfg *config.Config, router *upstream.Router) se
 	lim := cfg.Limits
 	return server.Options{
 		Router: router, Prices: buildPrices(cfg),
-		MaxBodyBytes: firstNonZero(c.MaxBodyBytes, lim.MaxBodyBytes),
-		RPM:          firstNonZero(c.RPM, int64(lim.RPM)),
-		TPM:          firstNonZero(c.TPM, int64(lim.TPM)),
+		MaxBodyBytes:       firstNonZero(c.MaxBodyBytes, lim.MaxBodyBytes),
+		RPM:                firstNonZero(c.RPM, int64(lim.RPM)),
+		TPM:                firstNonZero(c.TPM, int64(lim.TPM)),
+		FreeBytesPerMinute: lim.FreeBytesPerMinute,
 		Bounds: server.Bounds{
 			MaxMessages: lim.MaxMessages, MaxParts: lim.MaxParts,
 			MaxTools: lim.MaxTools, MaxSchemaBytes: lim.MaxSchemaBytes,

@@ -190,7 +190,8 @@ func TestServe_WriteLockHeldByAnotherProcess(t *testing.T) {
 	is := is.New(t)
 	db := filepath.Join(t.TempDir(), "svcgw.db")
 	key := setupLoadAccount(t, db)
-	srv := startServer(t, db, "--fixture-ttft", "1ms")
+	admin := freeAddr(t)
+	srv := startServer(t, db, "--fixture-ttft", "1ms", "--admin-addr", admin)
 	client := &http.Client{Timeout: 30 * time.Second}
 	ok := map[string]bool{}
 	for range 5 {
@@ -239,7 +240,8 @@ func TestServe_WriteLockHeldByAnotherProcess(t *testing.T) {
 	status, body := readyz(t, srv.addr)
 	is.Equal(status, http.StatusServiceUnavailable)
 	t.Logf("readyz: %s", body)
-	is.True(strings.Contains(body, `"ledger"`))
+	is.True(strings.Contains(body, `"ledger":"unavailable"`)) // callers are told the ledger is down
+	_, body = readyz(t, admin)                                // the admin listener says why
 	is.True(strings.Contains(body, "locked") || strings.Contains(body, "did not finish in time"))
 	start := time.Now()
 	cstatus, _ := getCredits(t, srv.addr, key)
@@ -277,4 +279,30 @@ func TestServe_WriteLockHeldByAnotherProcess(t *testing.T) {
 	is.Equal(strings.Count(logs, "ledger recovered"), 1)
 	is.True(!strings.Contains(logs, "dropped"))
 	is.Equal(strings.Count(logs, "level=ERROR"), 1) // and only that at Error
+}
+
+// With an admin listener, shutdown says which listener each line is for.
+func TestServe_ShutdownNamesEachListener(t *testing.T) {
+	is := is.New(t)
+	db := filepath.Join(t.TempDir(), "svcgw.db")
+	admin := freeAddr(t)
+	srv := startServer(t, db, "--admin-addr", admin, "--log-level", "info", "--shutdown-grace", "7s")
+	srv.stop(t)
+	var lines []string
+	for _, l := range strings.Split(srv.stderr.String(), "\n") {
+		if strings.Contains(l, `msg="shutting down"`) {
+			lines = append(lines, l)
+		}
+	}
+	is.Equal(len(lines), 2) // one per listener
+	var calls, adm string
+	for _, l := range lines {
+		if strings.Contains(l, "listener=admin") {
+			adm = l
+		} else {
+			calls = l
+		}
+	}
+	is.True(strings.Contains(adm, "addr="+admin) && strings.Contains(adm, "grace=1s"))        // the admin listener's
+	is.True(strings.Contains(calls, "addr="+srv.addr) && strings.Contains(calls, "grace=7s")) // the callers'
 }

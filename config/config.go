@@ -205,6 +205,16 @@ func expandEnv(n *yaml.Node, lookupEnv func(string) (string, bool)) Errors {
 	return errs
 }
 
+// explainSyntax adds to a YAML parser's problem what its author most
+// likely did, in the file's terms.
+func explainSyntax(problem string) string {
+	if strings.Contains(problem, "found character that cannot start any token") ||
+		strings.Contains(problem, "found a tab character") {
+		return problem + " (a tab? YAML indents with spaces only)"
+	}
+	return problem
+}
+
 // syntaxError is the YAML parser's refusal as an Error. It is the one error
 // with no node to carry its line: the parser stopped before there was a
 // tree. yaml.v3 has no structured parse error; it writes "yaml: line N:
@@ -216,7 +226,7 @@ func syntaxError(err error) *Error {
 	if rest, ok := strings.CutPrefix(msg, "line "); ok {
 		if n, problem, ok := strings.Cut(rest, ": "); ok {
 			if line, err := strconv.Atoi(n); err == nil {
-				return &Error{Line: line, Msg: problem}
+				return &Error{Line: line, Msg: explainSyntax(problem)}
 			}
 		}
 	}

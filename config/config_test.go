@@ -61,6 +61,7 @@ func TestLoad_FullExample(t *testing.T) {
 	reasonLow := cfg.Prices[llm.TypeReason][llm.TierLow]
 	is.Equal(reasonLow.Input.String(), "1.25") // default for unpriced tiers
 	is.Equal(cfg.Limits.RPM, 600)
+	is.Equal(cfg.Limits.FreeBytesPerMinute, int64(8<<20))
 	is.Equal(cfg.Limits.BodyTimeout.String(), "20s")
 	is.Equal(cfg.Limits.BodyMinRate, int64(1024))
 	is.Equal(cfg.Limits.HeaderTimeout.String(), "10s")
@@ -76,6 +77,9 @@ func TestLoad_ErrorsNameTheirLine(t *testing.T) {
 		want      string
 	}{
 		{"unknown key", "upstreams:\n  a:\n    protocol: openai\n    base_ur: http://x\n", nil, 4, "base_ur"},
+		{"a negative limit names its key", "limits:\n  max_tools: 3\n  rpm: -5\n", nil, 3, "limits.rpm must not be negative"},
+		{"another negative limit", "limits:\n  free_bytes_per_minute: -1\n", nil, 2, "limits.free_bytes_per_minute must not be negative"},
+		{"a tab says what it is", "limits:\n\trpm: 5\n", nil, 2, "(a tab? YAML indents with spaces only)"},
 		{"unknown protocol", "upstreams:\n  a:\n    protocol: grpc\n    models: {m: {}}\nroutes:\n  default: [a/m]\n", nil, 3, "unknown protocol"},
 		{"missing env", "upstreams:\n  a:\n    protocol: openai\n    base_url: http://x\n    api_key: ${NOPE}\n    models: {m: {}}\nroutes:\n  default: [a/m]\n", nil, 5, "NOPE"},
 		{"unknown upstream in route", "upstreams:\n  a:\n    protocol: fixture\n    models: {m: {}}\nroutes:\n  default: [a/m]\n  flash:\n    - b/m\n", nil, 8, `no upstream named "b"`},

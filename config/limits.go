@@ -7,6 +7,7 @@ import "time"
 type Limits struct {
 	MaxBodyBytes        int64 // request body bytes (413 above)
 	RPM, TPM            int   // per key, unless the key sets its own; 0: unlimited
+	FreeBytesPerMinute  int64 // request bytes per key a minute on the free endpoints (token counts)
 	MaxMessages         int   // turns per request
 	MaxParts            int   // parts per message, system prompt or tool result
 	MaxTools            int   // tool definitions per request
@@ -29,6 +30,7 @@ type fileLimits struct {
 	MaxBodyBytes        int64  `yaml:"max_body_bytes"`
 	RPM                 int    `yaml:"rpm"`
 	TPM                 int    `yaml:"tpm"`
+	FreeBytesPerMinute  int64  `yaml:"free_bytes_per_minute"`
 	MaxMessages         int    `yaml:"max_messages"`
 	MaxParts            int    `yaml:"max_parts"`
 	MaxTools            int    `yaml:"max_tools"`
@@ -47,14 +49,23 @@ type fileLimits struct {
 func loadLimits(fl fileLimits, sec entry) (Limits, Errors) {
 	var errs Errors
 	l := Limits{
-		MaxBodyBytes: fl.MaxBodyBytes, RPM: fl.RPM, TPM: fl.TPM,
+		MaxBodyBytes: fl.MaxBodyBytes, RPM: fl.RPM, TPM: fl.TPM, FreeBytesPerMinute: fl.FreeBytesPerMinute,
 		MaxMessages: fl.MaxMessages, MaxParts: fl.MaxParts, MaxTools: fl.MaxTools, MaxSchemaBytes: fl.MaxSchemaBytes,
 		ReserveOutputTokens: fl.ReserveOutputTokens,
 		BodyMinRate:         fl.BodyMinRate, MaxConnections: fl.MaxConnections,
 	}
-	if fl.MaxBodyBytes < 0 || fl.RPM < 0 || fl.TPM < 0 || fl.MaxMessages < 0 || fl.MaxParts < 0 ||
-		fl.MaxTools < 0 || fl.MaxSchemaBytes < 0 || fl.ReserveOutputTokens < 0 {
-		errs.addf(sec.line(), "limits must not be negative (0 keeps the default)")
+	for _, f := range []struct {
+		key string
+		v   int64
+	}{
+		{"max_body_bytes", fl.MaxBodyBytes}, {"rpm", int64(fl.RPM)}, {"tpm", int64(fl.TPM)},
+		{"free_bytes_per_minute", fl.FreeBytesPerMinute}, {"max_messages", int64(fl.MaxMessages)},
+		{"max_parts", int64(fl.MaxParts)}, {"max_tools", int64(fl.MaxTools)},
+		{"max_schema_bytes", int64(fl.MaxSchemaBytes)}, {"reserve_output_tokens", int64(fl.ReserveOutputTokens)},
+	} {
+		if f.v < 0 {
+			errs.addf(sec.get(f.key).line(), "limits.%s must not be negative (0 keeps the default)", f.key)
+		}
 	}
 	if fl.BodyMinRate < 0 {
 		errs.addf(sec.get("body_min_rate").line(), "limits.body_min_rate must not be negative (bytes per second; 0 keeps the default)")

@@ -15,18 +15,19 @@ type Kind string
 // could not account for — its ledger cannot record usage, or its database
 // does not answer in time — and is 503 on every surface.
 const (
-	KindInvalidRequest  Kind = "invalid_request"  // 400
-	KindAuth            Kind = "auth"             // 401
-	KindPaymentRequired Kind = "payment_required" // 402
-	KindNotFound        Kind = "not_found"        // 404
-	KindConflict        Kind = "conflict"         // 409
-	KindTooLarge        Kind = "too_large"        // 413
-	KindRateLimited     Kind = "rate_limited"     // 429
-	KindUpstream        Kind = "upstream"         // 502
-	KindOverloaded      Kind = "overloaded"       // 503
-	KindUnavailable     Kind = "unavailable"      // 503, the gateway's own: see below
-	KindTimeout         Kind = "timeout"          // 504
-	KindInternal        Kind = "internal"         // 500
+	KindInvalidRequest   Kind = "invalid_request"    // 400
+	KindAuth             Kind = "auth"               // 401
+	KindPaymentRequired  Kind = "payment_required"   // 402
+	KindNotFound         Kind = "not_found"          // 404
+	KindMethodNotAllowed Kind = "method_not_allowed" // 405: the path is served, not with this method
+	KindConflict         Kind = "conflict"           // 409
+	KindTooLarge         Kind = "too_large"          // 413
+	KindRateLimited      Kind = "rate_limited"       // 429
+	KindUpstream         Kind = "upstream"           // 502
+	KindOverloaded       Kind = "overloaded"         // 503
+	KindUnavailable      Kind = "unavailable"        // 503, the gateway's own: see below
+	KindTimeout          Kind = "timeout"            // 504
+	KindInternal         Kind = "internal"           // 500
 )
 
 // Status is the HTTP status of the kind.
@@ -40,6 +41,8 @@ func (k Kind) Status() int {
 		return 402
 	case KindNotFound:
 		return 404
+	case KindMethodNotAllowed:
+		return 405
 	case KindConflict:
 		return 409
 	case KindTooLarge:

@@ -246,6 +246,12 @@ type Request struct {
 	// prompt_cache_key), if it sent one. Backends scope it to Account.
 	CacheKey string `json:",omitempty"`
 
+	// PromptTokens is svcgw's own count of the prompt (InputTokens), set
+	// by the server once the call is decoded so that nothing counts it
+	// twice; 0 means not counted yet. Upstream bounds the input usage a
+	// backend reports by it. It is never sent upstream.
+	PromptTokens int `json:"-"`
+
 	// Account names, opaquely, the account the call is made for. The
 	// server sets it (never a caller), and whatever a backend shares
 	// between calls — a prompt cache, a cache key, cache affinity — is

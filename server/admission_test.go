@@ -556,6 +556,79 @@ func TestRateLimit_CountAndFeedbackShareTheKeysRPM(t *testing.T) {
 	}
 }
 
+// The free endpoints also have a budget of request bytes per key, on by
+// default whatever the requests per minute: a key with no money cannot
+// keep the gateway's cores busy decoding and counting big bodies.
+func TestRateLimit_FreeEndpointsHaveABytesBudgetByDefault(t *testing.T) {
+	clock := &testClock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
+	gw := newTestGateway(t, withClock(clock)) // no rpm; the default free budget
+	// Bodies of 8 MiB: the default budget, 32 MiB a minute, takes four.
+	big := strings.Repeat("word ", 8<<20/5-40) // a little under, with the JSON around it
+	for _, c := range []struct{ name, surface, path, body string }{
+		{"count_tokens", "messages", "/svc/v1/messages/count_tokens", `{"model":"m","messages":[{"role":"user","content":"` + big + `"}]}`},
+		{"countTokens", "gencontent", "/svc/v1beta/models/gemini-2.5-flash:countTokens", `{"contents":[{"parts":[{"text":"` + big + `"}]}]}`},
+		{"input_tokens", "chat", "/svc/v1/responses/input_tokens", `{"model":"m","input":"` + big + `"}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			is := is.New(t)
+			key, _ := gw.newKey(t, "free-bytes-"+c.name, "") // no credit at all
+			for range 4 {
+				resp, _, err := gw.post(c.path, key, c.body)
+				is.NoErr(err)
+				is.Equal(resp.StatusCode, http.StatusOK) // within the minute's 32 MiB
+			}
+			resp, out, err := gw.post(c.path, key, c.body)
+			is.NoErr(err)
+			is.Equal(resp.StatusCode, http.StatusTooManyRequests) // the fifth 8 MiB in the minute
+			surface, _ := envelopeKind(t, out)
+			is.Equal(surface, c.surface) // native envelope
+			is.True(strings.Contains(string(out), "32 MiB of request bodies a minute"))
+			wait, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+			is.NoErr(err)
+			is.True(wait >= 14 && wait <= 16) // until 8 MiB more have come back: a quarter of a minute
+
+			// Small counts are refused too until then: a request costs
+			// at least 4 KiB.
+			small, _, err := gw.post(c.path, key, strings.Replace(c.body, big, "hi", 1))
+			is.NoErr(err)
+			is.Equal(small.StatusCode, http.StatusTooManyRequests) // the bucket is empty
+
+			// Another key has its own budget.
+			other, _ := gw.newKey(t, "free-bytes-other-"+c.name, "")
+			resp, _, err = gw.post(c.path, other, c.body)
+			is.NoErr(err)
+			is.Equal(resp.StatusCode, http.StatusOK) // per key
+
+			clock.Set(clock.Now().Add(time.Duration(wait) * time.Second))
+			resp, _, err = gw.post(c.path, key, c.body)
+			is.NoErr(err)
+			is.Equal(resp.StatusCode, http.StatusOK) // refilled after Retry-After
+		})
+	}
+}
+
+// A configured budget replaces the default, and a negative one turns it
+// off.
+func TestRateLimit_FreeBytesPerMinuteIsConfigurable(t *testing.T) {
+	is := is.New(t)
+	clock := &testClock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
+	body := `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("x", 6000) + `"}]}`
+	gw := newTestGateway(t, withClock(clock), func(o *Options) { o.FreeBytesPerMinute = 10000 })
+	resp, _, err := gw.post("/svc/v1/messages/count_tokens", gw.Key, body)
+	is.NoErr(err)
+	is.Equal(resp.StatusCode, http.StatusOK) // 6 KB of 10 KB
+	resp, _, err = gw.post("/svc/v1/messages/count_tokens", gw.Key, body)
+	is.NoErr(err)
+	is.Equal(resp.StatusCode, http.StatusTooManyRequests) // 6 KB more do not fit
+
+	gw.Server.Reload(Options{Router: gw.Server.current().router, FreeBytesPerMinute: -1})
+	for range 20 {
+		resp, _, err = gw.post("/svc/v1/messages/count_tokens", gw.Key, body)
+		is.NoErr(err)
+		is.Equal(resp.StatusCode, http.StatusOK) // unlimited
+	}
+}
+
 func TestRateLimit_TokensPerMinutePerKey(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
@@ -584,6 +657,27 @@ func TestRateLimit_TokensPerMinutePerKey(t *testing.T) {
 	resp, _, err = gw.post("/svc/v1/messages", gw.Key, capped16)
 	is.NoErr(err)
 	is.Equal(resp.StatusCode, http.StatusOK) // refilled after Retry-After
+}
+
+// A call refused for want of money gives its input back to the key's
+// tokens per minute: a key with a tight TPM and no balance keeps getting
+// the 402 that says why, never a 429 for tokens it never used.
+func TestRateLimit_A402GivesItsInputBack(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	clock := &testClock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
+	gw := newTestGateway(t, withClock(clock))
+	key, id := gw.newKey(t, "broke", "") // no balance
+	// capped16's prompt, "hi" in one message, is 5 tokens: a minute's
+	// worth is one call's input.
+	tpm := int64(5)
+	_, err := gw.Store.UpdateKeyLimits(ctx, id, func(l *store.KeyLimits) { l.TPM = &tpm })
+	is.NoErr(err)
+	for range 3 {
+		resp, _, err := gw.post("/svc/v1/messages", key, capped16)
+		is.NoErr(err)
+		is.Equal(resp.StatusCode, http.StatusPaymentRequired) // every time: the 402 gave its 5 tokens back
+	}
 }
 
 func TestRequestBounds_400InTheSurfaceEnvelope(t *testing.T) {

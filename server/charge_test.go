@@ -135,9 +135,13 @@ func TestCharge_ExactOnEveryUpstreamProtocol(t *testing.T) {
 			gw := newTestGateway(t, withBackend(tc.backend(up.URL)), func(o *Options) { o.Prices = chargePrices() })
 
 			var ids []string
+			// A prompt long enough for the 10,001 input tokens the
+			// upstreams report (upstream bounds reported input by svcgw's
+			// own count of the prompt).
+			prompt := strings.Repeat("Capital of France? ", 1500)
 			for _, body := range []string{
-				`{"model":"svc-fusion","messages":[{"role":"user","content":"Capital of France?"}]}`,
-				`{"model":"svc-fusion","stream":true,"messages":[{"role":"user","content":"Capital of France?"}]}`,
+				`{"model":"svc-fusion","messages":[{"role":"user","content":"` + prompt + `"}]}`,
+				`{"model":"svc-fusion","stream":true,"messages":[{"role":"user","content":"` + prompt + `"}]}`,
 			} {
 				resp, out := gw.do(t, http.MethodPost, "/svc/v1/chat/completions", body)
 				is.Equal(resp.StatusCode, http.StatusOK)

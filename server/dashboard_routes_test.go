@@ -21,8 +21,15 @@ func TestDashboard_Routes(t *testing.T) {
 			is.True(strings.Contains(string(body), `<script defer src="/svc/dashboard/assets/app.js?v=`))
 		})
 	}
+	t.Run("POST / is the API's 405", func(t *testing.T) {
+		is := is.New(t)
+		resp, body := gw.do(t, http.MethodPost, "/", "")
+		is.Equal(resp.StatusCode, 405)
+		is.Equal(resp.Header.Get("Allow"), "GET, HEAD")
+		surface, _ := envelopeKind(t, body)
+		is.Equal(surface, "chat") // the JSON envelope, not a page
+	})
 	for _, tc := range []struct{ method, path string }{
-		{http.MethodPost, "/"},
 		{http.MethodGet, "/index.html"},
 		{http.MethodGet, "/svc"},
 		{http.MethodGet, "/svc/dashboard/nope"},

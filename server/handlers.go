@@ -4,22 +4,32 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"time"
 
 	"github.com/svcgw/svcgw/store"
 	"github.com/svcgw/svcgw/surfaces/surface"
 	"github.com/svcgw/svcgw/upstream"
 )
 
-// handleCount serves a count-tokens endpoint: authenticated and counted
-// against the key's requests per minute (a count reads and decodes the
-// whole body), never billed, never recorded.
+// handleCount serves a count-tokens endpoint: authenticated, never billed,
+// never recorded, and counted against the key's requests per minute and
+// its free bytes per minute (Options.FreeBytesPerMinute), since a count
+// reads, decodes and counts the whole body: without a budget of its own, a
+// key with no money could keep the gateway's cores busy for free.
 func (s *Server) handleCount(sf surface.Codec, c surface.Counter) authedHandler {
-	return s.withRPM(sf, func(w http.ResponseWriter, r *http.Request, _ *store.Key) {
+	return s.withRPM(sf, func(w http.ResponseWriter, r *http.Request, caller *store.Key) {
+		limit := s.current().freeBytes
+		took, err := s.limiter.AdmitFree(caller.ID, limit, r.ContentLength, s.now())
+		if err != nil {
+			sf.WriteError(w, err)
+			return
+		}
 		body, err := s.readBody(r)
 		if err != nil {
 			sf.WriteError(w, err)
 			return
 		}
+		s.limiter.SpendFree(caller.ID, limit, took, int64(len(body)), s.now())
 		c.CountTokens(w, r, body)
 	})
 }
@@ -90,9 +100,11 @@ func (s *Server) Ready(ctx context.Context) Readiness {
 // is wrong — the database not answering, the ledger failing, stalled or
 // backed up (with how many answered generations wait to be recorded), or
 // routes without a usable candidate. The probe is unauthenticated, like
-// /healthz. On the caller address (operator false) a blocked route is
-// named by its request type and tier only; the admin listener also names
-// the candidates whose breakers are open, which callers never see.
+// /healthz. On the caller address (operator false) the database and the
+// ledger are only "unavailable" and a blocked route is named by its
+// request type and tier only; the admin listener also says why (the
+// store's error, which names hosts and files) and names the candidates
+// whose breakers are open, which callers never see.
 func (s *Server) handleReady(operator bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := s.Ready(r.Context())
@@ -114,11 +126,20 @@ func (s *Server) handleReady(operator bool) http.Handler {
 			status = http.StatusServiceUnavailable
 			body.Status = "unavailable"
 			body.PendingGenerations = h.Pending
+			// The causes name the database's host, user and files: the
+			// admin listener and the log have them, callers a word.
+			s.logUnready(h)
 			if h.Database != nil {
-				body.Database = h.Database.Error()
+				body.Database = "unavailable"
+				if operator {
+					body.Database = h.Database.Error()
+				}
 			}
 			if h.Ledger != nil {
-				body.Ledger = h.Ledger.Error()
+				body.Ledger = "unavailable"
+				if operator {
+					body.Ledger = h.Ledger.Error()
+				}
 			}
 			seen := map[string]bool{}
 			for _, b := range h.Blocked {
@@ -137,4 +158,22 @@ func (s *Server) handleReady(operator bool) http.Handler {
 		w.WriteHeader(status)
 		_, _ = w.Write(append(b, '\n'))
 	})
+}
+
+// unreadyLogEvery bounds how often a failing readiness probe is logged:
+// load balancers probe every few seconds.
+const unreadyLogEvery = 10 * time.Second
+
+// logUnready logs why the gateway is not ready, at most once every
+// unreadyLogEvery. (The ledger's incidents have lines of their own.)
+func (s *Server) logUnready(h Readiness) {
+	if h.Database == nil {
+		return
+	}
+	now := time.Now()
+	last := s.unreadyLogged.Load()
+	if now.UnixNano()-last < int64(unreadyLogEvery) || !s.unreadyLogged.CompareAndSwap(last, now.UnixNano()) {
+		return
+	}
+	s.log.Warn("readiness: the database did not answer", "err", h.Database)
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -253,10 +254,20 @@ func TestLedgerFailure_RefusesHoldsAndRecordsOnRecovery(t *testing.T) {
 	}
 	is.NoErr(json.Unmarshal(body, &ready))
 	is.Equal(ready.Status, "unavailable")
-	is.Equal(ready.Database, "")                             // reads answer
-	is.True(strings.Contains(ready.Ledger, "failing since")) // the ledger does not
-	is.True(strings.Contains(ready.Ledger, "disk is full") || strings.Contains(ready.Ledger, "injected"))
+	is.Equal(ready.Database, "")          // reads answer
+	is.Equal(ready.Ledger, "unavailable") // the ledger does not; callers are not told why
 	is.Equal(ready.PendingGenerations, int64(inFlight+1))
+	// The admin listener says why.
+	admin := httptest.NewServer(gw.Server.Admin(func(context.Context) error { return nil }))
+	defer admin.Close()
+	aresp, err := http.Get(admin.URL + "/readyz")
+	is.NoErr(err)
+	ready.Ledger = ""
+	is.NoErr(json.NewDecoder(aresp.Body).Decode(&ready))
+	aresp.Body.Close()
+	is.Equal(aresp.StatusCode, http.StatusServiceUnavailable)
+	is.True(strings.Contains(ready.Ledger, "failing since")) // the operator's detail
+	is.True(strings.Contains(ready.Ledger, "disk is full") || strings.Contains(ready.Ledger, "injected"))
 
 	// The disk has room again: everything held is recorded.
 	f.on.Store(false)

@@ -37,8 +37,10 @@ const (
 	mxCanaryModel = "canary-model-x7"
 	mxText        = "Paris is the capital of France."
 	// Every fake reply reports this usage, so each surface can be checked
-	// for the exact numbers in its own usage shape.
-	mxInputTokens  = 1234
+	// for the exact numbers in its own usage shape. The input is within
+	// what any prompt may report (upstream bounds it at twice svcgw's
+	// count of the prompt plus 1,024).
+	mxInputTokens  = 1012
 	mxOutputTokens = 56
 )
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -401,4 +402,41 @@ func BenchmarkMetrics_ObserveCall(b *testing.B) {
 	for b.Loop() {
 		m.observeCall(rec, http.StatusOK, start, end)
 	}
+}
+
+// downStore is a store whose readiness read fails the way a PostgreSQL
+// server that is down makes it fail.
+type downStore struct{ store.DB }
+
+func (d downStore) Health(ctx context.Context) store.Health {
+	h := d.DB.Health(ctx)
+	h.Database = errors.New("failed to connect to `user=postgres database=svcgw`: 127.0.0.1:45995 (127.0.0.1): dial error: connection refused")
+	return h
+}
+
+// Callers are told the database is unavailable, never its address, user or
+// database name; the admin listener and the log have those.
+func TestReadyz_CallersAreNotToldTheDatabasesInternals(t *testing.T) {
+	is := is.New(t)
+	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "svcgw.db"), store.Options{})
+	is.NoErr(err) // open store
+	var logs syncLog
+	gw := newTestGateway(t, withStore(downStore{st}), func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+	admin := httptest.NewServer(gw.Server.Admin(func(context.Context) error { return nil }))
+	t.Cleanup(admin.Close)
+	resp, body := gw.do(t, http.MethodGet, "/readyz", "")
+	is.Equal(resp.StatusCode, http.StatusServiceUnavailable)
+	is.Equal(strings.TrimSpace(string(body)), `{"status":"unavailable","database":"unavailable"}`)
+
+	aresp, err := http.Get(admin.URL + "/readyz")
+	is.NoErr(err)
+	defer aresp.Body.Close()
+	is.Equal(aresp.StatusCode, http.StatusServiceUnavailable)
+	var r struct{ Database string }
+	is.NoErr(json.NewDecoder(aresp.Body).Decode(&r))
+	is.True(strings.Contains(r.Database, "failed to connect to `user=postgres database=svcgw`")) // the operator's detail
+	resp, _ = gw.do(t, http.MethodGet, "/readyz", "")
+	is.Equal(resp.StatusCode, http.StatusServiceUnavailable)          // probed again
+	is.Equal(logs.count("readiness: the database did not answer"), 1) // logged once, however often it is probed
+	is.Equal(logs.count("user=postgres database=svcgw"), 1)           // with the operator's detail
 }

@@ -156,9 +156,16 @@ func (s *Server) withRequestID(next http.Handler) http.Handler {
 		v := rec.idHeader[:]
 		h := w.Header()
 		h["X-Request-Id"], h["Request-Id"] = v, v
+		// Every answer says what it is (JSON, SSE, the page and its
+		// files): a browser must not guess otherwise.
+		h["X-Content-Type-Options"] = nosniff
 		serve(w, r.WithContext(rec))
 	})
 }
+
+// nosniff is every response's X-Content-Type-Options, shared: net/http only
+// reads it.
+var nosniff = []string{"nosniff"}
 
 // statusWriter records the status of a response. It unwraps, so
 // http.ResponseController still reaches the real writer's Flush.

@@ -115,6 +115,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, sf surface.Code
 		return nil, err
 	}
 	input := req.InputTokens()
+	req.PromptTokens = input // what an upstream's reported input is bounded by
 	class := classify.Classify(classify.Input{Request: req, Surface: sf.Surface(), Effort: effort, InputTokens: input})
 	rec.requestType = class.Type
 	w.Header()["X-Svc-Request-Type"] = requestTypeHeader(class.Type) // X-SVC-Request-Type

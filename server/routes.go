@@ -3,7 +3,9 @@ package server
 import (
 	"fmt"
 	"net/http"
+	"strings"
 
+	"github.com/svcgw/svcgw/llm"
 	"github.com/svcgw/svcgw/store"
 	"github.com/svcgw/svcgw/surfaces/chat"
 	"github.com/svcgw/svcgw/surfaces/dashboard"
@@ -65,7 +67,17 @@ func (s *Server) routes() {
 	notFound := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.claimant(r).WriteError(w, notFoundRoute(r))
 	})
-	s.mux.Handle("/", notFound)
+	// A path that routes serve with other methods only is the 405, with
+	// Allow.
+	s.mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if allow := s.allowed(r); allow != "" {
+			w.Header().Set("Allow", allow)
+			s.claimant(r).WriteError(w, &llm.Error{Kind: llm.KindMethodNotAllowed,
+				Message: fmt.Sprintf("%s %s is not served; this path takes %s", r.Method, r.URL.Path, allow)})
+			return
+		}
+		notFound(w, r)
+	}))
 
 	// The dashboard page, for a key holder's browser: at the root and at
 	// /svc/dashboard. "GET /{$}" matches "/" alone, so every other unknown
@@ -104,6 +116,28 @@ func (s *Server) mount(sf surface.Codec) {
 			s.handle(rt.Method+" "+p+rt.Path, sf, h)
 		}
 	}
+}
+
+// routeMethods are the methods the routes use (a GET route also serves
+// HEAD).
+var routeMethods = [...]string{http.MethodGet, http.MethodHead, http.MethodPost}
+
+// allowed is the Allow header of r's path when routes serve it with other
+// methods than r's, or "" when none does: what s.mux would route each
+// method of r's path to, other than the catch-all 404.
+func (s *Server) allowed(r *http.Request) string {
+	var allow []string
+	probe := *r
+	for _, m := range routeMethods {
+		if m == r.Method {
+			continue
+		}
+		probe.Method = m
+		if _, pattern := s.mux.Handler(&probe); pattern != "/" && pattern != "" {
+			allow = append(allow, m)
+		}
+	}
+	return strings.Join(allow, ", ")
 }
 
 // pick serves a route that serves several endpoints: pick says which one

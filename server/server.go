@@ -57,6 +57,11 @@ import (
 // DefaultMaxBodyBytes is the request body limit when Options leaves it zero.
 const DefaultMaxBodyBytes = 32 << 20
 
+// DefaultFreeBytesPerMinute is each key's budget of request bodies on the
+// free endpoints (token counts) when Options leaves it zero: one body of
+// the default size limit a minute, about half a megabyte a second.
+const DefaultFreeBytesPerMinute = 32 << 20
+
 // Options are the dependencies of the HTTP handler.
 type Options struct {
 	Logger *slog.Logger     // required
@@ -82,6 +87,12 @@ type Options struct {
 	// RPM and TPM are each key's requests and tokens per minute unless the
 	// key sets its own; 0 means unlimited.
 	RPM, TPM int64
+	// FreeBytesPerMinute is how many bytes of request bodies each key may
+	// send to the free endpoints (token counts) a minute, every request
+	// counted as at least billing.MinFreeBytes; past it they are refused
+	// with a 429 in the surface's envelope. 0 means
+	// DefaultFreeBytesPerMinute; negative, unlimited.
+	FreeBytesPerMinute int64
 	// ReserveOutputTokens caps the output tokens a call's reservation
 	// covers; 0 means billing.ReserveOutputTokens (4096).
 	ReserveOutputTokens int
@@ -120,6 +131,9 @@ type Server struct {
 	limiter   *billing.RateLimiter
 	sealer    *seal.Box
 	sampler   *logSampler
+
+	// unreadyLogged is when logUnready last logged (Unix nanoseconds).
+	unreadyLogged atomic.Int64
 
 	// inflight counts the requests being served, for Wait.
 	inflightMu   sync.Mutex
@@ -184,6 +198,7 @@ type settings struct {
 	bodyMinRate int64
 	bounds      Bounds
 	rpm, tpm    int64
+	freeBytes   int64 // 0: unlimited
 	reserveOut  int
 }
 
@@ -198,7 +213,11 @@ func settingsOf(opts Options) *settings {
 		bounds:      opts.Bounds.withDefaults(),
 		rpm:         opts.RPM,
 		tpm:         opts.TPM,
+		freeBytes:   cmp.Or(opts.FreeBytesPerMinute, DefaultFreeBytesPerMinute),
 		reserveOut:  opts.ReserveOutputTokens,
+	}
+	if set.freeBytes < 0 {
+		set.freeBytes = 0
 	}
 	if set.prices == nil {
 		set.prices = billing.DefaultPrices()
@@ -217,7 +236,8 @@ func (s *Server) current() *settings { return s.cur.Load() }
 
 // Reload replaces, at once and for every request that starts after it,
 // what a configuration file sets: opts' Router, Prices, MaxBodyBytes,
-// BodyTimeout, BodyMinRate, Bounds, RPM, TPM and ReserveOutputTokens
+// BodyTimeout, BodyMinRate, Bounds, RPM, TPM, FreeBytesPerMinute and
+// ReserveOutputTokens
 // (zero fields take their defaults, as in New). Its other fields are
 // ignored: they are the process's (the store, the logger, the sealer) or
 // read once (BudgetRefresh). Requests in flight finish on the settings
@@ -337,6 +357,7 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, o ServeOptions)
 	}
 	idle := newIdleConns()
 	srv.ConnState = idle.track
+	addr := ln.Addr().String() // says which listener shuts down, when a process has several
 	ln = newLimitListener(ln, maxConns, func() { idle.closeIdle(pressureMinIdle) }, log)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -345,7 +366,7 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, o ServeOptions)
 		return err
 	case <-ctx.Done():
 	}
-	log.Info("shutting down", "grace", grace.String())
+	log.Info("shutting down", "addr", addr, "grace", grace.String())
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	err := srv.Shutdown(sctx)

@@ -174,6 +174,38 @@ func TestRoutes_UnknownPathIs404(t *testing.T) {
 	}
 }
 
+// A path that is served, with another method than the request's, is 405
+// with Allow, in the envelope the headers point to; a path served with no
+// method at all is still the 404.
+func TestRoutes_WrongMethodIs405WithAllow(t *testing.T) {
+	gw := newTestGateway(t)
+	for _, tt := range []struct {
+		name, method, path string
+		header             []string
+		allow              string
+		surface, typ       string
+	}{
+		{"GET on chat completions", http.MethodGet, "/svc/v1/chat/completions", nil, "POST", "chat", "invalid_request_error"},
+		{"GET on messages, bare path", http.MethodGet, "/v1/messages", []string{"anthropic-version", "2023-06-01"}, "POST", "messages", "invalid_request_error"},
+		// GET on a model path is the model's lookup.
+		{"DELETE on generateContent", http.MethodDelete, "/svc/v1beta/models/gemini-2.5-flash:generateContent", []string{"x-goog-api-key", gw.Key}, "GET, HEAD, POST", "gencontent", "INVALID_ARGUMENT"},
+		{"POST on credits", http.MethodPost, "/svc/v1/credits", nil, "GET, HEAD", "chat", "invalid_request_error"},
+		{"PUT on feedback", http.MethodPut, "/svc/v1/feedback", nil, "POST", "chat", "invalid_request_error"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			is := is.New(t)
+			resp, body := gw.do(t, tt.method, tt.path, "", tt.header...)
+			is.Equal(resp.StatusCode, http.StatusMethodNotAllowed)
+			is.Equal(resp.Header.Get("Allow"), tt.allow) // the methods the path takes
+			surface, typ := envelopeKind(t, body)
+			is.Equal(surface, tt.surface) // the envelope the headers point to
+			is.Equal(typ, tt.typ)
+		})
+	}
+	resp, _ := gw.do(t, http.MethodGet, "/svc/v1/nothing-here", "")
+	is.New(t).Equal(resp.StatusCode, http.StatusNotFound) // no method serves it
+}
+
 // The Anthropic SDK with a base URL that already ends in /v1 (a common
 // mistake: it appends /v1/messages itself) reads the 404 as its own typed
 // not_found_error.
@@ -204,6 +236,27 @@ func TestRequestID_OnEveryResponse(t *testing.T) {
 	is.True(strings.HasPrefix(ok.Header.Get("X-Request-Id"), "req_"))
 	is.True(strings.HasPrefix(bad.Header.Get("X-Request-Id"), "req_"))
 	is.True(ok.Header.Get("X-Request-Id") != bad.Header.Get("X-Request-Id"))
+}
+
+// Every answer, JSON or error, a stream or the page, forbids content-type
+// sniffing.
+func TestNosniff_OnEveryResponse(t *testing.T) {
+	gw := newTestGateway(t)
+	for _, c := range []struct{ name, method, path, body string }{
+		{"account JSON", http.MethodGet, "/svc/v1/credits", ""},
+		{"a call", http.MethodPost, "/svc/v1/chat/completions", chatBody},
+		{"a stream", http.MethodPost, "/svc/v1/chat/completions", strings.Replace(chatBody, `{`, `{"stream":true,`, 1)},
+		{"an error", http.MethodPost, "/svc/v1/chat/completions", `{`},
+		{"an unknown path", http.MethodGet, "/svc/v1/nope", ""},
+		{"readiness", http.MethodGet, "/readyz", ""},
+		{"the page", http.MethodGet, "/", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			is := is.New(t)
+			resp, _ := gw.do(t, c.method, c.path, c.body)
+			is.Equal(resp.Header.Get("X-Content-Type-Options"), "nosniff")
+		})
+	}
 }
 
 func TestPaymentRequired_WhenBalanceIsSpent(t *testing.T) {

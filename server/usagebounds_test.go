@@ -86,10 +86,17 @@ func TestGateway_AbsurdUpstreamUsageIsBoundedAndCharged(t *testing.T) {
 		wantCost       string
 		warns          bool
 	}{
+		// "Hi" in one message is 5 tokens by svcgw's count: input is
+		// bounded at 2×5 + 1,024 (see upstream's boundsFor), output at
+		// the model's max completion tokens.
 		{"9e18 tokens each way, no max_tokens", 9e18, 9e18, "", false,
-			128000, 16384, "0.323840", true}, // 128000×1.25 + 16384×10 µ$
+			1034, 16384, "0.165133", true}, // 1034×1.25 + 16384×10 µ$, rounded up
 		{"9e18 tokens each way, streamed", 9e18, 9e18, "", true,
-			128000, 16384, "0.323840", true},
+			1034, 16384, "0.165133", true},
+		{"2,000,000 input tokens for a 5-token prompt and max_tokens 10", 2_000_000, 10, `"max_tokens":10,`, false,
+			1034, 10, "0.001393", true}, // 1034×1.25 + 10×10 µ$, rounded up
+		{"2,000,000 input tokens for a 5-token prompt, streamed", 2_000_000, 10, `"max_tokens":10,`, true,
+			1034, 10, "0.001393", true},
 		// Negative counts are no counts: svcgw's own estimates stand in
 		// (-1 below), so a broken report never makes a call free.
 		{"negative tokens", -5, -7, "", false, -1, -1, "", true},

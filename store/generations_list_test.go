@@ -476,6 +476,16 @@ func queryPlan(t *testing.T, s *Store, q string, args ...any) string {
 	return strings.Join(plan, "\n")
 }
 
+// A new database is migrated in silence: there is nothing slow to warn of.
+func TestOpen_NewDatabaseSaysNothingOfMigrating(t *testing.T) {
+	forEachDB(t, func(t *testing.T, open opener) {
+		is := is.New(t)
+		var logged bytes.Buffer
+		open(t, Options{Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+		is.True(!strings.Contains(logged.String(), "migrat")) // no generations: nothing to announce
+	})
+}
+
 // TestOpen_AnnouncesTheFilterIndexes upgrades a ledger from before the
 // filter indexes: opening it builds them, after a line that says so and on
 // how many generations, and another when done.

@@ -99,6 +99,12 @@ func OpenPostgres(ctx context.Context, dsn string, opts Options) (*Postgres, err
 	if p.w, err = pool(pgWritePool, p.writerSession(cfg)); err != nil {
 		return nil, fmt.Errorf("open postgres %s: %w", p.dsn, err)
 	}
+	// The pool connects lazily: connect now, so that a server that does
+	// not answer is reported as that, not as the first query's failure.
+	if err := p.w.Ping(ctx); err != nil {
+		p.w.Close()
+		return nil, fmt.Errorf("connect to postgres %s: %w", p.dsn, err)
+	}
 	if opts.Existing {
 		var table *string
 		if err := p.w.QueryRow(ctx, `SELECT to_regclass('schema_migrations')::text`).Scan(&table); err != nil {

@@ -555,8 +555,12 @@ var slowMigrations = map[string]string{
 }
 
 // announceMigration logs that the slow migration name starts, on a ledger
-// of generations, and returns what logs that it is done.
+// of generations, and returns what logs that it is done. On a ledger
+// without generations (a new database) it is not slow: nothing is said.
 func announceMigration(log *slog.Logger, name string, generations int64) (done func()) {
+	if generations == 0 {
+		return func() {}
+	}
 	log.Info("store: migrating the ledger before serving; this holds its writer until done",
 		"migration", name, "builds", slowMigrations[name], "generations", generations)
 	began := time.Now()

@@ -62,9 +62,10 @@ type route struct {
 // choice only moves when that candidate is open.
 //
 // Usage: every reply's usage is bounded by what the call could have used
-// (output at its max_tokens or the model's limit, input at the context
-// length; see checkUsage), with a WARN naming the candidate when an
-// upstream reported more.
+// (output at its max_tokens or the model's limit, input at svcgw's own
+// count of the prompt with a margin, never above the context length; see
+// boundsFor), with a WARN naming the candidate when an upstream reported
+// more.
 //
 // Errors: *llm.Error values from backends pass through unchanged (backends
 // write caller-safe messages); a cancelled or expired caller context comes

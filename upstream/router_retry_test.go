@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -89,6 +90,9 @@ func TestRouter_RetriesTransientFailuresWithBackoff(t *testing.T) {
 		{"5xx", &llm.Error{Kind: llm.KindUpstream, Message: "upstream failed"}},
 		{"overloaded", &llm.Error{Kind: llm.KindOverloaded, Message: "overloaded"}},
 		{"timeout", &llm.Error{Kind: llm.KindTimeout, Message: "timed out"}},
+		// What the protocol backends make of a plain HTTP 500 reply.
+		{"a plain 500 reply", upstream.ErrorFromStatus(http.StatusInternalServerError, http.Header{}, []byte(`{"error":"internal"}`), upstream.ErrorHint{})},
+		{"a 502 reply", upstream.ErrorFromStatus(http.StatusBadGateway, http.Header{}, []byte("bad gateway"), upstream.ErrorHint{})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			is := is.New(t)
@@ -102,6 +106,30 @@ func TestRouter_RetriesTransientFailuresWithBackoff(t *testing.T) {
 			is.Equal(len(clock.waits), 2)                                                             // two backoffs
 			is.True(clock.waits[0] >= 50*time.Millisecond && clock.waits[0] <= 150*time.Millisecond)  // 100ms ±50%
 			is.True(clock.waits[1] >= 100*time.Millisecond && clock.waits[1] <= 300*time.Millisecond) // doubled
+		})
+	}
+}
+
+// A candidate that keeps failing is tried 1 + MaxRetries times, with a
+// backoff before each retry, and then the next one answers. (The breaker's
+// threshold is out of reach here, so that it is the retry count, not the
+// breaker, that stops the retries.)
+func TestRouter_RetriesAtMostMaxRetries(t *testing.T) {
+	for _, retries := range []int{1, 2, 4} {
+		t.Run(fmt.Sprintf("MaxRetries %d", retries), func(t *testing.T) {
+			is := is.New(t)
+			clock := &testClock{now: time.Unix(0, 0)}
+			down := failing(upstream.ErrorFromStatus(http.StatusInternalServerError, http.Header{}, nil, upstream.ErrorHint{}))
+			r := upstream.NewRouterWithOptions(upstream.RouterOptions{
+				MaxRetries: retries, BaseBackoff: 100 * time.Millisecond, MaxBackoff: 2 * time.Second,
+				BreakerThreshold: 1000, BreakerCooldown: 30 * time.Second,
+				Now: clock.Now, Sleep: clock.Sleep,
+			}, []upstream.Candidate{cand("a", down), cand("b", answering("from b"))})
+			resp, _, err := r.Complete(context.Background(), llm.TypePro, llm.TierMedium, hello)
+			is.NoErr(err)
+			is.Equal(resp.Text(), "from b")               // then the next candidate
+			is.Equal(down.calls.Load(), int32(1+retries)) // 1 + MaxRetries, not one more
+			is.Equal(len(clock.waits), retries)           // a backoff before each retry
 		})
 	}
 }

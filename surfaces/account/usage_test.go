@@ -12,6 +12,7 @@ import (
 	"github.com/matryer/is"
 
 	"github.com/svcgw/svcgw/store"
+	"github.com/svcgw/svcgw/surfaces/account"
 )
 
 // usageEnv records four acme generations around midnight of March 10–11
@@ -135,6 +136,29 @@ func TestUsage(t *testing.T) {
 		is.Equal(rec.Code, 200)                                   // usage
 		is.True(strings.Contains(rec.Body.String(), `"data":[]`)) // never null
 	})
+}
+
+// A start equal to an exclusive RFC 3339 end is an empty range, not a
+// bad one: the answer is no data, never a 400. (A date-only end includes
+// its day, so the same date on both sides is that one day.)
+func TestUsage_EmptyRangeIsNotAnError(t *testing.T) {
+	e := usageEnv(t)
+	for _, q := range []string{
+		"start_date=2025-03-10T00:00:00Z&end_date=2025-03-10T00:00:00Z",
+		"group_by=api_key&start_date=2025-03-10&end_date=2025-03-10T00:00:00Z",
+	} {
+		t.Run(q, func(t *testing.T) {
+			is := is.New(t)
+			rec := httptest.NewRecorder()
+			e.h.Usage(rec, httptest.NewRequest("GET", "/svc/v1/usage?"+q, nil), e.acme)
+			is.Equal(rec.Code, 200)                                   // an empty range is valid
+			is.True(strings.Contains(rec.Body.String(), `"data":[]`)) // and holds nothing
+		})
+	}
+	is := is.New(t)
+	uq, err := account.ParseUsageQuery("day", "2025-03-10T00:00:00Z", "2025-03-10T00:00:00Z")
+	is.NoErr(err)                   // parses
+	is.True(uq.Start.Equal(uq.End)) // as the empty range it is
 }
 
 func TestUsage_BadQueries(t *testing.T) {

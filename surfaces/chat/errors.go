@@ -35,6 +35,8 @@ func envelope(k llm.Kind) (typ, code string) {
 		return "insufficient_quota", "insufficient_quota"
 	case llm.KindNotFound:
 		return "invalid_request_error", "not_found"
+	case llm.KindMethodNotAllowed:
+		return "invalid_request_error", "method_not_allowed"
 	case llm.KindConflict:
 		return "invalid_request_error", "conflict"
 	case llm.KindTooLarge:

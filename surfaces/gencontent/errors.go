@@ -62,6 +62,9 @@ func errorStatus(k llm.Kind) (int, string) {
 		return http.StatusPaymentRequired, "RESOURCE_EXHAUSTED"
 	case llm.KindNotFound:
 		return http.StatusNotFound, "NOT_FOUND"
+	case llm.KindMethodNotAllowed:
+		// google.rpc has no code of its own for it.
+		return http.StatusMethodNotAllowed, "INVALID_ARGUMENT"
 	case llm.KindConflict:
 		return http.StatusConflict, "ABORTED"
 	case llm.KindRateLimited:

@@ -38,6 +38,8 @@ func errorType(k llm.Kind) (int, string) {
 		return http.StatusPaymentRequired, "billing_error"
 	case llm.KindNotFound:
 		return http.StatusNotFound, "not_found_error"
+	case llm.KindMethodNotAllowed:
+		return http.StatusMethodNotAllowed, "invalid_request_error"
 	case llm.KindConflict:
 		return http.StatusConflict, "invalid_request_error"
 	case llm.KindTooLarge:

@@ -87,19 +87,19 @@
   const intFmt = new Intl.NumberFormat('en-US');
   const fmtInt = (n) => intFmt.format(n);
 
-  // fmtUSD renders a decimal string: two decimals from a dollar up, else
-  // as many as it takes (at most six), so a tenth of a cent never shows
-  // as $0.00.
+  // fmtUSD renders a decimal string (the API's six decimals) exactly, from
+  // the string itself rather than a float: every decimal that is not a
+  // trailing zero, at least two. So a balance of 9.998313 shows as
+  // $9.998313, one call's cost off $10.00 stays visible, and a tenth of a
+  // cent never shows as $0.00.
   function fmtUSD(s) {
-    const n = Number(s);
-    if (!isFinite(n)) return s;
-    const sign = n < 0 ? '−' : '';
-    const a = Math.abs(n);
-    if (a === 0) return '$0.00';
-    if (a >= 1) return sign + '$' + a.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 });
-    let t = a.toFixed(6).replace(/0+$/, '');
-    if (t.split('.')[1].length < 2) t = a.toFixed(2);
-    return sign + '$' + t;
+    const m = /^(-?)(\d+)(?:\.(\d+))?$/.exec(String(s).trim());
+    if (!m) return s;
+    const whole = m[2].replace(/^0+(?=\d)/, '');
+    const frac = (m[3] || '').replace(/0+$/, '').padEnd(2, '0');
+    const zero = /^0*$/.test(whole) && /^0*$/.test(frac);
+    const sign = m[1] && !zero ? '−' : '';
+    return sign + '$' + whole.replace(/\B(?=(\d{3})+(?!\d))/g, ',') + '.' + frac;
   }
 
   function fmtAxisUSD(v) {
