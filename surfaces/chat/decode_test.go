@@ -106,6 +106,12 @@ var chatDecodeCases = []struct {
 			Messages: []llm.Message{user(llm.TextPart("hi"))}},
 	},
 	{
+		// openai-node's "create: only required params" sends exactly this.
+		name: "a developer message alone",
+		body: `{"model":"m","messages":[{"role":"developer","content":"string"}]}`,
+		want: &llm.Request{Model: "m", System: []llm.Part{llm.TextPart("string")}},
+	},
+	{
 		name: "assistant tool calls then tool messages merged into one turn",
 		body: `{"model":"m","messages":[
 			{"role":"user","content":"weather in Paris and Rome?"},
@@ -472,7 +478,6 @@ var chatErrorCases = []struct {
 	{"empty messages", `{"model":"m","messages":[]}`, "messages"},
 	{"null messages", `{"model":"m","messages":null}`, "messages"},
 	{"messages not an array", `{"model":"m","messages":"hi"}`, "messages"},
-	{"only a system message", `{"model":"m","messages":[{"role":"system","content":"x"}]}`, "messages"},
 	{"missing role", `{"model":"m","messages":[{"content":"hi"}]}`, "messages[0].role"},
 	{"unknown role", `{"model":"m","messages":[{"role":"robot","content":"hi"}]}`, "messages[0].role"},
 	{"role not a string", `{"model":"m","messages":[{"role":5,"content":"hi"}]}`, "messages.role"},
@@ -635,6 +640,11 @@ var responsesDecodeCases = []struct {
 		want: responsesReq(func(r *llm.Request) { r.System = []llm.Part{llm.TextPart("be brief")} }),
 	},
 	{
+		name: "a developer message alone",
+		body: `{"model":"m","input":[{"role":"developer","content":"string"}]}`,
+		want: &llm.Request{Model: "m", IncludeUsage: true, System: []llm.Part{llm.TextPart("string")}},
+	},
+	{
 		name: "message items with and without type",
 		body: `{"model":"m","input":[
 			{"role":"developer","content":"use metric units"},
@@ -772,7 +782,7 @@ var responsesErrorCases = []struct {
 	{"missing input", `{"model":"m"}`, "input"},
 	{"input a number", `{"model":"m","input":5}`, "input"},
 	{"empty input", `{"model":"m","input":[]}`, "input"},
-	{"only a system item", `{"model":"m","input":[{"role":"system","content":"x"}]}`, "input"},
+	{"no message item", `{"model":"m","input":[{"type":"web_search_call","id":"ws_1"}]}`, "input"},
 	{"unknown item type", `{"model":"m","input":[{"type":"quantum_call","id":"qc_1"}]}`, "input[0].type"},
 	{"only a hosted tool's call", `{"model":"m","input":[{"type":"web_search_call","id":"ws_1"}]}`, "input"},
 	{"message without role", `{"model":"m","input":[{"type":"message","content":"hi"}]}`, "input[0].role"},

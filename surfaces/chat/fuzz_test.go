@@ -135,7 +135,7 @@ func checkDecoder(t *testing.T, decode func([]byte) (*llm.Request, error), body 
 		}
 		return
 	}
-	if req1.Model == "" || len(req1.Messages) == 0 {
+	if req1.Model == "" || len(req1.Messages) == 0 && len(req1.System) == 0 {
 		t.Fatalf("decoded a request without model or messages: %+v", req1)
 	}
 	for i, m := range req1.Messages {

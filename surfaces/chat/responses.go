@@ -402,7 +402,9 @@ func decodeInput(sealer Sealer, in input, req *llm.Request) error {
 			return llm.InvalidParam(f+".type", "%s.type %q is not supported", f, it.Type)
 		}
 	}
-	if len(req.Messages) == 0 {
+	// Only system or developer messages is a request OpenAI takes; the
+	// backends that need a user turn get the instructions as that turn.
+	if len(req.Messages) == 0 && len(req.System) == 0 {
 		return llm.InvalidParam("input", "input must contain at least one message")
 	}
 	return nil

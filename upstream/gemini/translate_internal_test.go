@@ -75,3 +75,23 @@ func TestStopRule(t *testing.T) {
 		{Name: "a sixth is the gateway's", Stops: []string{"a", "b", "c", "d", "e", "f"}, Sent: []string{"a", "b", "c", "d", "e"}, Gateway: []string{"a", "b", "c", "d", "e", "f"}},
 	})
 }
+
+// OpenAI takes a request of a developer message alone; generate-content
+// needs contents, so the instructions are sent as the user turn.
+func TestTranslate_InstructionsAlone(t *testing.T) {
+	is := is.New(t)
+	b, err := (&Backend{}).body(&llm.Request{Model: "m", System: []llm.Part{llm.TextPart("Say hi.")}})
+	is.NoErr(err)
+	var r struct {
+		SystemInstruction json.RawMessage
+		Contents          []struct {
+			Role  string
+			Parts []struct{ Text string }
+		}
+	}
+	is.NoErr(json.Unmarshal(b, &r))
+	is.Equal(len(r.SystemInstruction), 0)
+	is.Equal(len(r.Contents), 1)
+	is.Equal(r.Contents[0].Role, "user")
+	is.Equal(r.Contents[0].Parts[0].Text, "Say hi.")
+}
