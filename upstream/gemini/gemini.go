@@ -202,7 +202,7 @@ type gmTool struct {
 
 type gmFunctionDeclaration struct {
 	Name                 string          `json:"name"`
-	Description          string          `json:"description,omitempty"`
+	Description          string          `json:"description"`
 	ParametersJSONSchema json.RawMessage `json:"parametersJsonSchema,omitempty"`
 }
 

@@ -95,3 +95,21 @@ func TestTranslate_InstructionsAlone(t *testing.T) {
 	is.Equal(r.Contents[0].Role, "user")
 	is.Equal(r.Contents[0].Parts[0].Text, "Say hi.")
 }
+
+// Google's protos mark a function declaration's description required, and
+// Google's own SDK (python-genai's from_callable, for a function without a
+// docstring) sends "" for none: so does svcgw.
+func TestTranslate_DeclarationWithoutDescription(t *testing.T) {
+	is := is.New(t)
+	b, err := (&Backend{}).body(&llm.Request{Model: "m",
+		Messages: []llm.Message{{Role: llm.RoleUser, Parts: []llm.Part{llm.TextPart("hi")}}},
+		Tools:    []llm.Tool{{Name: "get_time", Parameters: json.RawMessage(`{"type":"object"}`)}}})
+	is.NoErr(err)
+	var r struct {
+		Tools []struct {
+			FunctionDeclarations []map[string]json.RawMessage
+		}
+	}
+	is.NoErr(json.Unmarshal(b, &r))
+	is.Equal(string(r.Tools[0].FunctionDeclarations[0]["description"]), `""`)
+}
