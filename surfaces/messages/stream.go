@@ -65,13 +65,13 @@ func newStream(req *llm.Request, id string, _ time.Time) *Stream {
 // frame is the union of the stream's event payloads; each event sets the
 // fields it carries.
 type frame struct {
-	Type         string     `json:"type"`
-	Message      *message   `json:"message,omitempty"`
-	Index        *int       `json:"index,omitempty"`
-	ContentBlock *block     `json:"content_block,omitempty"`
-	Delta        any        `json:"delta,omitempty"` // *contentDelta or *messageDelta
+	Type         string      `json:"type"`
+	Message      *message    `json:"message,omitempty"`
+	Index        *int        `json:"index,omitempty"`
+	ContentBlock *block      `json:"content_block,omitempty"`
+	Delta        any         `json:"delta,omitempty"` // *contentDelta or *messageDelta
 	Usage        *deltaUsage `json:"usage,omitempty"`
-	Error        *errorBody `json:"error,omitempty"`
+	Error        *errorBody  `json:"error,omitempty"`
 }
 
 // contentDelta is a content_block_delta payload; each delta type sets its field.
