@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -820,7 +821,7 @@ var responsesErrorCases = []struct {
 func TestDecodeResponses_Errors(t *testing.T) {
 	for _, tc := range responsesErrorCases {
 		t.Run(tc.name, func(t *testing.T) {
-			req, _, err := decodeResponses(nil, []byte(tc.body))
+			req, err := decodeResponses(context.Background(), nil, nil, []byte(tc.body))
 			if err == nil {
 				t.Fatalf("decoded to %+v, want a 400 naming %q", req, tc.param)
 			}

@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -35,7 +36,7 @@ func requestFiles(t testing.TB, dir string) map[string][]byte {
 
 // decodeResponsesOnly decodes a Responses body with no sealer.
 func decodeResponsesOnly(body []byte) (*llm.Request, error) {
-	req, _, err := decodeResponses(nil, body)
+	req, err := decodeResponses(context.Background(), nil, nil, body)
 	return req, err
 }
 
