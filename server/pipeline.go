@@ -168,6 +168,9 @@ func (s *Server) admit(ctx context.Context, c *call) error {
 			s.log.Warn("admission: the database did not answer", "request_id", RequestID(ctx), "err", err)
 			return databaseUnavailable(err)
 		}
+		if ctx.Err() != nil { // the caller left while its budget was read: no fault
+			return &llm.Error{Kind: llm.KindUpstream, Message: "the request was canceled", Err: err}
+		}
 		s.log.Error("admission", "request_id", RequestID(ctx), "err", err)
 		return &llm.Error{Kind: llm.KindInternal, Message: "internal error", Err: err}
 	}
