@@ -21,7 +21,7 @@ import (
 func TestResponsesStream_KeptItems(t *testing.T) {
 	is := is.New(t)
 	req := &llm.Request{Model: "gpt-5", Stream: true, Tools: []llm.Tool{{Name: "get_weather"}}}
-	enc := ResponsesCodec{Sealer: testSealer{}}.newStream(req, "resp_kept", goldenCreated)
+	enc := ResponsesCodec{Sealer: testSealer{}}.newStream(req, "resp_0123456789abcdefghijKLMN", goldenCreated)
 	var buf bytes.Buffer
 	is.NoErr(enc.Start(&buf))
 	var kept []surface.Item
@@ -61,6 +61,7 @@ func TestResponsesStream_KeptItems(t *testing.T) {
 	// The next turn, as the AI SDK sends it with store left true: the
 	// reasoning and the answer by reference, the call in full.
 	body := `{"model":"gpt-5","input":[{"role":"user","content":"Weather in Paris?"},
+		{"type":"reasoning","id":"rs_68b1f2c3d4e5f6a7b8c9d0e1f2a3b4c5","summary":[]},
 		{"type":"item_reference","id":"` + kept[0].ID + `"},{"type":"item_reference","id":"` + kept[1].ID + `"},
 		{"type":"function_call","call_id":"call_7Qx","name":"get_weather","arguments":"{\"city\":\"Paris\"}"},
 		{"type":"function_call_output","call_id":"call_7Qx","output":"sunny"}]}`
@@ -77,9 +78,9 @@ func TestResponsesStream_KeptItems(t *testing.T) {
 	got, err := ResponsesCodec{Sealer: testSealer{}}.DecodeRequestItems(r, []byte(body), source)
 	is.NoErr(err)
 	is.Equal(len(asked), 1) // one look-up for the request
-	is.Equal(asked[0], []string{kept[0].ID, kept[1].ID})
+	is.Equal(asked[0], []string{kept[0].ID, kept[1].ID}) // not another API's reasoning id
 	is.Equal(len(got.Messages), 3)
-	turn := got.Messages[1].Parts
+	turn := got.Messages[1].Parts[1:] // after the other API's reasoning, replayed as sent
 	is.Equal(turn[0].Type, llm.PartReasoning)
 	is.Equal(turn[0].Text, "The user wants the weather.")
 	is.Equal(turn[0].Signature, "sig-opaque")
@@ -93,7 +94,7 @@ func TestResponsesStream_KeptItems(t *testing.T) {
 		var le *llm.Error
 		is.True(errors.As(err, &le))
 		is.Equal(le.Kind, llm.KindInvalidRequest)
-		is.Equal(le.Param, "input[2].id") // the message; the reasoning is dropped
+		is.Equal(le.Param, "input[3].id") // the message; the reasoning is dropped
 		is.True(strings.Contains(le.Message, "cannot be resolved"))
 	})
 

@@ -66,7 +66,7 @@ func lookUpReferences(ctx context.Context, sealer Sealer, items surface.ItemSour
 		if !named || it.ID == "" {
 			continue
 		}
-		if _, _, sealed := openID(sealer, it.ID); !sealed {
+		if plainID(it.ID) {
 			ids = append(ids, it.ID)
 		}
 	}
@@ -79,6 +79,35 @@ func lookUpReferences(ctx context.Context, sealer Sealer, items surface.ItemSour
 	}
 	refs.kept = kept
 	return refs, nil
+}
+
+// plainID reports whether id has the shape of a streamed item's id, the
+// only ids kept: its prefix, the response id's 24 characters, "_" and the
+// item's index (outputItems). Any other (a sealed id, another API's) is
+// never looked up, so replaying foreign ids costs no query.
+func plainID(id string) bool {
+	for _, prefix := range idPrefixes {
+		rest, ok := strings.CutPrefix(id, prefix)
+		if !ok {
+			continue
+		}
+		resp, n, ok := strings.Cut(rest, "_")
+		if !ok || len(resp) != 24 || n == "" {
+			return false
+		}
+		for _, c := range resp + n {
+			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z') {
+				return false
+			}
+		}
+		for _, c := range n {
+			if c < '0' || c > '9' {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // open returns the item id names: sealed in it, or kept.
