@@ -77,7 +77,7 @@ func TestResponsesStream_KeptItems(t *testing.T) {
 	r := httptest.NewRequest(http.MethodPost, "/v1/responses", nil)
 	got, err := ResponsesCodec{Sealer: testSealer{}}.DecodeRequestItems(r, []byte(body), source)
 	is.NoErr(err)
-	is.Equal(len(asked), 1) // one look-up for the request
+	is.Equal(len(asked), 1)                              // one look-up for the request
 	is.Equal(asked[0], []string{kept[0].ID, kept[1].ID}) // not another API's reasoning id
 	is.Equal(len(got.Messages), 3)
 	turn := got.Messages[1].Parts[1:] // after the other API's reasoning, replayed as sent
