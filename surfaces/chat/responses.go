@@ -198,7 +198,7 @@ func (c ResponsesCodec) DecodeRequest(r *http.Request, body []byte) (*llm.Reques
 // DecodeRequestItems decodes a Responses API request body whose
 // item_reference items may name the calling account's kept items.
 func (c ResponsesCodec) DecodeRequestItems(r *http.Request, body []byte, items surface.ItemSource) (*llm.Request, error) {
-	var ctx context.Context = context.Background()
+	ctx := context.Background()
 	if r != nil {
 		ctx = r.Context()
 	}
