@@ -31,15 +31,17 @@ type message struct {
 // block is a response content block. Pointer fields are emitted only for the
 // block types that carry them; the stream's content_block_start needs empty
 // accumulators ("text":"", "input":{}), which omitempty would drop. A text
-// block's citations are null (svcgw cites nothing); a tool_use block's
-// caller is the model itself ({"type":"direct"}).
+// block's citations are empty (svcgw cites nothing): [] rather than null,
+// which the types allow too, because the AI SDK's Anthropic provider (3.x)
+// validates citations as an array when present and failed the whole reply
+// on null; a tool_use block's caller is the model itself ({"type":"direct"}).
 type block struct {
 	Type      string          `json:"type"`
 	Thinking  *string         `json:"thinking,omitempty"`
 	Signature *string         `json:"signature,omitempty"`
 	Data      string          `json:"data,omitempty"` // redacted_thinking
 	Text      *string         `json:"text,omitempty"`
-	Citations json.RawMessage `json:"citations,omitempty"` // text: null
+	Citations json.RawMessage `json:"citations,omitempty"` // text: []
 	ID        string          `json:"id,omitempty"`
 	Name      string          `json:"name,omitempty"`
 	Input     json.RawMessage `json:"input,omitempty"`
@@ -53,7 +55,7 @@ type caller struct {
 }
 
 var (
-	noCitations  = json.RawMessage("null")
+	noCitations  = json.RawMessage("[]")
 	directCaller = &caller{Type: "direct"}
 )
 

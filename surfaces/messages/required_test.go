@@ -145,3 +145,38 @@ func TestWire_RequiredMembersOfStreamEvents(t *testing.T) {
 		}
 	}
 }
+
+// A text block's citations is an array, never null: @ai-sdk/anthropic
+// (3.0.140) validates it as z.array(…).optional() and failed the whole
+// reply ("expected array, received null"); the SDKs' types take either.
+func TestWire_TextCitationsAreAnArray(t *testing.T) {
+	files, err := filepath.Glob("testdata/response/*.json")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no golden replies: %v", err)
+	}
+	texts := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m struct {
+			Content []map[string]json.RawMessage
+		}
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for i, bl := range m.Content {
+			if string(bl["type"]) != `"text"` {
+				continue
+			}
+			texts++
+			if c := strings.TrimSpace(string(bl["citations"])); !strings.HasPrefix(c, "[") {
+				t.Errorf("%s: content.%d.citations is %s, not an array", filepath.Base(f), i, c)
+			}
+		}
+	}
+	if texts == 0 {
+		t.Fatal("no text block in the golden replies")
+	}
+}
