@@ -238,10 +238,6 @@ type Request struct {
 	IncludeUsage bool
 	// CacheControl is a request-level breakpoint (automatic prefix caching).
 	CacheControl *CacheControl
-	// WholeItems asks a Responses stream to send each message and reasoning
-	// item whole once it is complete, so that its id can carry it: set for
-	// callers that later replay streamed items by id (surfaces/chat).
-	WholeItems bool
 	// CacheKey is the caller's own prompt-cache routing hint (OpenAI's
 	// prompt_cache_key), if it sent one. Backends scope it to Account.
 	CacheKey string `json:",omitempty"`

@@ -243,6 +243,33 @@ func TestChatSDK_NonStreaming(t *testing.T) {
 	is.True(!rc)
 }
 
+// openai-node's "create: only required params" sends a developer message
+// alone, which OpenAI takes: so does svcgw (it was a 400 "messages must
+// contain at least one user or assistant message"), on both endpoints.
+func TestChatSDK_DeveloperMessageAlone(t *testing.T) {
+	is := is.New(t)
+	gw, rec := newRecordingGateway(t)
+	client := oaiClient(gw, gw.Key)
+	c, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+		Model:    "gpt-4o",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.DeveloperMessage("string")},
+	})
+	is.NoErr(err)
+	is.Equal(c.Choices[0].FinishReason, "stop")
+	is.Equal(rec.lastRequest().System[0].Text, "string")
+	is.Equal(len(rec.lastRequest().Messages), 0)
+
+	r, err := client.Responses.New(context.Background(), responses.ResponseNewParams{
+		Model: "gpt-4o",
+		Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{
+			responses.ResponseInputItemParamOfMessage("string", responses.EasyInputMessageRoleDeveloper)}},
+		Store: openai.Bool(false),
+	})
+	is.NoErr(err)
+	is.Equal(string(r.Status), "completed")
+	is.Equal(rec.lastRequest().System[0].Text, "string")
+}
+
 func TestChatSDK_StreamingIncludeUsage(t *testing.T) {
 	is := is.New(t)
 	gw := newTestGateway(t)

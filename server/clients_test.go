@@ -304,57 +304,6 @@ func TestClients_AISDKItemReferences(t *testing.T) {
 	})
 }
 
-// streamText: the AI SDK keeps the id an item had in output_item.added and
-// replays it by reference; svcgw sends it each message and reasoning item
-// whole, with an id that carries it.
-func TestClients_AISDKStreamedItemReferences(t *testing.T) {
-	is := is.New(t)
-	gw, rec := newRecordingGateway(t)
-	stream := func(body string) (added, done []responsesItem) {
-		resp, raw := gw.do(t, http.MethodPost, "/svc/v1/responses", body, "User-Agent", aiSDKUserAgent)
-		is.Equal(resp.StatusCode, http.StatusOK)
-		for _, data := range oaiSSE(t, raw) {
-			var ev struct {
-				Type string
-				Item responsesItem
-			}
-			is.NoErr(json.Unmarshal([]byte(data), &ev))
-			switch ev.Type {
-			case "response.output_item.added":
-				added = append(added, ev.Item)
-			case "response.output_item.done":
-				done = append(done, ev.Item)
-			}
-		}
-		return added, done
-	}
-	added, done := stream(`{"model":"gpt-5","input":[{"role":"user","content":[{"type":"input_text","text":"My name is Ada."}]}],"reasoning":{"effort":"low","summary":"auto"},"stream":true}`)
-	is.Equal(len(added), 2) // reasoning, message
-	is.Equal(added[0].ID, done[0].ID)
-	is.Equal(added[1].ID, done[1].ID) // the id announced is the id kept
-	is.Equal(added[1].Type, "message")
-
-	added2, _ := stream(`{"model":"gpt-5","input":[{"role":"user","content":[{"type":"input_text","text":"My name is Ada."}]},
-		{"type":"item_reference","id":"` + added[0].ID + `"},{"type":"item_reference","id":"` + added[1].ID + `"},
-		{"role":"user","content":[{"type":"input_text","text":"What is my name?"}]}],"reasoning":{"effort":"low","summary":"auto"},"stream":true}`)
-	is.Equal(len(added2), 2)
-	msgs := rec.lastRequest().Messages
-	is.Equal(len(msgs), 3)
-	is.Equal(msgs[1].Parts[0].Type, llm.PartReasoning)
-	is.Equal(msgs[1].Parts[1].Text, done[1].Content[0].Text) // the answer, rebuilt from its id
-
-	// Any other client streams token by token, with plain ids.
-	resp, raw := gw.do(t, http.MethodPost, "/svc/v1/responses", `{"model":"gpt-4.1","input":"Tell me a story.","stream":true}`)
-	is.Equal(resp.StatusCode, http.StatusOK)
-	deltas := 0
-	for _, data := range oaiSSE(t, raw) {
-		if strings.Contains(data, `"response.output_text.delta"`) {
-			deltas++
-		}
-	}
-	is.True(deltas >= 3)
-}
-
 // codexTools are the tools codex exec (0.169, wire_api "responses") offers
 // by default, as recorded (descriptions and schemas shortened), plus its
 // multi-agent namespace.

@@ -311,7 +311,7 @@ func (m *Metrics) observeCall(rec *logRecord, status int, start, end time.Time) 
 var tokenTypes = [...]string{tokenInput, tokenOutput, tokenCachedInput, tokenCacheWrite, tokenReasoning}
 
 // statusClasses are the status_class values of series.requests.
-var statusClasses = [...]string{"2xx", "4xx", "5xx"}
+var statusClasses = [...]string{"2xx", "4xx", "5xx", "canceled"}
 
 // classIndex is status's place in statusClasses, or -1.
 func classIndex(status int) int {
@@ -322,6 +322,8 @@ func classIndex(status int) int {
 		return 1
 	case "5xx":
 		return 2
+	case "canceled":
+		return 3
 	}
 	return -1
 }
@@ -444,11 +446,15 @@ func attemptOutcome(rep upstream.Report, i int) int {
 	return outcomeFailed
 }
 
-// statusClass is 2xx, 4xx or 5xx (1xx and 3xx, which svcgw never answers
-// a call with, keep their own).
+// statusClass is 2xx, 4xx or 5xx, or canceled for a call whose caller went
+// away before it was answered (StatusClientClosed); 1xx and 3xx, which
+// svcgw never answers a call with, keep their own.
 func statusClass(status int) string {
 	if status == 0 {
 		status = http.StatusOK // nothing written: net/http answers 200
+	}
+	if status == StatusClientClosed {
+		return "canceled"
 	}
 	switch status / 100 {
 	case 2:

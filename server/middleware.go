@@ -218,16 +218,16 @@ func (s *Server) withAccessLog(next http.Handler) http.Handler {
 //
 //go:noinline
 func (s *Server) logAccess(r *http.Request, rec *logRecord, start time.Time) {
-	sw := &rec.sw
-	s.metrics.observeCall(rec, sw.status, start, time.Now())
-	if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || !s.sampler.allow(sw.status) {
+	status := callerStatus(r, rec)
+	s.metrics.observeCall(rec, status, start, time.Now())
+	if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || !s.sampler.allow(status) {
 		return // probes: a line each would drown the log; floods of caller faults are sampled
 	}
 	// The record goes to the handler as slog.Logger.LogAttrs would
 	// hand it, without the caller's program counter (no handler of
 	// svcgw's adds the source): runtime.Callers was a tenth of the
 	// line's cost.
-	ctx, level, h := r.Context(), levelFor(sw.status), s.log.Handler()
+	ctx, level, h := r.Context(), levelFor(status), s.log.Handler()
 	if !h.Enabled(ctx, level) {
 		return
 	}
@@ -239,7 +239,7 @@ func (s *Server) logAccess(r *http.Request, rec *logRecord, start time.Time) {
 		slog.String("key_id", rec.keyID),
 		slog.String("backend", rec.backend.Candidate),
 		slog.Int("attempts", len(rec.backend.Attempts)),
-		slog.Int("status", sw.status),
+		slog.Int("status", status),
 		slog.Int("input_tokens", rec.usage.InputTokens),
 		slog.Int("output_tokens", rec.usage.OutputTokens),
 		slog.String("cost", rec.cost),
@@ -255,6 +255,28 @@ func (s *Server) logAccess(r *http.Request, rec *logRecord, start time.Time) {
 	line := slog.NewRecord(time.Now(), level, "request", 0)
 	line.AddAttrs(attrs[:]...)
 	_ = h.Handle(ctx, line)
+}
+
+// StatusClientClosed is the status recorded (access log, metrics) for a
+// call whose caller went away before it was answered: nginx's 499 "client
+// closed request". Whatever the handler then wrote reached no one, and
+// the error it answered (an upstream call or a database read cut short by
+// the request's cancellation: 502, 500) was no fault of the server's.
+const StatusClientClosed = 499
+
+// callerStatus is the status to record for a request: the one written,
+// unless the caller had gone before an answer (nothing written, or an
+// error written to no one), which is StatusClientClosed and marks the
+// record canceled. The request's context ends only when the caller's
+// connection does while the handler runs (net/http cancels it at the end
+// of ServeHTTP, which has not come yet).
+func callerStatus(r *http.Request, rec *logRecord) int {
+	status := rec.sw.status
+	if r.Context().Err() != nil && (status == 0 || status >= 400) {
+		rec.canceled = true
+		return StatusClientClosed
+	}
+	return status
 }
 
 // apiKey finds the caller's key in any of the header spellings the three
@@ -353,6 +375,8 @@ func notFoundRoute(r *http.Request) error {
 // is known, so each refused call is only a warning.
 func levelFor(status int) slog.Level {
 	switch {
+	case status == StatusClientClosed:
+		return slog.LevelInfo // the caller's choice, not a fault
 	case status == http.StatusServiceUnavailable:
 		return slog.LevelWarn
 	case status >= 500:

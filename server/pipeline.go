@@ -99,7 +99,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, sf surface.Code
 	if err != nil {
 		return nil, err
 	}
-	req, err := sf.DecodeRequest(r, body)
+	req, err := s.decode(r, sf, caller, body)
 	if err != nil {
 		return nil, err
 	}
@@ -168,6 +168,9 @@ func (s *Server) admit(ctx context.Context, c *call) error {
 		if errors.Is(err, store.ErrUnavailable) {
 			s.log.Warn("admission: the database did not answer", "request_id", RequestID(ctx), "err", err)
 			return databaseUnavailable(err)
+		}
+		if ctx.Err() != nil { // the caller left while its budget was read: no fault
+			return &llm.Error{Kind: llm.KindUpstream, Message: "the request was canceled", Err: err}
 		}
 		s.log.Error("admission", "request_id", RequestID(ctx), "err", err)
 		return &llm.Error{Kind: llm.KindInternal, Message: "internal error", Err: err}
@@ -360,7 +363,7 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, c *call, st upstr
 		case llm.EventTextDelta, llm.EventReasoningDelta, llm.EventToolCallDelta:
 			estimate += llm.TextTokens(ev.Text)
 		case llm.EventFinish:
-			s.meterFinish(ctx, c, m, &ev, estimate)
+			s.meterFinish(ctx, c, m, &ev, estimate, enc)
 		}
 		if writeErr = enc.Event(w, ev); writeErr == nil && (ready == nil || !ready.Ready()) {
 			writeErr = rc.Flush()
@@ -407,13 +410,14 @@ var streamDate atomic.Pointer[dateValue]
 
 // meterFinish meters a stream at its finish event, before the final
 // frames: a caller that reads the end of the stream and asks /generation
-// at once must find the record.
+// at once must find the record (and a next turn, the items it names).
 //
 //go:noinline
-func (s *Server) meterFinish(ctx context.Context, c *call, m *meterInput, ev *llm.Event, estimate int) {
+func (s *Server) meterFinish(ctx context.Context, c *call, m *meterInput, ev *llm.Event, estimate int, enc surface.Stream) {
 	if ev.Usage != nil {
 		m.usage = *ev.Usage
 	}
+	m.items = keptItems(enc) // complete at the finish event
 	m.finish = string(ev.FinishReason)
 	m.delivered = estimate
 	m.end = s.now()
@@ -479,7 +483,8 @@ type meterInput struct {
 	delivered    int
 	finish       string
 	streamed     bool
-	failed       bool // delivered nothing: recorded at zero cost
+	failed       bool         // delivered nothing: recorded at zero cost
+	items        []store.Item // the stream's output items to keep (items.go)
 	upstreamFrom time.Time
 	firstByte    time.Time
 	end          time.Time
@@ -528,6 +533,7 @@ func (s *Server) meter(ctx context.Context, c *call, m meterInput) {
 		LatencyMS:           m.firstByte.Sub(c.start).Milliseconds(),
 		GenerationTimeMS:    m.end.Sub(m.upstreamFrom).Milliseconds(),
 		CreatedAt:           c.created,
+		Items:               m.items,
 	})
 }
 

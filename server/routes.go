@@ -60,6 +60,11 @@ func (s *Server) routes() {
 		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
 	})
 	s.mux.Handle("GET /readyz", s.handleReady(false))
+	// The API's base URL answers a HEAD: Claude Code (2.1.197) sends one to
+	// ANTHROPIC_BASE_URL before its first call, to open the connection.
+	ok := func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }
+	s.mux.HandleFunc("HEAD /svc", ok)
+	s.mux.HandleFunc("HEAD /svc/{$}", ok)
 	// Anything else (a client configured with a wrong base URL, most
 	// often): 404 in the envelope of the SDK the request's headers point
 	// to, so that the SDK can read it, rather than net/http's plain text;

@@ -206,6 +206,20 @@ func TestRoutes_WrongMethodIs405WithAllow(t *testing.T) {
 	is.New(t).Equal(resp.StatusCode, http.StatusNotFound) // no method serves it
 }
 
+// Claude Code (2.1.197) sends HEAD to its base URL before the first call;
+// it was a 404, the one 4xx of scripts/clients/verify.sh's run.
+func TestRoutes_BaseURLAnswersHead(t *testing.T) {
+	is := is.New(t)
+	gw := newTestGateway(t)
+	for _, path := range []string{"/svc", "/svc/"} {
+		resp, body := gw.do(t, http.MethodHead, path, "", "Authorization", "")
+		is.Equal(resp.StatusCode, http.StatusOK)
+		is.Equal(len(body), 0)
+	}
+	resp, _ := gw.do(t, http.MethodGet, "/svc/v1/nothing-here", "")
+	is.Equal(resp.StatusCode, http.StatusNotFound) // nothing else changes
+}
+
 // The Anthropic SDK with a base URL that already ends in /v1 (a common
 // mistake: it appends /v1/messages itself) reads the 404 as its own typed
 // not_found_error.

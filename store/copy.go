@@ -54,6 +54,7 @@ var copyTables = []copyTable{
 		"cached_input_tokens", "cache_write_tokens", "reasoning_tokens", "cost_micros"}},
 	{name: "feedback", order: "id", cols: []string{"id", "account_id", "generation_id", "end_user", "rating", "comment", "labels", "created_at", "updated_at"}},
 	{name: "seal_keys", order: "id", cols: []string{"id", "secret", "created_at"}},
+	{name: "output_items", order: "account_id, id", cols: []string{"account_id", "id", "generation_id", "data"}},
 }
 
 // copySums are the sums compared after a copy, besides every table's rows.

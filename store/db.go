@@ -46,6 +46,7 @@ type DB interface {
 	UsageByDay(ctx context.Context, accountID int64, q UsageQuery) ([]DayBucket, error)
 	UpsertFeedback(ctx context.Context, accountID int64, f Feedback, maxAge time.Duration) (created bool, err error)
 	PrunedBefore(ctx context.Context) (time.Time, error)
+	OutputItems(ctx context.Context, accountID int64, ids []string) (map[string][]byte, error)
 
 	// Admission is what the server admits calls against (billing's
 	// Ledger): the Store itself on SQLite; the instance's balance leases

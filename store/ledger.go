@@ -46,6 +46,9 @@ type Generation struct {
 	GenerationTimeMS int64
 	// CreatedAt is stamped from Options.Now by RecordGeneration when zero.
 	CreatedAt time.Time
+	// Items are the call's output items to keep (items.go), inserted with
+	// the record; never read back with it.
+	Items []Item
 }
 
 // genRow is a Generation converted to its stored form, done at enqueue
@@ -933,6 +936,9 @@ func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) 
 	}
 	clear(args) // drop references for the GC
 	agg.args = args
+	if err := s.insertItems(ctx, tx, rows); err != nil {
+		return err
+	}
 	summed()
 	if bulk != nil {
 		// Its INSERTs ran without SQLite's foreign-key checks.

@@ -20,6 +20,7 @@ var shipped = []struct{ name, sha256 string }{
 	{"0005_generations_filter_indexes", "5ea86a60baabb87b7703637ea14cf1b24e50ad06bf18da7d3e326249eec6ad0e"},
 	{"0006_key_changes", "9d254672dd3c9f110bd9b785b9b5b344512578500b49d5da2407ac304eafbb9b"},
 	{"0007_usage_periods_checks", "87d57b813abf17ff4f177587dcbff32dd0f52bc1bd70736e86f0b09b3bd78f12"},
+	{"0008_output_items", "d2f33df7d2d5108152098f21c54de6ac7f51a60187be8b31d1ecfc1d5c433b26"},
 }
 
 // shippedPG are PostgreSQL's (store/pgmigrations), pinned the same way.
@@ -28,6 +29,7 @@ var shippedPG = []struct{ name, sha256 string }{
 	{"0002_generations_filter_indexes", "ea8344243380dc38580005ccc59f66855119b8c75ac31b4a04526e8ae07803d4"},
 	{"0003_key_changes", "38f90163c9711a06708bada4f6005d3b0d514bfc9328e345f8969c7a2678a7f6"},
 	{"0004_generations_references", "f05cea1890dddf64ca75a5eade6094a87accf7455143633b791d274861cad11d"},
+	{"0005_output_items", "9e4a7f21160cf3de4914d5ac184b005dea911de88f4c296ba440a313f8eee6c0"},
 }
 
 func TestMigrations_AppendOnly(t *testing.T) {

@@ -251,6 +251,7 @@ func (p *Postgres) commitBatch(ctx context.Context, rows []genRow, agg *batchSum
 	b.Queue(pgLockAccounts, accounts)
 	b.Queue(pgInsertGenerations, gid, acct, key, appl, surf, model, typ, tier,
 		streamed, fin, prompt, completion, cached, cacheWrite, reasoning, cost, latency, genTime, created)
+	queueItems(&b, rows)
 	b.Queue(pgDebit, accounts, debits)
 	b.Queue(pgSpend, spAcct, spKey, spDay, spReq, spCost)
 	queueRollups(&b, &agg.rollup)

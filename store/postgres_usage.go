@@ -170,6 +170,10 @@ func (p *Postgres) pruneChunk(ctx context.Context, accountID, cutoff int64, limi
 			accountID, cutoff, limit); err != nil {
 			return fmt.Errorf("retention: delete feedback: %w", err)
 		}
+		if _, err := tx.Exec(ctx, `DELETE FROM output_items WHERE generation_id IN (`+oldest+`)`,
+			accountID, cutoff, limit); err != nil {
+			return fmt.Errorf("retention: delete output items: %w", err)
+		}
 		tag, err := tx.Exec(ctx, `DELETE FROM generations WHERE id IN (`+oldest+`)`, accountID, cutoff, limit)
 		if err != nil {
 			return fmt.Errorf("retention: delete generations: %w", err)

@@ -11,8 +11,9 @@ import (
 // retention window are deleted in small transactions by the upkeep
 // goroutine; the usage roll-ups, credits, balances and spend are kept
 // forever, so no figure a caller sees changes when detail is pruned. A
-// generation's feedback is deleted with it: a rating is detail about one
-// call, and keeping it would keep what the operator asked to be deleted.
+// generation's feedback and kept output items (items.go) are deleted with
+// it: a rating is detail about one call, an item is the call's output, and
+// keeping either would keep what the operator asked to be deleted.
 
 // PrunedBefore returns the time before which generation detail has been
 // deleted by retention (or is being deleted by the pass under way); zero
@@ -80,6 +81,10 @@ func (s *Store) pruneChunk(ctx context.Context, accountID, cutoff int64, limit i
 			`DELETE FROM feedback WHERE account_id = ? AND generation_id IN (`+oldest+`)`,
 			accountID, accountID, cutoff, n); err != nil {
 			return 0, fmt.Errorf("retention: delete feedback: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx,
+			`DELETE FROM output_items WHERE generation_id IN (`+oldest+`)`, accountID, cutoff, n); err != nil {
+			return 0, fmt.Errorf("retention: delete output items: %w", err)
 		}
 		res, err := tx.ExecContext(ctx, `DELETE FROM generations WHERE id IN (`+oldest+`)`, accountID, cutoff, n)
 		if err != nil {

@@ -36,6 +36,7 @@ for (const [name, model] of Object.entries(providers)) {
   const s1 = streamText({ model, prompt: 'My name is Ada.', maxRetries: 0 });
   let chunks = 0;
   for await (const _ of s1.textStream) chunks++;
+  assert.ok(chunks > 1, `${name}: the answer came in ${chunks} chunk(s), not token by token`);
   const r1 = await s1.response;
   const s2 = streamText({
     model, maxRetries: 0,

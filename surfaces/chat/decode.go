@@ -312,9 +312,9 @@ func decodeMessages(msgs []chatMessage, req *llm.Request) error {
 			return llm.InvalidParam(f()+".role", "%s.role %q is not one of system, developer, user, assistant, tool", f(), role)
 		}
 	}
-	if len(req.Messages) == 0 {
-		return llm.InvalidParam("messages", "messages must contain at least one user or assistant message")
-	}
+	// Only system or developer messages is a request OpenAI takes (its
+	// schema requires no user turn); the backends that need one get the
+	// instructions as the user turn (docs/translation.md, "Roles and system prompt").
 	return nil
 }
 

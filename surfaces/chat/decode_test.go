@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -104,6 +105,12 @@ var chatDecodeCases = []struct {
 		want: &llm.Request{Model: "m",
 			System:   []llm.Part{llm.TextPart("be brief"), llm.TextPart("use metric units")},
 			Messages: []llm.Message{user(llm.TextPart("hi"))}},
+	},
+	{
+		// openai-node's "create: only required params" sends exactly this.
+		name: "a developer message alone",
+		body: `{"model":"m","messages":[{"role":"developer","content":"string"}]}`,
+		want: &llm.Request{Model: "m", System: []llm.Part{llm.TextPart("string")}},
 	},
 	{
 		name: "assistant tool calls then tool messages merged into one turn",
@@ -472,7 +479,6 @@ var chatErrorCases = []struct {
 	{"empty messages", `{"model":"m","messages":[]}`, "messages"},
 	{"null messages", `{"model":"m","messages":null}`, "messages"},
 	{"messages not an array", `{"model":"m","messages":"hi"}`, "messages"},
-	{"only a system message", `{"model":"m","messages":[{"role":"system","content":"x"}]}`, "messages"},
 	{"missing role", `{"model":"m","messages":[{"content":"hi"}]}`, "messages[0].role"},
 	{"unknown role", `{"model":"m","messages":[{"role":"robot","content":"hi"}]}`, "messages[0].role"},
 	{"role not a string", `{"model":"m","messages":[{"role":5,"content":"hi"}]}`, "messages.role"},
@@ -635,6 +641,11 @@ var responsesDecodeCases = []struct {
 		want: responsesReq(func(r *llm.Request) { r.System = []llm.Part{llm.TextPart("be brief")} }),
 	},
 	{
+		name: "a developer message alone",
+		body: `{"model":"m","input":[{"role":"developer","content":"string"}]}`,
+		want: &llm.Request{Model: "m", IncludeUsage: true, System: []llm.Part{llm.TextPart("string")}},
+	},
+	{
 		name: "message items with and without type",
 		body: `{"model":"m","input":[
 			{"role":"developer","content":"use metric units"},
@@ -772,7 +783,7 @@ var responsesErrorCases = []struct {
 	{"missing input", `{"model":"m"}`, "input"},
 	{"input a number", `{"model":"m","input":5}`, "input"},
 	{"empty input", `{"model":"m","input":[]}`, "input"},
-	{"only a system item", `{"model":"m","input":[{"role":"system","content":"x"}]}`, "input"},
+	{"no message item", `{"model":"m","input":[{"type":"web_search_call","id":"ws_1"}]}`, "input"},
 	{"unknown item type", `{"model":"m","input":[{"type":"quantum_call","id":"qc_1"}]}`, "input[0].type"},
 	{"only a hosted tool's call", `{"model":"m","input":[{"type":"web_search_call","id":"ws_1"}]}`, "input"},
 	{"message without role", `{"model":"m","input":[{"type":"message","content":"hi"}]}`, "input[0].role"},
@@ -810,7 +821,7 @@ var responsesErrorCases = []struct {
 func TestDecodeResponses_Errors(t *testing.T) {
 	for _, tc := range responsesErrorCases {
 		t.Run(tc.name, func(t *testing.T) {
-			req, _, err := decodeResponses(nil, []byte(tc.body))
+			req, err := decodeResponses(context.Background(), nil, nil, []byte(tc.body))
 			if err == nil {
 				t.Fatalf("decoded to %+v, want a 400 naming %q", req, tc.param)
 			}

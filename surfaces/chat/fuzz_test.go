@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -35,7 +36,7 @@ func requestFiles(t testing.TB, dir string) map[string][]byte {
 
 // decodeResponsesOnly decodes a Responses body with no sealer.
 func decodeResponsesOnly(body []byte) (*llm.Request, error) {
-	req, _, err := decodeResponses(nil, body)
+	req, err := decodeResponses(context.Background(), nil, nil, body)
 	return req, err
 }
 
@@ -135,7 +136,7 @@ func checkDecoder(t *testing.T, decode func([]byte) (*llm.Request, error), body 
 		}
 		return
 	}
-	if req1.Model == "" || len(req1.Messages) == 0 {
+	if req1.Model == "" || len(req1.Messages) == 0 && len(req1.System) == 0 {
 		t.Fatalf("decoded a request without model or messages: %+v", req1)
 	}
 	for i, m := range req1.Messages {

@@ -2,6 +2,7 @@ package chat
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,11 +17,11 @@ import (
 )
 
 // ResponsesCodec is the Responses API endpoint, served statelessly: the
-// caller replays the conversation in `input` on every call, and nothing is
-// stored (previous_response_id and conversation are refused). Items it
-// replays by reference resolve because their ids carry them, sealed by
-// Sealer (responses_seal.go); with no Sealer, ids are plain and references
-// do not resolve.
+// caller replays the conversation in `input` on every call, and no response
+// is stored (previous_response_id and conversation are refused). Items it
+// replays by reference resolve: a whole reply's item ids carry their items,
+// sealed by Sealer, and a stream's items are kept by the server and looked
+// up by id (responses_seal.go). With no Sealer, ids are plain.
 type ResponsesCodec struct {
 	Sealer Sealer
 }
@@ -187,50 +188,42 @@ type inputPart struct {
 	Filename string `json:"filename"`
 }
 
-// DecodeRequest decodes a Responses API request body.
+// DecodeRequest decodes a Responses API request body; references to
+// streamed items do not resolve without the kept items (see
+// DecodeRequestItems).
 func (c ResponsesCodec) DecodeRequest(r *http.Request, body []byte) (*llm.Request, error) {
-	req, store, err := decodeResponses(c.Sealer, body)
-	if err != nil {
-		return nil, err
-	}
-	// The AI SDK's OpenAI provider replays each streamed message and
-	// reasoning item by id unless store is false, and it keeps the id an
-	// item had when it was announced (output_item.added): only an item
-	// announced whole can carry itself (responses_seal.go). No field of
-	// the request says so; its User-Agent does.
-	req.WholeItems = req.Stream && store && isAISDK(r)
-	return req, nil
+	return c.DecodeRequestItems(r, body, nil)
 }
 
-// isAISDK reports whether r comes from the AI SDK's OpenAI provider
-// ("ai-sdk-openai/4.0.118 ai-sdk-provider-utils/…"; "ai-sdk/openai/…" before).
-func isAISDK(r *http.Request) bool {
-	if r == nil {
-		return false
+// DecodeRequestItems decodes a Responses API request body whose
+// item_reference items may name the calling account's kept items.
+func (c ResponsesCodec) DecodeRequestItems(r *http.Request, body []byte, items surface.ItemSource) (*llm.Request, error) {
+	ctx := context.Background()
+	if r != nil {
+		ctx = r.Context()
 	}
-	ua := r.Header.Get("User-Agent")
-	return strings.Contains(ua, "ai-sdk-openai/") || strings.Contains(ua, "ai-sdk/openai/")
+	return decodeResponses(ctx, c.Sealer, items, body)
 }
 
 // minOutputTokens is the smallest max_output_tokens the Responses API
 // takes.
 const minOutputTokens = 16
 
-// decodeResponses decodes a request body; store is the caller's store flag
-// (OpenAI's default: true).
-func decodeResponses(sealer Sealer, body []byte) (*llm.Request, bool, error) {
+// decodeResponses decodes a request body, looking up in items the kept
+// items its references name.
+func decodeResponses(ctx context.Context, sealer Sealer, items surface.ItemSource, body []byte) (*llm.Request, error) {
 	var rr responsesRequest
 	if err := surface.Decode(body, &rr, surface.EncodingJSON); err != nil {
-		return nil, false, inputError(err)
+		return nil, inputError(err)
 	}
 	if rr.Model == nil || *rr.Model == "" {
-		return nil, false, llm.InvalidParam("model", "model is required")
+		return nil, llm.InvalidParam("model", "model is required")
 	}
 	if rr.PreviousResponseID != nil && *rr.PreviousResponseID != "" {
-		return nil, false, llm.InvalidParam("previous_response_id", "previous_response_id is not supported: responses are not stored; replay the conversation in input")
+		return nil, llm.InvalidParam("previous_response_id", "previous_response_id is not supported: responses are not stored; replay the conversation in input")
 	}
 	if c := bytes.TrimSpace(rr.Conversation); len(c) > 0 && !bytes.Equal(c, []byte("null")) {
-		return nil, false, llm.InvalidParam("conversation", "conversation is not supported: responses are not stored; replay the conversation in input")
+		return nil, llm.InvalidParam("conversation", "conversation is not supported: responses are not stored; replay the conversation in input")
 	}
 	req := &llm.Request{
 		Model:             *rr.Model,
@@ -247,24 +240,28 @@ func decodeResponses(sealer Sealer, body []byte) (*llm.Request, bool, error) {
 		// OpenAI's Responses API takes at least 16 (a 400
 		// integer_below_min_value below); null is unset.
 		if n := *rr.MaxOutputTokens; n < minOutputTokens {
-			return nil, false, llm.InvalidParam("max_output_tokens", "Invalid 'max_output_tokens': integer below minimum value. Expected a value >= %d, but got %d instead.", minOutputTokens, n)
+			return nil, llm.InvalidParam("max_output_tokens", "Invalid 'max_output_tokens': integer below minimum value. Expected a value >= %d, but got %d instead.", minOutputTokens, n)
 		}
 		req.MaxTokens = *rr.MaxOutputTokens
 	}
 	if rr.Instructions != "" {
 		req.System = append(req.System, llm.TextPart(rr.Instructions))
 	}
-	if err := decodeInput(sealer, rr.Input, req); err != nil {
-		return nil, false, err
+	refs, err := lookUpReferences(ctx, sealer, items, rr.Input)
+	if err != nil {
+		return nil, err
+	}
+	if err := decodeInput(refs, rr.Input, req); err != nil {
+		return nil, err
 	}
 	tools, err := decodeTools(rr.Tools)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	req.Tools = tools
 	tc, err := decodeResponsesToolChoice(rr.ToolChoice)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	req.ToolChoice = tc
 	if rr.Text != nil && rr.Text.Format != nil {
@@ -274,27 +271,27 @@ func decodeResponses(sealer Sealer, body []byte) (*llm.Request, bool, error) {
 			req.ResponseFormat = &llm.ResponseFormat{}
 		case "json_schema":
 			if err := schemaObject("text.format.schema", f.Schema); err != nil {
-				return nil, false, err
+				return nil, err
 			}
 			req.ResponseFormat = &llm.ResponseFormat{Name: f.Name, Schema: nullToNil(f.Schema), Strict: f.Strict}
 		default:
-			return nil, false, llm.InvalidParam("text.format.type", "text.format.type must be text, json_object or json_schema")
+			return nil, llm.InvalidParam("text.format.type", "text.format.type must be text, json_object or json_schema")
 		}
 	}
 	if rr.Reasoning != nil && (rr.Reasoning.Effort != "" || rr.Reasoning.Summary != "") {
 		if e := rr.Reasoning.Effort; e != "" && !efforts[e] {
-			return nil, false, llm.InvalidParam("reasoning.effort", "reasoning.effort must be one of none, minimal, low, medium, high, xhigh")
+			return nil, llm.InvalidParam("reasoning.effort", "reasoning.effort must be one of none, minimal, low, medium, high, xhigh")
 		}
 		req.Reasoning, err = decodeReasoning(rr.Reasoning.Effort, nil)
 		if err != nil {
-			return nil, false, err
+			return nil, err
 		}
 		if req.Reasoning == nil {
 			req.Reasoning = &llm.Reasoning{Enabled: true}
 		}
 		req.Reasoning.IncludeThoughts = rr.Reasoning.Summary != ""
 	}
-	return req, rr.Store == nil || *rr.Store, nil
+	return req, nil
 }
 
 // inputError words a decoding failure: a value in input that does not fit
@@ -324,7 +321,7 @@ func withCause(e *llm.Error, cause error) *llm.Error {
 }
 
 // decodeInput turns `input` (a string or an array of items) into messages.
-func decodeInput(sealer Sealer, in input, req *llm.Request) error {
+func decodeInput(refs references, in input, req *llm.Request) error {
 	if in.text != nil {
 		req.Messages = []llm.Message{{Role: llm.RoleUser, Parts: []llm.Part{llm.TextPart(*in.text)}}}
 		return nil
@@ -380,11 +377,12 @@ func decodeInput(sealer Sealer, in input, req *llm.Request) error {
 				text = append(text, s.Text)
 			}
 			p := llm.Part{Type: llm.PartReasoning, Text: strings.Join(text, "\n"), Signature: it.EncryptedContent}
-			if p.Signature == "" && sealer != nil {
+			if p.Signature == "" {
 				// Replayed without encrypted_content (a client that
-				// did not ask for it): its id carries the signature.
-				if typ, sealed, ok := openID(sealer, it.ID); ok && typ == "reasoning" {
-					p.Signature, p.Redacted = sealed.Signature, sealed.Redacted
+				// did not ask for it): its id carries the signature,
+				// or names the kept item that does.
+				if typ, kept, ok := refs.open(it.ID); ok && typ == "reasoning" {
+					p.Signature, p.Redacted = kept.Signature, kept.Redacted
 				}
 			}
 			addTurn(req, llm.RoleAssistant, p)
@@ -392,7 +390,7 @@ func decodeInput(sealer Sealer, in input, req *llm.Request) error {
 			if it.ID == "" {
 				return llm.InvalidParam(f+".id", "%s.id is required", f)
 			}
-			if err := resolveReference(sealer, f, it.ID, req); err != nil {
+			if err := resolveReference(refs, f, it.ID, req); err != nil {
 				return err
 			}
 		default:
@@ -402,7 +400,9 @@ func decodeInput(sealer Sealer, in input, req *llm.Request) error {
 			return llm.InvalidParam(f+".type", "%s.type %q is not supported", f, it.Type)
 		}
 	}
-	if len(req.Messages) == 0 {
+	// Only system or developer messages is a request OpenAI takes; the
+	// backends that need a user turn get the instructions as that turn.
+	if len(req.Messages) == 0 && len(req.System) == 0 {
 		return llm.InvalidParam("input", "input must contain at least one message")
 	}
 	return nil
@@ -510,8 +510,8 @@ func outputText(f string, o itemOutput) (string, error) {
 
 // CountTokens serves POST /v1/responses/input_tokens: an estimate
 // that never reaches a backend.
-func (c ResponsesCodec) CountTokens(w http.ResponseWriter, _ *http.Request, body []byte) {
-	req, _, err := decodeResponses(c.Sealer, body)
+func (c ResponsesCodec) CountTokens(w http.ResponseWriter, r *http.Request, body []byte) {
+	req, err := decodeResponses(r.Context(), c.Sealer, nil, body)
 	if err != nil {
 		WriteError(w, err)
 		return

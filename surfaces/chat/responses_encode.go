@@ -319,12 +319,6 @@ type ResponsesStream struct {
 	ro     *responseObject
 	suffix string
 	shapes toolShapes
-	// whole sends message and reasoning items whole once complete, with
-	// ids sealed by sealer (responses_seal.go); ids maps their output
-	// indexes to those ids.
-	whole  bool
-	sealer Sealer
-	ids    map[int]string
 	// deferred is set while the open item's events wait for its close.
 	deferred bool
 	seq      int
@@ -353,20 +347,31 @@ func (c ResponsesCodec) NewStream(req *llm.Request, id string, created time.Time
 }
 
 func (c ResponsesCodec) newStream(req *llm.Request, id string, created time.Time) *ResponsesStream {
-	return &ResponsesStream{ro: newResponseObject(req, id, created), suffix: itemSuffix(id), shapes: shapesOf(req),
-		whole: req.WholeItems && c.Sealer != nil, sealer: c.Sealer, ids: map[int]string{}, now: time.Now}
+	return &ResponsesStream{ro: newResponseObject(req, id, created), suffix: itemSuffix(id), shapes: shapesOf(req), now: time.Now}
 }
 
-// items is the output so far, with the ids sealed in whole-item mode.
+// items is the output so far.
 func (s *ResponsesStream) items(status string) []outputItem {
 	if s.open == "message" || s.open == "reasoning" {
 		s.content[len(s.content)-1].Text = string(s.text)
 	}
-	items := outputItems(s.suffix, s.content, status, s.shapes)
-	for i, id := range s.ids {
-		items[i].ID = id
+	return outputItems(s.suffix, s.content, status, s.shapes)
+}
+
+// Items are the stream's output items, for the server to keep under their
+// plain ids (responses_seal.go): what a later item_reference rebuilds each
+// from. The server asks at the finish event, when every item is complete.
+func (s *ResponsesStream) Items() []surface.Item {
+	items := s.items("completed")
+	kept := make([]surface.Item, 0, len(items))
+	for _, it := range items {
+		data, err := json.Marshal(sealedOf(it))
+		if err != nil {
+			continue // strings and a bool: cannot fail
+		}
+		kept = append(kept, surface.Item{ID: it.ID, Data: data})
 	}
-	return items
+	return kept
 }
 
 func (s *ResponsesStream) emit(w io.Writer, typ string, fields map[string]any) error {
@@ -411,9 +416,9 @@ func (s *ResponsesStream) openItem(w io.Writer, kind string, part llm.Part) erro
 	s.open, s.text = kind, s.text[:0]
 	s.item = len(outputItems(s.suffix, s.content, "completed", s.shapes)) - 1
 	// A custom tool call's input is the "input" member of the arguments
-	// the backend streams as JSON, and a whole item's id carries its
-	// content: such items go out whole once complete (closeItem).
-	s.deferred = kind == "custom_tool_call" || s.whole && (kind == "message" || kind == "reasoning")
+	// the backend streams as JSON: it goes out whole once complete
+	// (closeItem).
+	s.deferred = kind == "custom_tool_call"
 	if s.deferred {
 		return nil
 	}
@@ -478,28 +483,13 @@ func (s *ResponsesStream) delta(w io.Writer, typ, id, text string) error {
 	return err
 }
 
-// closeItem ends the open item with its .done events; a deferred message
-// or reasoning item is opened, with its sealed id, and its whole text sent
-// as one delta first.
+// closeItem ends the open item with its .done events (a deferred custom
+// tool call is opened and sent whole first).
 func (s *ResponsesStream) closeItem(w io.Writer) error {
 	if s.open == "" {
 		return nil
 	}
 	it := s.currentItem("completed")
-	if s.deferred && s.open != "custom_tool_call" {
-		it.ID = sealID(s.sealer, it.Type, sealedOf(it))
-		s.ids[s.item] = it.ID
-		opened := s.currentItem("in_progress")
-		opened.Summary = []summaryPart{}
-		if err := s.opening(w, opened); err != nil {
-			return err
-		}
-		if len(s.text) > 0 {
-			if err := s.delta(w, it.Type, it.ID, string(s.text)); err != nil {
-				return err
-			}
-		}
-	}
 	text := string(s.text)
 	base := map[string]any{"item_id": it.ID, "output_index": s.item}
 	with := func(kv ...any) map[string]any {

@@ -3,41 +3,124 @@ package chat
 import (
 	"bytes"
 	"compress/flate"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 
 	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/surfaces/surface"
 )
 
 // Item references.
 //
 // A Responses caller may replay an earlier output item by id alone,
 // {"type":"item_reference","id":…}: the AI SDK's OpenAI provider does so for
-// every assistant message and reasoning item unless store is false. svcgw
-// stores no conversation, so the id itself carries the item: an item id
-// svcgw issues is its prefix (msg_, rs_, fc_, ctc_) and the item sealed
-// (Sealer: authenticated encryption under a key every instance on the
-// database shares), and a reference opens it again. Only what rebuilds the
-// item is sealed (a message's text, a reasoning item's summary and
-// signature, a call's id, name and arguments), deflated when that is
-// shorter. That is the price of statelessness: clients store and replay ids
-// about as long as the items (measured on prose: a 40-character answer's id
-// is 138 characters, a 1,000-character answer's 878; README "Clients").
+// every assistant message and reasoning item unless store is false. Both
+// kinds of reply resolve, and the request alone decides nothing: the same
+// body streams token by token and replays by reference from any client.
+//
+// A whole (non-streamed) reply's item ids carry their items: an id is its
+// prefix (msg_, rs_, fc_, ctc_) and the item sealed (Sealer: authenticated
+// encryption under a key every instance on the database shares), and a
+// reference opens it again. Only what rebuilds the item is sealed (a
+// message's text, a reasoning item's summary and signature, a call's id,
+// name and arguments), deflated when that is shorter. Such ids are about as
+// long as their items (measured on prose: a 40-character answer's id is 138
+// characters, a 1,000-character answer's 878), and need nothing kept.
 // Sealing cannot be forged, so a reference can only replay what svcgw
 // itself returned.
 //
 // A streamed item's id is sent before its content exists, so it cannot
-// carry it: streamed items get plain ids (msg_<response>_<n>), which a
-// reference cannot resolve. Clients that replay streamed items by reference
-// (WholeItems, set for the AI SDK) get messages and reasoning streamed one
-// whole item at a time instead, each with a sealed id.
+// carry it: streamed items get plain ids (msg_<response>_<n>), and the
+// stream hands the server the finished items (Items), which it keeps in the
+// ledger with the call's generation record, for the calling account, as
+// long as it keeps generations (README "Clients"). A reference to a plain id
+// is looked up there (DecodeRequestItems), all of a request's at once.
 //
-// A reference that does not open (never issued by svcgw, altered, or a
-// streamed item's plain id) is a 400 naming the item, except a reasoning
-// item's, which is dropped: reasoning is an aid to the backend that issued
-// it, and a conversation goes on without it.
+// A reference that resolves neither way (never issued by svcgw, altered,
+// kept for another account, or older than the retention window) is a 400
+// naming the item, except a reasoning item's, which is dropped: reasoning is
+// an aid to the backend that issued it, and a conversation goes on without
+// it.
+
+// references resolves a request's item references: by opening sealed ids,
+// or from the kept items looked up for it.
+type references struct {
+	sealer Sealer
+	kept   map[string][]byte
+}
+
+// lookUpReferences looks up, in one call to items, the kept items that the
+// input's references (and the ids of reasoning items replayed without their
+// signature) name, when their ids are not sealed ones.
+func lookUpReferences(ctx context.Context, sealer Sealer, items surface.ItemSource, in input) (references, error) {
+	refs := references{sealer: sealer}
+	if items == nil {
+		return refs, nil
+	}
+	var ids []string
+	for _, it := range in.items {
+		named := it.Type == "item_reference" || it.Type == "reasoning" && it.EncryptedContent == ""
+		if !named || it.ID == "" {
+			continue
+		}
+		if plainID(it.ID) {
+			ids = append(ids, it.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return refs, nil
+	}
+	kept, err := items(ctx, ids)
+	if err != nil {
+		return refs, err
+	}
+	refs.kept = kept
+	return refs, nil
+}
+
+// plainID reports whether id has the shape of a streamed item's id, the
+// only ids kept: its prefix, the response id's 24 characters, "_" and the
+// item's index (outputItems). Any other (a sealed id, another API's) is
+// never looked up, so replaying foreign ids costs no query.
+func plainID(id string) bool {
+	for _, prefix := range idPrefixes {
+		rest, ok := strings.CutPrefix(id, prefix)
+		if !ok {
+			continue
+		}
+		resp, n, ok := strings.Cut(rest, "_")
+		if !ok || len(resp) != 24 || n == "" {
+			return false
+		}
+		for _, c := range resp + n {
+			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z') {
+				return false
+			}
+		}
+		for _, c := range n {
+			if c < '0' || c > '9' {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// open returns the item id names: sealed in it, or kept.
+func (r references) open(id string) (typ string, it sealedItem, ok bool) {
+	if typ, it, ok = openID(r.sealer, id); ok {
+		return typ, it, true
+	}
+	data, kept := r.kept[id]
+	if !kept || typ == "" {
+		return typ, it, false
+	}
+	return typ, it, json.Unmarshal(data, &it) == nil
+}
 
 // Sealer seals and opens tokens (package seal's Box); the surface names what
 // it needs without importing it.
@@ -145,8 +228,8 @@ func sealedOf(it outputItem) sealedItem {
 // resolveReference replays the item an item_reference names as assistant
 // turn parts. A reasoning item that cannot be resolved is dropped; any other
 // is a 400 naming it.
-func resolveReference(s Sealer, f, id string, req *llm.Request) error {
-	typ, it, ok := openID(s, id)
+func resolveReference(refs references, f, id string, req *llm.Request) error {
+	typ, it, ok := refs.open(id)
 	if !ok {
 		if typ == "reasoning" {
 			return nil
@@ -155,7 +238,7 @@ func resolveReference(s Sealer, f, id string, req *llm.Request) error {
 		if len(shown) > 48 {
 			shown = shown[:48] + "…"
 		}
-		return llm.InvalidParam(f+".id", "%s: item_reference %q cannot be resolved: this gateway stores no items, and only the ids of items it returned whole (not streamed) carry them; send the item itself instead (with the AI SDK, providerOptions.openai.store = false)", f, shown)
+		return llm.InvalidParam(f+".id", "%s: item_reference %q cannot be resolved: it names no item this gateway returned to this account, or one older than it keeps streamed items; send the item itself instead (with the AI SDK, providerOptions.openai.store = false)", f, shown)
 	}
 	switch typ {
 	case "message":

@@ -2,6 +2,7 @@ package chat
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -185,7 +186,7 @@ func TestResponsesCodec_CountTokens(t *testing.T) {
 	}
 	is.NoErr(json.Unmarshal(rec.Body.Bytes(), &got))
 	is.Equal(got.Object, "response.input_tokens")
-	req, _, err := decodeResponses(nil, body)
+	req, err := decodeResponses(context.Background(), nil, nil, body)
 	is.NoErr(err)
 	is.Equal(got.InputTokens, req.InputTokens()) // the same estimate the pipeline uses
 

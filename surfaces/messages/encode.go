@@ -10,41 +10,92 @@ import (
 )
 
 // message is a complete reply (docs/wire/messages.md#responses), also the message
-// of the stream's message_start.
+// of the stream's message_start. Every member the SDKs' types declare always
+// present is sent, as the API sends it: container, stop_details and
+// diagnostics are null (svcgw runs no containers, answers no refusal
+// details and runs no cache diagnostics).
 type message struct {
-	ID           string   `json:"id"`
-	Type         string   `json:"type"` // "message"
-	Role         string   `json:"role"` // "assistant"
-	Model        string   `json:"model"`
-	Content      []block  `json:"content"`
-	StopReason   *string  `json:"stop_reason"`
-	StopSequence *string  `json:"stop_sequence"`
-	Usage        msgUsage `json:"usage"`
+	ID           string    `json:"id"`
+	Type         string    `json:"type"` // "message"
+	Role         string    `json:"role"` // "assistant"
+	Model        string    `json:"model"`
+	Content      []block   `json:"content"`
+	StopReason   *string   `json:"stop_reason"`
+	StopSequence *string   `json:"stop_sequence"`
+	StopDetails  *struct{} `json:"stop_details"` // null
+	Container    *struct{} `json:"container"`    // null
+	Diagnostics  *struct{} `json:"diagnostics"`  // null
+	Usage        msgUsage  `json:"usage"`
 }
 
 // block is a response content block. Pointer fields are emitted only for the
 // block types that carry them; the stream's content_block_start needs empty
-// accumulators ("text":"", "input":{}), which omitempty would drop.
+// accumulators ("text":"", "input":{}), which omitempty would drop. A text
+// block's citations are empty (svcgw cites nothing): [] rather than null,
+// which the types allow too, because the AI SDK's Anthropic provider (3.x)
+// validates citations as an array when present and failed the whole reply
+// on null; a tool_use block's caller is the model itself ({"type":"direct"}).
 type block struct {
 	Type      string          `json:"type"`
 	Thinking  *string         `json:"thinking,omitempty"`
 	Signature *string         `json:"signature,omitempty"`
 	Data      string          `json:"data,omitempty"` // redacted_thinking
 	Text      *string         `json:"text,omitempty"`
+	Citations json.RawMessage `json:"citations,omitempty"` // text: []
 	ID        string          `json:"id,omitempty"`
 	Name      string          `json:"name,omitempty"`
 	Input     json.RawMessage `json:"input,omitempty"`
+	Caller    *caller         `json:"caller,omitempty"` // tool_use
+}
+
+// caller is who called a tool: always the model (the API's other callers
+// are its own server tools).
+type caller struct {
+	Type string `json:"type"` // "direct"
+}
+
+var (
+	noCitations  = json.RawMessage("[]")
+	directCaller = &caller{Type: "direct"}
+)
+
+// textBlock is a text block of text.
+func textBlock(text string) block {
+	return block{Type: "text", Text: ptr(text), Citations: noCitations}
+}
+
+// toolUseBlock is a tool_use block.
+func toolUseBlock(id, name string, input json.RawMessage) block {
+	return block{Type: "tool_use", ID: toolID(id), Name: name, Input: input, Caller: directCaller}
 }
 
 // msgUsage is the usage object. input_tokens excludes cache reads and
 // writes: the prompt total is the sum of the three input counts.
+// inference_geo and server_tool_use are null (svcgw does not say where a
+// backend ran, and offers no server tools); output_tokens_details counts
+// the thinking tokens when the backend reported any, null otherwise.
 type msgUsage struct {
-	InputTokens              int            `json:"input_tokens"`
-	CacheCreationInputTokens int            `json:"cache_creation_input_tokens"`
-	CacheReadInputTokens     int            `json:"cache_read_input_tokens"`
-	CacheCreation            *cacheCreation `json:"cache_creation,omitempty"`
-	OutputTokens             int            `json:"output_tokens"`
-	ServiceTier              string         `json:"service_tier,omitempty"`
+	InputTokens              int                  `json:"input_tokens"`
+	CacheCreationInputTokens int                  `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int                  `json:"cache_read_input_tokens"`
+	CacheCreation            *cacheCreation       `json:"cache_creation"`
+	OutputTokens             int                  `json:"output_tokens"`
+	OutputTokensDetails      *outputTokensDetails `json:"output_tokens_details"`
+	ServerToolUse            *struct{}            `json:"server_tool_use"` // null
+	InferenceGeo             *string              `json:"inference_geo"`   // null
+	ServiceTier              string               `json:"service_tier"`
+	Speed                    string               `json:"speed"`
+}
+
+// deltaUsage is message_delta's usage: the counts, without the reply's
+// cache breakdown, tier, speed and geography.
+type deltaUsage struct {
+	InputTokens              int                  `json:"input_tokens"`
+	CacheCreationInputTokens int                  `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int                  `json:"cache_read_input_tokens"`
+	OutputTokens             int                  `json:"output_tokens"`
+	OutputTokensDetails      *outputTokensDetails `json:"output_tokens_details"`
+	ServerToolUse            *struct{}            `json:"server_tool_use"` // null
 }
 
 type cacheCreation struct {
@@ -52,6 +103,12 @@ type cacheCreation struct {
 	Ephemeral1h int `json:"ephemeral_1h_input_tokens"`
 }
 
+type outputTokensDetails struct {
+	ThinkingTokens int `json:"thinking_tokens"`
+}
+
+// toUsage maps canonical usage. The 1h share of cache writes is the
+// backend's, bounded by the writes; the rest are 5m.
 func toUsage(u llm.Usage) msgUsage {
 	h := min(max(u.CacheCreation1hTokens, 0), u.CacheCreationTokens)
 	return msgUsage{
@@ -60,8 +117,28 @@ func toUsage(u llm.Usage) msgUsage {
 		CacheReadInputTokens:     u.CachedInputTokens,
 		CacheCreation:            &cacheCreation{Ephemeral5m: u.CacheCreationTokens - h, Ephemeral1h: h},
 		OutputTokens:             u.OutputTokens,
+		OutputTokensDetails:      thinkingTokens(u),
 		ServiceTier:              "standard",
+		Speed:                    "standard",
 	}
+}
+
+// toDeltaUsage is message_delta's usage of u.
+func toDeltaUsage(u llm.Usage) deltaUsage {
+	return deltaUsage{
+		InputTokens:              u.UncachedInputTokens(),
+		CacheCreationInputTokens: u.CacheCreationTokens,
+		CacheReadInputTokens:     u.CachedInputTokens,
+		OutputTokens:             u.OutputTokens,
+		OutputTokensDetails:      thinkingTokens(u),
+	}
+}
+
+func thinkingTokens(u llm.Usage) *outputTokensDetails {
+	if u.ReasoningTokens <= 0 {
+		return nil
+	}
+	return &outputTokensDetails{ThinkingTokens: u.ReasoningTokens}
 }
 
 // stopReason maps a finish reason to stop_reason and stop_sequence; the
@@ -118,12 +195,12 @@ func toBlocks(parts []llm.Part) []block {
 			if p.Text == "" {
 				continue // the vendor never returns empty text blocks, and rejects them on replay
 			}
-			blocks = append(blocks, block{Type: "text", Text: ptr(p.Text)})
+			blocks = append(blocks, textBlock(p.Text))
 		case llm.PartToolCall:
 			if p.ToolCall == nil {
 				continue
 			}
-			blocks = append(blocks, block{Type: "tool_use", ID: toolID(p.ToolCall.ID), Name: p.ToolCall.Name, Input: toolInput(p.ToolCall.Arguments)})
+			blocks = append(blocks, toolUseBlock(p.ToolCall.ID, p.ToolCall.Name, toolInput(p.ToolCall.Arguments)))
 		}
 	}
 	return blocks

@@ -65,13 +65,13 @@ func newStream(req *llm.Request, id string, _ time.Time) *Stream {
 // frame is the union of the stream's event payloads; each event sets the
 // fields it carries.
 type frame struct {
-	Type         string     `json:"type"`
-	Message      *message   `json:"message,omitempty"`
-	Index        *int       `json:"index,omitempty"`
-	ContentBlock *block     `json:"content_block,omitempty"`
-	Delta        any        `json:"delta,omitempty"` // *contentDelta or *messageDelta
-	Usage        *msgUsage  `json:"usage,omitempty"`
-	Error        *errorBody `json:"error,omitempty"`
+	Type         string      `json:"type"`
+	Message      *message    `json:"message,omitempty"`
+	Index        *int        `json:"index,omitempty"`
+	ContentBlock *block      `json:"content_block,omitempty"`
+	Delta        any         `json:"delta,omitempty"` // *contentDelta or *messageDelta
+	Usage        *deltaUsage `json:"usage,omitempty"`
+	Error        *errorBody  `json:"error,omitempty"`
 }
 
 // contentDelta is a content_block_delta payload; each delta type sets its field.
@@ -83,12 +83,14 @@ type contentDelta struct {
 	PartialJSON *string `json:"partial_json,omitempty"`
 }
 
-// messageDelta carries the final stop reason. stop_details is sent as null:
-// the SDK's accumulator overwrites it from every message_delta.
+// messageDelta carries the final stop reason. stop_details and container
+// are sent as null: the SDK's accumulator overwrites them from every
+// message_delta.
 type messageDelta struct {
-	StopReason   *string `json:"stop_reason"`
-	StopSequence *string `json:"stop_sequence"`
-	StopDetails  *string `json:"stop_details"`
+	StopReason   *string   `json:"stop_reason"`
+	StopSequence *string   `json:"stop_sequence"`
+	StopDetails  *struct{} `json:"stop_details"`
+	Container    *struct{} `json:"container"`
 }
 
 // write writes one event whose SSE name equals its JSON type: the SDKs
@@ -165,7 +167,7 @@ func (s *Stream) Event(w io.Writer, ev llm.Event) error {
 			return nil
 		}
 		if s.open != "text" {
-			if err := s.openBlock(w, "text", block{Type: "text", Text: ptr("")}); err != nil {
+			if err := s.openBlock(w, "text", textBlock("")); err != nil {
 				return err
 			}
 		}
@@ -229,7 +231,7 @@ func (s *Stream) toolStart(w io.Writer, ev llm.Event) error {
 	if _, dup := s.tools[ev.Index]; dup {
 		return fmt.Errorf("messages stream: tool call %d started twice", ev.Index)
 	}
-	b := block{Type: "tool_use", ID: toolID(ev.ToolCall.ID), Name: ev.ToolCall.Name, Input: json.RawMessage(`{}`)}
+	b := toolUseBlock(ev.ToolCall.ID, ev.ToolCall.Name, json.RawMessage(`{}`))
 	if err := s.openBlock(w, "tool_use", b); err != nil {
 		return err
 	}
@@ -255,8 +257,7 @@ func (s *Stream) finish(w io.Writer, ev llm.Event) error {
 	if ev.Usage != nil {
 		u = *ev.Usage
 	}
-	usage := toUsage(u)
-	usage.CacheCreation, usage.ServiceTier = nil, ""
+	usage := toDeltaUsage(u)
 	err := s.write(w, frame{Type: "message_delta",
 		Delta: &messageDelta{StopReason: reason, StopSequence: seq},
 		Usage: &usage})

@@ -291,6 +291,12 @@ func (b *Backend) body(req *llm.Request, stream bool) ([]byte, error) {
 	if r.Messages, err = anthropicMessages(req); err != nil {
 		return nil, err
 	}
+	if len(r.Messages) == 0 && len(r.System) > 0 {
+		// Instructions alone (OpenAI takes a request of only a system or
+		// developer message): the messages API needs a user turn, so the
+		// instructions are it.
+		r.Messages, r.System = []anMessage{{Role: "user", Content: r.System}}, nil
+	}
 
 	tools := protocol.AllowedTools(req)
 	for _, t := range tools {

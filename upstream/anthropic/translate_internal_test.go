@@ -55,3 +55,23 @@ func TestStopRule(t *testing.T) {
 		{Name: "white space around text goes up", Stops: []string{"\nHuman:"}, Sent: []string{"\nHuman:"}},
 	})
 }
+
+// OpenAI takes a request of a developer message alone; the messages API
+// needs a user turn, so the instructions are sent as it.
+func TestTranslate_InstructionsAlone(t *testing.T) {
+	is := is.New(t)
+	b, err := (&Backend{}).body(&llm.Request{Model: "m", System: []llm.Part{llm.TextPart("Say hi.")}}, false)
+	is.NoErr(err)
+	var r struct {
+		System   json.RawMessage
+		Messages []struct {
+			Role    string
+			Content []struct{ Type, Text string }
+		}
+	}
+	is.NoErr(json.Unmarshal(b, &r))
+	is.Equal(len(r.System), 0) // no system prompt left
+	is.Equal(len(r.Messages), 1)
+	is.Equal(r.Messages[0].Role, "user")
+	is.Equal(r.Messages[0].Content[0].Text, "Say hi.")
+}

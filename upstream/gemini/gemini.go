@@ -202,7 +202,7 @@ type gmTool struct {
 
 type gmFunctionDeclaration struct {
 	Name                 string          `json:"name"`
-	Description          string          `json:"description,omitempty"`
+	Description          string          `json:"description"`
 	ParametersJSONSchema json.RawMessage `json:"parametersJsonSchema,omitempty"`
 }
 
@@ -279,6 +279,13 @@ func (b *Backend) body(req *llm.Request) ([]byte, error) {
 		} else {
 			r.Contents = append(r.Contents, c)
 		}
+	}
+	if len(r.Contents) == 0 && r.SystemInstruction != nil {
+		// Instructions alone (OpenAI takes a request of only a system or
+		// developer message): generate-content needs contents, so the
+		// instructions are the user turn.
+		r.Contents = []gmContent{{Role: "user", Parts: r.SystemInstruction.Parts}}
+		r.SystemInstruction = nil
 	}
 
 	tools := req.Tools

@@ -75,3 +75,41 @@ func TestStopRule(t *testing.T) {
 		{Name: "a sixth is the gateway's", Stops: []string{"a", "b", "c", "d", "e", "f"}, Sent: []string{"a", "b", "c", "d", "e"}, Gateway: []string{"a", "b", "c", "d", "e", "f"}},
 	})
 }
+
+// OpenAI takes a request of a developer message alone; generate-content
+// needs contents, so the instructions are sent as the user turn.
+func TestTranslate_InstructionsAlone(t *testing.T) {
+	is := is.New(t)
+	b, err := (&Backend{}).body(&llm.Request{Model: "m", System: []llm.Part{llm.TextPart("Say hi.")}})
+	is.NoErr(err)
+	var r struct {
+		SystemInstruction json.RawMessage
+		Contents          []struct {
+			Role  string
+			Parts []struct{ Text string }
+		}
+	}
+	is.NoErr(json.Unmarshal(b, &r))
+	is.Equal(len(r.SystemInstruction), 0)
+	is.Equal(len(r.Contents), 1)
+	is.Equal(r.Contents[0].Role, "user")
+	is.Equal(r.Contents[0].Parts[0].Text, "Say hi.")
+}
+
+// Google's protos mark a function declaration's description required, and
+// Google's own SDK (python-genai's from_callable, for a function without a
+// docstring) sends "" for none: so does svcgw.
+func TestTranslate_DeclarationWithoutDescription(t *testing.T) {
+	is := is.New(t)
+	b, err := (&Backend{}).body(&llm.Request{Model: "m",
+		Messages: []llm.Message{{Role: llm.RoleUser, Parts: []llm.Part{llm.TextPart("hi")}}},
+		Tools:    []llm.Tool{{Name: "get_time", Parameters: json.RawMessage(`{"type":"object"}`)}}})
+	is.NoErr(err)
+	var r struct {
+		Tools []struct {
+			FunctionDeclarations []map[string]json.RawMessage
+		}
+	}
+	is.NoErr(json.Unmarshal(b, &r))
+	is.Equal(string(r.Tools[0].FunctionDeclarations[0]["description"]), `""`)
+}
