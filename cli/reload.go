@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/svcgw/svcgw/config"
 	"github.com/svcgw/svcgw/server"
@@ -16,11 +17,15 @@ import (
 // included), prices and per-call limits, for the calls that start after
 // it. A file that does not load is refused whole: its errors are logged,
 // one line each with its file:line, and the configuration in force stays.
+// It re-reads the listeners' TLS certificates too (--tls-cert,
+// --admin-tls-cert), each on its own: a renewed certificate is taken even
+// when the configuration file is refused, and the other way round.
 type reloader struct {
 	cmd     *serveCmd
 	srv     *server.Server
 	log     *slog.Logger
 	metrics *server.Metrics
+	certs   []*server.Certificate // the listeners' key pairs, if any
 
 	mu  sync.Mutex     // one reload at a time
 	cfg *config.Config // the configuration in force
@@ -33,20 +38,42 @@ var errNoConfig = errors.New("svcgw serve was started without --config (the fixt
 func (r *reloader) reload(by string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	certErr := r.reloadCerts(by)
 	err := r.swap()
-	r.metrics.ObserveReload(err)
+	if errors.Is(err, errNoConfig) && len(r.certs) > 0 {
+		err = nil // the certificates were what there was to reload
+	}
+	r.metrics.ObserveReload(errors.Join(certErr, err))
 	var errs config.Errors
 	switch {
+	case err == nil && r.cmd.Config != "":
+		r.log.Info("configuration reloaded", "by", by, "file", r.cmd.Config, "upstreams", len(r.cfg.Upstreams))
 	case errors.As(err, &errs):
 		for _, ce := range errs {
 			r.log.Error("configuration reload refused; the running configuration is kept", "by", by, "error", ce.Error())
 		}
 	case err != nil:
 		r.log.Error("configuration reload refused; the running configuration is kept", "by", by, "error", err)
-	default:
-		r.log.Info("configuration reloaded", "by", by, "file", r.cmd.Config, "upstreams", len(r.cfg.Upstreams))
 	}
-	return err
+	return errors.Join(certErr, err)
+}
+
+// reloadCerts re-reads each listener's key pair; one that does not load
+// is refused and the one in force stays.
+func (r *reloader) reloadCerts(by string) error {
+	var errs []error
+	for _, c := range r.certs {
+		if err := c.Reload(); err != nil {
+			r.log.Error("TLS certificate reload refused; the certificate in force is kept", "by", by, "error", err)
+			errs = append(errs, err)
+			continue
+		}
+		if err := c.Check(time.Now()); err != nil {
+			r.log.Warn("TLS certificate not valid now; clients will refuse it", "by", by, "error", err)
+		}
+		r.log.Info("TLS certificate reloaded", append([]any{"by", by}, c.LogAttrs()...)...)
+	}
+	return errors.Join(errs...)
 }
 
 func (r *reloader) swap() error {
