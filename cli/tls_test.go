@@ -261,7 +261,7 @@ func TestServe_TLSWithRenewalWhileAStreamIsOpen(t *testing.T) {
 	}
 	is.NoErr(stream.Err())
 	is.True(strings.Contains(text.String(), "hello over TLS")) // the whole reply came
-	is.True(usage > 0)                                        // and its usage, so it was metered
+	is.True(usage > 0)                                         // and its usage, so it was metered
 	seen := rec.serials()
 	is.Equal(seen[len(seen)-1], int64(100)) // the stream's connection kept the first certificate
 
