@@ -205,6 +205,12 @@ func (c *serveCmd) Run(e *env) (err error) {
 		attrs = append(attrs, "admin_addr", adminLn.Addr().String(), "admin_scheme", scheme(adminTLS))
 	}
 	log.Info("svcgw listening", attrs...)
+	// A systemd unit of Type=notify is started once the listeners are
+	// open, and told when its stop begins.
+	if err := sdNotify("READY=1\nSTATUS=serving " + scheme(callerTLS) + "://" + ln.Addr().String()); err != nil {
+		log.Warn("could not tell systemd that serve is ready", "err", err)
+	}
+	defer context.AfterFunc(e.ctx, func() { _ = sdNotify("STOPPING=1") })()
 	// What start-up read of the binary need not stay mapped: ~12 MiB of
 	// RSS at rest, 3–4 MiB at the peak of 1,000 open streams after load
 	// (startpages_linux.go).
