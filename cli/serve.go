@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -171,7 +172,7 @@ func (c *serveCmd) Run(e *env) (err error) {
 	// On an early return; the end of Run closes it and reports the flush.
 	// Close is idempotent.
 	defer st.Close()
-	if err := bootstrap(e, st, credits, scheme(callerTLS)+"://"+ln.Addr().String()); err != nil {
+	if err := bootstrap(e, st, credits, scheme(callerTLS)+"://"+reachable(ln.Addr())); err != nil {
 		ln.Close()
 		return err
 	}
@@ -289,6 +290,16 @@ func loadCertificate(certFile, keyFile, flag string, log *slog.Logger) (*server.
 		log.Warn("TLS certificate not valid now; clients will refuse it", "flag", flag, "error", err)
 	}
 	return cert, nil
+}
+
+// reachable is where a client on this machine reaches a listener at addr:
+// localhost for one on every address (0.0.0.0:8080 in the container
+// image).
+func reachable(addr net.Addr) string {
+	if ta, ok := addr.(*net.TCPAddr); ok && ta.IP.IsUnspecified() {
+		return net.JoinHostPort("localhost", strconv.Itoa(ta.Port))
+	}
+	return addr.String()
 }
 
 // scheme is what a listener with cert serves.
