@@ -1,9 +1,12 @@
 package cli
 
 import (
+	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
@@ -56,6 +59,50 @@ func (r *reloader) reload(by string) error {
 		r.log.Error("configuration reload refused; the running configuration is kept", "by", by, "error", err)
 	}
 	return errors.Join(certErr, err)
+}
+
+// watch reloads whenever the contents of --config or of a TLS file
+// change, looking every interval, until ctx is done: a Kubernetes
+// ConfigMap or Secret mounted as files is updated in place, with no
+// signal sent. A file that cannot be read counts as changed once it can
+// be again; the reload then reports what is wrong with it.
+func (r *reloader) watch(ctx context.Context, every time.Duration) {
+	last := r.fingerprint()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if now := r.fingerprint(); now != last {
+			last = now
+			_ = r.reload("file change")
+		}
+	}
+}
+
+// fingerprint is a digest of the watched files' contents.
+func (r *reloader) fingerprint() [sha256.Size]byte {
+	h := sha256.New()
+	files := []string{r.cmd.Config}
+	for _, c := range r.certs {
+		cert, key := c.Files()
+		files = append(files, cert, key)
+	}
+	for _, f := range files {
+		if f == "" {
+			continue
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			data = []byte("unreadable: " + err.Error())
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", f, len(data))
+		h.Write(data)
+	}
+	return [sha256.Size]byte(h.Sum(nil))
 }
 
 // reloadCerts re-reads each listener's key pair; one that does not load

@@ -50,6 +50,7 @@ type serveCmd struct {
 	TLSKey           string        `name:"tls-key" type:"existingfile" placeholder:"FILE" help:"The PEM private key of --tls-cert."`
 	AdminTLSCert     string        `name:"admin-tls-cert" type:"existingfile" placeholder:"FILE" help:"Serve the admin listener HTTPS with this PEM certificate (may be --tls-cert's); needs --admin-tls-key. Re-read on reload like --tls-cert."`
 	AdminTLSKey      string        `name:"admin-tls-key" type:"existingfile" placeholder:"FILE" help:"The PEM private key of --admin-tls-cert."`
+	ReloadInterval   time.Duration `default:"0s" help:"Also reload (as SIGHUP does) when the contents of --config or of a TLS certificate or key file change, looking this often, e.g. 10s for a Kubernetes ConfigMap or Secret mounted as files; 0 = only on SIGHUP or POST /-/reload."`
 	AdminAddr        string        `help:"Address of the admin listener, e.g. 127.0.0.1:9090: Prometheus /metrics, /readyz naming what is wrong, /debug/pprof/ and POST /-/reload. Off when empty; never reachable on --addr. Keep it off the network callers reach."`
 	GCFloor          int           `name:"gc-floor" default:"32" placeholder:"MIB" help:"Smallest heap the garbage collector lets grow before it collects, in MiB: while the live heap is under half of it, collect at this size instead of at twice the live heap (fewer collections at high request rates); 0 = the Go runtime's own pacing. GOGC or GOMEMLIMIT in the environment overrides it."`
 	MetricsAppLabels int           `name:"metrics-application-labels" default:"0" help:"Label calls, tokens and cost in /metrics with the application (X-Title, Referer host or key name), for at most this many distinct applications; the rest count as \"other\" (0 = no application label)."`
@@ -81,6 +82,9 @@ func (c *serveCmd) Run(e *env) (err error) {
 	}
 	if c.AdminAddr != "" && c.AdminAddr == c.Addr && !strings.HasSuffix(c.Addr, ":0") { // :0 is a port each
 		return fmt.Errorf("--admin-addr must differ from --addr: nothing of the admin listener may be reachable where callers are")
+	}
+	if c.ReloadInterval < 0 {
+		return fmt.Errorf("--reload-interval must not be negative (0 is off)")
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return fmt.Errorf("--tls-cert and --tls-key go together: give both for HTTPS, or neither")
@@ -235,6 +239,13 @@ func (c *serveCmd) Run(e *env) (err error) {
 			}
 		}
 	}()
+	if c.ReloadInterval > 0 {
+		side.Add(1)
+		go func() {
+			defer side.Done()
+			rl.watch(sideCtx, c.ReloadInterval)
+		}()
+	}
 	if adminLn != nil {
 		side.Add(1)
 		go func() {
