@@ -37,6 +37,7 @@ var allowed = map[string][]string{
 	"internal/pgtest":     {},      // a throwaway PostgreSQL for tests, imported by tests only
 	"internal/testfill":   {},      // values filled for encoder tests, imported by tests only
 	"internal/logtext":    {},      // the log handler: slog.TextHandler's bytes, cheaper
+	"deploy":              {},      // tests only: the Kubernetes manifests and the systemd unit
 
 	// what the vendor protocols share: HTTP transport, SSE reader, frame
 	// decoder, stop sequences, translation helpers

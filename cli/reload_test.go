@@ -201,3 +201,51 @@ func TestServe_AdminAddrMustDifferFromAddr(t *testing.T) {
 	_, err := os.Stat(db)
 	is.True(os.IsNotExist(err)) // refused before any database was made
 }
+
+// TestServe_ReloadIntervalFollowsTheFile: with --reload-interval a
+// changed file is reloaded with no signal, as a Kubernetes ConfigMap
+// mounted as a file is replaced.
+func TestServe_ReloadIntervalFollowsTheFile(t *testing.T) {
+	is := is.New(t)
+	up := &keyUpstream{}
+	upstream := httptest.NewServer(up)
+	defer upstream.Close()
+	db := newDB(t)
+	code, key, _ := run(t, db, "keys", "create", "--account", "acme")
+	is.Equal(code, 0) // keys create
+	key = strings.TrimSpace(key)
+	code, _, _ = run(t, db, "credits", "add", "--account", "acme", "100")
+	is.Equal(code, 0) // credits add
+	// A ConfigMap's files are symbolic links to a directory that is
+	// replaced whole: the same here.
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "svcgw.yaml")
+	write := func(gen, doc string) {
+		t.Helper()
+		is.NoErr(os.MkdirAll(filepath.Join(dir, gen), 0o700))
+		is.NoErr(os.WriteFile(filepath.Join(dir, gen, "svcgw.yaml"), []byte(doc), 0o600))
+		_ = os.Remove(cfg + ".new")
+		is.NoErr(os.Symlink(filepath.Join(dir, gen, "svcgw.yaml"), cfg+".new"))
+		is.NoErr(os.Rename(cfg+".new", cfg))
+	}
+	write("a", reloadConfig(upstream.URL, "key-one", "1", "2"))
+	srv := startServer(t, db, "--config", cfg, "--reload-interval", "50ms")
+	client := &http.Client{Timeout: 10 * time.Second}
+	status, _, _, _ := call(t, client, srv.addr, key)
+	is.Equal(status, http.StatusOK)
+	is.Equal(up.lastAuth(), "Bearer key-one")
+
+	write("b", reloadConfig(upstream.URL, "key-two", "1", "2"))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		status, _, _, _ := call(t, client, srv.addr, key)
+		is.Equal(status, http.StatusOK)
+		if up.lastAuth() == "Bearer key-two" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the changed file was not reloaded: %s", srv.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -45,6 +46,11 @@ type serveCmd struct {
 	MaxConnections   int           `default:"0" help:"Most caller connections open at once; more wait in the accept backlog (0 = limits.max_connections from --config, else derived from the file-descriptor limit)."`
 	FixtureTTFT      time.Duration `name:"fixture-ttft" default:"0s" help:"Fixture backend: simulated time to first token."`
 	FixtureTPS       float64       `name:"fixture-tps" default:"0" help:"Fixture backend: simulated output tokens per second (0 = instant)."`
+	TLSCert          string        `name:"tls-cert" type:"existingfile" placeholder:"FILE" help:"Serve callers HTTPS (HTTP/2 and HTTP/1.1) with this PEM certificate (the leaf, then its chain); needs --tls-key. Re-read on reload (SIGHUP, POST /-/reload): new connections get the renewed one, open ones are kept."`
+	TLSKey           string        `name:"tls-key" type:"existingfile" placeholder:"FILE" help:"The PEM private key of --tls-cert."`
+	AdminTLSCert     string        `name:"admin-tls-cert" type:"existingfile" placeholder:"FILE" help:"Serve the admin listener HTTPS with this PEM certificate (may be --tls-cert's); needs --admin-tls-key. Re-read on reload like --tls-cert."`
+	AdminTLSKey      string        `name:"admin-tls-key" type:"existingfile" placeholder:"FILE" help:"The PEM private key of --admin-tls-cert."`
+	ReloadInterval   time.Duration `default:"0s" help:"Also reload (as SIGHUP does) when the contents of --config or of a TLS certificate or key file change, looking this often, e.g. 10s for a Kubernetes ConfigMap or Secret mounted as files; 0 = only on SIGHUP or POST /-/reload."`
 	AdminAddr        string        `help:"Address of the admin listener, e.g. 127.0.0.1:9090: Prometheus /metrics, /readyz naming what is wrong, /debug/pprof/ and POST /-/reload. Off when empty; never reachable on --addr. Keep it off the network callers reach."`
 	GCFloor          int           `name:"gc-floor" default:"32" help:"Smallest heap the garbage collector lets grow before it collects, in MiB: while the live heap is under half of it, collect at this size instead of at twice the live heap (fewer collections at high request rates); 0 = the Go runtime's own pacing. GOGC or GOMEMLIMIT in the environment overrides it."`
 	MetricsAppLabels int           `name:"metrics-application-labels" default:"0" help:"Label calls, tokens and cost in /metrics with the application (X-Title, Referer host or key name), for at most this many distinct applications; the rest count as \"other\" (0 = no application label)."`
@@ -77,6 +83,18 @@ func (c *serveCmd) Run(e *env) (err error) {
 	if c.AdminAddr != "" && c.AdminAddr == c.Addr && !strings.HasSuffix(c.Addr, ":0") { // :0 is a port each
 		return fmt.Errorf("--admin-addr must differ from --addr: nothing of the admin listener may be reachable where callers are")
 	}
+	if c.ReloadInterval < 0 {
+		return fmt.Errorf("--reload-interval must not be negative (0 is off)")
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return fmt.Errorf("--tls-cert and --tls-key go together: give both for HTTPS, or neither")
+	}
+	if (c.AdminTLSCert == "") != (c.AdminTLSKey == "") {
+		return fmt.Errorf("--admin-tls-cert and --admin-tls-key go together: give both for HTTPS, or neither")
+	}
+	if c.AdminTLSCert != "" && c.AdminAddr == "" {
+		return fmt.Errorf("--admin-tls-cert needs --admin-addr: there is no admin listener without it")
+	}
 	// From the start: SIGHUP's default would end the process.
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -104,6 +122,14 @@ func (c *serveCmd) Run(e *env) (err error) {
 		}
 	}
 	router, err := buildRouter(cfg, log, c.fixtureOptions())
+	if err != nil {
+		return err
+	}
+	callerTLS, err := loadCertificate(c.TLSCert, c.TLSKey, "--tls-cert", log)
+	if err != nil {
+		return err
+	}
+	adminTLS, err := loadCertificate(c.AdminTLSCert, c.AdminTLSKey, "--admin-tls-cert", log)
 	if err != nil {
 		return err
 	}
@@ -154,7 +180,7 @@ func (c *serveCmd) Run(e *env) (err error) {
 	// On an early return; the end of Run closes it and reports the flush.
 	// Close is idempotent.
 	defer st.Close()
-	if err := bootstrap(e, st, credits, ln.Addr().String()); err != nil {
+	if err := bootstrap(e, st, credits, scheme(callerTLS)+"://"+reachable(ln.Addr())); err != nil {
 		ln.Close()
 		return err
 	}
@@ -175,14 +201,25 @@ func (c *serveCmd) Run(e *env) (err error) {
 		return err
 	}
 	rl := &reloader{cmd: c, srv: h, log: log, metrics: metrics, cfg: cfg}
+	for _, cert := range []*server.Certificate{callerTLS, adminTLS} {
+		if cert != nil {
+			rl.certs = append(rl.certs, cert)
+		}
+	}
 
 	maxConns := cmp.Or(c.MaxConnections, lim.MaxConnections, server.DefaultMaxConns())
-	attrs := []any{"addr", ln.Addr().String(), "db", e.global.where(),
+	attrs := []any{"addr", ln.Addr().String(), "scheme", scheme(callerTLS), "db", e.global.where(),
 		"version", b.Version, "commit", b.Commit, "built", b.Date, "go", b.Go, "max_connections", maxConns}
 	if adminLn != nil {
-		attrs = append(attrs, "admin_addr", adminLn.Addr().String())
+		attrs = append(attrs, "admin_addr", adminLn.Addr().String(), "admin_scheme", scheme(adminTLS))
 	}
 	log.Info("svcgw listening", attrs...)
+	// A systemd unit of Type=notify is started once the listeners are
+	// open, and told when its stop begins.
+	if err := sdNotify("READY=1\nSTATUS=serving " + scheme(callerTLS) + "://" + ln.Addr().String()); err != nil {
+		log.Warn("could not tell systemd that serve is ready", "err", err)
+	}
+	defer context.AfterFunc(e.ctx, func() { _ = sdNotify("STOPPING=1") })()
 	// What start-up read of the binary need not stay mapped: ~12 MiB of
 	// RSS at rest, 3–4 MiB at the peak of 1,000 open streams after load
 	// (startpages_linux.go).
@@ -206,6 +243,13 @@ func (c *serveCmd) Run(e *env) (err error) {
 			}
 		}
 	}()
+	if c.ReloadInterval > 0 {
+		side.Add(1)
+		go func() {
+			defer side.Done()
+			rl.watch(sideCtx, c.ReloadInterval)
+		}()
+	}
 	if adminLn != nil {
 		side.Add(1)
 		go func() {
@@ -213,7 +257,7 @@ func (c *serveCmd) Run(e *env) (err error) {
 			admin := h.Admin(func(context.Context) error { return rl.reload("admin") })
 			// A profile may take its time; a second of grace is plenty
 			// for a scrape.
-			if err := server.Serve(sideCtx, adminLn, admin, server.ServeOptions{Logger: log.With("listener", "admin"), Grace: time.Second, MaxConns: 64}); err != nil {
+			if err := server.Serve(sideCtx, adminLn, admin, server.ServeOptions{Logger: log.With("listener", "admin"), Grace: time.Second, MaxConns: 64, TLS: adminTLS.TLSConfig()}); err != nil {
 				log.Error("admin listener", "err", err)
 			}
 		}()
@@ -223,6 +267,7 @@ func (c *serveCmd) Run(e *env) (err error) {
 		HeaderTimeout: cmp.Or(c.HeaderTimeout, lim.HeaderTimeout),
 		IdleTimeout:   cmp.Or(c.IdleTimeout, lim.IdleTimeout),
 		MaxConns:      maxConns,
+		TLS:           callerTLS.TLSConfig(),
 	})
 	stopSide()
 	side.Wait()
@@ -243,6 +288,41 @@ func (c *serveCmd) Run(e *env) (err error) {
 	}
 	log.Info("shutdown: ledger flushed, database closed", "db", e.global.where())
 	return err
+}
+
+// loadCertificate reads a listener's key pair; none when certFile is
+// empty. A certificate that is not valid now is served all the same (a
+// renewal may be on its way) but logged: clients will refuse it.
+func loadCertificate(certFile, keyFile, flag string, log *slog.Logger) (*server.Certificate, error) {
+	if certFile == "" {
+		return nil, nil
+	}
+	cert, err := server.LoadCertificate(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", flag, err)
+	}
+	if err := cert.Check(time.Now()); err != nil {
+		log.Warn("TLS certificate not valid now; clients will refuse it", "flag", flag, "error", err)
+	}
+	return cert, nil
+}
+
+// reachable is where a client on this machine reaches a listener at addr:
+// localhost for one on every address (0.0.0.0:8080 in the container
+// image).
+func reachable(addr net.Addr) string {
+	if ta, ok := addr.(*net.TCPAddr); ok && ta.IP.IsUnspecified() {
+		return net.JoinHostPort("localhost", strconv.Itoa(ta.Port))
+	}
+	return addr.String()
+}
+
+// scheme is what a listener with cert serves.
+func scheme(cert *server.Certificate) string {
+	if cert == nil {
+		return "http"
+	}
+	return "https"
 }
 
 // fixtureOptions are the fixture backend's options from the flags.
@@ -288,7 +368,7 @@ const drainTimeout = 10 * time.Second
 // creates account "default" with one key and a starter balance, and prints
 // the key (once) on stderr. Of several instances starting at once on one
 // empty PostgreSQL database, only the one that creates the account does.
-func bootstrap(e *env, st store.DB, credits apd.Decimal, addr string) error {
+func bootstrap(e *env, st store.DB, credits apd.Decimal, base string) error {
 	n, err := st.CountAccounts(e.ctx)
 	if err != nil || n > 0 {
 		return err
@@ -306,8 +386,8 @@ func bootstrap(e *env, st store.DB, credits apd.Decimal, addr string) error {
 			return err
 		}
 	}
-	fmt.Fprintf(e.stderr, "\nCreated account \"default\" with %s USD of credits and API key %s:\n\n    %s\n\nIt is shown only this once. Try:\n\n    curl -H \"Authorization: Bearer %s\" http://%s/svc/v1/credits\n\n",
-		billing.Format(credits), key.ID, secret, secret, addr)
+	fmt.Fprintf(e.stderr, "\nCreated account \"default\" with %s USD of credits and API key %s:\n\n    %s\n\nIt is shown only this once. Try:\n\n    curl -H \"Authorization: Bearer %s\" %s/svc/v1/credits\n\n",
+		billing.Format(credits), key.ID, secret, secret, base)
 	return nil
 }
 

@@ -37,6 +37,7 @@ package server
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -328,6 +329,10 @@ type ServeOptions struct {
 	// beyond it wait in the accept backlog; idle keep-alive connections
 	// are closed to make room (see limitListener).
 	MaxConns int
+	// TLS, when set, serves HTTPS (HTTP/2 and HTTP/1.1, by ALPN) instead
+	// of plain HTTP; Certificate.TLSConfig makes one whose certificate a
+	// reload renews.
+	TLS *tls.Config
 }
 
 // Serve serves h on ln until ctx is done, then shuts down gracefully: it
@@ -360,7 +365,13 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, o ServeOptions)
 	addr := ln.Addr().String() // says which listener shuts down, when a process has several
 	ln = newLimitListener(ln, maxConns, func() { idle.closeIdle(pressureMinIdle) }, log)
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	if o.TLS != nil {
+		// ServeTLS offers h2 and http/1.1 by ALPN on a copy of it.
+		srv.TLSConfig = o.TLS
+		go func() { errc <- srv.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { errc <- srv.Serve(ln) }()
+	}
 	select {
 	case err := <-errc:
 		return err
