@@ -96,7 +96,7 @@ func OpenPostgres(ctx context.Context, dsn string, opts Options) (*Postgres, err
 		c.AfterConnect = after
 		return pgxpool.NewWithConfig(ctx, c)
 	}
-	if p.w, err = pool(pgWritePool, p.writerSession(cfg)); err != nil {
+	if p.w, err = pool(pgWritePool, p.leases.writerLock(p.writerSession(cfg))); err != nil {
 		return nil, fmt.Errorf("open postgres %s: %w", p.dsn, err)
 	}
 	if opts.Existing {

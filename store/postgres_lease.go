@@ -471,16 +471,34 @@ func (l *leases) LeaseBudget(ctx context.Context, accountID int64, reserved, nee
 	a.renew.Lock()
 	b, g, err := l.grant(ctx, a, accountID, reserved, need, nil)
 	a.renew.Unlock()
-	if err == nil && b.Short && need > 0 && (len(g.holders) > 0 || len(g.suspects) > 0) {
+	// Peers asked give back what is idle, but their own calls may take
+	// some of it again before this grant: ask again while that helps.
+	for round := 0; round < maxAsks && err == nil && b.Short && need > 0 && (len(g.holders) > 0 || len(g.suspects) > 0); round++ {
 		l.askBack(ctx, accountID, g.holders, len(g.suspects) > 0)
 		a.renew.Lock()
-		b, _, err = l.grant(ctx, a, accountID, reserved, need, g.suspects)
+		before := a.room()
+		b, g, err = l.grant(ctx, a, accountID, reserved, need, g.suspects)
+		gained := a.room() > before
 		a.renew.Unlock()
+		if !gained {
+			break
+		}
 	}
 	if err != nil {
 		return Budget{}, fmt.Errorf("lease: %w", l.p.readErr(ctx, err))
 	}
 	return b, nil
+}
+
+// maxAsks bounds the rounds of asking peers for idle slices one grant
+// makes (see LeaseBudget).
+const maxAsks = 3
+
+// room is what the account's lease has left to spend here.
+func (a *leaseAcct) room() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.acct.granted - a.acct.used
 }
 
 // granted is what a grant found of the other instances' leases: the lock
@@ -510,8 +528,9 @@ func (l *leases) grant(ctx context.Context, a *leaseAcct, accountID, reserved, n
 	p := periodOf(now)
 
 	var (
-		out  Budget
-		info granted
+		out   Budget
+		info  granted
+		apply func()
 	)
 	err := pgx.BeginFunc(ctx, l.p.call, func(tx pgx.Tx) error {
 		info = granted{}
@@ -677,7 +696,7 @@ func (l *leases) grant(ctx context.Context, a *leaseAcct, accountID, reserved, n
 				room[1+i] = c - s - others[""] - held
 			}
 		}
-		acctLease, err := l.upsert(ctx, tx, accountID, "", m, accUsed, reserved+want, room)
+		acctLease, err := l.upsert(ctx, tx, accountID, "", m, accUsed, reserved+need, want-need, room)
 		if err != nil {
 			return err
 		}
@@ -704,7 +723,7 @@ func (l *leases) grant(ctx context.Context, a *leaseAcct, accountID, reserved, n
 					room[1+i] = c - s - others[k] - held
 				}
 			}
-			kl, err := l.upsert(ctx, tx, accountID, k, m, keyUsed[k], reserved+want, room)
+			kl, err := l.upsert(ctx, tx, accountID, k, m, keyUsed[k], reserved+need, want-need, room)
 			if err != nil {
 				return err
 			}
@@ -713,24 +732,29 @@ func (l *leases) grant(ctx context.Context, a *leaseAcct, accountID, reserved, n
 			keyLeases[k] = kl
 		}
 
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		a.credits, a.caps = balance+used, caps
-		a.acct.id, a.acct.granted, a.acct.slack = acctLease.id, acctLease.granted, acctLease.slack
-		a.acct.caps = caps
-		for k, kl := range keyLeases {
-			e := a.keys[k]
-			e.id, e.granted, e.slack, e.caps = kl.id, kl.granted, kl.slack, kl.caps
+		// What the grant wrote is spendable here once it is committed:
+		// a commit that fails leaves the leases as they were.
+		apply = func() {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			a.credits, a.caps = balance+used, caps
+			a.acct.id, a.acct.granted, a.acct.slack = acctLease.id, acctLease.granted, acctLease.slack
+			a.acct.caps = caps
+			for k, kl := range keyLeases {
+				e := a.keys[k]
+				e.id, e.granted, e.slack, e.caps = kl.id, kl.granted, kl.slack, kl.caps
+			}
+			a.usedLast = a.acct.used
+			a.renewed = true
+			a.day = p.day
 		}
-		a.usedLast = a.acct.used
-		a.renewed = true
-		a.day = p.day
 		out = Budget{Credits: balance + used, DailyCap: caps[0], MonthlyCap: caps[1], Leased: true, Short: short}
 		return nil
 	})
 	if err != nil {
 		return Budget{}, granted{}, err
 	}
+	apply()
 	return out, info, nil
 }
 
@@ -742,14 +766,21 @@ const noRoom = int64(1) << 62
 // is left for this instance, its current hold included) allows, and
 // returns the lease with its slack.
 func (l *leases) upsert(ctx context.Context, tx pgx.Tx, accountID int64, keyID string, m struct{ granted, charged int64 },
-	used, target int64, room [3]int64) (lease, error) {
+	used, ask, extra int64, room [3]int64) (lease, error) {
 	free := noRoom
 	for _, r := range room {
 		free = min(free, r)
 	}
 	// held = granted − charged is counted in room; the part of it already
-	// spent here (used − charged, queued charges) is not free.
-	top := max(min(used+target-m.granted, free), 0)
+	// spent here (used − charged, queued charges) is not free. What is
+	// asked comes first; the extra only when what is left is plenty (the
+	// extra for each instance, twice over), so that when the balance is
+	// tight no instance holds more than its calls ask, and a peer short
+	// of money finds the rest.
+	top := max(min(used+ask-m.granted, free), 0)
+	if extra > 0 && free-top >= 2*extra*max(l.instances.Load(), 1) {
+		top += extra
+	}
 	granted := m.granted + top
 	var id int64
 	if err := tx.QueryRow(ctx, `INSERT INTO leases (instance_id, account_id, key_id, granted_micros, charged_micros)

@@ -14,15 +14,17 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// An instance's liveness lock and inbox (see leases): each instance holds,
-// on a connection of its own, a session-level advisory lock on its
-// lock_key and LISTENs on its inbox channel. PostgreSQL releases the lock
-// the moment the session ends, so a grant that finds a peer's lock free
-// knows the peer is gone (killed, or its connection lost) without waiting
-// for its lease TTL; and a grant short of money asks the peers that hold
-// some of the account's balance, on their inboxes, to give back what their
-// leases hold beyond their calls in progress, and waits for their answers
-// within the call's admission.
+// An instance's liveness lock and inbox (see leases): each instance holds
+// a session-level advisory lock on its lock_key, shared, on a connection
+// of its own that LISTENs on its inbox channel and on each of its ledger
+// writer's connections. PostgreSQL releases a session's lock the moment
+// the session ends, so a grant that can take the lock (exclusively) knows
+// that every session of the peer is gone: it was killed, and no batch of
+// its ledger can commit any more charges against what it held; the grant
+// takes its leases back without waiting for its lease TTL. A grant short
+// of money asks the peers that hold some of the account's balance, on
+// their inboxes, to give back what their leases hold beyond their calls in
+// progress, and waits for their answers within the call's admission.
 
 const (
 	// lockGrace is how long a peer's liveness lock must stay free before a
@@ -86,11 +88,11 @@ func (l *leases) relock(ctx context.Context) (*pgx.Conn, error) {
 		return nil, err
 	}
 	var got bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, l.lockKey).Scan(&got); err != nil {
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock_shared($1)`, l.lockKey).Scan(&got); err != nil {
 		return fail(err)
 	}
 	if !got {
-		return fail(errors.New("the liveness lock is still held by this instance's previous session"))
+		return fail(errors.New("a peer holds the liveness lock: it is taking this instance's leases back"))
 	}
 	if !l.lockChecked {
 		// Another session must not be able to take it: a server whose
@@ -134,6 +136,27 @@ func (l *leases) relock(ctx context.Context) (*pgx.Conn, error) {
 	}
 	l.locked.Store(true)
 	return conn, nil
+}
+
+// writerLock returns after, preceded by taking the liveness lock (shared)
+// on the ledger writer's new connection: while a batch of this instance's
+// ledger may still commit, its peers cannot take its leases back. A server
+// that refuses the lock gets none (the instance is then live by its
+// heartbeat alone: see relock).
+func (l *leases) writerLock(after func(context.Context, *pgx.Conn) error) func(context.Context, *pgx.Conn) error {
+	return func(ctx context.Context, conn *pgx.Conn) error {
+		if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock_shared($1)`, l.lockKey); err != nil {
+			var pe *pgconn.PgError
+			if !errors.As(err, &pe) {
+				return err // the connection failed
+			}
+			l.p.log.Debug("postgres: the server refuses advisory locks", "error", err)
+		}
+		if after == nil {
+			return nil
+		}
+		return after(ctx, conn)
+	}
 }
 
 // forget drops every lease this instance knows of.
