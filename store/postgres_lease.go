@@ -135,17 +135,24 @@ func (l *leases) shrink(ctx context.Context) {
 // on them (committed or queued), plus, with margin, twice what it charged
 // since the last shrink. A lease is lowered here first, under admission's
 // lock, so no call is admitted on what is given back, then in the
-// database, only if no grant changed it meanwhile.
+// database, only if no grant was applied meanwhile: a grant sets the
+// lease here to what it wrote, which the lowering must not then undercut
+// in the database alone (that would leave this instance spending more
+// than the database counts it holding).
 func (l *leases) release(ctx context.Context, id int64, a *leaseAcct, margin bool) {
 	hold := l.hold.Load()
 	if hold == nil {
 		return
 	}
 	type cut struct{ id, from, to int64 }
-	var cuts []cut
+	var (
+		cuts   []cut
+		grants uint64
+	)
 	(*hold)(id, func(reserved int64) {
 		a.mu.Lock()
 		defer a.mu.Unlock()
+		grants = a.grants
 		spent := max(a.acct.used-a.usedShrunk, 0)
 		if margin {
 			a.usedShrunk = a.acct.used
@@ -165,6 +172,12 @@ func (l *leases) release(ctx context.Context, id int64, a *leaseAcct, margin boo
 	}
 	a.renew.Lock()
 	defer a.renew.Unlock()
+	a.mu.Lock()
+	regranted := a.grants != grants
+	a.mu.Unlock()
+	if regranted {
+		return // the grant's figures stand, here and in the database
+	}
 	for _, c := range cuts {
 		if _, err := l.p.call.Exec(ctx, `UPDATE leases SET granted_micros = $1 WHERE id = $2 AND granted_micros = $3`,
 			c.to, c.id, c.from); err != nil {
@@ -201,6 +214,8 @@ type leaseAcct struct {
 	// day is the day the last grant was made for: a call of another day
 	// needs a grant of its own (the caps' periods changed).
 	day int32
+	// grants counts the grants applied (see release).
+	grants uint64
 }
 
 // lease is one row of leases, as this instance knows it.
@@ -746,6 +761,7 @@ func (l *leases) grant(ctx context.Context, a *leaseAcct, accountID, reserved, n
 			}
 			a.usedLast = a.acct.used
 			a.renewed = true
+			a.grants++
 			a.day = p.day
 		}
 		out = Budget{Credits: balance + used, DailyCap: caps[0], MonthlyCap: caps[1], Leased: true, Short: short}
