@@ -26,13 +26,19 @@ import (
 // lease of the account, the holds within the balance and within each of
 // the account's caps less the day's and month's committed spend; a key
 // with spend caps gets a lease of its own, kept within its caps the same
-// way. Admission then checks each call against the lease in memory, the
-// ledger writer takes each committed charge off its lease in the same
-// transaction that debits the account, and a lease is topped up when the
-// account's budget is refreshed (at most once per refresh interval while
-// calls come) or when a call would otherwise be refused. A lease is live
-// while its instance's heartbeat is: one that stops (crash, lost
-// connection) stops admitting locally before the others count its leases
+// way. A slice is sized to the account's use (what the calls in progress
+// hold and ask, plus a few seconds of its recent spend when the balance
+// left is plenty), never to the balance. Admission then checks each call
+// against the lease in memory, the ledger writer takes each committed
+// charge off its lease in the same transaction that debits the account,
+// and a lease is topped up when the account's budget is refreshed (at most
+// once per refresh interval while calls come) or when a call would
+// otherwise be refused. A grant short of money asks the peers holding
+// slices of the account for their idle part and takes back the leases of
+// a peer whose database sessions have all ended (postgres_lease_peers.go),
+// so that it comes back Short only when the money is gone. A lease is live
+// while its instance's heartbeat and liveness lock are: one cut off from
+// the database stops admitting locally before the others count its leases
 // lapsed, LeaseTTL after its last heartbeat; the heartbeat gives back what
 // a lease holds beyond its use, and Close gives everything back.
 
