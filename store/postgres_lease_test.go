@@ -105,8 +105,9 @@ func TestLeases_InstancesNeverSpendMoreThanTheBalanceTogether(t *testing.T) {
 }
 
 // TestLeases_ALapsedInstanceStopsAndItsHoldComesBack: an instance whose
-// heartbeat stops (as when it dies) holds nothing once its leases expire,
-// and stops using them itself before that.
+// heartbeat stops while its sessions stay (cut off from the database, as
+// the others see it) holds nothing once its leases expire, and stops
+// using them itself before that.
 func TestLeases_ALapsedInstanceStopsAndItsHoldComesBack(t *testing.T) {
 	is := is.New(t)
 	dsn := pgtest.DSN(t)
@@ -135,6 +136,14 @@ func TestLeases_ALapsedInstanceStopsAndItsHoldComesBack(t *testing.T) {
 	<-a1.loopDone
 	a1.stopLoop = nil // Close must not give the leases back: this is a crash
 	a1.loopDone = nil
+	// Its database sessions stay: it is alive but cut off, the case the
+	// TTL is for (its liveness lock, held, keeps the others from taking
+	// its leases back before).
+	t.Cleanup(func() {
+		a1.stopListen()
+		<-a1.listenDone
+		_ = a1.lockConn.Close(context.Background())
+	})
 	deadline := time.Now().Add(2 * ttl)
 	for {
 		b, err = a2.LeaseBudget(ctx, acct.ID, 0, 10000)
