@@ -33,7 +33,9 @@ import (
 // connections come from three pgx pools of fixed size: the ledger writer
 // and other writes (2), account reads and commands (Options.Readers, 4)
 // and the call path, lease grants and the heartbeat (Options.CallReaders,
-// 2): at most 8 connections per instance.
+// 2), plus the connection that holds the instance's liveness lock and
+// listens for its peers' requests (postgres_lease_peers.go): at most 9
+// connections per instance.
 type Postgres struct {
 	ledgerCore
 	dsn  string // redacted
