@@ -28,10 +28,10 @@ import (
 
 const (
 	// lockGrace is how long a peer's liveness lock must stay free before a
-	// grant takes its leases back: an instance whose session ends while it
-	// lives (the connection killed, the server restarted) stops admitting
-	// the moment it reads the end on its socket, well within it, and keeps
-	// its leases if it takes its lock again first.
+	// grant takes its leases back: an instance whose sessions all end while
+	// it lives (the server restarted, its connections cut) stops admitting
+	// the moment its listener reads the end on its socket, well within it,
+	// and keeps its leases if it takes its lock again first.
 	lockGrace = 250 * time.Millisecond
 	// askWait bounds how long a grant short of money waits for the peers
 	// it asked to give back: a peer answers in a round trip or two, and

@@ -356,3 +356,47 @@ func TestLeases_CloseGivesBackAfterTheLedgerCommits(t *testing.T) {
 	is.Equal(got.Balance.String(), "0.006000")                                                         // the books: 10,000 − 4,000
 	is.Equal(queryInt(t, p2, `SELECT COUNT(*) FROM leases WHERE instance_id = '`+a1.id+`'`), int64(0)) // given back
 }
+
+// An instance that lives but whose database sessions all end (the server
+// cut them) stops admitting at once; if a peer took its leases back
+// meanwhile, it drops them when it takes its lock again, and spends
+// nothing of what was taken.
+func TestLeases_AnInstanceCutFromItsSessionsStopsAndDropsWhatWasTakenBack(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	p1, p2, a1, _, acct := leasePair(t, 10000)
+	is.Equal(a1.account(acct).room(), int64(5000))
+	c, err := p2.r.Acquire(ctx)
+	is.NoErr(err)
+	peer := c.Hijack() // the test's own session, standing for a peer
+	defer peer.Close(ctx)
+
+	// Every session of p1 that holds its lock ends; the peer takes the
+	// lock as soon as they are gone (before p1 can take it again), as a
+	// grant taking p1's leases back holds it.
+	k := uint64(a1.lockKey)
+	_, err = peer.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted
+		AND classid::bigint = $1 AND objid::bigint = $2 AND objsubid = 1`, int64(k>>32), int64(k&0xffffffff))
+	is.NoErr(err)
+	_, err = peer.Exec(ctx, `SELECT pg_advisory_lock($1)`, a1.lockKey)
+	is.NoErr(err)
+	for began := time.Now(); a1.valid(); time.Sleep(5 * time.Millisecond) {
+		if time.Since(began) > 5*time.Second {
+			t.Fatal("p1 still admits 5 s after its sessions ended")
+		}
+	}
+	_, err = peer.Exec(ctx, `DELETE FROM leases WHERE instance_id = $1`, a1.id)
+	is.NoErr(err)
+	_, err = peer.Exec(ctx, `DELETE FROM instances WHERE id = $1`, a1.id)
+	is.NoErr(err)
+	_, err = peer.Exec(ctx, `SELECT pg_advisory_unlock($1)`, a1.lockKey)
+	is.NoErr(err)
+
+	for began := time.Now(); !a1.valid(); time.Sleep(5 * time.Millisecond) {
+		if time.Since(began) > 5*time.Second {
+			t.Fatal("p1 did not take its lock again")
+		}
+	}
+	is.Equal(a1.account(acct).room(), int64(0)) // what was taken back is not spent here
+	is.Equal(heldIn(t, p1, a1.id, acct), int64(0))
+}
