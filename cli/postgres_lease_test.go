@@ -88,43 +88,54 @@ func TestPostgres_ASecondInstanceServesAnAccountTheFirstHasServed(t *testing.T) 
 // its lease TTL (15 s) is far from over.
 func TestPostgres_AKilledInstancesSliceComesBackAtOnce(t *testing.T) {
 	is := is.New(t)
-	srvs, key, conn := leaseCluster(t, 2, "0.02", "--lease-ttl", "15s", "--fixture-ttft", "1ms")
+	srvs, key, conn := leaseCluster(t, 2, "0.02", "--lease-ttl", "15s", "--fixture-ttft", "20ms")
 	ctx := context.Background()
 
-	// Both serve the account until the one to be killed holds a slice
-	// and the balance covers a good many calls more.
-	var dead string
-	for i := 0; ; i++ {
-		st, _ := chat(t, srvs[i%2].addr, key)
+	// The one to be killed serves the account, eight calls at a time,
+	// while the other serves a few: it holds a slice, most of it for its
+	// calls in flight, when it is killed.
+	ceiling := ceilingProbe(t, srvs[1], conn)
+	for range 3 {
+		st, _ := chat(t, srvs[1].addr, key)
 		is.Equal(st, http.StatusOK)
-		if i < 4 {
-			continue
-		}
-		var held int64
+	}
+	stop := make(chan struct{})
+	doomed := startLoad(t, srvs[0].addr, key, 8, stop)
+	doomed.waitFor(t, 10)
+	var (
+		dead string
+		held int64
+	)
+	for began := time.Now(); held < 4*ceiling; time.Sleep(5 * time.Millisecond) {
 		err := conn.QueryRow(ctx, `SELECT l.instance_id, GREATEST(l.granted_micros - l.charged_micros, 0)
 			FROM leases l JOIN instances i ON i.id = l.instance_id WHERE i.pid = $1 AND l.key_id = ''`,
 			srvs[0].cmd.Process.Pid).Scan(&dead, &held)
-		if err == nil && held > 0 {
-			t.Logf("the instance to be killed holds %d micro-dollars", held)
-			break
+		if err != nil && err != pgx.ErrNoRows {
+			t.Fatal(err)
 		}
-		is.True(i < 40) // it takes a slice
+		if time.Since(began) > 10*time.Second {
+			t.Fatalf("the instance to be killed holds only %d micro-dollars", held)
+		}
 	}
+	t.Logf("the instance to be killed holds %d micro-dollars (%d calls' reservations)", held, held/ceiling)
 
 	type answer struct {
 		at     time.Duration // since the kill
 		status int
 	}
 	var (
-		answers []answer
-		killed  time.Time
+		answers       []answer
+		killed        time.Time
+		refusedInARow int
 	)
 	for i := 0; ; i++ {
-		if i == 3 {
+		if i == 0 {
 			is.NoErr(srvs[0].cmd.Process.Signal(syscall.SIGKILL))
 			killed = time.Now()
 			err := <-srvs[0].exited
 			srvs[0].exited <- err
+			close(stop)
+			doomed.wg.Wait()
 		}
 		st, _ := chat(t, srvs[1].addr, key)
 		at := time.Duration(0)
@@ -133,10 +144,12 @@ func TestPostgres_AKilledInstancesSliceComesBackAtOnce(t *testing.T) {
 		}
 		answers = append(answers, answer{at, st})
 		is.True(st == http.StatusOK || st == http.StatusPaymentRequired)
-		n := len(answers)
-		if n >= 5 && answers[n-1].status == http.StatusPaymentRequired && answers[n-5].status == http.StatusPaymentRequired &&
-			answers[n-3].status == http.StatusPaymentRequired {
-			break // refused five times in a row: spent
+		refusedInARow++
+		if st != http.StatusPaymentRequired {
+			refusedInARow = 0
+		}
+		if refusedInARow == 5 {
+			break // spent
 		}
 		if time.Since(killed) > 30*time.Second && !killed.IsZero() {
 			t.Fatal("the survivor is still being served 30 s after the kill")
@@ -159,7 +172,6 @@ func TestPostgres_AKilledInstancesSliceComesBackAtOnce(t *testing.T) {
 			}
 		}
 	}
-	ceiling := ceilingProbe(t, srvs[1], conn)
 	balance, held := balanceOf(t, conn, srvs[1:], key)
 	t.Logf("survivor: %d answers, %d refused before the last 200 (%s after the kill), %d at the end; balance left %d, leased %d, a call reserves %d",
 		len(answers), refusedEarly, answers[last200].at, len(answers)-1-last200, balance, held, ceiling)

@@ -110,6 +110,7 @@ type leases struct {
 	askMu       sync.Mutex
 	asks        map[uint64]chan struct{} // requests for idle slices awaiting answers
 	askSeq      atomic.Uint64
+	giving      sync.WaitGroup // answers to peers' requests under way
 }
 
 // ShrinkWith lets the heartbeat give back what a lease holds beyond its
@@ -435,6 +436,7 @@ func (l *leases) stop() error {
 	defer cancel()
 	l.stopListen()
 	<-l.listenDone
+	l.giving.Wait()
 	var b pgx.Batch
 	b.Queue(`DELETE FROM leases WHERE instance_id = $1`, l.id)
 	b.Queue(`DELETE FROM instances WHERE id = $1`, l.id)

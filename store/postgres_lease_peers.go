@@ -234,7 +234,11 @@ func (l *leases) handle(payload string) {
 		if err != nil {
 			return
 		}
-		go l.giveBack(acct, f[2], f[3])
+		l.giving.Add(1)
+		go func() {
+			defer l.giving.Done()
+			l.giveBack(acct, f[2], f[3])
+		}()
 	case len(f) == 2 && f[0] == "a":
 		seq, err := strconv.ParseUint(f[1], 10, 64)
 		if err != nil {
