@@ -393,7 +393,7 @@ ms() { printf '%.3f' "$1"; }
 		fi
 	fi
 	echo
-	echo "- targets (issue 13): added p50 ≤ +0.5 ms and p99 ≤ +3 ms over direct at $rate req/s; connections a small fixed number (the pools' sizes: 2 + 4 + 2 = 8 at most)"
+	echo "- targets (issue 13): added p50 ≤ +0.5 ms and p99 ≤ +3 ms over direct at $rate req/s; connections a small fixed number (the pools' sizes and the liveness lock's connection: 2 + 4 + 2 + 1 = 9 at most)"
 	echo "- ledgers after shutdown: SQLite $gens_sqlite generations for $ok_sqlite successful calls; PostgreSQL $gens_postgres generations for $ok_postgres successful calls"
 } | tee "$out/report.md"
 [ "${#failed[@]}" -eq 0 ] || die "scenarios that could not be measured: ${failed[*]}"

@@ -25,6 +25,10 @@ type Budget struct {
 	// instance may spend (several instances share the account); a refusal
 	// then does not call it the account's balance.
 	Leased bool
+	// Short is set by a LeasingLedger whose grant could not give what was
+	// asked: the balance less what every instance holds does not cover
+	// it. Only then does a refused call stay refused (see Admit).
+	Short bool
 }
 
 // Spend is what an account, and one of its keys, has been charged, in
@@ -138,6 +142,10 @@ type admAccount struct {
 	readAt   time.Time // when the read of budget began (Admission.clock); zero: never
 	reserved int64
 	keys     map[string]int64 // reserved per key; no zero entries
+	// waiting is what the calls refused on a leased budget, and waiting
+	// for a read to tell whether the money is there, ask in all: a read
+	// asks for all of them at once (see admitLeased).
+	waiting int64
 }
 
 // NewAdmission returns an Admission reading budgets and spend from l.
@@ -199,6 +207,9 @@ func (a *Admission) Admit(ctx context.Context, c Claim) (*Reservation, error) {
 	if refusal == nil || err != nil {
 		return res, err
 	}
+	if _, leasing := a.ledger.(LeasingLedger); leasing {
+		return a.admitLeased(ctx, acct, c)
+	}
 	// Credits may have been added, or a cap raised, by another process
 	// since the budget was read: read it again (unless a read began after
 	// this call arrived) before refusing.
@@ -213,6 +224,66 @@ func (a *Admission) Admit(ctx context.Context, c Claim) (*Reservation, error) {
 		return nil, refusal
 	}
 	return res, nil
+}
+
+// maxLeaseRounds bounds the reads a call refused on a leased budget makes
+// (see admitLeased).
+const maxLeaseRounds = 8
+
+// admitLeased admits c, refused by this instance's lease, once the lease
+// has room, or refuses it when the money is really gone. A lease is this
+// instance's slice of the balance: its being spent says nothing of the
+// balance. So the call waits for a read that began after it was refused,
+// which asks the LeasingLedger for what every call waiting so asks (the
+// calls of a burst share one read), and tries again; it stays refused only
+// when that read came back Short: the balance, less what every instance
+// holds, did not cover what was asked. When the read gave enough and other
+// calls took it first, it reads again, at most maxLeaseRounds times.
+func (a *Admission) admitLeased(ctx context.Context, acct *admAccount, c Claim) (*Reservation, error) {
+	acct.mu.Lock()
+	acct.waiting += c.Amount
+	acct.mu.Unlock()
+	defer func() {
+		acct.mu.Lock()
+		acct.waiting -= c.Amount
+		acct.mu.Unlock()
+	}()
+	for round := 1; ; round++ {
+		short, err := a.readAfter(ctx, acct, a.clock())
+		if err != nil {
+			return nil, err
+		}
+		res, refusal, err := a.try(ctx, acct, c)
+		if err != nil {
+			return nil, err
+		}
+		if refusal == nil {
+			return res, nil
+		}
+		if short || round == maxLeaseRounds {
+			return nil, refusal
+		}
+	}
+}
+
+// readAfter makes sure acct's budget was read by a read that began after
+// since, sharing one among the callers, and returns whether that read
+// came back Short.
+func (a *Admission) readAfter(ctx context.Context, acct *admAccount, since time.Time) (bool, error) {
+	acct.loadMu.Lock()
+	defer acct.loadMu.Unlock()
+	acct.mu.Lock()
+	fresh, short := !acct.readAt.IsZero() && acct.readAt.After(since), acct.budget.Short
+	acct.mu.Unlock()
+	if fresh {
+		return short, nil
+	}
+	if err := a.read(ctx, acct, 0); err != nil {
+		return false, err
+	}
+	acct.mu.Lock()
+	defer acct.mu.Unlock()
+	return acct.budget.Short, nil
 }
 
 // Hold runs fn with what the account's admitted calls hold in
@@ -284,6 +355,7 @@ func (a *Admission) read(ctx context.Context, acct *admAccount, need int64) erro
 	if ll, ok := a.ledger.(LeasingLedger); ok {
 		acct.mu.Lock()
 		reserved := acct.reserved
+		need = max(need, acct.waiting)
 		acct.mu.Unlock()
 		b, err = ll.LeaseBudget(ctx, acct.id, reserved, need)
 	} else {

@@ -178,6 +178,10 @@ type Budget struct {
 	// Leased is set when Credits counts only what this instance may
 	// spend of the balance (a PostgreSQL balance lease), not all of it.
 	Leased bool
+	// Short is set when a lease grant could not give what a call asked:
+	// the balance, less what every live instance holds, does not cover
+	// it (or a cap does not).
+	Short bool
 }
 
 // NoCap marks an absent cap or limit in Budget and KeyLimits micro-dollar

@@ -33,7 +33,9 @@ import (
 // connections come from three pgx pools of fixed size: the ledger writer
 // and other writes (2), account reads and commands (Options.Readers, 4)
 // and the call path, lease grants and the heartbeat (Options.CallReaders,
-// 2): at most 8 connections per instance.
+// 2), plus the connection that holds the instance's liveness lock and
+// listens for its peers' requests (postgres_lease_peers.go): at most 9
+// connections per instance.
 type Postgres struct {
 	ledgerCore
 	dsn  string // redacted
@@ -96,7 +98,7 @@ func OpenPostgres(ctx context.Context, dsn string, opts Options) (*Postgres, err
 		c.AfterConnect = after
 		return pgxpool.NewWithConfig(ctx, c)
 	}
-	if p.w, err = pool(pgWritePool, p.writerSession(cfg)); err != nil {
+	if p.w, err = pool(pgWritePool, p.leases.writerLock(p.writerSession(cfg))); err != nil {
 		return nil, fmt.Errorf("open postgres %s: %w", p.dsn, err)
 	}
 	// The pool connects lazily: connect now, so that a server that does

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,13 +26,19 @@ import (
 // lease of the account, the holds within the balance and within each of
 // the account's caps less the day's and month's committed spend; a key
 // with spend caps gets a lease of its own, kept within its caps the same
-// way. Admission then checks each call against the lease in memory, the
-// ledger writer takes each committed charge off its lease in the same
-// transaction that debits the account, and a lease is topped up when the
-// account's budget is refreshed (at most once per refresh interval while
-// calls come) or when a call would otherwise be refused. A lease is live
-// while its instance's heartbeat is: one that stops (crash, lost
-// connection) stops admitting locally before the others count its leases
+// way. A slice is sized to the account's use (what the calls in progress
+// hold and ask, plus a few seconds of its recent spend when the balance
+// left is plenty), never to the balance. Admission then checks each call
+// against the lease in memory, the ledger writer takes each committed
+// charge off its lease in the same transaction that debits the account,
+// and a lease is topped up when the account's budget is refreshed (at most
+// once per refresh interval while calls come) or when a call would
+// otherwise be refused. A grant short of money asks the peers holding
+// slices of the account for their idle part and takes back the leases of
+// a peer whose database sessions have all ended (postgres_lease_peers.go),
+// so that it comes back Short only when the money is gone. A lease is live
+// while its instance's heartbeat and liveness lock are: one cut off from
+// the database stops admitting locally before the others count its leases
 // lapsed, LeaseTTL after its last heartbeat; the heartbeat gives back what
 // a lease holds beyond its use, and Close gives everything back.
 
@@ -90,6 +97,20 @@ type leases struct {
 	// progress, no call being admitted meanwhile (billing's
 	// Admission.Hold, given by the server through ShrinkWith).
 	hold atomic.Pointer[func(accountID int64, fn func(reserved int64))]
+
+	// The liveness lock and inbox (postgres_lease_peers.go).
+	lockKey     int64
+	locked      atomic.Bool // the lock is held (by lockConn's session)
+	lockless    atomic.Bool // no lock: live by the heartbeat alone
+	lockChecked bool        // the lock was tried once (the listener's)
+	lockConn    *pgx.Conn   // the listener's, then stop's
+	stopCtx     context.Context
+	stopListen  context.CancelFunc
+	listenDone  chan struct{}
+	askMu       sync.Mutex
+	asks        map[uint64]chan struct{} // requests for idle slices awaiting answers
+	askSeq      atomic.Uint64
+	giving      sync.WaitGroup // answers to peers' requests under way
 }
 
 // ShrinkWith lets the heartbeat give back what a lease holds beyond its
@@ -103,47 +124,73 @@ func (l *leases) ShrinkWith(hold func(accountID int64, fn func(reserved int64)))
 // progress and twice what was charged on it since the last shrink: a
 // slice an instance took in a burst, or no longer uses because the load
 // balancer sends the account's calls elsewhere, returns to the others
-// within a heartbeat. The lease is lowered here first, under admission's
-// lock, then in the database, only if no grant changed it meanwhile.
+// within a heartbeat.
 func (l *leases) shrink(ctx context.Context) {
-	hold := l.hold.Load()
-	if hold == nil {
-		return
-	}
 	l.mu.Lock()
 	accts := make(map[int64]*leaseAcct, len(l.accts))
 	for id, a := range l.accts {
 		accts[id] = a
 	}
 	l.mu.Unlock()
-	type cut struct{ id, from, to int64 }
 	for id, a := range accts {
-		var cuts []cut
-		(*hold)(id, func(reserved int64) {
-			a.mu.Lock()
-			defer a.mu.Unlock()
-			spent := max(a.acct.used-a.usedShrunk, 0)
+		l.release(ctx, id, a, true)
+	}
+}
+
+// release lowers the account's leases to what this instance's calls in
+// progress hold (reserved, from admission's Hold) plus what it has charged
+// on them (committed or queued), plus, with margin, twice what it charged
+// since the last shrink. A lease is lowered here first, under admission's
+// lock, so no call is admitted on what is given back, then in the
+// database, only if no grant was applied meanwhile: a grant sets the
+// lease here to what it wrote, which the lowering must not then undercut
+// in the database alone (that would leave this instance spending more
+// than the database counts it holding).
+func (l *leases) release(ctx context.Context, id int64, a *leaseAcct, margin bool) {
+	hold := l.hold.Load()
+	if hold == nil {
+		return
+	}
+	type cut struct{ id, from, to int64 }
+	var (
+		cuts   []cut
+		grants uint64
+	)
+	(*hold)(id, func(reserved int64) {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		grants = a.grants
+		spent := max(a.acct.used-a.usedShrunk, 0)
+		if margin {
 			a.usedShrunk = a.acct.used
-			for _, ls := range append([]*lease{&a.acct}, mapValues(a.keys)...) {
-				keep := max(ls.used, 0) + reserved + 2*spent
-				if ls.id != 0 && ls.granted > keep {
-					cuts = append(cuts, cut{ls.id, ls.granted, keep})
-					ls.granted = keep
-				}
-			}
-		})
-		if len(cuts) == 0 {
-			continue
+		} else {
+			spent = 0
 		}
-		a.renew.Lock()
-		for _, c := range cuts {
-			if _, err := l.p.call.Exec(ctx, `UPDATE leases SET granted_micros = $1 WHERE id = $2 AND granted_micros = $3`,
-				c.to, c.id, c.from); err != nil {
-				l.p.log.Warn("leases: giving back an unused slice failed; it stays held until the lease lapses",
-					"account_id", id, "error", err)
+		for _, ls := range append([]*lease{&a.acct}, mapValues(a.keys)...) {
+			keep := max(ls.used, 0) + reserved + 2*spent
+			if ls.id != 0 && ls.granted > keep {
+				cuts = append(cuts, cut{ls.id, ls.granted, keep})
+				ls.granted = keep
 			}
 		}
-		a.renew.Unlock()
+	})
+	if len(cuts) == 0 {
+		return
+	}
+	a.renew.Lock()
+	defer a.renew.Unlock()
+	a.mu.Lock()
+	regranted := a.grants != grants
+	a.mu.Unlock()
+	if regranted {
+		return // the grant's figures stand, here and in the database
+	}
+	for _, c := range cuts {
+		if _, err := l.p.call.Exec(ctx, `UPDATE leases SET granted_micros = $1 WHERE id = $2 AND granted_micros = $3`,
+			c.to, c.id, c.from); err != nil {
+			l.p.log.Warn("leases: giving back an unused slice failed; it stays held until the lease lapses",
+				"account_id", id, "error", err)
+		}
 	}
 }
 
@@ -174,6 +221,8 @@ type leaseAcct struct {
 	// day is the day the last grant was made for: a call of another day
 	// needs a grant of its own (the caps' periods changed).
 	day int32
+	// grants counts the grants applied (see release).
+	grants uint64
 }
 
 // lease is one row of leases, as this instance knows it.
@@ -200,7 +249,8 @@ func newLeases(p *Postgres, ttl time.Duration) *leases {
 	_, _ = rand.Read(b)
 	host, _ := os.Hostname()
 	return &leases{p: p, id: fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b)),
-		ttl: orDefault(ttl, DefaultLeaseTTL), accts: make(map[int64]*leaseAcct)}
+		ttl: orDefault(ttl, DefaultLeaseTTL), accts: make(map[int64]*leaseAcct),
+		lockKey: newLockKey(), asks: make(map[uint64]chan struct{})}
 }
 
 // Admission returns the instance's balance leases and starts its
@@ -212,12 +262,24 @@ func (p *Postgres) Admission() Admitter {
 		l.instances.Store(1)
 		l.stopLoop = make(chan struct{})
 		l.loopDone = make(chan struct{})
+		l.listenDone = make(chan struct{})
+		l.stopCtx, l.stopListen = context.WithCancel(context.Background())
 		ctx, cancel := context.WithTimeout(context.Background(), p.queryTimeout)
+		conn, err := l.relock(ctx)
+		if err != nil {
+			p.log.Warn("leases: taking the liveness lock failed; retrying", "error", err)
+		}
+		l.lockConn = conn
 		if err := l.heartbeat(ctx); err != nil {
 			p.log.Warn("leases: first heartbeat failed; retrying", "error", err)
 		}
 		cancel()
 		go l.loop()
+		if l.lockless.Load() {
+			close(l.listenDone)
+		} else {
+			go l.listen(conn)
+		}
 	})
 	return l
 }
@@ -262,15 +324,22 @@ func (l *leases) loop() {
 // of the dead, so it never waits for, nor deadlocks with, a ledger batch
 // or a grant.
 func (l *leases) heartbeat(ctx context.Context) error {
+	if !l.lockless.Load() && !l.locked.Load() {
+		return fmt.Errorf("heartbeat: %w", errLockLost)
+	}
 	sent := time.Now()
 	every := l.heartbeatEvery().Milliseconds()
 	var b pgx.Batch
 	b.Queue(`WITH old AS (SELECT seen_at + lease_ttl_ms AS live_until FROM instances WHERE id = $1)
-		INSERT INTO instances (id, host, pid, started_at, seen_at, lease_ttl_ms)
-		VALUES ($1, $2, $3, `+pgNowMS+`, `+pgNowMS+`, $4)
-		ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at
-		RETURNING (SELECT live_until FROM old), seen_at`, l.id, hostname(), int64(os.Getpid()), l.ttl.Milliseconds())
-	b.Queue(`SELECT COUNT(*) FROM instances WHERE seen_at > `+pgNowMS+` - $1`, 3*every)
+		INSERT INTO instances (id, host, pid, started_at, seen_at, lease_ttl_ms, lock_key)
+		VALUES ($1, $2, $3, `+pgNowMS+`, `+pgNowMS+`, $4, $5)
+		ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at, lock_key = excluded.lock_key
+		RETURNING (SELECT live_until FROM old), seen_at`, l.id, hostname(), int64(os.Getpid()), l.ttl.Milliseconds(), l.lockKeyArg())
+	// An instance whose liveness lock is free is gone, whatever its
+	// heartbeat says (the lock held by this transaction is let go at its
+	// end).
+	b.Queue(`SELECT COUNT(*) FROM instances WHERE seen_at > `+pgNowMS+` - $1
+		AND (id = $2 OR lock_key IS NULL OR NOT pg_try_advisory_xact_lock(lock_key))`, 3*every, l.id)
 	b.Queue(`DELETE FROM instances WHERE seen_at < ` + pgNowMS + ` - 3600000`)
 	b.Queue(`DELETE FROM leases l WHERE NOT EXISTS (SELECT 1 FROM instances i WHERE i.id = l.instance_id)`)
 	var (
@@ -315,9 +384,7 @@ func (l *leases) heartbeat(ctx context.Context) error {
 	}
 	if lapsed {
 		l.p.log.Warn("leases: this instance's leases lapsed (no heartbeat for a lease TTL); granting afresh", "lease_ttl", l.ttl.String())
-		l.mu.Lock()
-		l.accts = make(map[int64]*leaseAcct)
-		l.mu.Unlock()
+		l.forget()
 	}
 	l.beaten.Store(true)
 	l.instances.Store(max(n, 1))
@@ -336,8 +403,13 @@ func (l *leases) extend(sent time.Time) {
 	}
 }
 
-// valid reports whether the leases may be spent at this instant.
+// valid reports whether the leases may be spent at this instant: a
+// heartbeat kept them live lately, and the liveness lock is held (a peer
+// may take back the leases of an instance whose lock is free).
 func (l *leases) valid() bool {
+	if !l.lockless.Load() && !l.locked.Load() {
+		return false
+	}
 	l.aliveMu.Lock()
 	defer l.aliveMu.Unlock()
 	return time.Now().Before(l.alive)
@@ -362,10 +434,20 @@ func (l *leases) stop() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), l.p.queryTimeout)
 	defer cancel()
+	l.stopListen()
+	<-l.listenDone
+	l.giving.Wait()
 	var b pgx.Batch
 	b.Queue(`DELETE FROM leases WHERE instance_id = $1`, l.id)
 	b.Queue(`DELETE FROM instances WHERE id = $1`, l.id)
-	if err := l.p.w.SendBatch(ctx, &b).Close(); err != nil {
+	err := l.p.w.SendBatch(ctx, &b).Close()
+	// The lock goes last: until the leases are given back, a peer that
+	// found it free could take them back itself, no harm done.
+	if l.lockConn != nil {
+		_ = l.lockConn.Close(ctx)
+		l.lockConn = nil
+	}
+	if err != nil {
 		return fmt.Errorf("give leases back: %w (they lapse %s after the last heartbeat)", err, l.ttl)
 	}
 	return nil
@@ -397,27 +479,70 @@ func (l *leases) Budget(ctx context.Context, accountID int64) (Budget, error) {
 // credits and caps as read under its row lock. It is one transaction of a
 // few statements, made at most once per budget refresh while calls come,
 // and when a call would otherwise be refused.
+//
+// When the grant falls short of what a call asks (Budget.Short), and other
+// instances hold some of the account's balance, it asks them to give back
+// what their leases hold beyond their calls in progress, waits for their
+// answers (askWait at most), and grants again; a peer whose liveness lock
+// has been free for lockGrace is gone, and the second grant takes its
+// leases back. Short then means the money is really gone: the balance
+// less what every live instance holds cannot cover what was asked.
 func (l *leases) LeaseBudget(ctx context.Context, accountID int64, reserved, need int64) (Budget, error) {
 	a := l.account(accountID)
-	a.renew.Lock()
-	defer a.renew.Unlock()
 	ctx, cancel := l.p.readCtx(ctx)
 	defer cancel()
-	b, err := l.grant(ctx, a, accountID, reserved, need)
+	a.renew.Lock()
+	b, g, err := l.grant(ctx, a, accountID, reserved, need, nil)
+	a.renew.Unlock()
+	// Peers asked give back what is idle, but their own calls may take
+	// some of it again before this grant: ask again while that helps.
+	for round := 0; round < maxAsks && err == nil && b.Short && need > 0 && (len(g.holders) > 0 || len(g.suspects) > 0); round++ {
+		l.askBack(ctx, accountID, g.holders, len(g.suspects) > 0)
+		a.renew.Lock()
+		before := a.room()
+		b, g, err = l.grant(ctx, a, accountID, reserved, need, g.suspects)
+		gained := a.room() > before
+		a.renew.Unlock()
+		if !gained {
+			break
+		}
+	}
 	if err != nil {
 		return Budget{}, fmt.Errorf("lease: %w", l.p.readErr(ctx, err))
 	}
 	return b, nil
 }
 
-// grant is LeaseBudget's transaction. Callers hold a.renew.
-func (l *leases) grant(ctx context.Context, a *leaseAcct, accountID, reserved, need int64) (Budget, error) {
+// maxAsks bounds the rounds of asking peers for idle slices one grant
+// makes (see LeaseBudget).
+const maxAsks = 3
+
+// room is what the account's lease has left to spend here.
+func (a *leaseAcct) room() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.acct.granted - a.acct.used
+}
+
+// granted is what a grant found of the other instances' leases: the lock
+// keys of live peers that hold some of the account (they can be asked to
+// give back), and the peers whose liveness lock was free (suspects: gone,
+// unless they take their lock again within lockGrace).
+type granted struct {
+	holders  []int64
+	suspects []string
+}
+
+// grant is LeaseBudget's transaction; it takes back, for good, the
+// account's leases of the peers in reclaim whose liveness lock is still
+// free. Callers hold a.renew.
+func (l *leases) grant(ctx context.Context, a *leaseAcct, accountID, reserved, need int64, reclaim []string) (Budget, granted, error) {
 	a.mu.Lock()
 	keyIDs := make([]string, 0, len(a.keys))
 	for k := range a.keys {
 		keyIDs = append(keyIDs, k)
 	}
-	want := 4*need + 2*max(a.acct.used-a.usedLast, 0)
+	want := 4*need + 4*max(a.acct.used-a.usedLast, 0)
 	now := a.now
 	a.mu.Unlock()
 	if now.IsZero() {
@@ -425,8 +550,13 @@ func (l *leases) grant(ctx context.Context, a *leaseAcct, accountID, reserved, n
 	}
 	p := periodOf(now)
 
-	var out Budget
+	var (
+		out   Budget
+		info  granted
+		apply func()
+	)
 	err := pgx.BeginFunc(ctx, l.p.call, func(tx pgx.Tx) error {
+		info = granted{}
 		var (
 			balance, used  int64
 			daily, monthly *int64
@@ -467,35 +597,77 @@ func (l *leases) grant(ctx context.Context, a *leaseAcct, accountID, reserved, n
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		// Every lease of the account: others' live holds, and ours.
+		// Every lease of the account: others' live holds, and ours. A
+		// peer's lease is live while its heartbeat is and its liveness
+		// lock is held; the lock is tried (and, when free, held by this
+		// transaction, so that the peer cannot take it again before this
+		// grant commits) only for a live lease that holds something.
 		type row struct{ granted, charged int64 }
 		others := map[string]int64{} // key → holds of other instances
 		mine := map[string]row{}
 		rows, err = tx.Query(ctx, `SELECT l.instance_id, l.key_id, l.granted_micros, l.charged_micros,
-			       COALESCE(i.seen_at + i.lease_ttl_ms, 0)
-			FROM leases l LEFT JOIN instances i ON i.id = l.instance_id WHERE l.account_id = $1`, accountID)
+			       COALESCE(i.seen_at + i.lease_ttl_ms, 0), i.lock_key,
+			       CASE WHEN l.instance_id <> $2 AND l.granted_micros > l.charged_micros AND i.lock_key IS NOT NULL
+			                 AND i.seen_at + i.lease_ttl_ms > `+pgNowMS+`
+			            THEN pg_try_advisory_xact_lock(i.lock_key) ELSE FALSE END
+			FROM leases l LEFT JOIN instances i ON i.id = l.instance_id WHERE l.account_id = $1`, accountID, l.id)
 		if err != nil {
 			return err
 		}
+		var gone []string
+		seenHolder := map[int64]bool{}
+		seenSuspect := map[string]bool{}
 		for rows.Next() {
 			var (
 				inst, k          string
 				granted, charged int64
 				expires          int64
+				lockKey          *int64
+				free             bool
 			)
-			if err := rows.Scan(&inst, &k, &granted, &charged, &expires); err != nil {
+			if err := rows.Scan(&inst, &k, &granted, &charged, &expires, &lockKey, &free); err != nil {
 				rows.Close()
 				return err
 			}
-			if inst == l.id {
+			switch {
+			case inst == l.id:
 				mine[k] = row{granted, charged}
-			} else if expires > dbNow {
+			case expires <= dbNow:
+				// lapsed: holds nothing
+			case free && slices.Contains(reclaim, inst):
+				if !seenSuspect[inst] {
+					seenSuspect[inst] = true
+					gone = append(gone, inst)
+				}
+			default:
 				others[k] += max(granted-charged, 0)
+				if free {
+					if !seenSuspect[inst] {
+						seenSuspect[inst] = true
+						info.suspects = append(info.suspects, inst)
+					}
+				} else if lockKey != nil && granted > charged && !seenHolder[*lockKey] {
+					seenHolder[*lockKey] = true
+					info.holders = append(info.holders, *lockKey)
+				}
 			}
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return err
+		}
+		if len(gone) > 0 {
+			// Gone for lockGrace: their leases of the account come back,
+			// and their instances row goes, which makes their other
+			// leases lapse and tells them, should they come back, that
+			// they hold nothing.
+			if _, err := tx.Exec(ctx, `DELETE FROM leases WHERE account_id = $1 AND instance_id = ANY($2)`, accountID, gone); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `DELETE FROM instances WHERE id = ANY($1)`, gone); err != nil {
+				return err
+			}
+			l.p.log.Info("leases: took back the leases of instances whose database session ended", "account_id", accountID, "instances", gone)
 		}
 		// The keys' caps.
 		keyCaps := map[string][2]int64{}
@@ -547,10 +719,13 @@ func (l *leases) grant(ctx context.Context, a *leaseAcct, accountID, reserved, n
 				room[1+i] = c - s - others[""] - held
 			}
 		}
-		acctLease, err := l.upsert(ctx, tx, accountID, "", m, accUsed, l.target(reserved, want, need, room), room)
+		acctLease, err := l.upsert(ctx, tx, accountID, "", m, accUsed, reserved+need, want-need, room)
 		if err != nil {
 			return err
 		}
+		// Short: the lease cannot cover what is charged on it, what the
+		// calls in progress hold and what the asking call needs.
+		short := need > 0 && acctLease.granted < accUsed+reserved+need
 		// The keys' leases: room under their caps; none for a key without.
 		keyLeases := map[string]lease{}
 		for _, k := range keyIDs {
@@ -571,50 +746,40 @@ func (l *leases) grant(ctx context.Context, a *leaseAcct, accountID, reserved, n
 					room[1+i] = c - s - others[k] - held
 				}
 			}
-			kl, err := l.upsert(ctx, tx, accountID, k, m, keyUsed[k], l.target(reserved, want, need, room), room)
+			kl, err := l.upsert(ctx, tx, accountID, k, m, keyUsed[k], reserved+need, want-need, room)
 			if err != nil {
 				return err
 			}
+			short = short || (need > 0 && kl.granted < keyUsed[k]+need)
 			kl.caps = kc
 			keyLeases[k] = kl
 		}
 
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		a.credits, a.caps = balance+used, caps
-		a.acct.id, a.acct.granted, a.acct.slack = acctLease.id, acctLease.granted, acctLease.slack
-		a.acct.caps = caps
-		for k, kl := range keyLeases {
-			e := a.keys[k]
-			e.id, e.granted, e.slack, e.caps = kl.id, kl.granted, kl.slack, kl.caps
+		// What the grant wrote is spendable here once it is committed:
+		// a commit that fails leaves the leases as they were.
+		apply = func() {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			a.credits, a.caps = balance+used, caps
+			a.acct.id, a.acct.granted, a.acct.slack = acctLease.id, acctLease.granted, acctLease.slack
+			a.acct.caps = caps
+			for k, kl := range keyLeases {
+				e := a.keys[k]
+				e.id, e.granted, e.slack, e.caps = kl.id, kl.granted, kl.slack, kl.caps
+			}
+			a.usedLast = a.acct.used
+			a.renewed = true
+			a.grants++
+			a.day = p.day
 		}
-		a.usedLast = a.acct.used
-		a.renewed = true
-		a.day = p.day
-		out = Budget{Credits: balance + used, DailyCap: caps[0], MonthlyCap: caps[1], Leased: true}
+		out = Budget{Credits: balance + used, DailyCap: caps[0], MonthlyCap: caps[1], Leased: true, Short: short}
 		return nil
 	})
 	if err != nil {
-		return Budget{}, err
+		return Budget{}, granted{}, err
 	}
-	return out, nil
-}
-
-// target is the room a grant aims to leave: what the calls in progress
-// hold plus want; and when a call asks (need), at least the instance's
-// share of what is free (all of it for one instance), so that a burst of
-// calls is refused only when the balance, not the lease, is spent. The
-// heartbeat gives back what an instance holds beyond its use (shrink).
-func (l *leases) target(reserved, want, need int64, room [3]int64) int64 {
-	t := reserved + want
-	if need > 0 {
-		free := noRoom
-		for _, r := range room {
-			free = min(free, r)
-		}
-		t = max(t, free/int64(max(l.instances.Load(), 1)))
-	}
-	return t
+	apply()
+	return out, info, nil
 }
 
 // noRoom marks a constraint that does not apply (no such cap).
@@ -625,14 +790,21 @@ const noRoom = int64(1) << 62
 // is left for this instance, its current hold included) allows, and
 // returns the lease with its slack.
 func (l *leases) upsert(ctx context.Context, tx pgx.Tx, accountID int64, keyID string, m struct{ granted, charged int64 },
-	used, target int64, room [3]int64) (lease, error) {
+	used, ask, extra int64, room [3]int64) (lease, error) {
 	free := noRoom
 	for _, r := range room {
 		free = min(free, r)
 	}
 	// held = granted − charged is counted in room; the part of it already
-	// spent here (used − charged, queued charges) is not free.
-	top := max(min(used+target-m.granted, free), 0)
+	// spent here (used − charged, queued charges) is not free. What is
+	// asked comes first; the extra only when what is left is plenty (the
+	// extra for each instance, twice over), so that when the balance is
+	// tight no instance holds more than its calls ask, and a peer short
+	// of money finds the rest.
+	top := max(min(used+ask-m.granted, free), 0)
+	if extra > 0 && free-top >= 2*extra*max(l.instances.Load(), 1) {
+		top += extra
+	}
 	granted := m.granted + top
 	var id int64
 	if err := tx.QueryRow(ctx, `INSERT INTO leases (instance_id, account_id, key_id, granted_micros, charged_micros)
@@ -674,6 +846,11 @@ func (l *leases) Spend(ctx context.Context, accountID int64, keyID string, now t
 		if _, err, _ := l.beats.Do("", func() (any, error) {
 			ctx, cancel := l.p.readCtx(context.WithoutCancel(ctx))
 			defer cancel()
+			// The listener takes the liveness lock again within
+			// relockEvery of the database answering.
+			for !l.lockless.Load() && !l.locked.Load() && ctx.Err() == nil {
+				time.Sleep(relockEvery / 4)
+			}
 			return nil, l.heartbeat(ctx)
 		}); err != nil {
 			return Spend{}, fmt.Errorf("lease: %w: %w", ErrUnavailable, err)
@@ -702,7 +879,7 @@ func (l *leases) Spend(ctx context.Context, accountID int64, keyID string, now t
 		// A key served here for the first time gets its share of what
 		// its caps leave (need 1: see target).
 		ctx, cancel := l.p.readCtx(ctx)
-		_, err := l.grant(ctx, a, accountID, 0, 1)
+		_, _, err := l.grant(ctx, a, accountID, 0, 1, nil)
 		cancel()
 		a.renew.Unlock()
 		if err != nil {

@@ -1,0 +1,12 @@
+-- 0005_instance_locks: an instance's liveness is its database session as
+-- well as its heartbeat. Each svcgw serve holds a session-level advisory
+-- lock on lock_key for as long as it runs, on a connection of its own that
+-- also LISTENs on the instance's channel (a peer short of money asks it
+-- there to give back what its leases hold idle). PostgreSQL releases the
+-- lock the moment that session ends (the process killed, the connection
+-- lost), so the others take a crashed instance's leases back within a
+-- second instead of after the lease TTL; the TTL still bounds an instance
+-- that is alive but cut off from the database, whose session PostgreSQL
+-- has not seen end. NULL: an instance that holds no such lock (a server
+-- whose advisory locks are not exclusive), live by its heartbeat alone.
+ALTER TABLE instances ADD COLUMN lock_key BIGINT;
