@@ -13,8 +13,8 @@ import (
 // import only the contract and llm.
 var allowed = map[string][]string{
 	"":                    {"cli"},
-	"cli":                 {"server", "store", "config", "billing", "upstream", "upstream/openai", "upstream/anthropic", "upstream/gemini", "upstream/fixture", "surfaces/account", "seal", "internal/logtext"},
-	"server":              {"surfaces/*", "classify", "upstream", "billing", "store", "seal", "llm", "internal/logtext"},
+	"cli":                 {"server", "store", "config", "billing", "upstream", "upstream/openai", "upstream/anthropic", "upstream/gemini", "upstream/fixture", "surfaces/account", "seal", "internal/logtext", "internal/telemetry"},
+	"server":              {"surfaces/*", "classify", "upstream", "billing", "store", "seal", "llm", "internal/logtext", "internal/telemetry"},
 	"surfaces/*":          {"surfaces/surface", "llm"}, // chat, messages, gencontent and any surface to come
 	"surfaces/surface":    {"llm"},                     // the Codec contract between server and the surfaces
 	"surfaces/chat":       {"surfaces/surface", "llm"},
@@ -37,6 +37,10 @@ var allowed = map[string][]string{
 	"internal/pgtest":     {},      // a throwaway PostgreSQL for tests, imported by tests only
 	"internal/testfill":   {},      // values filled for encoder tests, imported by tests only
 	"internal/logtext":    {},      // the log handler: slog.TextHandler's bytes, cheaper
+	// the operator's traces: OTLP export, the GenAI spans, upstream.Tracer
+	"internal/telemetry": {"upstream", "llm"},
+	// a Jaeger for tests, built and started by the test binary, imported by tests only
+	"internal/jaegertest": {},
 
 	// what the vendor protocols share: HTTP transport, SSE reader, frame
 	// decoder, stop sequences, translation helpers

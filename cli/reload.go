@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sync"
 
 	"github.com/svcgw/svcgw/config"
+	"github.com/svcgw/svcgw/internal/telemetry"
 	"github.com/svcgw/svcgw/server"
 )
 
@@ -21,6 +23,9 @@ type reloader struct {
 	srv     *server.Server
 	log     *slog.Logger
 	metrics *server.Metrics
+	// tracer is the running tracer (nil: off): the telemetry section is
+	// read once, at the start, and each reloaded router keeps it.
+	tracer *telemetry.Tracer
 
 	mu  sync.Mutex     // one reload at a time
 	cfg *config.Config // the configuration in force
@@ -57,7 +62,7 @@ func (r *reloader) swap() error {
 	if err != nil {
 		return err // config.Errors name the file and line
 	}
-	router, err := buildRouter(cfg, r.log, r.cmd.fixtureOptions())
+	router, err := buildRouter(cfg, r.log, r.cmd.fixtureOptions(), routerTracer(r.tracer))
 	if err != nil {
 		return fmt.Errorf("%s: %w", r.cmd.Config, err)
 	}
@@ -75,6 +80,7 @@ func (r *reloader) swap() error {
 		{"limits.max_connections", old.MaxConnections != now.MaxConnections},
 		{"limits.budget_refresh", old.BudgetRefresh != now.BudgetRefresh},
 		{"retention.generations", r.cfg.Retention.Generations != cfg.Retention.Generations},
+		{"telemetry", !reflect.DeepEqual(r.cfg.Telemetry, cfg.Telemetry)},
 	} {
 		if f.changed {
 			r.log.Warn("configuration reloaded, but this setting takes effect at the next start", "setting", f.key, "file", r.cmd.Config)
