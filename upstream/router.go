@@ -285,7 +285,10 @@ func (r *Router) try(ctx context.Context, t llm.RequestType, tier llm.Tier, req 
 		for retry := 0; ; retry++ {
 			actx := ctx
 			if o.Tracer != nil {
-				actx = startAttempt(o.Tracer, ctx, &c, len(rep.Attempts), retry > 0)
+				// A copy, so that c itself stays on the stack (the
+				// tracer's pointer would move it to the heap, traced or not).
+				cc := c
+				actx = startAttempt(o.Tracer, ctx, &cc, len(rep.Attempts), retry > 0)
 			}
 			start := o.Now()
 			err = attempt(actx, c)
@@ -295,7 +298,8 @@ func (r *Router) try(ctx context.Context, t llm.RequestType, tier llm.Tier, req 
 				a.Outcome = OutcomeOK
 				rep.Candidate, rep.Attempts = c.Name, append(rep.Attempts, a)
 				if o.Tracer != nil {
-					endAttempt(o.Tracer, actx, &a)
+					ac := a // a copy, as cc
+					endAttempt(o.Tracer, actx, &ac)
 				}
 				return rep, nil
 			}
@@ -304,7 +308,8 @@ func (r *Router) try(ctx context.Context, t llm.RequestType, tier llm.Tier, req 
 				a = a.failed(err, safe, h.open(o.Now()))
 				rep.Attempts = append(rep.Attempts, a)
 				if o.Tracer != nil {
-					endAttempt(o.Tracer, actx, &a)
+					ac := a // a copy, as cc
+					endAttempt(o.Tracer, actx, &ac)
 				}
 				return rep, safe
 			}
@@ -313,7 +318,8 @@ func (r *Router) try(ctx context.Context, t llm.RequestType, tier llm.Tier, req 
 			a = a.failed(err, backendError(ctx, err), open)
 			rep.Attempts = append(rep.Attempts, a)
 			if o.Tracer != nil {
-				endAttempt(o.Tracer, actx, &a)
+				ac := a // a copy, as cc
+				endAttempt(o.Tracer, actx, &ac)
 			}
 			// Retry the same candidate only when waiting may help (not for
 			// rejected credentials, exhausted quota or a 4xx); fall back
