@@ -56,7 +56,6 @@ const (
 	attrRefusal     = "svcgw.refusal"
 	attrUpstream    = "svcgw.upstream"
 	attrProtocol    = "svcgw.upstream.protocol"
-	attrCandidate   = "svcgw.candidate"
 	attrAttempt     = "svcgw.attempt"
 	attrRetry       = "svcgw.retry"
 	attrFallback    = "svcgw.fallback"
@@ -140,16 +139,23 @@ type Result struct {
 
 // Metered records a call's usage, cost and finish on its span.
 func (t *Tracer) Metered(sp trace.Span, r Result) {
-	sp.SetAttributes(
+	var buf [8]attribute.KeyValue
+	attrs := append(buf[:0],
 		attribute.Int(attrInputTokens, r.Usage.InputTokens),
 		attribute.Int(attrOutputTokens, r.Usage.OutputTokens),
 		attribute.Int(attrCacheRead, r.Usage.CachedInputTokens),
-		attribute.Int(attrCacheWrite, r.Usage.CacheCreationTokens),
-		attribute.Int(attrReasoning, r.Usage.ReasoningTokens),
 		attribute.StringSlice(attrFinishReasons, []string{r.FinishReason}),
 		attribute.Float64(attrCost, float64(r.CostMicros)/1e6),
 		attribute.Float64(attrTTFT, float64(r.FirstToken.Microseconds())/1e3),
 	)
+	// The rarer counts only when there are some.
+	if r.Usage.CacheCreationTokens > 0 {
+		attrs = append(attrs, attribute.Int(attrCacheWrite, r.Usage.CacheCreationTokens))
+	}
+	if r.Usage.ReasoningTokens > 0 {
+		attrs = append(attrs, attribute.Int(attrReasoning, r.Usage.ReasoningTokens))
+	}
+	sp.SetAttributes(attrs...)
 }
 
 // Failed records on sp why its call was refused or failed: the error's
@@ -217,7 +223,6 @@ func (t *Tracer) StartAttempt(ctx context.Context, c *upstream.Candidate, n int,
 		attribute.String(attrRequestModel, c.Model),
 		attribute.String(attrUpstream, c.Upstream),
 		attribute.String(attrProtocol, c.Protocol),
-		attribute.String(attrCandidate, c.Name),
 		attribute.Int(attrAttempt, n),
 		attribute.Bool(attrRetry, retry),
 		attribute.Bool(attrFallback, n > 0 && !retry),
@@ -232,15 +237,20 @@ func (t *Tracer) StartAttempt(ctx context.Context, c *upstream.Candidate, n int,
 // its first event (the rest of the stream is the call's).
 func (t *Tracer) EndAttempt(ctx context.Context, a *upstream.Attempt) {
 	sp := trace.SpanFromContext(ctx)
-	sp.SetAttributes(
-		attribute.String(attrOutcome, string(a.Outcome)),
-		attribute.Float64(attrBackoff, float64(a.Backoff.Microseconds())/1e3),
-		attribute.Bool(attrBreaker, a.BreakerOpen),
-	)
+	// One SetAttributes, and what is zero left out: each attribute costs
+	// its span's snapshot and the export's encoding.
+	var buf [4]attribute.KeyValue
+	attrs := append(buf[:0], attribute.String(attrOutcome, string(a.Outcome)))
+	if a.Backoff > 0 {
+		attrs = append(attrs, attribute.Float64(attrBackoff, float64(a.Backoff.Microseconds())/1e3))
+	}
+	if a.BreakerOpen {
+		attrs = append(attrs, attribute.Bool(attrBreaker, true))
+	}
 	if a.Outcome == upstream.OutcomeOK {
-		sp.SetAttributes(attribute.String(attrResponseModel, modelOf(sp)))
+		sp.SetAttributes(append(attrs, attribute.String(attrResponseModel, modelOf(sp)))...)
 	} else {
-		sp.SetAttributes(attribute.String(attrErrorType, string(a.Outcome)))
+		sp.SetAttributes(append(attrs, attribute.String(attrErrorType, string(a.Outcome)))...)
 		msg := string(a.Outcome)
 		if a.Err != nil {
 			msg = a.Err.Error() // names the backend: the operator's only
