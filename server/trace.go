@@ -49,7 +49,6 @@ func (s *Server) traceRequest(sp trace.Span, c *call) {
 		KeyID:       c.caller.ID,
 		App:         c.app,
 		Request:     c.req,
-		ResponseID:  c.id,
 	})
 	if c.req.Stream {
 		c.capture = s.tracer.NewCapture()
@@ -80,6 +79,7 @@ func traceChildEnd(sp trace.Span, err error) {
 //go:noinline
 func (s *Server) traceMetered(sp trace.Span, c *call, m *meterInput, micros int64) {
 	s.tracer.Metered(sp, telemetry.Result{
+		ResponseID:   c.id,
 		Usage:        m.usage,
 		FinishReason: m.finish,
 		CostMicros:   micros,

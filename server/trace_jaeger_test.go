@@ -74,6 +74,12 @@ func tracedGateway(t *testing.T, j *jaegertest.Jaeger, capture bool, logs io.Wri
 		defer cancel()
 		_ = tr.Shutdown(ctx)
 	})
+	return tracedGatewayWith(t, tr, logs)
+}
+
+// tracedGatewayWith is tracedGateway's gateway, traced by tr.
+func tracedGatewayWith(t *testing.T, tr *telemetry.Tracer, logs io.Writer) (*testGateway, *telemetry.Tracer, *failingUpstream) {
+	t.Helper()
 	bad := newFailingUpstream(t)
 	fx := fixture.New(fixture.Options{})
 	router := upstream.NewRouterWithOptions(upstream.RouterOptions{

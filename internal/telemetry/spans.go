@@ -90,8 +90,6 @@ type Call struct {
 	RequestType, Tier     string
 	AccountID, KeyID, App string
 	Request               *llm.Request
-	ReservedOutput        int
-	ResponseID            string
 }
 
 // Request describes the call on its span: the GenAI request attributes
@@ -109,7 +107,6 @@ func (t *Tracer) Request(sp trace.Span, c Call) {
 		attribute.String(attrAccount, c.AccountID),
 		attribute.String(attrKeyID, c.KeyID),
 		attribute.String(attrApplication, c.App),
-		attribute.String(attrResponseID, c.ResponseID),
 		attribute.Bool(attrStreamed, req.Stream),
 	)
 	if req.MaxTokens > 0 {
@@ -129,6 +126,8 @@ func (t *Tracer) Request(sp trace.Span, c Call) {
 
 // Result is a metered call's outcome.
 type Result struct {
+	// ResponseID is the id the caller got, the generation's.
+	ResponseID   string
 	Usage        llm.Usage
 	FinishReason string
 	CostMicros   int64
@@ -139,8 +138,9 @@ type Result struct {
 
 // Metered records a call's usage, cost and finish on its span.
 func (t *Tracer) Metered(sp trace.Span, r Result) {
-	var buf [8]attribute.KeyValue
+	var buf [9]attribute.KeyValue
 	attrs := append(buf[:0],
+		attribute.String(attrResponseID, r.ResponseID),
 		attribute.Int(attrInputTokens, r.Usage.InputTokens),
 		attribute.Int(attrOutputTokens, r.Usage.OutputTokens),
 		attribute.Int(attrCacheRead, r.Usage.CachedInputTokens),
