@@ -71,11 +71,11 @@ func TestServe_TracesFromTheEnvironmentAndFlushesAtShutdown(t *testing.T) {
 			if code := <-done; code != 0 {
 				t.Fatalf("serve exited %d: %s", code, logs.String())
 			}
-			if !regexp.MustCompile(`tracing on .*protocol=`+regexp.QuoteMeta(proto.name)).MatchString(logs.String()) ||
+			if !regexp.MustCompile(`tracing on.*protocol=`+regexp.QuoteMeta(proto.name)).MatchString(logs.String()) ||
 				!strings.Contains(logs.String(), "shutdown: spans flushed") {
 				t.Errorf("log:\n%s", logs.String())
 			}
-			tr := j.WaitTrace(t, traceID, 5, 10*time.Second)
+			tr := j.WaitTrace(t, traceID, 4, 10*time.Second) // the call, admission, the attempt, the ledger
 			for _, p := range tr.Processes {
 				if p.ServiceName != "svcgw-cli-test" {
 					t.Errorf("service %q", p.ServiceName)
