@@ -60,7 +60,7 @@ func tracedGateway(t *testing.T, j *jaegertest.Jaeger, capture bool, logs io.Wri
 	t.Helper()
 	o, on, err := telemetry.Resolve(telemetry.Options{
 		Endpoint: j.OTLPGRPC, ServiceName: "svcgw-test", Sampler: "always_on",
-		CaptureContent: capture, ContentLimit: 64, BatchDelay: 50 * time.Millisecond,
+		CaptureContent: capture, ContentLimit: 128, BatchDelay: 50 * time.Millisecond,
 	}, func(string) string { return "" })
 	if err != nil || !on {
 		t.Fatalf("resolve: on=%v err=%v", on, err)
@@ -262,8 +262,8 @@ func TestTracing_ContentOnlyWhenAsked(t *testing.T) {
 		call := only(t, trace, func(s jaegertest.Span) bool { return s.OperationName == "chat caller-model" })
 		in, _ := call.Tag("gen_ai.input.messages")
 		s, _ := in.(string)
-		if !strings.Contains(s, promptMarker) || strings.Contains(s, long) || !strings.Contains(s, "truncated at 64 bytes") {
-			t.Errorf("stream %v: gen_ai.input.messages = %q, want the prompt cut to 64 bytes", stream, s)
+		if !strings.Contains(s, promptMarker) || strings.Contains(s, long) || !strings.Contains(s, "truncated at 128 bytes") {
+			t.Errorf("stream %v: gen_ai.input.messages = %q, want the prompt cut to 128 bytes", stream, s)
 		}
 		if out, ok := call.Tag("gen_ai.output.messages"); !ok || !strings.Contains(out.(string), "assistant") {
 			t.Errorf("stream %v: gen_ai.output.messages = %v", stream, out)
