@@ -13,8 +13,8 @@ import (
 // import only the contract and llm.
 var allowed = map[string][]string{
 	"":                    {"cli"},
-	"cli":                 {"server", "store", "config", "billing", "llm", "upstream", "upstream/openai", "upstream/anthropic", "upstream/gemini", "upstream/fixture", "surfaces/account", "seal", "internal/logtext"},
-	"server":              {"surfaces/*", "classify", "upstream", "billing", "store", "seal", "llm", "internal/logtext"},
+	"cli":                 {"server", "store", "config", "billing", "llm", "upstream", "upstream/openai", "upstream/anthropic", "upstream/gemini", "upstream/fixture", "surfaces/account", "seal", "internal/logtext", "internal/telemetry"},
+	"server":              {"surfaces/*", "classify", "upstream", "billing", "store", "seal", "llm", "internal/logtext", "internal/telemetry"},
 	"surfaces/*":          {"surfaces/surface", "llm"}, // chat, messages, gencontent and any surface to come
 	"surfaces/surface":    {"llm"},                     // the Codec contract between server and the surfaces
 	"surfaces/chat":       {"surfaces/surface", "llm"},
@@ -38,6 +38,10 @@ var allowed = map[string][]string{
 	"internal/testfill":   {},      // values filled for encoder tests, imported by tests only
 	"internal/logtext":    {},      // the log handler: slog.TextHandler's bytes, cheaper
 	"deploy":              {},      // tests only: the Kubernetes manifests and the systemd unit
+	// the operator's traces: OTLP export, the GenAI spans, upstream.Tracer
+	"internal/telemetry": {"upstream", "llm"},
+	// a Jaeger for tests, built and started by the test binary, imported by tests only
+	"internal/jaegertest": {},
 
 	// what the vendor protocols share: HTTP transport, SSE reader, frame
 	// decoder, stop sequences, translation helpers

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"reflect"
 	"sync"
 	"time"
 
 	"github.com/svcgw/svcgw/config"
+	"github.com/svcgw/svcgw/internal/telemetry"
 	"github.com/svcgw/svcgw/server"
 )
 
@@ -29,6 +31,9 @@ type reloader struct {
 	log     *slog.Logger
 	metrics *server.Metrics
 	certs   []*server.Certificate // the listeners' key pairs, if any
+	// tracer is the running tracer (nil: off): the telemetry section is
+	// read once, at the start, and each reloaded router keeps it.
+	tracer *telemetry.Tracer
 
 	mu  sync.Mutex     // one reload at a time
 	cfg *config.Config // the configuration in force
@@ -131,7 +136,7 @@ func (r *reloader) swap() error {
 	if err != nil {
 		return err // config.Errors name the file and line
 	}
-	router, err := buildRouter(cfg, r.log, r.cmd.fixtureOptions())
+	router, err := buildRouter(cfg, r.log, r.cmd.fixtureOptions(), routerTracer(r.tracer))
 	if err != nil {
 		return fmt.Errorf("%s: %w", r.cmd.Config, err)
 	}
@@ -149,6 +154,7 @@ func (r *reloader) swap() error {
 		{"limits.max_connections", old.MaxConnections != now.MaxConnections},
 		{"limits.budget_refresh", old.BudgetRefresh != now.BudgetRefresh},
 		{"retention.generations", r.cfg.Retention.Generations != cfg.Retention.Generations},
+		{"telemetry", !reflect.DeepEqual(r.cfg.Telemetry, cfg.Telemetry)},
 	} {
 		if f.changed {
 			r.log.Warn("configuration reloaded, but this setting takes effect at the next start", "setting", f.key, "file", r.cmd.Config)

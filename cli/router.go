@@ -18,7 +18,7 @@ import (
 // buildRouter turns a configuration into a router: one backend per
 // upstream model, shared by every route that names it (so its circuit
 // breaker and connection pool are shared too).
-func buildRouter(cfg *config.Config, log *slog.Logger, fixtureOpts fixture.Options) (*upstream.Router, error) {
+func buildRouter(cfg *config.Config, log *slog.Logger, fixtureOpts fixture.Options, tracer upstream.Tracer) (*upstream.Router, error) {
 	backends := map[config.Candidate]upstream.Candidate{}
 	backend := func(c config.Candidate) (upstream.Candidate, error) {
 		key := config.Candidate{Upstream: c.Upstream, Model: c.Model}
@@ -60,12 +60,13 @@ func buildRouter(cfg *config.Config, log *slog.Logger, fixtureOpts fixture.Optio
 		default:
 			return upstream.Candidate{}, fmt.Errorf("upstream %q: unknown protocol %q", u.Name, u.Protocol)
 		}
-		cand := upstream.Candidate{Name: c.String(), Backend: b, Limits: lim}
+		cand := upstream.Candidate{Name: c.String(), Backend: b, Limits: lim,
+			Upstream: c.Upstream, Protocol: u.Protocol, Model: c.Model, TraceContext: u.TraceContext}
 		backends[key] = cand
 		cand.Group = c.Group
 		return cand, nil
 	}
-	router := upstream.NewRouterWithOptions(upstream.RouterOptions{Logger: log}, nil)
+	router := upstream.NewRouterWithOptions(upstream.RouterOptions{Logger: log, Tracer: tracer}, nil)
 	for t, tiers := range cfg.Routes {
 		for tier, cs := range tiers {
 			var cands []upstream.Candidate

@@ -121,7 +121,15 @@ func (c *serveCmd) Run(e *env) (err error) {
 			return fmt.Errorf("--retention-generations: %w", err)
 		}
 	}
-	router, err := buildRouter(cfg, log, c.fixtureOptions())
+	b := readBuild()
+	// Spans wait in a bounded queue for the exporter, which connects when
+	// it first sends: a collector that is down delays nothing here.
+	tracer, err := startTracing(e.ctx, cfg.Telemetry, b.Version, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing(tracer, log) // after the ledger's flush: the last calls' spans included
+	router, err := buildRouter(cfg, log, c.fixtureOptions(), routerTracer(tracer))
 	if err != nil {
 		return err
 	}
@@ -145,7 +153,6 @@ func (c *serveCmd) Run(e *env) (err error) {
 		}
 		defer adminLn.Close() // on an early return; Serve closes it otherwise
 	}
-	b := readBuild()
 	// Metrics are recorded only when something can read them.
 	var metrics *server.Metrics
 	if adminLn != nil {
@@ -191,7 +198,7 @@ func (c *serveCmd) Run(e *env) (err error) {
 	}
 	lim := cfg.Limits
 	opts := c.serverOptions(cfg, router)
-	opts.Logger, opts.Store, opts.Sealer, opts.Metrics = log, st, sealer, metrics
+	opts.Logger, opts.Store, opts.Sealer, opts.Metrics, opts.Tracer = log, st, sealer, metrics, tracer
 	opts.BudgetRefresh = lim.BudgetRefresh
 	h := server.New(opts)
 	// The background upkeep: the roll-up backfill of a database from an
@@ -200,7 +207,7 @@ func (c *serveCmd) Run(e *env) (err error) {
 		ln.Close()
 		return err
 	}
-	rl := &reloader{cmd: c, srv: h, log: log, metrics: metrics, cfg: cfg}
+	rl := &reloader{cmd: c, srv: h, log: log, metrics: metrics, cfg: cfg, tracer: tracer}
 	for _, cert := range []*server.Certificate{callerTLS, adminTLS} {
 		if cert != nil {
 			rl.certs = append(rl.certs, cert)

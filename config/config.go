@@ -11,7 +11,7 @@
 // Load reads the file in two steps. The whole document is checked against
 // the Go form it decodes into (shape.go: unknown keys, values of the wrong
 // kind, keys written twice). Then each section is loaded by its own file —
-// upstreams.go, routes.go, prices.go, limits.go, retention.go — which holds
+// upstreams.go, routes.go, prices.go, limits.go, retention.go, telemetry.go — which holds
 // the section's YAML form, its validated form and its rules, and returns
 // its errors at the lines of the nodes they are about.
 //
@@ -47,6 +47,8 @@ type Config struct {
 	Limits Limits
 	// Retention says how long detail is kept (see Retention).
 	Retention Retention
+	// Telemetry says where traces go (see Telemetry).
+	Telemetry Telemetry
 }
 
 // fileConfig is the YAML document as written: checkShape holds the file to
@@ -59,6 +61,7 @@ type fileConfig struct {
 	Prices    map[string]yaml.Node    `yaml:"prices"`
 	Limits    fileLimits              `yaml:"limits"`
 	Retention fileRetention           `yaml:"retention"`
+	Telemetry fileTelemetry           `yaml:"telemetry"`
 }
 
 // Error is a configuration error at a line of the file.
@@ -172,6 +175,8 @@ func Load(doc []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
 	cfg.Limits, es = loadLimits(fc.Limits, field(top, "limits"))
 	errs = append(errs, es...)
 	cfg.Retention, es = loadRetention(fc.Retention, field(top, "retention"))
+	errs = append(errs, es...)
+	cfg.Telemetry, es = loadTelemetry(fc.Telemetry, field(top, "telemetry"))
 	errs = append(errs, es...)
 	if len(errs) > 0 {
 		sort.SliceStable(errs, func(i, j int) bool { return errs[i].Line < errs[j].Line })

@@ -40,6 +40,10 @@ type Upstream struct {
 	// less memory per open stream than HTTP/1.1's connection each.
 	// https:// upstreams negotiate HTTP/2 on their own (ALPN).
 	H2C bool
+	// TraceContext sends each request to the upstream a W3C traceparent
+	// naming the attempt's span, when tracing is on. Off by default: the
+	// header reaches a third party.
+	TraceContext bool
 	// Fixture options (protocol fixture only).
 	FixtureTTFT time.Duration
 	FixtureTPS  float64
@@ -69,8 +73,10 @@ type fileUpstream struct {
 	// PromptCacheKey: see Upstream.PromptCacheKey; nil takes the default.
 	PromptCacheKey *bool `yaml:"prompt_cache_key"`
 	// H2C: see Upstream.H2C.
-	H2C      bool `yaml:"h2c"`
-	Timeouts struct {
+	H2C bool `yaml:"h2c"`
+	// TraceContext: see Upstream.TraceContext.
+	TraceContext bool `yaml:"trace_context"`
+	Timeouts     struct {
 		Connect   string `yaml:"connect"`
 		FirstByte string `yaml:"first_byte"`
 		Idle      string `yaml:"idle"`
@@ -107,7 +113,7 @@ func loadUpstreams(file map[string]fileUpstream, sec entry) (map[string]*Upstrea
 // loadUpstream validates one upstream, e being its entry in the file.
 func loadUpstream(name string, fu fileUpstream, e entry, errs *Errors) *Upstream {
 	u := &Upstream{Name: name, Protocol: fu.Protocol, BaseURL: strings.TrimRight(fu.BaseURL, "/"), APIKey: fu.APIKey,
-		Headers: fu.Headers, LegacyMaxTokens: fu.LegacyMaxTokens, H2C: fu.H2C, Models: map[string]Model{}}
+		Headers: fu.Headers, LegacyMaxTokens: fu.LegacyMaxTokens, H2C: fu.H2C, TraceContext: fu.TraceContext, Models: map[string]Model{}}
 	switch fu.Protocol {
 	case ProtocolOpenAI, ProtocolAnthropic, ProtocolGemini:
 		if u.BaseURL == "" {

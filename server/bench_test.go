@@ -33,6 +33,13 @@ func benchGateway(b *testing.B, router ...*upstream.Router) (http.Handler, strin
 // as serve --admin-addr does.
 func benchGatewayMetrics(b *testing.B, m *Metrics, router ...*upstream.Router) (http.Handler, string, *store.Store) {
 	b.Helper()
+	return benchGatewayWith(b, m, nil, router...)
+}
+
+// benchGatewayWith is benchGatewayMetrics with its options adjusted by
+// opt (nil: none).
+func benchGatewayWith(b *testing.B, m *Metrics, opt func(*Options), router ...*upstream.Router) (http.Handler, string, *store.Store) {
+	b.Helper()
 	ctx := context.Background()
 	opts := store.Options{OnCommit: m.ObserveCommit}
 	if os.Getenv("BENCH_LEDGER_HOLD") != "" {
@@ -64,13 +71,16 @@ func benchGatewayMetrics(b *testing.B, m *Metrics, router ...*upstream.Router) (
 	if len(router) > 0 {
 		r = router[0]
 	}
-	srv := New(Options{
+	o := Options{
 		Logger:  slog.New(logtext.NewHandler(io.Discard, nil)), // as serve logs
 		Store:   st,
 		Router:  r,
 		Metrics: m,
-	})
-	return srv, secret, st
+	}
+	if opt != nil {
+		opt(&o)
+	}
+	return New(o), secret, st
 }
 
 func benchCall(b *testing.B, path, body string, header ...string) {
@@ -79,6 +89,12 @@ func benchCall(b *testing.B, path, body string, header ...string) {
 
 func benchCallMetrics(b *testing.B, m *Metrics, path, body string, header ...string) {
 	h, key, st := benchGatewayMetrics(b, m)
+	benchServe(b, h, key, st, path, body, header...)
+}
+
+// benchServe is the benchmark loop of benchCall, on a gateway of the
+// caller's.
+func benchServe(b *testing.B, h http.Handler, key string, st *store.Store, path, body string, header ...string) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {

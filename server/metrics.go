@@ -507,7 +507,8 @@ func (a *appLabels) label(app string) string {
 
 // snapshotCollector reads the bound Server's store and router when
 // Prometheus scrapes: the ledger's queue and counts, the database pools,
-// the breakers and the routes left without a usable candidate.
+// the breakers, the routes left without a usable candidate, and the
+// spans of the operator's traces.
 type snapshotCollector struct{ m *Metrics }
 
 var (
@@ -535,12 +536,14 @@ var (
 		"The candidate's failed calls in a row.", []string{"candidate"}, nil)
 	descBlocked = prometheus.NewDesc("svcgw_routes_blocked",
 		"Routes (request type × tier) none of whose candidates has a closed breaker.", nil, nil)
+	descTraceSpans = prometheus.NewDesc("svcgw_trace_spans_total",
+		"Spans ended while tracing is on, by result: exported, dropped_queue_full (the exporter's queue was full: the collector is slow or gone) or dropped_export_failed.", []string{"result"}, nil)
 )
 
 func (c snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descLedgerPending, descLedgerLimit, descLedgerCommitted, descLedgerDropped,
 		descLedgerFailing, descPoolConns, descPoolMax, descPoolWaits, descPoolWait, descBreakerOpen,
-		descBreakerFailures, descBlocked} {
+		descBreakerFailures, descBlocked, descTraceSpans} {
 		ch <- d
 	}
 }
@@ -575,6 +578,12 @@ func (c snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descBreakerFailures, float64(b.Failures), b.Candidate)
 	}
 	gauge(descBlocked, float64(len(router.Blocked())))
+	if s.tracer != nil {
+		n := s.tracer.Spans()
+		counter(descTraceSpans, float64(n.Exported), "exported")
+		counter(descTraceSpans, float64(n.QueueFull), "dropped_queue_full")
+		counter(descTraceSpans, float64(n.ExportFailed), "dropped_export_failed")
+	}
 }
 
 func b2f(b bool) float64 {

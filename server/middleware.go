@@ -11,7 +11,10 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/svcgw/svcgw/internal/logtext"
+	"github.com/svcgw/svcgw/internal/telemetry"
 	"github.com/svcgw/svcgw/llm"
 	"github.com/svcgw/svcgw/store"
 	"github.com/svcgw/svcgw/surfaces/surface"
@@ -61,6 +64,9 @@ type logRecord struct {
 	firstByte               time.Time
 	bodyRead                time.Duration
 	app                     string
+
+	// span is the call's server span when tracing is on (trace.go).
+	span trace.Span
 
 	// In the record, so that one allocation holds them: the id's header
 	// value (withRequestID), the status writer (withAccessLog) and the
@@ -220,6 +226,9 @@ func (s *Server) withAccessLog(next http.Handler) http.Handler {
 func (s *Server) logAccess(r *http.Request, rec *logRecord, start time.Time) {
 	status := callerStatus(r, rec)
 	s.metrics.observeCall(rec, status, start, time.Now())
+	if rec.span != nil {
+		traceEnd(rec, status)
+	}
 	if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || !s.sampler.allow(status) {
 		return // probes: a line each would drown the log; floods of caller faults are sampled
 	}
@@ -245,15 +254,21 @@ func (s *Server) logAccess(r *http.Request, rec *logRecord, start time.Time) {
 		slog.String("cost", rec.cost),
 		slog.Int("duration_ms", int(time.Since(start).Milliseconds())),
 		slog.Bool("canceled", rec.canceled),
+		{}, // trace_id, when the call was traced
+	}
+	kept := attrs[:len(attrs)-1]
+	if rec.span != nil {
+		attrs[len(attrs)-1] = slog.String("trace_id", telemetry.TraceID(rec.span))
+		kept = attrs[:]
 	}
 	// svcgw's own handler takes the attributes as they are: a record
 	// holds five in place and allocates for the other eight.
 	if lh, ok := h.(*logtext.Handler); ok {
-		_ = lh.HandleAttrs(ctx, time.Now(), level, "request", attrs[:]...)
+		_ = lh.HandleAttrs(ctx, time.Now(), level, "request", kept...)
 		return
 	}
 	line := slog.NewRecord(time.Now(), level, "request", 0)
-	line.AddAttrs(attrs[:]...)
+	line.AddAttrs(kept...)
 	_ = h.Handle(ctx, line)
 }
 

@@ -12,9 +12,11 @@ import (
 	"time"
 
 	"github.com/cockroachdb/apd/v3"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/svcgw/svcgw/billing"
 	"github.com/svcgw/svcgw/classify"
+	"github.com/svcgw/svcgw/internal/telemetry"
 	"github.com/svcgw/svcgw/llm"
 	"github.com/svcgw/svcgw/store"
 	"github.com/svcgw/svcgw/surfaces/surface"
@@ -50,6 +52,9 @@ type call struct {
 	// stream is a stream's metering as it goes (relay): here rather than
 	// in relay's frame, which is on the stack below every flush.
 	stream meterInput
+	// capture keeps a streamed completion for the call's span when
+	// tracing captures content (trace.go); nil otherwise.
+	capture *telemetry.Capture
 }
 
 // handleInference serves one inference endpoint of a surface: ledger check
@@ -60,23 +65,26 @@ func (s *Server) handleInference(sf surface.Codec) authedHandler {
 		set := s.current()
 		rec := recordFrom(r.Context())
 		rec.call, rec.surface = true, sf.Surface()
+		if s.tracer != nil {
+			r = s.traceCall(r, rec, sf)
+		}
 		// A call the ledger could not record would be free: while it
 		// cannot (failing, stalled or backed up), no billable call is
 		// taken. The store logs the incident; nothing is logged per call.
 		if err := s.store.CheckLedger(); err != nil {
-			sf.WriteError(w, ledgerUnavailable(err))
+			sf.WriteError(w, rec.traceFailure(ledgerUnavailable(err)))
 			return
 		}
 		// Requests per minute come next: a caller over its rate costs
 		// nothing more than this check, not even reading its body.
 		rpm := limitOr(caller.Limits.RPM, set.rpm)
 		if err := s.limiter.Request(caller.ID, s.share(rpm), s.now()); err != nil {
-			sf.WriteError(w, s.sharedLimit(err, rpm))
+			sf.WriteError(w, rec.traceFailure(s.sharedLimit(err, rpm)))
 			return
 		}
 		c, err := s.prepare(w, r, sf, caller, set)
 		if err != nil {
-			sf.WriteError(w, err)
+			sf.WriteError(w, rec.traceFailure(err))
 			return
 		}
 		// A call that fails before meter gives its reservation back;
@@ -134,6 +142,9 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, sf surface.Code
 		set:     set,
 	}
 	rec.app = c.app
+	if rec.span != nil {
+		s.traceRequest(rec.span, c)
+	}
 	if err := s.admit(r.Context(), c); err != nil {
 		return nil, err
 	}
@@ -142,8 +153,20 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, sf surface.Code
 
 // admit takes the call's estimated input from the key's tokens per minute
 // and reserves its cost ceiling against the account's balance and the
-// account's and key's spend caps.
+// account's and key's spend caps. Traced, it is the call's admission
+// span.
 func (s *Server) admit(ctx context.Context, c *call) error {
+	if s.tracer == nil || recordFrom(ctx).span == nil {
+		return s.admitCall(ctx, c)
+	}
+	ctx, sp := s.traceChild(ctx, telemetry.SpanAdmission)
+	err := s.admitCall(ctx, c)
+	traceChildEnd(sp, err)
+	return err
+}
+
+// admitCall is admit's work.
+func (s *Server) admitCall(ctx context.Context, c *call) error {
 	input := c.input
 	if err := s.limiter.AdmitTokens(c.caller.ID, c.tpm, input, c.start); err != nil {
 		return s.sharedLimit(err, limitOr(c.caller.Limits.TPM, c.set.tpm))
@@ -250,9 +273,10 @@ func capMicros(c *apd.Decimal) int64 {
 func (s *Server) serveComplete(w http.ResponseWriter, r *http.Request, c *call) {
 	upStart := s.now()
 	resp, rep, err := c.set.router.Complete(r.Context(), c.class.Type, c.class.Tier, c.req)
-	recordFrom(r.Context()).backend = rep
+	rec := recordFrom(r.Context())
+	rec.backend = rep
 	if err != nil {
-		c.sf.WriteError(w, s.upstreamError(r.Context(), err))
+		c.sf.WriteError(w, rec.traceFailure(s.upstreamError(r.Context(), err)))
 		return
 	}
 	end := s.now()
@@ -280,6 +304,9 @@ func (s *Server) serveComplete(w http.ResponseWriter, r *http.Request, c *call) 
 		upstreamFrom: upStart,
 		end:          end,
 	})
+	if rec.span != nil {
+		s.traceOutput(rec.span, resp)
+	}
 	if err := c.sf.WriteResponse(w, c.req, resp); err != nil {
 		s.log.Debug("write response", "request_id", RequestID(r.Context()), "err", err)
 	}
@@ -322,7 +349,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call) {
 //
 //go:noinline
 func (s *Server) writeUpstreamError(w http.ResponseWriter, r *http.Request, c *call, err error) {
-	c.sf.WriteError(w, s.upstreamError(r.Context(), err))
+	c.sf.WriteError(w, recordFrom(r.Context()).traceFailure(s.upstreamError(r.Context(), err)))
 }
 
 // relay is serveStream's loop (see there).
@@ -362,6 +389,9 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, c *call, st upstr
 		switch ev.Type {
 		case llm.EventTextDelta, llm.EventReasoningDelta, llm.EventToolCallDelta:
 			estimate += llm.TextTokens(ev.Text)
+			if c.capture != nil && ev.Type == llm.EventTextDelta {
+				c.capture.Add(ev.Text)
+			}
 		case llm.EventFinish:
 			s.meterFinish(ctx, c, m, &ev, estimate, enc)
 		}
@@ -450,6 +480,7 @@ func (s *Server) endStream(ctx context.Context, w http.ResponseWriter, c *call, 
 		if streamErr != nil {
 			e = s.upstreamError(ctx, streamErr)
 		}
+		recordFrom(ctx).traceFailure(e)
 		_ = enc.Error(w, e)
 		_ = rc.Flush()
 		m.finish = "error"
@@ -508,6 +539,11 @@ func (s *Server) meter(ctx context.Context, c *call, m meterInput) {
 	rec.cost = billing.FormatMicros(micros)
 	rec.costMicros = micros
 	rec.metered, rec.streamed = true, m.streamed
+	var ledger trace.Span // the ledger's span, when traced
+	if rec.span != nil {
+		s.traceMetered(rec.span, c, &m, micros)
+		_, ledger = s.traceChild(ctx, telemetry.SpanLedger)
+	}
 	// Settle in this order: the recorded generation makes the ledger count
 	// the actual cost, and only then is the reservation released, so the
 	// cost is never counted neither as spent nor as reserved.
@@ -535,6 +571,9 @@ func (s *Server) meter(ctx context.Context, c *call, m meterInput) {
 		CreatedAt:           c.created,
 		Items:               m.items,
 	})
+	if ledger != nil {
+		traceChildEnd(ledger, nil)
+	}
 }
 
 // unreported fills in the counts an upstream left out of its usage with

@@ -47,6 +47,7 @@ import (
 	"time"
 
 	"github.com/svcgw/svcgw/billing"
+	"github.com/svcgw/svcgw/internal/telemetry"
 	"github.com/svcgw/svcgw/seal"
 	"github.com/svcgw/svcgw/store"
 	"github.com/svcgw/svcgw/surfaces/account"
@@ -109,6 +110,10 @@ type Options struct {
 	// AccountLimits bound the account endpoints' work per key and per
 	// request; zero fields take account's defaults.
 	AccountLimits account.Limits
+	// Tracer, when set, traces every inference call (server/trace.go);
+	// the Router's own Tracer (upstream.RouterOptions) should be the same
+	// one, for the upstream attempts to join the call's trace. nil: off.
+	Tracer *telemetry.Tracer
 }
 
 // Server is svcgw's http.Handler.
@@ -118,7 +123,8 @@ type Server struct {
 	now   func() time.Time
 	// cur holds what a configuration reload replaces (see Reload).
 	cur     atomic.Pointer[settings]
-	metrics *Metrics // nil: none recorded
+	metrics *Metrics          // nil: none recorded
+	tracer  *telemetry.Tracer // nil: tracing off
 	account *account.Handler
 	// dashboard serves the browser page; nil if its embedded files are
 	// broken (logged at New), when the page's routes are the 404.
@@ -149,6 +155,7 @@ func New(opts Options) *Server {
 		store:   opts.Store,
 		now:     opts.Now,
 		metrics: opts.Metrics,
+		tracer:  opts.Tracer,
 		mux:     http.NewServeMux(),
 		limiter: billing.NewRateLimiter(),
 		sealer:  opts.Sealer,

@@ -25,6 +25,12 @@ type Candidate struct {
 	// with the same non-empty Group, each call picks one by its cacheable
 	// prefix (cache affinity), and the others follow as fallbacks.
 	Group string
+
+	// For the operator's traces (Tracer): the upstream's name, its
+	// protocol and the backend model, and whether requests to it may carry
+	// a W3C traceparent (off unless configured: it reaches a third party).
+	Upstream, Protocol, Model string
+	TraceContext              bool
 }
 
 // route is a key of the routing table.
@@ -96,6 +102,8 @@ type RouterOptions struct {
 	BreakerThreshold int           // consecutive failures that open a candidate's breaker (5)
 	BreakerCooldown  time.Duration // how long an open breaker skips its candidate (30s)
 	Logger           *slog.Logger  // operator log of retries and breaker changes (discard)
+	// Tracer, when set, is told of every attempt (nil: none).
+	Tracer Tracer
 	// Now and Sleep are the clock, for tests (time.Now; a timer honouring ctx).
 	Now   func() time.Time
 	Sleep func(ctx context.Context, d time.Duration) error
@@ -219,7 +227,7 @@ func minKnown(a, b int) int {
 // answers. The report says what was tried, failed or not.
 func (r *Router) Complete(ctx context.Context, t llm.RequestType, tier llm.Tier, req *llm.Request) (*llm.Response, Report, error) {
 	var resp *llm.Response
-	rep, err := r.try(ctx, t, tier, req, func(c Candidate) error {
+	rep, err := r.try(ctx, t, tier, req, func(ctx context.Context, c Candidate) error {
 		var err error
 		resp, err = c.Backend.Complete(ctx, req)
 		if err == nil && resp != nil {
@@ -238,7 +246,7 @@ func (r *Router) Complete(ctx context.Context, t llm.RequestType, tier llm.Tier,
 // committed to its candidate and makes no more attempts.
 func (r *Router) Stream(ctx context.Context, t llm.RequestType, tier llm.Tier, req *llm.Request) (Stream, Report, error) {
 	var out Stream
-	rep, err := r.try(ctx, t, tier, req, func(c Candidate) error {
+	rep, err := r.try(ctx, t, tier, req, func(ctx context.Context, c Candidate) error {
 		s, err := c.Backend.Stream(ctx, req)
 		if err != nil {
 			return err
@@ -262,8 +270,9 @@ func (r *Router) Stream(ctx context.Context, t llm.RequestType, tier llm.Tier, r
 
 // try runs attempt against the route's candidates with retries, backoff,
 // fallback and the circuit breaker; it returns nil after the first success,
-// and reports every attempt either way.
-func (r *Router) try(ctx context.Context, t llm.RequestType, tier llm.Tier, req *llm.Request, attempt func(Candidate) error) (Report, error) {
+// and reports every attempt either way. Each attempt runs with ctx, or
+// with the context the Tracer gave it.
+func (r *Router) try(ctx context.Context, t llm.RequestType, tier llm.Tier, req *llm.Request, attempt func(context.Context, Candidate) error) (Report, error) {
 	var rep Report
 	cands := r.order(r.candidates(t, tier), req)
 	if len(cands) == 0 {
@@ -275,23 +284,44 @@ func (r *Router) try(ctx context.Context, t llm.RequestType, tier llm.Tier, req 
 		h := r.healthOf(c.Name)
 		var wait time.Duration // before this attempt
 		for retry := 0; ; retry++ {
+			actx := ctx
+			if o.Tracer != nil {
+				// A copy, so that c itself stays on the stack (the
+				// tracer's pointer would move it to the heap, traced or not).
+				cc := c
+				actx = startAttempt(o.Tracer, ctx, &cc, len(rep.Attempts), retry > 0)
+			}
 			start := o.Now()
-			err = attempt(c)
+			err = attempt(actx, c)
 			a := Attempt{Candidate: c.Name, Retry: retry > 0, Backoff: wait, Duration: o.Now().Sub(start)}
 			if err == nil {
 				h.success(o, c.Name)
 				a.Outcome = OutcomeOK
 				rep.Candidate, rep.Attempts = c.Name, append(rep.Attempts, a)
+				if o.Tracer != nil {
+					ac := a // a copy, as cc
+					endAttempt(o.Tracer, actx, &ac)
+				}
 				return rep, nil
 			}
 			if ctx.Err() != nil || !fallBack(ctx, err) {
 				safe := backendError(ctx, err)
-				rep.Attempts = append(rep.Attempts, a.failed(err, safe, h.open(o.Now())))
+				a = a.failed(err, safe, h.open(o.Now()))
+				rep.Attempts = append(rep.Attempts, a)
+				if o.Tracer != nil {
+					ac := a // a copy, as cc
+					endAttempt(o.Tracer, actx, &ac)
+				}
 				return rep, safe
 			}
 			h.failure(o, c.Name)
 			open := h.open(o.Now())
-			rep.Attempts = append(rep.Attempts, a.failed(err, backendError(ctx, err), open))
+			a = a.failed(err, backendError(ctx, err), open)
+			rep.Attempts = append(rep.Attempts, a)
+			if o.Tracer != nil {
+				ac := a // a copy, as cc
+				endAttempt(o.Tracer, actx, &ac)
+			}
 			// Retry the same candidate only when waiting may help (not for
 			// rejected credentials, exhausted quota or a 4xx); fall back
 			// to the next candidate either way.

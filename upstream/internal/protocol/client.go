@@ -262,7 +262,8 @@ func (h *Client) Headers(base func(stream bool) http.Header) Headers {
 }
 
 // Post sends body to url with header, which it does not change (see
-// Headers). It returns once the response headers have come with a 2xx
+// Headers; the traceparent of a traced attempt, upstream.Traceparent, goes
+// on a copy). It returns once the response headers have come with a 2xx
 // status; any other status is read and mapped to an *llm.Error. The
 // caller must call c.Release when done with the response.
 //
@@ -278,6 +279,9 @@ func (h *Client) Post(ctx context.Context, url string, header http.Header, body 
 	if d := h.Opts.FirstByteTimeout; d > 0 {
 		c.cause.Store(timeout(h.firstByte, "first byte", d))
 		c.timer = time.AfterFunc(d, c.fire)
+	}
+	if tp := upstream.Traceparent(ctx); tp != "" {
+		header = withTraceparent(header, tp)
 	}
 	rb := &c.body
 	rb.b = body
@@ -347,6 +351,17 @@ func (h *Client) Post(ctx context.Context, url string, header http.Header, body 
 		return nil, nil, upstream.ErrorFromStatus(resp.StatusCode, resp.Header, b, hint)
 	}
 	return c, resp, nil
+}
+
+// withTraceparent is header, shared by the backend's calls, copied with
+// the attempt's W3C traceparent (upstream.Traceparent).
+func withTraceparent(header http.Header, tp string) http.Header {
+	h := header.Clone()
+	if h == nil {
+		h = http.Header{}
+	}
+	h["Traceparent"] = []string{tp}
+	return h
 }
 
 // send is one round trip of req, through the transport when the client
