@@ -1,13 +1,13 @@
 // The OpenAI Agents SDK against svcgw: one prompt and one tool turn, run and
 // streamed, on its default model (the Responses API). Env: SVCGW_URL,
-// SVCGW_KEY.
+// SVCGW_API_KEY.
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { Agent, run, tool, setDefaultOpenAIClient, setTracingDisabled } from '@openai/agents';
 import { z } from 'zod';
 
 setTracingDisabled(true); // traces go to OpenAI's platform, not to svcgw
-setDefaultOpenAIClient(new OpenAI({ baseURL: `${process.env.SVCGW_URL}/svc/v1`, apiKey: process.env.SVCGW_KEY, maxRetries: 0 }));
+setDefaultOpenAIClient(new OpenAI({ baseURL: `${process.env.SVCGW_URL}/svc/v1`, apiKey: process.env.SVCGW_API_KEY, maxRetries: 0 }));
 
 const weather = tool({
   name: 'weather', description: 'Current weather of a city',

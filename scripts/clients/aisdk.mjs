@@ -1,7 +1,7 @@
 // The AI SDK against svcgw: one prompt and one tool turn per provider, each
 // provider with its defaults (the OpenAI provider uses the Responses API,
 // store unset), streamed and not, and a second turn that replays the first.
-// Env: SVCGW_URL (http://127.0.0.1:PORT), SVCGW_KEY.
+// Env: SVCGW_URL (http://127.0.0.1:PORT), SVCGW_API_KEY.
 import assert from 'node:assert/strict';
 import { generateText, streamText, tool, stepCountIs } from 'ai';
 import { createOpenAI } from '@ai-sdk/openai';
@@ -9,7 +9,7 @@ import { createAnthropic } from '@ai-sdk/anthropic';
 import { createGoogleGenerativeAI } from '@ai-sdk/google';
 import { z } from 'zod';
 
-const base = process.env.SVCGW_URL, apiKey = process.env.SVCGW_KEY;
+const base = process.env.SVCGW_URL, apiKey = process.env.SVCGW_API_KEY;
 const providers = {
   openai: createOpenAI({ baseURL: `${base}/svc/v1`, apiKey })('gpt-5'),
   anthropic: createAnthropic({ baseURL: `${base}/svc/v1`, apiKey })('claude-sonnet-4-5'),

@@ -1,5 +1,5 @@
 // LangChain against svcgw: one prompt (invoke and stream) and one tool turn
-// per chat model class. Env: SVCGW_URL, SVCGW_KEY.
+// per chat model class. Env: SVCGW_URL, SVCGW_API_KEY.
 import assert from 'node:assert/strict';
 import { ChatOpenAI } from '@langchain/openai';
 import { ChatAnthropic } from '@langchain/anthropic';
@@ -8,7 +8,7 @@ import { tool } from '@langchain/core/tools';
 import { HumanMessage, ToolMessage } from '@langchain/core/messages';
 import { z } from 'zod';
 
-const base = process.env.SVCGW_URL, apiKey = process.env.SVCGW_KEY;
+const base = process.env.SVCGW_URL, apiKey = process.env.SVCGW_API_KEY;
 const models = {
   'openai (chat completions)': new ChatOpenAI({ model: 'gpt-4.1', apiKey, configuration: { baseURL: `${base}/svc/v1` }, maxRetries: 0 }),
   'openai (responses)': new ChatOpenAI({ model: 'gpt-5', apiKey, useResponsesApi: true, configuration: { baseURL: `${base}/svc/v1` }, maxRetries: 0 }),

@@ -71,7 +71,7 @@ for _ in $(seq 50); do
 	[[ -n "$addr" ]] && break
 	sleep 0.1
 done
-export SVCGW_URL=http://$addr SVCGW_KEY=$("$work/svcgw" keys create --account clients)
+export SVCGW_URL=http://$addr SVCGW_API_KEY=$("$work/svcgw" keys create --account clients)
 "$work/svcgw" credits add --account clients 100 >/dev/null
 echo "svcgw at $SVCGW_URL"
 
@@ -95,7 +95,7 @@ expect() {
 
 # Claude Code: base URL and key from the environment; the three switches
 # keep it from calling home.
-HOME=$work/home-claude ANTHROPIC_BASE_URL=$SVCGW_URL/svc ANTHROPIC_API_KEY=$SVCGW_KEY \
+HOME=$work/home-claude ANTHROPIC_BASE_URL=$SVCGW_URL/svc ANTHROPIC_API_KEY=$SVCGW_API_KEY \
 	CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_TELEMETRY=1 DISABLE_AUTOUPDATER=1 \
 	"$work/claude/node_modules/.bin/claude" -p "Use the Bash tool to run: echo hi" \
 	--allowedTools Bash --max-turns 4 >"$work/claude.out" 2>&1
@@ -110,7 +110,7 @@ model_provider = "svcgw"
 [model_providers.svcgw]
 name = "svcgw"
 base_url = "$SVCGW_URL/svc/v1"
-env_key = "SVCGW_KEY"
+env_key = "SVCGW_API_KEY"
 wire_api = "responses"
 EOF
 HOME=$work/home-codex "$work/codex/node_modules/.bin/codex" exec --skip-git-repo-check \
@@ -128,7 +128,7 @@ cat >"$work/home-gemini/.gemini/settings.json" <<'EOF'
   "general": { "disableAutoUpdate": true, "disableUpdateNag": true }
 }
 EOF
-HOME=$work/home-gemini GEMINI_API_KEY=$SVCGW_KEY GOOGLE_GEMINI_BASE_URL=$SVCGW_URL/svc GEMINI_CLI_TRUST_WORKSPACE=true \
+HOME=$work/home-gemini GEMINI_API_KEY=$SVCGW_API_KEY GOOGLE_GEMINI_BASE_URL=$SVCGW_URL/svc GEMINI_CLI_TRUST_WORKSPACE=true \
 	"$work/gemini/node_modules/.bin/gemini" --yolo -p "Run echo hi with run_shell_command." >"$work/gemini.out" 2>&1
 expect "$work/gemini.out" "Fixture received" "gemini cli (prompt, run_shell_command tool turn)"
 
@@ -141,17 +141,17 @@ cat >"$work/home-opencode/.config/opencode/opencode.json" <<EOF
   "provider": {
     "svcgw": {
       "npm": "@ai-sdk/openai-compatible",
-      "options": { "baseURL": "$SVCGW_URL/svc/v1", "apiKey": "{env:SVCGW_KEY}" },
+      "options": { "baseURL": "$SVCGW_URL/svc/v1", "apiKey": "{env:SVCGW_API_KEY}" },
       "models": { "gpt-4.1": {} }
     },
     "svcgw-openai": {
       "npm": "@ai-sdk/openai",
-      "options": { "baseURL": "$SVCGW_URL/svc/v1", "apiKey": "{env:SVCGW_KEY}" },
+      "options": { "baseURL": "$SVCGW_URL/svc/v1", "apiKey": "{env:SVCGW_API_KEY}" },
       "models": { "gpt-5": {} }
     },
     "svcgw-anthropic": {
       "npm": "@ai-sdk/anthropic",
-      "options": { "baseURL": "$SVCGW_URL/svc/v1", "apiKey": "{env:SVCGW_KEY}" },
+      "options": { "baseURL": "$SVCGW_URL/svc/v1", "apiKey": "{env:SVCGW_API_KEY}" },
       "models": { "claude-sonnet-4-5": {} }
     }
   },
@@ -176,13 +176,13 @@ cat >"$work/home-crush/.config/crush/crush.json" <<EOF
     "svcgw": {
       "type": "openai-compat",
       "base_url": "$SVCGW_URL/svc/v1",
-      "api_key": "\$SVCGW_KEY",
+      "api_key": "\$SVCGW_API_KEY",
       "models": [{ "id": "gpt-4.1", "name": "gpt-4.1", "context_window": 128000, "default_max_tokens": 8192 }]
     },
     "svcgw-anthropic": {
       "type": "anthropic",
       "base_url": "$SVCGW_URL/svc",
-      "api_key": "\$SVCGW_KEY",
+      "api_key": "\$SVCGW_API_KEY",
       "models": [{ "id": "claude-sonnet-4-5", "name": "claude-sonnet-4-5", "context_window": 200000, "default_max_tokens": 8192 }]
     }
   },
