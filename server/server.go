@@ -62,6 +62,10 @@ const DefaultMaxBodyBytes = 32 << 20
 // DefaultFreeBytesPerMinute is each key's budget of request bodies on the
 // free endpoints (token counts) when Options leaves it zero: one body of
 // the default size limit a minute, about half a megabyte a second.
+// Measured on e9ae07c (2026-12-02, 2 cores, the fixture backend): while two
+// workers posted 16 MB count_tokens bodies from a key without money,
+// another key's /v1/messages calls took 0.96 ms at the median (12.7 ms
+// p99) with this budget, against 12.0 ms (90 ms p99) without one.
 const DefaultFreeBytesPerMinute = 32 << 20
 
 // Options are the dependencies of the HTTP handler.
