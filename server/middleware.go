@@ -25,12 +25,16 @@ type ctxKey int
 // The record is that context value itself (logRecord.Value).
 const logRecordKey ctxKey = 0
 
-// authedHandler is a handler that runs after authentication.
+// authedHandler is a handler that runs after authentication. It answers
+// a failure by returning it: withAuth, the one exit of every authenticated
+// route, writes it in the route's surface's envelope (see withAuth). A
+// handler that has begun its reply (a stream, whose failures are events
+// of the stream) answers its own failures and returns nil.
 //
 // It gets the caller's key by pointer, held in the request's logRecord:
 // a key passed by value took ~0.3 KB of the frames below which every
 // handler runs (see serveStream).
-type authedHandler func(w http.ResponseWriter, r *http.Request, caller *store.Key)
+type authedHandler func(w http.ResponseWriter, r *http.Request, caller *store.Key) error
 
 // logRecord collects what the access line reports about one request. The
 // pipeline fills it in as it learns things; withAccessLog writes it at the
@@ -295,18 +299,38 @@ func apiKey(r *http.Request) (string, error) {
 	return key, nil
 }
 
-// withAuth resolves the caller's key; missing, unknown and revoked keys get
-// a 401 in sf's envelope.
+// withAuth resolves the caller's key and runs next; missing, unknown and
+// revoked keys get a 401 in sf's envelope. It is the one exit of every
+// authenticated route: the error next returns, as its own, is written
+// here in sf's envelope (see fail).
 func (s *Server) withAuth(sf surface.Codec, next authedHandler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := recordFrom(r.Context())
-		if err := s.authenticate(r, &rec.caller); err != nil {
-			sf.WriteError(w, err)
-			return
+		err := s.authenticate(r, &rec.caller)
+		if err == nil {
+			rec.keyID, rec.route = rec.caller.ID, r.Pattern
+			err = next(w, r, &rec.caller)
 		}
-		rec.keyID, rec.route = rec.caller.ID, r.Pattern
-		next(w, r, &rec.caller)
+		if err != nil {
+			s.fail(w, r, sf, rec, err)
+		}
 	})
+}
+
+// fail answers a request whose handler returned err: in sf's envelope, with
+// the status its kind maps to (an error that is not an *llm.Error is an
+// internal error, and the envelope says no more). A reply already begun
+// cannot take an envelope any more: the failure is logged and the reply
+// ends as it is. It is never inlined, so that its frame is not in
+// withAuth's, below which every handler runs (see serveStream).
+//
+//go:noinline
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, sf surface.Codec, rec *logRecord, err error) {
+	if rec.sw.status != 0 {
+		s.log.Error("handler failed after its reply began", "request_id", rec.id, "route", r.Pattern, "err", err)
+		return
+	}
+	sf.WriteError(w, err)
 }
 
 // authenticate resolves r's key into into. It is never inlined: its

@@ -43,100 +43,114 @@ type call struct {
 	start   time.Time // request received
 	created time.Time
 	tpm     int64                // the key's tokens per minute; 0: unlimited
-	res     *billing.Reservation // released by meter, or by handleInference
+	res     *billing.Reservation // released by meter, or by serve
 	// set is the configuration the call started with: its router, prices
 	// and limits, kept to its end whatever a reload does meanwhile.
 	set *settings
 	// stream is a stream's metering as it goes (relay): here rather than
 	// in relay's frame, which is on the stack below every flush.
 	stream meterInput
+
+	// What the call's access record reports, learnt on the way and
+	// written to the record once, when the call ends (see record).
+	report    upstream.Report // the router's account of the upstream attempts
+	usage     llm.Usage       // metered
+	cost      int64           // micro-dollars
+	metered   bool            // the generation was recorded
+	streamed  bool
+	canceled  bool      // the caller left before the end
+	firstByte time.Time // the first event ready for the caller, on the metrics' clock (time.Now)
 }
 
-// handleInference serves one inference endpoint of a surface: ledger check
-// → rate limit → decode → bounds → classify → admit → route → encode →
-// meter → settle.
+// handleInference serves one inference endpoint of a surface: prepare
+// (ledger check → rate limit → decode → bounds → classify → admit), serve
+// (route → encode → meter → settle), and the call's access record. A
+// failure before the reply has begun is returned, for withAuth to write in
+// the surface's envelope; a stream's later failures are events of the
+// stream.
 func (s *Server) handleInference(sf surface.Codec) authedHandler {
-	return func(w http.ResponseWriter, r *http.Request, caller *store.Key) {
-		set := s.current()
-		rec := recordFrom(r.Context())
-		rec.call, rec.surface = true, sf.Surface()
-		// A call the ledger could not record would be free: while it
-		// cannot (failing, stalled or backed up), no billable call is
-		// taken. The store logs the incident; nothing is logged per call.
-		if err := s.store.CheckLedger(); err != nil {
-			sf.WriteError(w, ledgerUnavailable(err))
-			return
+	return func(w http.ResponseWriter, r *http.Request, caller *store.Key) error {
+		c, err := s.prepare(w, r, sf, caller)
+		if err == nil {
+			err = s.serve(w, r, c)
 		}
-		// Requests per minute come next: a caller over its rate costs
-		// nothing more than this check, not even reading its body.
-		rpm := limitOr(caller.Limits.RPM, set.rpm)
-		if err := s.limiter.Request(caller.ID, s.share(rpm), s.now()); err != nil {
-			sf.WriteError(w, s.sharedLimit(err, rpm))
-			return
-		}
-		c, err := s.prepare(w, r, sf, caller, set)
-		if err != nil {
-			sf.WriteError(w, err)
-			return
-		}
-		// A call that fails before meter gives its reservation back;
-		// Release is idempotent.
-		defer c.res.Release()
-		if c.req.Stream {
-			s.serveStream(w, r, c)
-			return
-		}
-		s.serveComplete(w, r, c)
+		c.record(recordFrom(r.Context()))
+		return err
 	}
 }
 
-// prepare decodes, classifies and admits a call. It sets X-SVC-Request-Type
+// record writes what the call learnt to its request's access record: the
+// one place the pipeline fills it in.
+func (c *call) record(rec *logRecord) {
+	rec.call, rec.surface = true, c.sf.Surface()
+	rec.requestType, rec.app = c.class.Type, c.app
+	rec.backend = c.report
+	rec.canceled = c.canceled
+	rec.firstByte = c.firstByte
+	if c.metered {
+		rec.metered, rec.streamed = true, c.streamed
+		rec.usage, rec.costMicros, rec.cost = c.usage, c.cost, billing.FormatMicros(c.cost)
+	}
+}
+
+// prepare checks, decodes, classifies and admits a call. It returns the
+// call even when it fails, with what it learnt (the request type of a
+// 402, say) for the access record; the call is on the heap, not in the
+// frame of handleInference below every stream. It sets X-SVC-Request-Type
 // as soon as the type is known, so even a 402 carries it.
-func (s *Server) prepare(w http.ResponseWriter, r *http.Request, sf surface.Codec, caller *store.Key, set *settings) (*call, error) {
-	start := s.now()
-	rec := recordFrom(r.Context())
+func (s *Server) prepare(w http.ResponseWriter, r *http.Request, sf surface.Codec, caller *store.Key) (*call, error) {
+	c := &call{sf: sf, caller: caller, set: s.current()}
+	// A call the ledger could not record would be free: while it cannot
+	// (failing, stalled or backed up), no billable call is taken. The
+	// store logs the incident; nothing is logged per call.
+	if err := s.store.CheckLedger(); err != nil {
+		return c, ledgerUnavailable(err)
+	}
+	// Requests per minute come next: a caller over its rate costs nothing
+	// more than this check, not even reading its body.
+	rpm := limitOr(caller.Limits.RPM, c.set.rpm)
+	if err := s.limiter.Request(caller.ID, s.share(rpm), s.now()); err != nil {
+		return c, s.sharedLimit(err, rpm)
+	}
+	c.start = s.now()
 	body, err := s.readBody(r)
 	if err != nil {
-		return nil, err
+		return c, err
 	}
 	req, err := sf.DecodeRequest(r, body)
 	if err != nil {
-		return nil, err
+		return c, err
 	}
 	s.openSignatures(req)
-	if err := set.bounds.check(sf.Fields(), req); err != nil {
-		return nil, err
+	if err := c.set.bounds.check(sf.Fields(), req); err != nil {
+		return c, err
 	}
 	// What backends share between calls (prompt caches and their keys,
 	// cache affinity) is scoped to the account.
 	req.Account = strconv.FormatInt(caller.AccountID, 10)
 	effort, err := classify.ParseEffort(headerValue(r.Header, "X-Svc-Effort")) // X-SVC-Effort
 	if err != nil {
-		return nil, err
+		return c, err
 	}
-	input := req.InputTokens()
-	class := classify.Classify(classify.Input{Request: req, Surface: sf.Surface(), Effort: effort, InputTokens: input})
-	rec.requestType = class.Type
-	w.Header()["X-Svc-Request-Type"] = requestTypeHeader(class.Type) // X-SVC-Request-Type
-	c := &call{
-		sf:      sf,
-		caller:  caller,
-		req:     req,
-		model:   req.Model,
-		input:   input,
-		class:   class,
-		id:      sf.NewID(),
-		app:     application(r, caller),
-		start:   start,
-		created: start,
-		tpm:     s.share(limitOr(caller.Limits.TPM, set.tpm)),
-		set:     set,
+	c.req, c.model = req, req.Model
+	c.input = req.InputTokens()
+	c.class = classify.Classify(classify.Input{Request: req, Surface: sf.Surface(), Effort: effort, InputTokens: c.input})
+	w.Header()["X-Svc-Request-Type"] = requestTypeHeader(c.class.Type) // X-SVC-Request-Type
+	c.id = sf.NewID()
+	c.app = application(r, caller)
+	c.created = c.start
+	c.tpm = s.share(limitOr(caller.Limits.TPM, c.set.tpm))
+	return c, s.admit(r.Context(), c)
+}
+
+// serve routes an admitted call upstream and answers it. A call that
+// fails before meter gives its reservation back; Release is idempotent.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, c *call) error {
+	defer c.res.Release()
+	if c.req.Stream {
+		return s.serveStream(w, r, c)
 	}
-	rec.app = c.app
-	if err := s.admit(r.Context(), c); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return s.serveComplete(w, r, c)
 }
 
 // admit takes the call's estimated input from the key's tokens per minute
@@ -243,13 +257,12 @@ func capMicros(c *apd.Decimal) int64 {
 	return n
 }
 
-func (s *Server) serveComplete(w http.ResponseWriter, r *http.Request, c *call) {
+func (s *Server) serveComplete(w http.ResponseWriter, r *http.Request, c *call) error {
 	upStart := s.now()
 	resp, rep, err := c.set.router.Complete(r.Context(), c.class.Type, c.class.Tier, c.req)
-	recordFrom(r.Context()).backend = rep
+	c.report = rep
 	if err != nil {
-		c.sf.WriteError(w, s.upstreamError(r.Context(), err))
-		return
+		return s.upstreamError(r.Context(), err)
 	}
 	end := s.now()
 	resp.ID = c.id
@@ -279,6 +292,7 @@ func (s *Server) serveComplete(w http.ResponseWriter, r *http.Request, c *call) 
 	if err := c.sf.WriteResponse(w, c.req, resp); err != nil {
 		s.log.Debug("write response", "request_id", RequestID(r.Context()), "err", err)
 	}
+	return nil
 }
 
 // serveStream runs the one streaming loop every surface shares: headers,
@@ -299,26 +313,18 @@ func (s *Server) serveComplete(w http.ResponseWriter, r *http.Request, c *call) 
 // state, and what runs once at the end (endStream, meter) or on an error
 // is out of the loop's frame. BenchmarkOpenStreamMemory's stack-B/stream
 // reads the result.
-func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call) {
+func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call) error {
 	upStart := s.now()
 	st, rep, err := c.set.router.Stream(r.Context(), c.class.Type, c.class.Tier, c.req)
-	recordFrom(r.Context()).backend = rep
+	c.report = rep
 	if err != nil {
-		s.writeUpstreamError(w, r, c, err)
-		return
+		return s.upstreamError(r.Context(), err)
 	}
 	defer st.Close()
 	s.metrics.streamOpened()
 	defer s.metrics.streamClosed()
 	s.relay(w, r, c, st, upStart)
-}
-
-// writeUpstreamError answers a call whose upstream call failed before
-// anything was written.
-//
-//go:noinline
-func (s *Server) writeUpstreamError(w http.ResponseWriter, r *http.Request, c *call, err error) {
-	c.sf.WriteError(w, s.upstreamError(r.Context(), err))
+	return nil
 }
 
 // relay is serveStream's loop (see there).
@@ -326,7 +332,6 @@ func (s *Server) writeUpstreamError(w http.ResponseWriter, r *http.Request, c *c
 //go:noinline
 func (s *Server) relay(w http.ResponseWriter, r *http.Request, c *call, st upstream.Stream, upStart time.Time) {
 	ctx := r.Context()
-	rec := recordFrom(ctx)
 	h := w.Header()
 	h["Content-Type"] = eventStreamHeader
 	h["Cache-Control"] = noCacheHeader
@@ -353,7 +358,7 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, c *call, st upstr
 		s.sealEvent(&ev)
 		if m.firstByte.IsZero() {
 			m.firstByte = s.now()
-			rec.firstByte = time.Now() // the metrics' clock: the access log's
+			c.firstByte = time.Now() // the metrics' clock: the access log's
 		}
 		switch ev.Type {
 		case llm.EventTextDelta, llm.EventReasoningDelta, llm.EventToolCallDelta:
@@ -434,7 +439,7 @@ func (s *Server) endStream(ctx context.Context, w http.ResponseWriter, c *call, 
 	m.usage = llm.Usage{InputTokens: c.input, OutputTokens: estimate}
 	switch {
 	case writeErr != nil || ctx.Err() != nil:
-		recordFrom(ctx).canceled = true
+		c.canceled = true
 		m.finish = FinishCanceled
 	default:
 		// Failed mid-stream (or the backend ended without a finish event,
@@ -497,11 +502,8 @@ func (s *Server) meter(ctx context.Context, c *call, m meterInput) {
 		micros = c.set.prices.CostMicros(c.class.Type, c.class.Tier, m.usage)
 		cost = billing.FromMicros(micros)
 	}
-	rec := recordFrom(ctx)
-	rec.usage = m.usage
-	rec.cost = billing.FormatMicros(micros)
-	rec.costMicros = micros
-	rec.metered, rec.streamed = true, m.streamed
+	c.usage, c.cost = m.usage, micros
+	c.metered, c.streamed = true, m.streamed
 	// Settle in this order: the recorded generation makes the ledger count
 	// the actual cost, and only then is the reservation released, so the
 	// cost is never counted neither as spent nor as reserved.
@@ -547,7 +549,7 @@ func (s *Server) unreported(ctx context.Context, c *call, u llm.Usage, delivered
 	}
 	if u.InputTokens != in || u.OutputTokens != out {
 		s.log.Warn("upstream reported no usage for part of a call; charged svcgw's estimate",
-			"request_id", RequestID(ctx), "backend", recordFrom(ctx).backend.Candidate,
+			"request_id", RequestID(ctx), "backend", c.report.Candidate,
 			"reported_input", in, "reported_output", out,
 			"input", u.InputTokens, "output", u.OutputTokens)
 	}
