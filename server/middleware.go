@@ -13,6 +13,7 @@ import (
 
 	"github.com/svcgw/svcgw/internal/logtext"
 	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/money"
 	"github.com/svcgw/svcgw/store"
 	"github.com/svcgw/svcgw/surfaces/surface"
 	"github.com/svcgw/svcgw/upstream"
@@ -52,16 +53,15 @@ type logRecord struct {
 	keyID       string
 	backend     upstream.Report // operator logs only
 	usage       llm.Usage
-	cost        string
+	cost        money.Micros // when metered
 	canceled    bool
 
 	// For the metrics: call marks an inference call (handleInference);
-	// metered, one whose generation was recorded, with its cost in
-	// micro-dollars, whether it streamed and when its first event was
-	// ready for the caller. bodyRead is the time spent waiting for the
-	// caller's body; app the attribution label.
+	// metered, one whose generation was recorded (with its cost), whether
+	// it streamed and when its first event was ready for the caller.
+	// bodyRead is the time spent waiting for the caller's body; app the
+	// attribution label.
 	call, metered, streamed bool
-	costMicros              int64
 	firstByte               time.Time
 	bodyRead                time.Duration
 	app                     string
@@ -228,6 +228,10 @@ func (s *Server) logAccess(r *http.Request, rec *logRecord, start time.Time) {
 	if !h.Enabled(ctx, level) {
 		return
 	}
+	var cost string // empty for a request that was not metered
+	if rec.metered {
+		cost = rec.cost.String()
+	}
 	attrs := [...]slog.Attr{
 		slog.String("request_id", rec.id),
 		slog.String("route", rec.route),
@@ -239,7 +243,7 @@ func (s *Server) logAccess(r *http.Request, rec *logRecord, start time.Time) {
 		slog.Int("status", sw.status),
 		slog.Int("input_tokens", rec.usage.InputTokens),
 		slog.Int("output_tokens", rec.usage.OutputTokens),
-		slog.String("cost", rec.cost),
+		slog.String("cost", cost),
 		slog.Int("duration_ms", int(time.Since(start).Milliseconds())),
 		slog.Bool("canceled", rec.canceled),
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/svcgw/svcgw/billing"
 	"github.com/svcgw/svcgw/classify"
 	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/money"
 	"github.com/svcgw/svcgw/store"
 	"github.com/svcgw/svcgw/surfaces/surface"
 	"github.com/svcgw/svcgw/upstream"
@@ -55,8 +56,8 @@ type call struct {
 	// written to the record once, when the call ends (see record).
 	report    upstream.Report // the router's account of the upstream attempts
 	usage     llm.Usage       // metered
-	cost      int64           // micro-dollars
-	metered   bool            // the generation was recorded
+	cost      money.Micros
+	metered   bool // the generation was recorded
 	streamed  bool
 	canceled  bool      // the caller left before the end
 	firstByte time.Time // the first event ready for the caller, on the metrics' clock (time.Now)
@@ -89,7 +90,7 @@ func (c *call) record(rec *logRecord) {
 	rec.firstByte = c.firstByte
 	if c.metered {
 		rec.metered, rec.streamed = true, c.streamed
-		rec.usage, rec.costMicros, rec.cost = c.usage, c.cost, billing.FormatMicros(c.cost)
+		rec.usage, rec.cost = c.usage, c.cost
 	}
 }
 
@@ -250,11 +251,11 @@ func capMicros(c *apd.Decimal) int64 {
 	if c == nil {
 		return billing.NoCap
 	}
-	n, err := billing.Micros(*c)
+	n, err := billing.ToMicros(*c)
 	if err != nil {
 		return billing.NoCap // cannot happen: the store holds micro-dollars
 	}
-	return n
+	return int64(n)
 }
 
 func (s *Server) serveComplete(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -496,13 +497,11 @@ func (s *Server) meter(ctx context.Context, c *call, m meterInput) {
 	if !m.failed {
 		m.usage = s.unreported(ctx, c, m.usage, m.delivered)
 	}
-	var micros int64
-	var cost apd.Decimal // a failed call's stays the zero value, as it always was
+	var cost money.Micros // a failed call costs nothing
 	if !m.failed {
-		micros = c.set.prices.CostMicros(c.class.Type, c.class.Tier, m.usage)
-		cost = billing.FromMicros(micros)
+		cost = c.set.prices.CostMicros(c.class.Type, c.class.Tier, m.usage)
 	}
-	c.usage, c.cost = m.usage, micros
+	c.usage, c.cost = m.usage, cost
 	c.metered, c.streamed = true, m.streamed
 	// Settle in this order: the recorded generation makes the ledger count
 	// the actual cost, and only then is the reservation released, so the
@@ -525,7 +524,7 @@ func (s *Server) meter(ctx context.Context, c *call, m meterInput) {
 		CachedPromptTokens:  m.usage.CachedInputTokens,
 		CacheCreationTokens: m.usage.CacheCreationTokens,
 		ReasoningTokens:     m.usage.ReasoningTokens,
-		Cost:                cost,
+		Cost:                cost.Decimal(),
 		LatencyMS:           m.firstByte.Sub(c.start).Milliseconds(),
 		GenerationTimeMS:    m.end.Sub(m.upstreamFrom).Milliseconds(),
 		CreatedAt:           c.created,
