@@ -29,7 +29,7 @@ var allowed = map[string][]string{
 	"upstream/gemini":     {"upstream", "upstream/internal/protocol", "llm"},
 	"upstream/fixture":    {"upstream", "llm"},
 	"billing":             {"money", "llm"},
-	"store":               {},
+	"store":               {"money"},
 	"config":              {"llm"},
 	"llm":                 {},
 	"money":               {},      // the one money type: micro-dollars (apd only)

@@ -204,8 +204,7 @@ func TestMetrics_OneRecordPerCall(t *testing.T) {
 		is.NoErr(err) // recorded
 		in += float64(g.PromptTokens)
 		out += float64(g.CompletionTokens)
-		c, _ := g.Cost.Float64()
-		micros += c * 1e6
+		micros += float64(g.Cost)
 	}
 
 	m := gw.scrape(t)

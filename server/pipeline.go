@@ -524,7 +524,7 @@ func (s *Server) meter(ctx context.Context, c *call, m meterInput) {
 		CachedPromptTokens:  m.usage.CachedInputTokens,
 		CacheCreationTokens: m.usage.CacheCreationTokens,
 		ReasoningTokens:     m.usage.ReasoningTokens,
-		Cost:                cost.Decimal(),
+		Cost:                cost,
 		LatencyMS:           m.firstByte.Sub(c.start).Milliseconds(),
 		GenerationTimeMS:    m.end.Sub(m.upstreamFrom).Milliseconds(),
 		CreatedAt:           c.created,

@@ -206,7 +206,7 @@ func NewGenerationRecord(g store.Generation) GenerationRecord {
 		CreatedAt:    g.CreatedAt.UTC().Format(time.RFC3339Nano),
 		Streamed:     g.Streamed,
 		FinishReason: g.FinishReason,
-		TotalCost:    usd(g.Cost),
+		TotalCost:    g.Cost.String(),
 		Usage: GenerationUsage{
 			PromptTokens:       g.PromptTokens,
 			CompletionTokens:   g.CompletionTokens,
