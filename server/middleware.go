@@ -83,21 +83,12 @@ func (rec *logRecord) Value(key any) any {
 	return rec.Context.Value(key)
 }
 
+// recordFrom is the request's record, or nil outside the middleware
+// (withAccessLog gives every request one).
 func recordFrom(ctx context.Context) *logRecord {
-	if rec, _ := ctx.Value(logRecordKey).(*logRecord); rec != nil {
-		return rec
-	}
-	return detachedRecord()
+	rec, _ := ctx.Value(logRecordKey).(*logRecord)
+	return rec
 }
-
-// detachedRecord is the record of a context without one: writes go
-// nowhere. It is never inlined, so that the record is made on the heap
-// when it is needed, not kept in the frame of every function recordFrom
-// is inlined into (~0.3 KB each, on the stack of every stream's handler
-// goroutine: see serveStream).
-//
-//go:noinline
-func detachedRecord() *logRecord { return &logRecord{} }
 
 // RequestID returns the id withRequestID gave the request, or "".
 func RequestID(ctx context.Context) string {
@@ -206,14 +197,8 @@ func (s *Server) withAccessLog(next http.Handler) http.Handler {
 	})
 }
 
-// logAccess observes a request that ended and writes its access line. It
-// is withAccessLog's end, a function of its own so that the line's
-// attributes (~0.5 KB) and the handler's record are in its frame, not in
-// the middleware's: every handler runs below the middleware's frame, and
-// a stream's handler blocks there for as long as it streams, on a stack
-// that holds 8 KiB only while the whole path stays under ~7.2 KB.
-//
-//go:noinline
+// logAccess observes a request that ended and writes its access line:
+// withAccessLog's end.
 func (s *Server) logAccess(r *http.Request, rec *logRecord, start time.Time) {
 	sw := &rec.sw
 	s.metrics.observeCall(rec, sw.status, start, time.Now())
@@ -310,6 +295,10 @@ func apiKey(r *http.Request) (string, error) {
 func (s *Server) withAuth(sf surface.Codec, next authedHandler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := recordFrom(r.Context())
+		if rec == nil { // not under withAccessLog
+			rec = &logRecord{Context: r.Context()}
+			r = r.WithContext(rec)
+		}
 		err := s.authenticate(r, &rec.caller)
 		if err == nil {
 			rec.keyID, rec.route = rec.caller.ID, r.Pattern
@@ -325,10 +314,7 @@ func (s *Server) withAuth(sf surface.Codec, next authedHandler) http.Handler {
 // the status its kind maps to (an error that is not an *llm.Error is an
 // internal error, and the envelope says no more). A reply already begun
 // cannot take an envelope any more: the failure is logged and the reply
-// ends as it is. It is never inlined, so that its frame is not in
-// withAuth's, below which every handler runs (see serveStream).
-//
-//go:noinline
+// ends as it is.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, sf surface.Codec, rec *logRecord, err error) {
 	if rec.sw.status != 0 {
 		s.log.Error("handler failed after its reply began", "request_id", rec.id, "route", r.Pattern, "err", err)
@@ -337,11 +323,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, sf surface.Codec, 
 	sf.WriteError(w, err)
 }
 
-// authenticate resolves r's key into into. It is never inlined: its
-// errors would take room in withAuth's frame, below which every handler
-// runs (see serveStream).
-//
-//go:noinline
+// authenticate resolves r's key into into.
 func (s *Server) authenticate(r *http.Request, into *store.Key) error {
 	secret, err := apiKey(r)
 	if err != nil {

@@ -75,7 +75,9 @@ func (s *Server) handleInference(sf surface.Codec) authedHandler {
 		if err == nil {
 			err = s.serve(w, r, c)
 		}
-		c.record(recordFrom(r.Context()))
+		if rec := recordFrom(r.Context()); rec != nil {
+			c.record(rec)
+		}
 		return err
 	}
 }
@@ -296,24 +298,21 @@ func (s *Server) serveComplete(w http.ResponseWriter, r *http.Request, c *call) 
 	return nil
 }
 
-// serveStream runs the one streaming loop every surface shares: headers,
-// then each event through the surface's encoder, flushed frame by frame.
-// Usage accumulates as events pass; a caller that leaves cancels the
-// upstream call (through the request context) and is billed for what was
-// generated up to then, and a stream that fails or breaks off after
-// delivering output is billed for what reached the caller, the same way.
+// serveStream serves a streamed call in three steps, the one streaming
+// path every surface shares: open the upstream stream (here: a failure is
+// still an error in the surface's envelope), relay its events (relay: the
+// header, then each event through the surface's encoder, flushed frame by
+// frame), and finish (meterFinish at the finish event, or endStream when
+// none came). Usage accumulates as events pass; a caller that leaves
+// cancels the upstream call (through the request context) and is billed
+// for what was generated up to then, and a stream that fails or breaks off
+// after delivering output is billed for what reached the caller, the same
+// way.
 //
-// A stream's handler goroutine holds its stack for as long as it streams,
-// and Go doubles a stack, never to be halved while more than a quarter of
-// it is in use, whenever its deepest moment does not fit: an open stream
-// costs 8 KiB of stack when every moment of its path (the upstream call's
-// opening, the first header write, each flush, the finish) stays under
-// the ~7.2 KB an 8 KiB stack holds, and 16 KiB when one does not. So the
-// path is split where frames would otherwise stack up: serveStream holds
-// little while the router opens the upstream call, relay holds the loop's
-// state, and what runs once at the end (endStream, meter) or on an error
-// is out of the loop's frame. BenchmarkOpenStreamMemory's stack-B/stream
-// reads the result.
+// A stream's handler goroutine holds an 8 KiB stack for as long as it
+// streams, which TestStream_HandlerStackFitsEightKiB holds it to; what
+// that is worth, and what keeps it, is docs/architecture.md's "The stream
+// stack".
 func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call) error {
 	upStart := s.now()
 	st, rep, err := c.set.router.Stream(r.Context(), c.class.Type, c.class.Tier, c.req)
@@ -328,9 +327,8 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call) er
 	return nil
 }
 
-// relay is serveStream's loop (see there).
-//
-//go:noinline
+// relay is a stream's second step (see serveStream): the response header,
+// then the loop that relays each event to the caller, and the finish.
 func (s *Server) relay(w http.ResponseWriter, r *http.Request, c *call, st upstream.Stream, upStart time.Time) {
 	ctx := r.Context()
 	h := w.Header()
@@ -413,8 +411,6 @@ var streamDate atomic.Pointer[dateValue]
 // meterFinish meters a stream at its finish event, before the final
 // frames: a caller that reads the end of the stream and asks /generation
 // at once must find the record.
-//
-//go:noinline
 func (s *Server) meterFinish(ctx context.Context, c *call, m *meterInput, ev *llm.Event, estimate int) {
 	if ev.Usage != nil {
 		m.usage = *ev.Usage
@@ -427,8 +423,6 @@ func (s *Server) meterFinish(ctx context.Context, c *call, m *meterInput, ev *ll
 
 // endStream ends a stream that had no finish event: the caller left, the
 // upstream failed mid-stream or broke off.
-//
-//go:noinline
 func (s *Server) endStream(ctx context.Context, w http.ResponseWriter, c *call, st upstream.Stream, enc surface.Stream, rc *http.ResponseController, m *meterInput, estimate int, writeErr error) {
 	m.end = s.now()
 	if m.firstByte.IsZero() {

@@ -175,10 +175,7 @@ func (s *Server) pick(sf surface.Codec, pick func(*http.Request) (surface.Endpoi
 }
 
 // unservedEndpoint is the failure of a request pick routed to an endpoint
-// its surface does not serve (a programming error). Out of pick's frame,
-// below which a stream's handler runs (see serveStream).
-//
-//go:noinline
+// its surface does not serve (a programming error).
 func (s *Server) unservedEndpoint(r *http.Request, sf surface.Codec, e surface.Endpoint) error {
 	err := fmt.Errorf("surface %s picked endpoint %d, which it does not serve", sf.Surface(), e)
 	s.log.Error("route", "request_id", RequestID(r.Context()), "err", err)
