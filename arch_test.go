@@ -13,14 +13,14 @@ import (
 // import only the contract and llm.
 var allowed = map[string][]string{
 	"":                    {"cli"},
-	"cli":                 {"server", "store", "config", "billing", "llm", "upstream", "upstream/openai", "upstream/anthropic", "upstream/gemini", "upstream/fixture", "surfaces/account", "seal", "internal/logtext", "internal/telemetry"},
-	"server":              {"surfaces/*", "classify", "upstream", "billing", "store", "seal", "llm", "internal/logtext", "internal/telemetry"},
+	"cli":                 {"server", "store", "config", "billing", "llm", "upstream", "upstream/openai", "upstream/anthropic", "upstream/gemini", "upstream/fixture", "surfaces/account", "seal", "money", "internal/logtext", "internal/telemetry"},
+	"server":              {"surfaces/*", "classify", "upstream", "billing", "store", "seal", "money", "llm", "internal/logtext", "internal/telemetry"},
 	"surfaces/*":          {"surfaces/surface", "llm"}, // chat, messages, gencontent and any surface to come
 	"surfaces/surface":    {"llm"},                     // the Codec contract between server and the surfaces
 	"surfaces/chat":       {"surfaces/surface", "llm"},
 	"surfaces/messages":   {"surfaces/surface", "llm"},
 	"surfaces/gencontent": {"surfaces/surface", "llm"},
-	"surfaces/account":    {"store", "llm"},
+	"surfaces/account":    {"store", "money", "llm"},
 	"surfaces/dashboard":  {}, // the embedded browser page: files only
 	"classify":            {"llm"},
 	"upstream":            {"llm"}, // Backend, Router, errors; never its own subpackages
@@ -28,10 +28,11 @@ var allowed = map[string][]string{
 	"upstream/anthropic":  {"upstream", "upstream/internal/protocol", "llm"},
 	"upstream/gemini":     {"upstream", "upstream/internal/protocol", "llm"},
 	"upstream/fixture":    {"upstream", "llm"},
-	"billing":             {"llm"},
-	"store":               {},
+	"billing":             {"money", "llm"},
+	"store":               {"money"},
 	"config":              {"llm"},
 	"llm":                 {},
+	"money":               {},      // the one money type: micro-dollars (apd only)
 	"seal":                {},      // authenticated encryption of caller-held tokens (golang.org/x/crypto only)
 	"internal/golden":     {"llm"}, // golden-file helpers, imported by the surfaces' tests only
 	"internal/pgtest":     {},      // a throwaway PostgreSQL for tests, imported by tests only
@@ -55,6 +56,7 @@ var allowed = map[string][]string{
 var forbiddenStd = map[string][]string{
 	"store":    {"net/http"},
 	"billing":  {"net/http"},
+	"money":    {"net/http"},
 	"classify": {"net/http"},
 	"llm":      {"net/http"},
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/money"
 )
 
 // NoCap marks an absent spend cap in Budget and Claim.
@@ -427,14 +428,14 @@ func balanceRefusal(balance, reserved, amount int64, leased bool) *llm.Error {
 	if leased {
 		// Other gateway instances hold the rest of the balance for their
 		// own calls; what they do not need comes back within seconds.
-		fmt.Fprintf(&b, "insufficient credits: %s USD of the account balance is available to this call now (calls in progress elsewhere hold the rest)", Format(FromMicros(balance)))
+		fmt.Fprintf(&b, "insufficient credits: %s USD of the account balance is available to this call now (calls in progress elsewhere hold the rest)", money.Micros(balance))
 	} else {
-		fmt.Fprintf(&b, "insufficient credits: the account balance is %s USD", Format(FromMicros(balance)))
+		fmt.Fprintf(&b, "insufficient credits: the account balance is %s USD", money.Micros(balance))
 	}
 	if reserved > 0 {
-		fmt.Fprintf(&b, ", of which %s USD is held by calls in progress,", Format(FromMicros(reserved)))
+		fmt.Fprintf(&b, ", of which %s USD is held by calls in progress,", money.Micros(reserved))
 	}
-	fmt.Fprintf(&b, " and this call may cost up to %s USD; add credits to continue", Format(FromMicros(amount)))
+	fmt.Fprintf(&b, " and this call may cost up to %s USD; add credits to continue", money.Micros(amount))
 	return &llm.Error{Kind: llm.KindPaymentRequired, Message: b.String()}
 }
 
@@ -447,7 +448,7 @@ func capRefusal(whose string, monthly bool, limit, used, amount int64, now time.
 		reset = time.Date(now.Year(), now.Month()+1, 1, 0, 0, 0, 0, time.UTC)
 	}
 	msg := fmt.Sprintf("spend cap reached: %s %s cap is %s USD, %s USD of it is spent or held by calls in progress %s, and this call may cost up to %s USD; the cap resets at %s",
-		whose, period, Format(FromMicros(limit)), Format(FromMicros(used)), span, Format(FromMicros(amount)), reset.Format(time.RFC3339))
+		whose, period, money.Micros(limit), money.Micros(used), span, money.Micros(amount), reset.Format(time.RFC3339))
 	if used < limit {
 		msg += " (a lower max_tokens reserves less)"
 	}

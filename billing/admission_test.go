@@ -295,9 +295,9 @@ func TestPrices_Ceiling(t *testing.T) {
 		{InputTokens: 1000, OutputTokens: 100, CachedInputTokens: 1000},
 		{InputTokens: 999, OutputTokens: 99},
 	} {
-		c, err := Micros(p.Cost(llm.TypePro, llm.TierMedium, u))
+		c, err := ToMicros(p.Cost(llm.TypePro, llm.TierMedium, u))
 		is.NoErr(err)
-		is.True(c <= got) // within the ceiling
+		is.True(int64(c) <= got) // within the ceiling
 	}
 
 	// Cache breakpoints price input as cache writes, the dearest kind.
@@ -307,9 +307,9 @@ func TestPrices_Ceiling(t *testing.T) {
 	req.Messages[0].Parts[0].CacheControl = &llm.CacheControl{TTL: "1h"}
 	hour := p.Ceiling(llm.TypePro, llm.TierMedium, req, 1000, 100)
 	is.Equal(hour, int64(2500+1000)) // 1000×2.5 + output
-	c, err := Micros(p.Cost(llm.TypePro, llm.TierMedium, llm.Usage{InputTokens: 1000, OutputTokens: 100, CacheCreationTokens: 1000, CacheCreation1hTokens: 1000}))
+	c, err := ToMicros(p.Cost(llm.TypePro, llm.TierMedium, llm.Usage{InputTokens: 1000, OutputTokens: 100, CacheCreationTokens: 1000, CacheCreation1hTokens: 1000}))
 	is.NoErr(err)
-	is.True(c <= hour) // a full one-hour write fits
+	is.True(int64(c) <= hour) // a full one-hour write fits
 }
 
 func BenchmarkAdmission_Admit(b *testing.B) {

@@ -31,7 +31,9 @@ import (
 	"strings"
 
 	"github.com/cockroachdb/apd/v3"
+
 	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/money"
 )
 
 // Scale is the number of decimal places of every amount svcgw stores and
@@ -312,19 +314,19 @@ func (e *entry) cost(u llm.Usage) apd.Decimal {
 	return cost
 }
 
-// CostMicros is Cost in micro-dollars: Micros(Cost(t, tier, u)), which
+// CostMicros is Cost in micro-dollars: ToMicros(Cost(t, tier, u)), which
 // it equals for every usage and price. It runs on every call, so it
 // multiplies integers: each rate times 10^9 (rateScale), 128-bit
 // products and sum, one division rounding up. A price with a rate of
 // more than nine decimal places (or a negative one) is priced by Cost.
-func (p *Prices) CostMicros(t llm.RequestType, tier llm.Tier, u llm.Usage) int64 {
+func (p *Prices) CostMicros(t llm.RequestType, tier llm.Tier, u llm.Usage) money.Micros {
 	return p.lookup(t, tier).costMicros(u)
 }
 
-func (e *entry) costMicros(u llm.Usage) int64 {
+func (e *entry) costMicros(u llm.Usage) money.Micros {
 	if !e.exact {
 		c := e.cost(u)
-		n, _ := Micros(c) // at most MaxCostMicros: cannot fail
+		n, _ := ToMicros(c) // at most MaxCostMicros: cannot fail
 		return n
 	}
 	var hi, lo uint64
@@ -345,32 +347,7 @@ func (e *entry) costMicros(u llm.Usage) int64 {
 	if r != 0 {
 		q++ // round up, as Cost does; q < 2^64-1 here, since hi < unit
 	}
-	return int64(min(q, MaxCostMicros))
-}
-
-// FormatMicros is Format(FromMicros(n)): n micro-dollars with exactly six
-// decimal places, "0.000123", "-2.500000".
-func FormatMicros(n int64) string {
-	var b [24]byte // "-9223372036854.775808"
-	i := len(b)
-	u := uint64(n)
-	if n < 0 {
-		u = -u
-	}
-	for d := 0; d < Scale || u > 0 || d == Scale; d++ {
-		if d == Scale {
-			i--
-			b[i] = '.'
-		}
-		i--
-		b[i] = byte('0' + u%10)
-		u /= 10
-	}
-	if n < 0 {
-		i--
-		b[i] = '-'
-	}
-	return string(b[i:])
+	return money.Micros(min(q, MaxCostMicros))
 }
 
 // MaxCostMicros is the most one call is ever charged, in micro-dollars:
@@ -379,7 +356,7 @@ func FormatMicros(n int64) string {
 // overflow.
 const MaxCostMicros = 1_000_000_000 * 1_000_000
 
-var maxCost = FromMicros(MaxCostMicros)
+var maxCost = money.Micros(MaxCostMicros).Decimal()
 
 // Format renders an amount with exactly six decimal places, as every USD
 // amount appears in the API, the CLI and the store: "0.000123",
@@ -397,11 +374,12 @@ func Format(d apd.Decimal) string {
 	return q.Text('f')
 }
 
-// Micros returns an amount as a whole number of micro-dollars (millionths of
-// a dollar), the store's integer representation: 1.5 is 1500000. An amount
-// with more than six decimal places is rounded half up first, as Format
-// does. It fails for NaN, infinities and amounts beyond an int64.
-func Micros(d apd.Decimal) (int64, error) {
+// ToMicros returns an amount as a whole number of micro-dollars
+// (millionths of a dollar): 1.5 is 1500000. An amount with more than six
+// decimal places is rounded half up first, as Format does (where an amount
+// must be exact, money.FromDecimal refuses it instead). It fails for NaN,
+// infinities and amounts beyond an int64.
+func ToMicros(d apd.Decimal) (money.Micros, error) {
 	if d.Form != apd.Finite {
 		return 0, fmt.Errorf("micro-dollars of %s: not a finite amount", &d)
 	}
@@ -414,12 +392,7 @@ func Micros(d apd.Decimal) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("micro-dollars of %s: %w", &d, err)
 	}
-	return n, nil
-}
-
-// FromMicros returns the amount of n micro-dollars: 1500000 is 1.500000.
-func FromMicros(n int64) apd.Decimal {
-	return *apd.New(n, -Scale)
+	return money.Micros(n), nil
 }
 
 // maxAmountDigits bounds the integer digits of a parsed amount so its value
@@ -442,7 +415,7 @@ func CheckCredits(credits, amount apd.Decimal) error {
 	if _, err := arith.Add(&sum, &credits, &amount); err != nil {
 		return llm.InvalidParam("amount", "amount %s cannot be added: %v", Format(amount), err)
 	}
-	limit = FromMicros(MaxCreditsMicros)
+	limit = money.Micros(MaxCreditsMicros).Decimal()
 	if sum.Cmp(&limit) > 0 {
 		return llm.InvalidParam("amount",
 			"adding %s USD would bring the account's credits (balance plus total used, now %s USD) past the maximum of %s USD",

@@ -9,6 +9,7 @@ import (
 	"github.com/matryer/is"
 	"github.com/svcgw/svcgw/billing"
 	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/money"
 )
 
 func dec(t testing.TB, s string) apd.Decimal {
@@ -100,7 +101,7 @@ func TestPrices_Cost_saturatesInsteadOfOverflowing(t *testing.T) {
 			is := is.New(t)
 			got := p.Cost(tt.t, tt.tier, tt.u)
 			is.Equal(billing.Format(got), tt.want)
-			n, err := billing.Micros(got)
+			n, err := billing.ToMicros(got)
 			is.NoErr(err) // always fits the ledger's int64 micro-dollars
 			is.True(n <= billing.MaxCostMicros)
 		})
@@ -203,10 +204,10 @@ func TestFormat(t *testing.T) {
 	}
 }
 
-func TestMicros(t *testing.T) {
+func TestToMicros(t *testing.T) {
 	tests := []struct {
 		in   string
-		want int64
+		want money.Micros
 	}{
 		{"0", 0},
 		{"1.5", 1_500_000},
@@ -218,26 +219,26 @@ func TestMicros(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
 			is := is.New(t)
-			got, err := billing.Micros(dec(t, tt.in))
+			got, err := billing.ToMicros(dec(t, tt.in))
 			is.NoErr(err)
 			is.Equal(got, tt.want)
-			back := billing.FromMicros(got)
+			back := got.Decimal()
 			is.Equal(billing.Format(back), billing.Format(dec(t, tt.in))) // round trip at six places
 		})
 	}
 	t.Run("out of range", func(t *testing.T) {
 		is := is.New(t)
-		_, err := billing.Micros(dec(t, "99999999999999"))
+		_, err := billing.ToMicros(dec(t, "99999999999999"))
 		is.True(err != nil) // over an int64 of micro-dollars
-		_, err = billing.Micros(dec(t, "NaN"))
+		_, err = billing.ToMicros(dec(t, "NaN"))
 		is.True(err != nil)
 	})
 	t.Run("costs convert exactly", func(t *testing.T) {
 		is := is.New(t)
 		c := billing.DefaultPrices().Cost(llm.TypeFlash, llm.TierLow, llm.Usage{InputTokens: 1000, OutputTokens: 500})
-		n, err := billing.Micros(c)
+		n, err := billing.ToMicros(c)
 		is.NoErr(err)
-		is.Equal(n, int64(300))
+		is.Equal(n, money.Micros(300))
 	})
 }
 

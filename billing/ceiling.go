@@ -43,7 +43,7 @@ func (p *Prices) Ceiling(t llm.RequestType, tier llm.Tier, req *llm.Request, inp
 			ceil = max(ceil, e.costMicros(u))
 		}
 	}
-	return ceil
+	return int64(ceil) // Admission's unit (see Claim)
 }
 
 // cacheBreakpoints reports whether req marks any prompt-cache breakpoint,

@@ -8,6 +8,7 @@ import (
 	"github.com/cockroachdb/apd/v3"
 	"github.com/svcgw/svcgw/billing"
 	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/money"
 )
 
 // rates are prices in USD per million tokens: the built-in ones, prices
@@ -33,11 +34,11 @@ func decimal(t testing.TB, s string) apd.Decimal {
 	return *d
 }
 
-// checkCost holds CostMicros to the decimal code: Micros(Cost).
+// checkCost holds CostMicros to the decimal code: ToMicros(Cost).
 func checkCost(t *testing.T, p *billing.Prices, u llm.Usage) {
 	t.Helper()
 	c := p.Cost(llm.TypePro, llm.TierMedium, u)
-	want, err := billing.Micros(c)
+	want, err := billing.ToMicros(c)
 	if err != nil {
 		pr := p.Lookup(llm.TypePro, llm.TierMedium)
 		t.Fatalf("usage %+v at input %s output %s cached %s write %s write1h %s: %v", u, &pr.Input, &pr.Output, &pr.CachedInput, &pr.CacheWrite, &pr.CacheWrite1h, err)
@@ -120,18 +121,18 @@ func TestCeiling_SameAsDecimal(t *testing.T) {
 			for _, n := range counts {
 				for _, req := range []*llm.Request{{}, five, hour} {
 					u := llm.Usage{InputTokens: n, OutputTokens: 4096}
-					want, _ := billing.Micros(p.Cost(llm.TypePro, llm.TierMedium, u))
+					want, _ := billing.ToMicros(p.Cost(llm.TypePro, llm.TierMedium, u))
 					if req.CacheControl != nil {
 						u.CacheCreationTokens = n
-						w, _ := billing.Micros(p.Cost(llm.TypePro, llm.TierMedium, u))
+						w, _ := billing.ToMicros(p.Cost(llm.TypePro, llm.TierMedium, u))
 						want = max(want, w)
 						if req.CacheControl.TTL == "1h" {
 							u.CacheCreation1hTokens = n
-							w, _ := billing.Micros(p.Cost(llm.TypePro, llm.TierMedium, u))
+							w, _ := billing.ToMicros(p.Cost(llm.TypePro, llm.TierMedium, u))
 							want = max(want, w)
 						}
 					}
-					if got := p.Ceiling(llm.TypePro, llm.TierMedium, req, n, 4096); got != want {
+					if got := p.Ceiling(llm.TypePro, llm.TierMedium, req, n, 4096); got != int64(want) {
 						t.Fatalf("input %s output %s, %d tokens, %+v: Ceiling %d, decimal %d", in, out, n, req.CacheControl, got, want)
 					}
 				}
@@ -140,16 +141,18 @@ func TestCeiling_SameAsDecimal(t *testing.T) {
 	}
 }
 
-func TestFormatMicros(t *testing.T) {
-	ns := []int64{0, 1, -1, 9, 10, 999_999, 1_000_000, -1_000_000, 1_500_000, -2_500_000, 123_456_789,
+// TestMicros_StringIsFormat holds money.Micros's integer rendering to
+// Format's decimal one, for every size of amount.
+func TestMicros_StringIsFormat(t *testing.T) {
+	ns := []money.Micros{0, 1, -1, 9, 10, 999_999, 1_000_000, -1_000_000, 1_500_000, -2_500_000, 123_456_789,
 		billing.MaxCostMicros, billing.MaxCreditsMicros, math.MaxInt64, math.MinInt64, math.MinInt64 + 1}
 	rng := rand.New(rand.NewPCG(6, 19))
 	for range 10_000 {
-		ns = append(ns, rng.Int64()>>rng.IntN(64), -rng.Int64()>>rng.IntN(64))
+		ns = append(ns, money.Micros(rng.Int64()>>rng.IntN(64)), money.Micros(-rng.Int64()>>rng.IntN(64)))
 	}
 	for _, n := range ns {
-		if got, want := billing.FormatMicros(n), billing.Format(billing.FromMicros(n)); got != want {
-			t.Fatalf("FormatMicros(%d) = %q, Format = %q", n, got, want)
+		if got, want := n.String(), billing.Format(n.Decimal()); got != want {
+			t.Fatalf("Micros(%d).String() = %q, Format = %q", int64(n), got, want)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/cockroachdb/apd/v3"
 
 	"github.com/svcgw/svcgw/billing"
+	"github.com/svcgw/svcgw/money"
 	"github.com/svcgw/svcgw/store"
 )
 
@@ -66,7 +67,7 @@ func printAccount(e *env, st store.DB, acct store.Account, asJSON bool) error {
 	if err != nil {
 		return err
 	}
-	today, month := billing.Format(billing.FromMicros(sp.AccountDay)), billing.Format(billing.FromMicros(sp.AccountMonth))
+	today, month := money.Micros(sp.AccountDay).String(), money.Micros(sp.AccountMonth).String()
 	if asJSON {
 		// The field names are GET /svc/v1/credits's.
 		return writeJSONOut(e, struct {

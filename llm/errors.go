@@ -94,10 +94,10 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // Errorf returns an *Error of kind k with a formatted message.
 //
-// Neither it nor InvalidParam is inlined: they are on the error paths of
-// request decoding, and each inlined copy took its own stack in the
-// decoder's frame, which every stream's handler goroutine holds at its
-// deepest (see server.serveStream).
+// Errorf, InvalidParam (and the surfaces' field-path helpers) are the cold
+// paths of request decoding, kept out of line: inlined, each call's
+// formatting took its own room in the decoder's frame, success or not
+// (docs/architecture.md, "The stream stack").
 //
 //go:noinline
 func Errorf(k Kind, format string, args ...any) *Error {

@@ -12,8 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/apd/v3"
-
+	"github.com/svcgw/svcgw/money"
 	"github.com/svcgw/svcgw/store"
 	"github.com/svcgw/svcgw/surfaces/account"
 	"github.com/svcgw/svcgw/upstream"
@@ -59,7 +58,7 @@ func newFloodEnv(b *testing.B, calls int) *floodEnv {
 		st.RecordGeneration(store.Generation{
 			ID: fmt.Sprintf("gen-%d", i), AccountID: a.ID, KeyID: e.keyIDs[i%len(e.keyIDs)],
 			Application: fmt.Sprintf("app-%02d", i%20), Surface: "chat", Model: "m", RequestType: types[i%len(types)],
-			PromptTokens: 100 + i%50, CompletionTokens: 20 + i%7, Cost: *apd.New(int64(100+i%900), -6),
+			PromptTokens: 100 + i%50, CompletionTokens: 20 + i%7, Cost: money.Micros(100 + i%900),
 			CreatedAt: start.Add(time.Duration(i) * 90 * 24 * time.Hour / time.Duration(calls)),
 		})
 	}
@@ -161,7 +160,7 @@ func BenchmarkAccountFlood_UsageAfterCommit(b *testing.B) {
 			acct.RecordGeneration(store.Generation{
 				ID: fmt.Sprintf("after-%d", n), AccountID: k.AccountID, KeyID: e.keyIDs[n%len(e.keyIDs)],
 				Application: fmt.Sprintf("app-%02d", n%10), Surface: "chat", Model: "m", RequestType: "flash",
-				PromptTokens: 100, CompletionTokens: 20, Cost: *apd.New(int64(100+n%900), -6),
+				PromptTokens: 100, CompletionTokens: 20, Cost: money.Micros(100 + n%900),
 			})
 		}
 		if err := acct.Sync(ctx); err != nil {

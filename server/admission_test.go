@@ -17,6 +17,7 @@ import (
 
 	"github.com/svcgw/svcgw/billing"
 	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/money"
 	"github.com/svcgw/svcgw/store"
 	"github.com/svcgw/svcgw/upstream"
 	"github.com/svcgw/svcgw/upstream/fixture"
@@ -104,14 +105,14 @@ func (gw *testGateway) ledgerTotals(t *testing.T, accountID int64) (rows int64, 
 
 func micros(t *testing.T, d apd.Decimal) int64 {
 	t.Helper()
-	n, err := billing.Micros(d)
+	n, err := billing.ToMicros(d)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return n
+	return int64(n)
 }
 
-func usd(n int64) string { return billing.Format(billing.FromMicros(n)) }
+func usd(n int64) string { return money.Micros(n).String() }
 
 // probeCost makes one call with body on path and returns its charge in
 // micro-dollars, read from its generation record.
@@ -358,7 +359,7 @@ func TestCaps_DailyAndMonthlyAcrossBoundaries(t *testing.T) {
 			cost := gw.probeCost(t, "/svc/v1/chat/completions", chatCapped16) // on acme, not the capped account
 			key, keyID := gw.newKey(t, "capped", "100")
 			sibling, _ := gw.newKey(t, "capped", "")
-			cp := billing.FromMicros(2*cost + cost/2) // two calls fit, not three
+			cp := money.Micros(2*cost + cost/2).Decimal() // two calls fit, not three
 			if tc.key {
 				_, err := gw.Store.UpdateKeyLimits(ctx, keyID, func(l *store.KeyLimits) {
 					if tc.monthly {

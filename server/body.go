@@ -193,7 +193,9 @@ func (s *Server) readBody(r *http.Request) ([]byte, error) {
 		limit = g.maxBody
 	}
 	body, err := llm.ReadAllSized(r.Body, r.ContentLength, limit)
-	recordFrom(r.Context()).bodyRead += time.Since(start)
+	if rec := recordFrom(r.Context()); rec != nil {
+		rec.bodyRead += time.Since(start)
+	}
 	if err != nil {
 		// The limits the guard applied (a reload may have changed the
 		// server's since).

@@ -12,7 +12,7 @@ import (
 	"github.com/cockroachdb/apd/v3"
 	"github.com/matryer/is"
 
-	"github.com/svcgw/svcgw/billing"
+	"github.com/svcgw/svcgw/money"
 	"github.com/svcgw/svcgw/store"
 )
 
@@ -31,7 +31,7 @@ func TestCaps_ExactlyOnTheCap(t *testing.T) {
 	is.NoErr(err)
 	setCap := func(micros int64) {
 		t.Helper()
-		c := billing.FromMicros(micros)
+		c := money.Micros(micros).Decimal()
 		if _, err := gw.Store.UpdateAccountCaps(ctx, acct.ID, func(cs *store.Caps) { cs.Daily = &c }); err != nil {
 			t.Fatal(err)
 		}

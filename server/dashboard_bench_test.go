@@ -13,9 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/apd/v3"
-
 	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/money"
 	"github.com/svcgw/svcgw/store"
 	"github.com/svcgw/svcgw/upstream"
 	"github.com/svcgw/svcgw/upstream/fixture"
@@ -119,7 +118,7 @@ func seedBench(b *testing.B, st *store.Store, account string, days, perDay int) 
 				ID: llm.NewID("chatcmpl-", 24), AccountID: acct.ID, KeyID: k.ID,
 				Application: fmt.Sprintf("app-%d", i%9), Surface: "chat", Model: "svc-fusion",
 				RequestType: string(llm.RequestTypes[i%len(llm.RequestTypes)]), FinishReason: "stop",
-				PromptTokens: 100 + i%300, CompletionTokens: 20 + i%90, Cost: *apd.New(int64(300+i%700), -6),
+				PromptTokens: 100 + i%300, CompletionTokens: 20 + i%90, Cost: money.Micros(300 + i%700),
 				CreatedAt: today.AddDate(0, 0, -d).Add(time.Duration(i) * 24 * time.Hour / time.Duration(perDay)),
 			})
 		}

@@ -18,10 +18,10 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
-	"github.com/cockroachdb/apd/v3"
 	"github.com/matryer/is"
 
 	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/money"
 	"github.com/svcgw/svcgw/store"
 )
 
@@ -161,7 +161,7 @@ func seedDashboard(t *testing.T, gw *testGateway, key, keyID string) {
 				Application: apps[j%len(apps)], Surface: string(surfaces[j%len(surfaces)]), Model: "svc-fusion",
 				RequestType: string(types[j%len(types)]), Tier: "medium", Streamed: j%2 == 0, FinishReason: "stop",
 				PromptTokens: 200 + j*13, CompletionTokens: 80 + j*7,
-				Cost:      *apd.New(int64(800+j*97), -6),
+				Cost:      money.Micros(800 + j*97),
 				LatencyMS: int64(180 + j*9), GenerationTimeMS: int64(400 + j*21),
 				CreatedAt: today.AddDate(0, 0, -d).Add(time.Duration(8+i) * time.Hour),
 			})

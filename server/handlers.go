@@ -16,39 +16,39 @@ import (
 // its free bytes per minute (Options.FreeBytesPerMinute), since a count
 // reads, decodes and counts the whole body: without a budget of its own, a
 // key with no money could keep the gateway's cores busy for free.
-func (s *Server) handleCount(sf surface.Codec, c surface.Counter) authedHandler {
-	return s.withRPM(sf, func(w http.ResponseWriter, r *http.Request, caller *store.Key) {
+func (s *Server) handleCount(c surface.Counter) authedHandler {
+	return s.withRPM(func(w http.ResponseWriter, r *http.Request, caller *store.Key) error {
 		limit := s.current().freeBytes
 		took, err := s.limiter.AdmitFree(caller.ID, limit, r.ContentLength, s.now())
 		if err != nil {
-			sf.WriteError(w, err)
-			return
+			return err
 		}
 		body, err := s.readBody(r)
 		if err != nil {
-			sf.WriteError(w, err)
-			return
+			return err
 		}
 		s.limiter.SpendFree(caller.ID, limit, took, int64(len(body)), s.now())
 		c.CountTokens(w, r, body)
+		return nil
 	})
 }
 
 // withRPM takes one request from the key's requests-per-minute bucket
-// before next runs (and before the body is read), or answers 429 in sf's
-// envelope.
-func (s *Server) withRPM(sf surface.Codec, next authedHandler) authedHandler {
-	return func(w http.ResponseWriter, r *http.Request, caller *store.Key) {
+// before next runs (and before the body is read), or refuses the request
+// (429).
+func (s *Server) withRPM(next authedHandler) authedHandler {
+	return func(w http.ResponseWriter, r *http.Request, caller *store.Key) error {
 		rpm := limitOr(caller.Limits.RPM, s.current().rpm)
 		if err := s.limiter.Request(caller.ID, s.share(rpm), s.now()); err != nil {
-			sf.WriteError(w, s.sharedLimit(err, rpm))
-			return
+			return s.sharedLimit(err, rpm)
 		}
-		next(w, r, caller)
+		return next(w, r, caller)
 	}
 }
 
-func (s *Server) withModelsAuth(next authedHandler) http.Handler {
+// withClaimantAuth is withAuth in the envelope of the SDK that sent the
+// request (see claimant), for a path the SDKs share.
+func (s *Server) withClaimantAuth(next authedHandler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.withAuth(s.claimant(r), next).ServeHTTP(w, r)
 	})
@@ -59,7 +59,7 @@ func (s *Server) withModelsAuth(next authedHandler) http.Handler {
 // (l nil), in the shape of the calling SDK (see claimant), with limits
 // read from the routed backends now.
 func (s *Server) handleModels(l surface.Lister) authedHandler {
-	return func(w http.ResponseWriter, r *http.Request, _ *store.Key) {
+	return func(w http.ResponseWriter, r *http.Request, _ *store.Key) error {
 		lister := l
 		if lister == nil {
 			if lister, _ = s.claimant(r).(surface.Lister); lister == nil {
@@ -70,9 +70,10 @@ func (s *Server) handleModels(l surface.Lister) authedHandler {
 		lim := surface.Limits{ContextLength: rl.ContextLength, MaxCompletionTokens: rl.MaxCompletionTokens}
 		if id := r.PathValue("model"); id != "" {
 			lister.WriteModel(w, id, lim)
-			return
+			return nil
 		}
 		lister.WriteModels(w, lim)
+		return nil
 	}
 }
 

@@ -301,8 +301,8 @@ func (m *Metrics) observeCall(rec *logRecord, status int, start, end time.Time) 
 			ser.tokens[i].Add(float64(n))
 		}
 	}
-	if rec.costMicros > 0 {
-		ser.cost.Add(float64(rec.costMicros))
+	if rec.cost > 0 {
+		ser.cost.Add(float64(rec.cost))
 	}
 }
 

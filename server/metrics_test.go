@@ -205,8 +205,7 @@ func TestMetrics_OneRecordPerCall(t *testing.T) {
 		is.NoErr(err) // recorded
 		in += float64(g.PromptTokens)
 		out += float64(g.CompletionTokens)
-		c, _ := g.Cost.Float64()
-		micros += c * 1e6
+		micros += float64(g.Cost)
 	}
 
 	m := gw.scrape(t)
@@ -391,8 +390,8 @@ func BenchmarkMetrics_ObserveCall(b *testing.B) {
 	rec := &logRecord{
 		call: true, metered: true, streamed: true,
 		surface: llm.SurfaceChat, requestType: llm.TypePro,
-		usage:      llm.Usage{InputTokens: 1200, CachedInputTokens: 1024, OutputTokens: 300},
-		costMicros: 4200, firstByte: start.Add(300 * time.Millisecond),
+		usage: llm.Usage{InputTokens: 1200, CachedInputTokens: 1024, OutputTokens: 300},
+		cost:  4200, firstByte: start.Add(300 * time.Millisecond),
 		backend: upstream.Report{Candidate: "openai/gpt", Attempts: []upstream.Attempt{
 			{Candidate: "openai/gpt", Outcome: upstream.OutcomeOK, Duration: 290 * time.Millisecond},
 		}},

@@ -16,6 +16,7 @@ import (
 	"github.com/svcgw/svcgw/internal/logtext"
 	"github.com/svcgw/svcgw/internal/telemetry"
 	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/money"
 	"github.com/svcgw/svcgw/store"
 	"github.com/svcgw/svcgw/surfaces/surface"
 	"github.com/svcgw/svcgw/upstream"
@@ -28,12 +29,16 @@ type ctxKey int
 // The record is that context value itself (logRecord.Value).
 const logRecordKey ctxKey = 0
 
-// authedHandler is a handler that runs after authentication.
+// authedHandler is a handler that runs after authentication. It answers
+// a failure by returning it: withAuth, the one exit of every authenticated
+// route, writes it in the route's surface's envelope (see withAuth). A
+// handler that has begun its reply (a stream, whose failures are events
+// of the stream) answers its own failures and returns nil.
 //
 // It gets the caller's key by pointer, held in the request's logRecord:
 // a key passed by value took ~0.3 KB of the frames below which every
 // handler runs (see serveStream).
-type authedHandler func(w http.ResponseWriter, r *http.Request, caller *store.Key)
+type authedHandler func(w http.ResponseWriter, r *http.Request, caller *store.Key) error
 
 // logRecord collects what the access line reports about one request. The
 // pipeline fills it in as it learns things; withAccessLog writes it at the
@@ -51,16 +56,15 @@ type logRecord struct {
 	keyID       string
 	backend     upstream.Report // operator logs only
 	usage       llm.Usage
-	cost        string
+	cost        money.Micros // when metered
 	canceled    bool
 
 	// For the metrics: call marks an inference call (handleInference);
-	// metered, one whose generation was recorded, with its cost in
-	// micro-dollars, whether it streamed and when its first event was
-	// ready for the caller. bodyRead is the time spent waiting for the
-	// caller's body; app the attribution label.
+	// metered, one whose generation was recorded (with its cost), whether
+	// it streamed and when its first event was ready for the caller.
+	// bodyRead is the time spent waiting for the caller's body; app the
+	// attribution label.
 	call, metered, streamed bool
-	costMicros              int64
 	firstByte               time.Time
 	bodyRead                time.Duration
 	app                     string
@@ -85,21 +89,12 @@ func (rec *logRecord) Value(key any) any {
 	return rec.Context.Value(key)
 }
 
+// recordFrom is the request's record, or nil outside the middleware
+// (withAccessLog gives every request one).
 func recordFrom(ctx context.Context) *logRecord {
-	if rec, _ := ctx.Value(logRecordKey).(*logRecord); rec != nil {
-		return rec
-	}
-	return detachedRecord()
+	rec, _ := ctx.Value(logRecordKey).(*logRecord)
+	return rec
 }
-
-// detachedRecord is the record of a context without one: writes go
-// nowhere. It is never inlined, so that the record is made on the heap
-// when it is needed, not kept in the frame of every function recordFrom
-// is inlined into (~0.3 KB each, on the stack of every stream's handler
-// goroutine: see serveStream).
-//
-//go:noinline
-func detachedRecord() *logRecord { return &logRecord{} }
 
 // RequestID returns the id withRequestID gave the request, or "".
 func RequestID(ctx context.Context) string {
@@ -215,14 +210,8 @@ func (s *Server) withAccessLog(next http.Handler) http.Handler {
 	})
 }
 
-// logAccess observes a request that ended and writes its access line. It
-// is withAccessLog's end, a function of its own so that the line's
-// attributes (~0.5 KB) and the handler's record are in its frame, not in
-// the middleware's: every handler runs below the middleware's frame, and
-// a stream's handler blocks there for as long as it streams, on a stack
-// that holds 8 KiB only while the whole path stays under ~7.2 KB.
-//
-//go:noinline
+// logAccess observes a request that ended and writes its access line:
+// withAccessLog's end.
 func (s *Server) logAccess(r *http.Request, rec *logRecord, start time.Time) {
 	status := callerStatus(r, rec)
 	s.metrics.observeCall(rec, status, start, time.Now())
@@ -240,6 +229,10 @@ func (s *Server) logAccess(r *http.Request, rec *logRecord, start time.Time) {
 	if !h.Enabled(ctx, level) {
 		return
 	}
+	var cost string // empty for a request that was not metered
+	if rec.metered {
+		cost = rec.cost.String()
+	}
 	attrs := [...]slog.Attr{
 		slog.String("request_id", rec.id),
 		slog.String("route", rec.route),
@@ -251,7 +244,7 @@ func (s *Server) logAccess(r *http.Request, rec *logRecord, start time.Time) {
 		slog.Int("status", status),
 		slog.Int("input_tokens", rec.usage.InputTokens),
 		slog.Int("output_tokens", rec.usage.OutputTokens),
-		slog.String("cost", rec.cost),
+		slog.String("cost", cost),
 		slog.Int("duration_ms", int(time.Since(start).Milliseconds())),
 		slog.Bool("canceled", rec.canceled),
 		{}, // trace_id, when the call was traced
@@ -339,25 +332,42 @@ func apiKey(r *http.Request) (string, error) {
 	return key, nil
 }
 
-// withAuth resolves the caller's key; missing, unknown and revoked keys get
-// a 401 in sf's envelope.
+// withAuth resolves the caller's key and runs next; missing, unknown and
+// revoked keys get a 401 in sf's envelope. It is the one exit of every
+// authenticated route: the error next returns, as its own, is written
+// here in sf's envelope (see fail).
 func (s *Server) withAuth(sf surface.Codec, next authedHandler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := recordFrom(r.Context())
-		if err := s.authenticate(r, &rec.caller); err != nil {
-			sf.WriteError(w, err)
-			return
+		if rec == nil { // not under withAccessLog
+			rec = &logRecord{Context: r.Context()}
+			r = r.WithContext(rec)
 		}
-		rec.keyID, rec.route = rec.caller.ID, r.Pattern
-		next(w, r, &rec.caller)
+		err := s.authenticate(r, &rec.caller)
+		if err == nil {
+			rec.keyID, rec.route = rec.caller.ID, r.Pattern
+			err = next(w, r, &rec.caller)
+		}
+		if err != nil {
+			s.fail(w, r, sf, rec, err)
+		}
 	})
 }
 
-// authenticate resolves r's key into into. It is never inlined: its
-// errors would take room in withAuth's frame, below which every handler
-// runs (see serveStream).
-//
-//go:noinline
+// fail answers a request whose handler returned err: in sf's envelope, with
+// the status its kind maps to (an error that is not an *llm.Error is an
+// internal error, and the envelope says no more). A reply already begun
+// cannot take an envelope any more: the failure is logged and the reply
+// ends as it is.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, sf surface.Codec, rec *logRecord, err error) {
+	if rec.sw.status != 0 {
+		s.log.Error("handler failed after its reply began", "request_id", rec.id, "route", r.Pattern, "err", err)
+		return
+	}
+	sf.WriteError(w, err)
+}
+
+// authenticate resolves r's key into into.
 func (s *Server) authenticate(r *http.Request, into *store.Key) error {
 	secret, err := apiKey(r)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/svcgw/svcgw/classify"
 	"github.com/svcgw/svcgw/internal/telemetry"
 	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/money"
 	"github.com/svcgw/svcgw/store"
 	"github.com/svcgw/svcgw/surfaces/surface"
 	"github.com/svcgw/svcgw/upstream"
@@ -45,7 +46,7 @@ type call struct {
 	start   time.Time // request received
 	created time.Time
 	tpm     int64                // the key's tokens per minute; 0: unlimited
-	res     *billing.Reservation // released by meter, or by handleInference
+	res     *billing.Reservation // released by meter, or by serve
 	// set is the configuration the call started with: its router, prices
 	// and limits, kept to its end whatever a reload does meanwhile.
 	set *settings
@@ -55,100 +56,120 @@ type call struct {
 	// capture keeps a streamed completion for the call's span when
 	// tracing captures content (trace.go); nil otherwise.
 	capture *telemetry.Capture
+
+	// What the call's access record reports, learnt on the way and
+	// written to the record once, when the call ends (see record).
+	report    upstream.Report // the router's account of the upstream attempts
+	usage     llm.Usage       // metered
+	cost      money.Micros
+	metered   bool // the generation was recorded
+	streamed  bool
+	canceled  bool      // the caller left before the end
+	firstByte time.Time // the first event ready for the caller, on the metrics' clock (time.Now)
 }
 
-// handleInference serves one inference endpoint of a surface: ledger check
-// → rate limit → decode → bounds → classify → admit → route → encode →
-// meter → settle.
+// handleInference serves one inference endpoint of a surface: prepare
+// (ledger check → rate limit → decode → bounds → classify → admit), serve
+// (route → encode → meter → settle), and the call's access record. A
+// failure before the reply has begun is returned, for withAuth to write in
+// the surface's envelope; a stream's later failures are events of the
+// stream.
 func (s *Server) handleInference(sf surface.Codec) authedHandler {
-	return func(w http.ResponseWriter, r *http.Request, caller *store.Key) {
-		set := s.current()
+	return func(w http.ResponseWriter, r *http.Request, caller *store.Key) error {
 		rec := recordFrom(r.Context())
-		rec.call, rec.surface = true, sf.Surface()
-		if s.tracer != nil {
+		if s.tracer != nil && rec != nil {
 			r = s.traceCall(r, rec, sf)
 		}
-		// A call the ledger could not record would be free: while it
-		// cannot (failing, stalled or backed up), no billable call is
-		// taken. The store logs the incident; nothing is logged per call.
-		if err := s.store.CheckLedger(); err != nil {
-			sf.WriteError(w, rec.traceFailure(ledgerUnavailable(err)))
-			return
+		c, err := s.prepare(w, r, sf, caller)
+		if err == nil {
+			err = s.serve(w, r, c)
 		}
-		// Requests per minute come next: a caller over its rate costs
-		// nothing more than this check, not even reading its body.
-		rpm := limitOr(caller.Limits.RPM, set.rpm)
-		if err := s.limiter.Request(caller.ID, s.share(rpm), s.now()); err != nil {
-			sf.WriteError(w, rec.traceFailure(s.sharedLimit(err, rpm)))
-			return
+		if rec != nil {
+			c.record(rec)
+			if err != nil {
+				rec.traceFailure(err)
+			}
 		}
-		c, err := s.prepare(w, r, sf, caller, set)
-		if err != nil {
-			sf.WriteError(w, rec.traceFailure(err))
-			return
-		}
-		// A call that fails before meter gives its reservation back;
-		// Release is idempotent.
-		defer c.res.Release()
-		if c.req.Stream {
-			s.serveStream(w, r, c)
-			return
-		}
-		s.serveComplete(w, r, c)
+		return err
 	}
 }
 
-// prepare decodes, classifies and admits a call. It sets X-SVC-Request-Type
+// record writes what the call learnt to its request's access record: the
+// one place the pipeline fills it in.
+func (c *call) record(rec *logRecord) {
+	rec.call, rec.surface = true, c.sf.Surface()
+	rec.requestType, rec.app = c.class.Type, c.app
+	rec.backend = c.report
+	rec.canceled = c.canceled
+	rec.firstByte = c.firstByte
+	if c.metered {
+		rec.metered, rec.streamed = true, c.streamed
+		rec.usage, rec.cost = c.usage, c.cost
+	}
+}
+
+// prepare checks, decodes, classifies and admits a call. It returns the
+// call even when it fails, with what it learnt (the request type of a
+// 402, say) for the access record; the call is on the heap, not in the
+// frame of handleInference below every stream. It sets X-SVC-Request-Type
 // as soon as the type is known, so even a 402 carries it.
-func (s *Server) prepare(w http.ResponseWriter, r *http.Request, sf surface.Codec, caller *store.Key, set *settings) (*call, error) {
-	start := s.now()
-	rec := recordFrom(r.Context())
+func (s *Server) prepare(w http.ResponseWriter, r *http.Request, sf surface.Codec, caller *store.Key) (*call, error) {
+	c := &call{sf: sf, caller: caller, set: s.current()}
+	// A call the ledger could not record would be free: while it cannot
+	// (failing, stalled or backed up), no billable call is taken. The
+	// store logs the incident; nothing is logged per call.
+	if err := s.store.CheckLedger(); err != nil {
+		return c, ledgerUnavailable(err)
+	}
+	// Requests per minute come next: a caller over its rate costs nothing
+	// more than this check, not even reading its body.
+	rpm := limitOr(caller.Limits.RPM, c.set.rpm)
+	if err := s.limiter.Request(caller.ID, s.share(rpm), s.now()); err != nil {
+		return c, s.sharedLimit(err, rpm)
+	}
+	c.start = s.now()
 	body, err := s.readBody(r)
 	if err != nil {
-		return nil, err
+		return c, err
 	}
 	req, err := s.decode(r, sf, caller, body)
 	if err != nil {
-		return nil, err
+		return c, err
 	}
 	s.openSignatures(req)
-	if err := set.bounds.check(sf.Fields(), req); err != nil {
-		return nil, err
+	if err := c.set.bounds.check(sf.Fields(), req); err != nil {
+		return c, err
 	}
 	// What backends share between calls (prompt caches and their keys,
 	// cache affinity) is scoped to the account.
 	req.Account = strconv.FormatInt(caller.AccountID, 10)
 	effort, err := classify.ParseEffort(headerValue(r.Header, "X-Svc-Effort")) // X-SVC-Effort
 	if err != nil {
-		return nil, err
+		return c, err
 	}
-	input := req.InputTokens()
-	req.PromptTokens = input // what an upstream's reported input is bounded by
-	class := classify.Classify(classify.Input{Request: req, Surface: sf.Surface(), Effort: effort, InputTokens: input})
-	rec.requestType = class.Type
-	w.Header()["X-Svc-Request-Type"] = requestTypeHeader(class.Type) // X-SVC-Request-Type
-	c := &call{
-		sf:      sf,
-		caller:  caller,
-		req:     req,
-		model:   req.Model,
-		input:   input,
-		class:   class,
-		id:      sf.NewID(),
-		app:     application(r, caller),
-		start:   start,
-		created: start,
-		tpm:     s.share(limitOr(caller.Limits.TPM, set.tpm)),
-		set:     set,
-	}
-	rec.app = c.app
-	if rec.span != nil {
+	c.req, c.model = req, req.Model
+	c.input = req.InputTokens()
+	req.PromptTokens = c.input // what an upstream's reported input is bounded by
+	c.class = classify.Classify(classify.Input{Request: req, Surface: sf.Surface(), Effort: effort, InputTokens: c.input})
+	w.Header()["X-Svc-Request-Type"] = requestTypeHeader(c.class.Type) // X-SVC-Request-Type
+	c.id = sf.NewID()
+	c.app = application(r, caller)
+	c.created = c.start
+	c.tpm = s.share(limitOr(caller.Limits.TPM, c.set.tpm))
+	if rec := recordFrom(r.Context()); rec != nil && rec.span != nil {
 		s.traceRequest(rec.span, c)
 	}
-	if err := s.admit(r.Context(), c); err != nil {
-		return nil, err
+	return c, s.admit(r.Context(), c)
+}
+
+// serve routes an admitted call upstream and answers it. A call that
+// fails before meter gives its reservation back; Release is idempotent.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, c *call) error {
+	defer c.res.Release()
+	if c.req.Stream {
+		return s.serveStream(w, r, c)
 	}
-	return c, nil
+	return s.serveComplete(w, r, c)
 }
 
 // admit takes the call's estimated input from the key's tokens per minute
@@ -263,21 +284,19 @@ func capMicros(c *apd.Decimal) int64 {
 	if c == nil {
 		return billing.NoCap
 	}
-	n, err := billing.Micros(*c)
+	n, err := billing.ToMicros(*c)
 	if err != nil {
 		return billing.NoCap // cannot happen: the store holds micro-dollars
 	}
-	return n
+	return int64(n)
 }
 
-func (s *Server) serveComplete(w http.ResponseWriter, r *http.Request, c *call) {
+func (s *Server) serveComplete(w http.ResponseWriter, r *http.Request, c *call) error {
 	upStart := s.now()
 	resp, rep, err := c.set.router.Complete(r.Context(), c.class.Type, c.class.Tier, c.req)
-	rec := recordFrom(r.Context())
-	rec.backend = rep
+	c.report = rep
 	if err != nil {
-		c.sf.WriteError(w, rec.traceFailure(s.upstreamError(r.Context(), err)))
-		return
+		return s.upstreamError(r.Context(), err)
 	}
 	end := s.now()
 	resp.ID = c.id
@@ -304,60 +323,48 @@ func (s *Server) serveComplete(w http.ResponseWriter, r *http.Request, c *call) 
 		upstreamFrom: upStart,
 		end:          end,
 	})
-	if rec.span != nil {
+	if rec := recordFrom(r.Context()); rec != nil && rec.span != nil {
 		s.traceOutput(rec.span, resp)
 	}
 	if err := c.sf.WriteResponse(w, c.req, resp); err != nil {
 		s.log.Debug("write response", "request_id", RequestID(r.Context()), "err", err)
 	}
+	return nil
 }
 
-// serveStream runs the one streaming loop every surface shares: headers,
-// then each event through the surface's encoder, flushed frame by frame.
-// Usage accumulates as events pass; a caller that leaves cancels the
-// upstream call (through the request context) and is billed for what was
-// generated up to then, and a stream that fails or breaks off after
-// delivering output is billed for what reached the caller, the same way.
+// serveStream serves a streamed call in three steps, the one streaming
+// path every surface shares: open the upstream stream (here: a failure is
+// still an error in the surface's envelope), relay its events (relay: the
+// header, then each event through the surface's encoder, flushed frame by
+// frame), and finish (meterFinish at the finish event, or endStream when
+// none came). Usage accumulates as events pass; a caller that leaves
+// cancels the upstream call (through the request context) and is billed
+// for what was generated up to then, and a stream that fails or breaks off
+// after delivering output is billed for what reached the caller, the same
+// way.
 //
-// A stream's handler goroutine holds its stack for as long as it streams,
-// and Go doubles a stack, never to be halved while more than a quarter of
-// it is in use, whenever its deepest moment does not fit: an open stream
-// costs 8 KiB of stack when every moment of its path (the upstream call's
-// opening, the first header write, each flush, the finish) stays under
-// the ~7.2 KB an 8 KiB stack holds, and 16 KiB when one does not. So the
-// path is split where frames would otherwise stack up: serveStream holds
-// little while the router opens the upstream call, relay holds the loop's
-// state, and what runs once at the end (endStream, meter) or on an error
-// is out of the loop's frame. BenchmarkOpenStreamMemory's stack-B/stream
-// reads the result.
-func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call) {
+// A stream's handler goroutine holds an 8 KiB stack for as long as it
+// streams, which TestStream_HandlerStackFitsEightKiB holds it to; what
+// that is worth, and what keeps it, is docs/architecture.md's "The stream
+// stack".
+func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, c *call) error {
 	upStart := s.now()
 	st, rep, err := c.set.router.Stream(r.Context(), c.class.Type, c.class.Tier, c.req)
-	recordFrom(r.Context()).backend = rep
+	c.report = rep
 	if err != nil {
-		s.writeUpstreamError(w, r, c, err)
-		return
+		return s.upstreamError(r.Context(), err)
 	}
 	defer st.Close()
 	s.metrics.streamOpened()
 	defer s.metrics.streamClosed()
 	s.relay(w, r, c, st, upStart)
+	return nil
 }
 
-// writeUpstreamError answers a call whose upstream call failed before
-// anything was written.
-//
-//go:noinline
-func (s *Server) writeUpstreamError(w http.ResponseWriter, r *http.Request, c *call, err error) {
-	c.sf.WriteError(w, recordFrom(r.Context()).traceFailure(s.upstreamError(r.Context(), err)))
-}
-
-// relay is serveStream's loop (see there).
-//
-//go:noinline
+// relay is a stream's second step (see serveStream): the response header,
+// then the loop that relays each event to the caller, and the finish.
 func (s *Server) relay(w http.ResponseWriter, r *http.Request, c *call, st upstream.Stream, upStart time.Time) {
 	ctx := r.Context()
-	rec := recordFrom(ctx)
 	h := w.Header()
 	h["Content-Type"] = eventStreamHeader
 	h["Cache-Control"] = noCacheHeader
@@ -384,7 +391,7 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, c *call, st upstr
 		s.sealEvent(&ev)
 		if m.firstByte.IsZero() {
 			m.firstByte = s.now()
-			rec.firstByte = time.Now() // the metrics' clock: the access log's
+			c.firstByte = time.Now() // the metrics' clock: the access log's
 		}
 		switch ev.Type {
 		case llm.EventTextDelta, llm.EventReasoningDelta, llm.EventToolCallDelta:
@@ -441,8 +448,6 @@ var streamDate atomic.Pointer[dateValue]
 // meterFinish meters a stream at its finish event, before the final
 // frames: a caller that reads the end of the stream and asks /generation
 // at once must find the record (and a next turn, the items it names).
-//
-//go:noinline
 func (s *Server) meterFinish(ctx context.Context, c *call, m *meterInput, ev *llm.Event, estimate int, enc surface.Stream) {
 	if ev.Usage != nil {
 		m.usage = *ev.Usage
@@ -456,8 +461,6 @@ func (s *Server) meterFinish(ctx context.Context, c *call, m *meterInput, ev *ll
 
 // endStream ends a stream that had no finish event: the caller left, the
 // upstream failed mid-stream or broke off.
-//
-//go:noinline
 func (s *Server) endStream(ctx context.Context, w http.ResponseWriter, c *call, st upstream.Stream, enc surface.Stream, rc *http.ResponseController, m *meterInput, estimate int, writeErr error) {
 	m.end = s.now()
 	if m.firstByte.IsZero() {
@@ -469,7 +472,7 @@ func (s *Server) endStream(ctx context.Context, w http.ResponseWriter, c *call, 
 	m.usage = llm.Usage{InputTokens: c.input, OutputTokens: estimate}
 	switch {
 	case writeErr != nil || ctx.Err() != nil:
-		recordFrom(ctx).canceled = true
+		c.canceled = true
 		m.finish = FinishCanceled
 	default:
 		// Failed mid-stream (or the backend ended without a finish event,
@@ -528,20 +531,15 @@ func (s *Server) meter(ctx context.Context, c *call, m meterInput) {
 	if !m.failed {
 		m.usage = s.unreported(ctx, c, m.usage, m.delivered)
 	}
-	var micros int64
-	var cost apd.Decimal // a failed call's stays the zero value, as it always was
+	var cost money.Micros // a failed call costs nothing
 	if !m.failed {
-		micros = c.set.prices.CostMicros(c.class.Type, c.class.Tier, m.usage)
-		cost = billing.FromMicros(micros)
+		cost = c.set.prices.CostMicros(c.class.Type, c.class.Tier, m.usage)
 	}
-	rec := recordFrom(ctx)
-	rec.usage = m.usage
-	rec.cost = billing.FormatMicros(micros)
-	rec.costMicros = micros
-	rec.metered, rec.streamed = true, m.streamed
+	c.usage, c.cost = m.usage, cost
+	c.metered, c.streamed = true, m.streamed
 	var ledger trace.Span // the ledger's span, when traced
-	if rec.span != nil {
-		s.traceMetered(rec.span, c, &m, micros)
+	if rec := recordFrom(ctx); rec != nil && rec.span != nil {
+		s.traceMetered(rec.span, c, &m, int64(cost))
 		_, ledger = s.traceChild(ctx, telemetry.SpanLedger)
 	}
 	// Settle in this order: the recorded generation makes the ledger count
@@ -593,7 +591,7 @@ func (s *Server) unreported(ctx context.Context, c *call, u llm.Usage, delivered
 	}
 	if u.InputTokens != in || u.OutputTokens != out {
 		s.log.Warn("upstream reported no usage for part of a call; charged svcgw's estimate",
-			"request_id", RequestID(ctx), "backend", recordFrom(ctx).backend.Candidate,
+			"request_id", RequestID(ctx), "backend", c.report.Candidate,
 			"reported_input", in, "reported_output", out,
 			"input", u.InputTokens, "output", u.OutputTokens)
 	}

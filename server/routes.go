@@ -19,52 +19,63 @@ import (
 // the /v1/models of clients that say nothing else (see claimant).
 var fallback surface.Codec = chat.Codec{}
 
-// routes lists every route. Each answers under /svc and, for older clients,
-// at the same path without it. The middleware around the mux is, in order:
-// recover → request id → access log → body guard (the body's read deadline
-// and size limit, see bodyGuard; nothing is read yet) (see New); inside
-// each route: authentication (401) → handler, which reads the body only
-// after the checks that need none (the request rate). Authentication failures use the
-// envelope of the surface the path belongs to.
-func (s *Server) routes() {
+// route is one line of the route table (see routes).
+type route struct {
+	// pattern is the ServeMux pattern.
+	pattern string
+	// serves says what the route serves, in docs/routes.md's words.
+	serves string
+	// h serves an authenticated route, whose failures (a 401 among them)
+	// are written in sf's envelope, or, with sf nil, in the envelope of
+	// the SDK that sent the request (see claimant).
+	h  authedHandler
+	sf surface.Codec
+	// open serves an unauthenticated route (h nil).
+	open http.Handler
+}
+
+// prefixes are the two places every caller route answers: under /svc and,
+// for older clients, at the same path without it.
+var prefixes = [...]string{"/svc", ""}
+
+// routes is the route table: every method × path the server answers, and
+// what answers it. docs/routes.md is the table written out
+// (TestRoutes_Documented keeps it true). The middleware around the mux
+// is, in order: recover → request id → access log → body guard (the
+// body's read deadline and size limit, see bodyGuard; nothing is read
+// yet) (see New); inside each authenticated route: authentication (401) →
+// handler, which reads the body only after the checks that need none (the
+// request rate), and whose failures withAuth writes in the route's
+// envelope.
+func (s *Server) routes() []route {
 	// The inference surfaces, one line each: a surface's routes, envelope,
-	// models list and bounded fields are its codec's (see mount). The
-	// Responses surface seals with the server's key.
+	// models list and bounded fields are its codec's (see surfaceRoutes).
+	// The Responses surface seals with the server's key.
 	s.surfaces = []surface.Codec{
 		chat.Codec{},
 		chat.ResponsesCodec{Sealer: s.sealer},
 		messages.Codec{},
 		gencontent.Codec{},
 	}
+	var rs []route
 	for _, sf := range s.surfaces {
-		s.mount(sf)
+		rs = append(rs, s.surfaceRoutes(sf)...)
 	}
-	for _, p := range []string{"/svc", ""} {
-		// /v1/models is shared by all three SDKs; the caller's headers pick
-		// the shape (see claimant), and so the error envelope.
-		s.mux.Handle("GET "+p+"/v1/models", s.withModelsAuth(s.handleModels(nil)))
-		s.mux.Handle("GET "+p+"/v1/models/{model...}", s.withModelsAuth(s.handleModels(nil)))
-
-		s.handle("GET "+p+"/v1/credits", fallback, byValue(s.account.Credits))
-		s.handle("GET "+p+"/v1/usage", fallback, byValue(s.account.Usage))
-		s.handle("GET "+p+"/v1/generation", fallback, byValue(s.account.Generation))
-		s.handle("GET "+p+"/v1/generations", fallback, byValue(s.account.Generations))
-		// Feedback writes rows: it counts against the key's requests per
-		// minute like the count endpoints.
-		s.handle("POST "+p+"/v1/feedback", fallback, s.withRPM(fallback, byValue(s.account.Feedback)))
+	for _, p := range prefixes {
+		rs = append(rs,
+			// /v1/models is shared by all three SDKs; the caller's headers
+			// pick the shape (see claimant), and so the error envelope.
+			route{pattern: "GET " + p + "/v1/models", serves: "models list, in the calling SDK's shape", h: s.handleModels(nil)},
+			route{pattern: "GET " + p + "/v1/models/{model...}", serves: "one model, in the calling SDK's shape", h: s.handleModels(nil)},
+			route{pattern: "GET " + p + "/v1/credits", serves: "account: credits", sf: fallback, h: byValue(s.account.Credits)},
+			route{pattern: "GET " + p + "/v1/usage", serves: "account: usage", sf: fallback, h: byValue(s.account.Usage)},
+			route{pattern: "GET " + p + "/v1/generation", serves: "account: one generation", sf: fallback, h: byValue(s.account.Generation)},
+			route{pattern: "GET " + p + "/v1/generations", serves: "account: generations", sf: fallback, h: byValue(s.account.Generations)},
+			// Feedback writes rows: it counts against the key's requests
+			// per minute like the count endpoints.
+			route{pattern: "POST " + p + "/v1/feedback", serves: "account: feedback (requests per minute)", sf: fallback, h: s.withRPM(byValue(s.account.Feedback))},
+		)
 	}
-	// Liveness: the process answers. Readiness: it can take billable
-	// calls (the database answers, the ledger keeps up).
-	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
-	})
-	s.mux.Handle("GET /readyz", s.handleReady(false))
-	// The API's base URL answers a HEAD: Claude Code (2.1.197) sends one to
-	// ANTHROPIC_BASE_URL before its first call, to open the connection.
-	ok := func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }
-	s.mux.HandleFunc("HEAD /svc", ok)
-	s.mux.HandleFunc("HEAD /svc/{$}", ok)
 	// Anything else (a client configured with a wrong base URL, most
 	// often): 404 in the envelope of the SDK the request's headers point
 	// to, so that the SDK can read it, rather than net/http's plain text;
@@ -73,8 +84,8 @@ func (s *Server) routes() {
 		s.claimant(r).WriteError(w, notFoundRoute(r))
 	})
 	// A path that routes serve with other methods only is the 405, with
-	// Allow.
-	s.mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	// Allow; any other, the 404.
+	catchAll := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if allow := s.allowed(r); allow != "" {
 			w.Header().Set("Allow", allow)
 			s.claimant(r).WriteError(w, &llm.Error{Kind: llm.KindMethodNotAllowed,
@@ -82,45 +93,87 @@ func (s *Server) routes() {
 			return
 		}
 		notFound(w, r)
-	}))
-
+	})
+	// The API's base URL answers a HEAD: Claude Code (2.1.197) sends one to
+	// ANTHROPIC_BASE_URL before its first call, to open the connection.
+	baseURL := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
+	rs = append(rs,
+		// Liveness: the process answers. Readiness: it can take billable
+		// calls (the database answers, the ledger keeps up).
+		route{pattern: "GET /healthz", serves: "liveness", open: http.HandlerFunc(healthz)},
+		route{pattern: "GET /readyz", serves: "readiness", open: s.handleReady(false)},
+		route{pattern: "HEAD /svc", serves: "the base URL, for clients that open a connection with a HEAD", open: baseURL},
+		route{pattern: "HEAD /svc/{$}", serves: "the base URL, for clients that open a connection with a HEAD", open: baseURL},
+		route{pattern: "/", serves: "405 with Allow for a path served with other methods, else 404, in the calling SDK's envelope", open: catchAll},
+	)
 	// The dashboard page, for a key holder's browser: at the root and at
 	// /svc/dashboard. "GET /{$}" matches "/" alone, so every other unknown
 	// path is still the 404 above. The page signs in with a key itself and
 	// calls the account routes; the page and its files need none.
 	if s.dashboard != nil {
 		page := s.dashboard.Page()
-		s.mux.Handle("GET /{$}", page)
-		s.mux.Handle("GET /svc/dashboard", page)
-		s.mux.Handle("GET /svc/dashboard/{$}", page)
-		s.mux.Handle("GET "+dashboard.AssetPrefix+"{name...}", s.dashboard.Assets(notFound))
+		rs = append(rs,
+			route{pattern: "GET /{$}", serves: "dashboard page", open: page},
+			route{pattern: "GET /svc/dashboard", serves: "dashboard page", open: page},
+			route{pattern: "GET /svc/dashboard/{$}", serves: "dashboard page", open: page},
+			route{pattern: "GET " + dashboard.AssetPrefix + "{name...}", serves: "dashboard files", open: s.dashboard.Assets(notFound)},
+		)
+	}
+	return rs
+}
+
+// mount registers the route table's routes on the server's mux.
+func (s *Server) mount(rs []route) {
+	for _, rt := range rs {
+		switch {
+		case rt.h == nil:
+			s.mux.Handle(rt.pattern, rt.open)
+		case rt.sf == nil:
+			s.mux.Handle(rt.pattern, s.withClaimantAuth(rt.h))
+		default:
+			s.mux.Handle(rt.pattern, s.withAuth(rt.sf, rt.h))
+		}
 	}
 }
 
-// mount registers sf's routes, each under /svc and at its bare path, with
-// sf's envelope for authentication failures. A route whose endpoint sf
-// cannot serve (a count without a Counter, a list without a Lister) is a
-// programming error, refused when the server is built.
-func (s *Server) mount(sf surface.Codec) {
+func healthz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
+}
+
+// surfaceRoutes are sf's routes, each under /svc and at its bare path, with
+// sf's envelope. A route whose endpoint sf cannot serve (a count without
+// a Counter, a list without a Lister) is a programming error, refused when
+// the server is built.
+func (s *Server) surfaceRoutes(sf surface.Codec) []route {
 	endpoints := map[surface.Endpoint]authedHandler{surface.Generate: s.handleInference(sf)}
 	if c, ok := sf.(surface.Counter); ok {
-		endpoints[surface.CountTokens] = s.handleCount(sf, c)
+		endpoints[surface.CountTokens] = s.handleCount(c)
 	}
 	if l, ok := sf.(surface.Lister); ok {
 		endpoints[surface.Models] = s.handleModels(l)
 	}
+	var rs []route
 	for _, rt := range sf.Routes() {
-		h := endpoints[rt.Endpoint]
+		h, serves := endpoints[rt.Endpoint], endpointNames[rt.Endpoint]
 		if rt.Pick != nil {
-			h = s.pick(sf, rt.Pick, endpoints)
+			h, serves = s.pick(sf, rt.Pick, endpoints), rt.Serves
 		}
 		if h == nil {
 			panic(fmt.Sprintf("server: surface %s routes %s %s to an endpoint it does not serve", sf.Surface(), rt.Method, rt.Path))
 		}
-		for _, p := range []string{"/svc", ""} {
-			s.handle(rt.Method+" "+p+rt.Path, sf, h)
+		for _, p := range prefixes {
+			rs = append(rs, route{pattern: rt.Method + " " + p + rt.Path, serves: string(sf.Surface()) + ": " + serves, sf: sf, h: h})
 		}
 	}
+	return rs
+}
+
+// endpointNames are the surface endpoints as docs/routes.md names them.
+var endpointNames = map[surface.Endpoint]string{
+	surface.Generate:    "inference (metered, billed)",
+	surface.CountTokens: "count tokens (requests per minute, never billed)",
+	surface.Models:      "models list, or one model",
 }
 
 // routeMethods are the methods the routes use (a GET route also serves
@@ -148,41 +201,34 @@ func (s *Server) allowed(r *http.Request) string {
 // pick serves a route that serves several endpoints: pick says which one
 // each request is for.
 func (s *Server) pick(sf surface.Codec, pick func(*http.Request) (surface.Endpoint, error), endpoints map[surface.Endpoint]authedHandler) authedHandler {
-	return func(w http.ResponseWriter, r *http.Request, caller *store.Key) {
+	return func(w http.ResponseWriter, r *http.Request, caller *store.Key) error {
 		e, err := pick(r)
 		if err != nil {
-			sf.WriteError(w, err)
-			return
+			return err
 		}
 		h := endpoints[e]
 		if h == nil {
-			s.unservedEndpoint(w, r, sf, e)
-			return
+			return s.unservedEndpoint(r, sf, e)
 		}
-		h(w, r, caller)
+		return h(w, r, caller)
 	}
 }
 
-// unservedEndpoint answers a request pick routed to an endpoint its
-// surface does not serve (a programming error). Out of pick's frame, below
-// which a stream's handler runs (see serveStream).
-//
-//go:noinline
-func (s *Server) unservedEndpoint(w http.ResponseWriter, r *http.Request, sf surface.Codec, e surface.Endpoint) {
+// unservedEndpoint is the failure of a request pick routed to an endpoint
+// its surface does not serve (a programming error).
+func (s *Server) unservedEndpoint(r *http.Request, sf surface.Codec, e surface.Endpoint) error {
 	err := fmt.Errorf("surface %s picked endpoint %d, which it does not serve", sf.Surface(), e)
 	s.log.Error("route", "request_id", RequestID(r.Context()), "err", err)
-	sf.WriteError(w, err)
+	return err
 }
 
-// byValue adapts a handler that takes the caller's key by value (the
-// account endpoints') to authedHandler.
+// byValue adapts a handler that takes the caller's key by value and
+// answers its own failures (the account endpoints') to authedHandler.
 func byValue(h func(http.ResponseWriter, *http.Request, store.Key)) authedHandler {
-	return func(w http.ResponseWriter, r *http.Request, caller *store.Key) { h(w, r, *caller) }
-}
-
-// handle registers an authenticated route whose errors use sf's envelope.
-func (s *Server) handle(pattern string, sf surface.Codec, h authedHandler) {
-	s.mux.Handle(pattern, s.withAuth(sf, h))
+	return func(w http.ResponseWriter, r *http.Request, caller *store.Key) error {
+		h(w, r, *caller)
+		return nil
+	}
 }
 
 // claimant is the surface whose SDK sent r, for a path that does not say

@@ -193,7 +193,7 @@ func New(opts Options) *Server {
 	} else {
 		s.dashboard = dash
 	}
-	s.routes()
+	s.mount(s.routes())
 	s.handler = serveFunc(s.withRecover(s.withRequestID(s.withAccessLog(s.withBody(s.mux)))))
 	return s
 }

@@ -32,7 +32,7 @@ func (s *Server) traceCall(r *http.Request, rec *logRecord, sf surface.Codec) *h
 // traceFailure records on the call's span why the call was refused or
 // failed, and returns err.
 func (rec *logRecord) traceFailure(err error) error {
-	if rec.span != nil {
+	if rec != nil && rec.span != nil {
 		telemetry.Failed(rec.span, err)
 	}
 	return err

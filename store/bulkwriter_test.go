@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/matryer/is"
+
+	"github.com/svcgw/svcgw/money"
 )
 
 // writerPragma reads a pragma's value on the writer connection.
@@ -83,7 +85,7 @@ func TestBulkWriter(t *testing.T) {
 			ID: fmt.Sprintf("gen-%06d", i), AccountID: k.AccountID, KeyID: k.ID,
 			Application: apps[r.IntN(len(apps))], RequestType: types[r.IntN(len(types))],
 			Surface: "chat", Model: "svc-fusion", PromptTokens: r.IntN(5000), CompletionTokens: r.IntN(2000),
-			Cost: fromMicros(int64(r.IntN(50000))),
+			Cost: money.Micros(r.IntN(50000)),
 		}
 		g.CachedPromptTokens = r.IntN(g.PromptTokens + 1)
 		g.ReasoningTokens = r.IntN(g.CompletionTokens + 1)

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+
+	"github.com/svcgw/svcgw/money"
 )
 
 // Bounds of ListQuery.Limit.
@@ -179,7 +181,7 @@ func scanListed(rows rowScanner, limit int) ([]ListedGeneration, bool, error) {
 			&l.Up, &l.Down, &l.Review.Rating, &l.Review.Comment); err != nil {
 			return nil, false, fmt.Errorf("list generations: scan: %w", err)
 		}
-		g.Cost = fromMicros(cost)
+		g.Cost = money.Micros(cost)
 		g.CreatedAt = fromMS(created)
 		out = append(out, l)
 	}

@@ -15,7 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cockroachdb/apd/v3"
+	"github.com/svcgw/svcgw/money"
 )
 
 // Generation is the ledger row of one billed call.
@@ -40,8 +40,8 @@ type Generation struct {
 	CacheCreationTokens int
 	ReasoningTokens     int
 
-	// Cost is the caller's charge: at least zero, at most six decimals.
-	Cost             apd.Decimal
+	// Cost is the caller's charge: at least zero.
+	Cost             money.Micros
 	LatencyMS        int64
 	GenerationTimeMS int64
 	// CreatedAt is stamped from Options.Now by RecordGeneration when zero.
@@ -116,17 +116,13 @@ func (s *ledgerCore) toRow(g Generation) (genRow, error) {
 	if g.ID == "" {
 		return genRow{}, fmt.Errorf("%w: empty generation id", ErrInvalid)
 	}
-	cost, err := toMicros(g.Cost)
-	if err != nil {
-		return genRow{}, err
-	}
-	if cost < 0 {
+	if g.Cost < 0 {
 		return genRow{}, fmt.Errorf("%w: negative cost", ErrInvalid)
 	}
 	if g.CreatedAt.IsZero() {
 		g.CreatedAt = s.now()
 	}
-	return genRow{g: g, costMicros: cost, createdMS: ms(g.CreatedAt)}, nil
+	return genRow{g: g, costMicros: int64(g.Cost), createdMS: ms(g.CreatedAt)}, nil
 }
 
 // logDrop logs a generation that will never reach the ledger, with what an
@@ -1051,7 +1047,7 @@ func (s *Store) scanGeneration(row *sql.Row, id string) (Generation, error) {
 	if err != nil {
 		return Generation{}, fmt.Errorf("generation: %w", err)
 	}
-	g.Cost = fromMicros(cost)
+	g.Cost = money.Micros(cost)
 	g.CreatedAt = fromMS(created)
 	return g, nil
 }

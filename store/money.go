@@ -7,38 +7,25 @@ import (
 	"unicode/utf8"
 
 	"github.com/cockroachdb/apd/v3"
+
+	"github.com/svcgw/svcgw/money"
 )
 
-// microsExponent is the scale of every money column: six decimal places.
-const microsExponent = 6
-
-// toMicros converts a USD amount to integer micro-dollars, exactly. It fails
-// (ErrInvalid) on NaN, infinity, more than six significant decimal places
-// (trailing zeros are fine: 1.5000000 is 1500000) or an int64 overflow.
+// toMicros converts a USD amount an operator gave (credits, a cap) to the
+// integer micro-dollars of every money column, exactly (money.FromDecimal).
+// It fails (ErrInvalid) on NaN, infinity, more than six significant decimal
+// places or an int64 overflow.
 func toMicros(d apd.Decimal) (int64, error) {
-	if d.Form != apd.Finite {
-		return 0, fmt.Errorf("amount %s: %w: not a finite number", d.String(), ErrInvalid)
-	}
-	if d.Exponent > apd.MaxExponent-microsExponent {
-		return 0, fmt.Errorf("amount %s: %w: out of range", d.String(), ErrInvalid)
-	}
-	// Scaling by 10^6 is an exponent shift, which is exact; Int64 then
-	// refuses a fractional part or a value outside int64.
-	var m apd.Decimal
-	m.Set(&d)
-	m.Exponent += microsExponent
-	v, err := m.Int64()
+	m, err := money.FromDecimal(d)
 	if err != nil {
-		return 0, fmt.Errorf("amount %s: %w: need at most six decimal places within range", d.String(), ErrInvalid)
+		return 0, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	return v, nil
+	return int64(m), nil
 }
 
-// fromMicros converts micro-dollars to a USD decimal with exponent -6, so it
-// renders with six decimal places.
-func fromMicros(v int64) apd.Decimal {
-	return *apd.New(v, -microsExponent)
-}
+// fromMicros converts a money column to a USD decimal with exponent -6, so
+// it renders with six decimal places.
+func fromMicros(v int64) apd.Decimal { return money.Micros(v).Decimal() }
 
 // ms converts t to the stored form: Unix milliseconds.
 func ms(t time.Time) int64 { return t.UnixMilli() }

@@ -12,6 +12,7 @@ import (
 	"github.com/matryer/is"
 
 	"github.com/svcgw/svcgw/internal/pgtest"
+	"github.com/svcgw/svcgw/money"
 )
 
 // admitLocally is billing's balance check against one instance's leases,
@@ -74,7 +75,7 @@ func TestLeases_InstancesNeverSpendMoreThanTheBalanceTogether(t *testing.T) {
 					}
 					if !admitLocally(t, &mu, a, acct.ID, b.Credits, ceiling, func() {
 						p.RecordGeneration(Generation{ID: fmt.Sprintf("gen-%d-%d", i, seq.Add(1)), AccountID: acct.ID,
-							Cost: *apd.New(ceiling, -6)})
+							Cost: money.Micros(ceiling)})
 					}) {
 						refusals++
 						continue

@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/svcgw/svcgw/money"
 )
 
 // The ledger on PostgreSQL. A batch is one implicit transaction of a few
@@ -380,7 +382,7 @@ func scanPGGeneration(row pgx.Row, id string) (Generation, error) {
 	if err != nil {
 		return Generation{}, fmt.Errorf("generation: %w", err)
 	}
-	g.Cost = fromMicros(cost)
+	g.Cost = money.Micros(cost)
 	g.CreatedAt = fromMS(created)
 	return g, nil
 }

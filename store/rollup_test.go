@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/matryer/is"
+
+	"github.com/svcgw/svcgw/money"
 )
 
 // checkRollups asserts that every roll-up holds exactly the sums of the
@@ -185,10 +187,10 @@ func randomWorkload(t testing.TB, s DB, clock *testClock, r *rand.Rand, n int) [
 			Application: apps[r.IntN(len(apps))], RequestType: types[r.IntN(len(types))],
 			Surface: "chat", Model: "svc-fusion", Streamed: r.IntN(2) == 0,
 			PromptTokens: r.IntN(5000), CompletionTokens: r.IntN(2000),
-			Cost: fromMicros(int64(r.IntN(50000))),
+			Cost: money.Micros(r.IntN(50000)),
 		}
 		if r.IntN(10) == 0 { // a failed call: recorded at zero cost
-			g.Cost, g.CompletionTokens, g.FinishReason = fromMicros(0), 0, "error"
+			g.Cost, g.CompletionTokens, g.FinishReason = 0, 0, "error"
 		}
 		g.CachedPromptTokens = r.IntN(g.PromptTokens + 1)
 		g.CacheCreationTokens = r.IntN(g.PromptTokens - g.CachedPromptTokens + 1)

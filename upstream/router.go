@@ -346,17 +346,11 @@ func (r *Router) try(ctx context.Context, t llm.RequestType, tier llm.Tier, req 
 	return rep, backendError(ctx, err)
 }
 
-// logRetry and logFallback are try's log lines, out of its frame: a
-// stream's handler goroutine holds try's frame below every upstream read
-// until the first event, and its stack stays at 8 KiB only while its
-// whole path is under ~7.2 KB (see server.serveStream).
-//
-//go:noinline
+// logRetry and logFallback are try's log lines.
 func logRetry(l *slog.Logger, name string, retry int, wait time.Duration, err error) {
 	l.Warn("upstream retry", "candidate", name, "retry", retry, "wait", wait.String(), "err", err)
 }
 
-//go:noinline
 func logFallback(l *slog.Logger, name string, err error) {
 	l.Warn("upstream fallback", "candidate", name, "err", err)
 }

@@ -45,6 +45,7 @@ import (
 	"github.com/cockroachdb/apd/v3"
 
 	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/money"
 	"github.com/svcgw/svcgw/server"
 	"github.com/svcgw/svcgw/store"
 	"github.com/svcgw/svcgw/upstream"
@@ -123,7 +124,7 @@ func seed(args []string) error {
 				Application: fmt.Sprintf("app-%02d", rng.IntN(*apps)), Surface: surfaces[rng.IntN(len(surfaces))],
 				Model: "svc-fusion", RequestType: string(typ), Tier: "medium", Streamed: rng.IntN(2) == 0,
 				FinishReason: "stop", PromptTokens: in, CompletionTokens: out,
-				Cost:      *apd.New(int64(in*2+out*10), -6),
+				Cost:      money.Micros(in*2 + out*10),
 				LatencyMS: int64(100 + rng.IntN(900)), GenerationTimeMS: int64(200 + rng.IntN(4000)),
 				CreatedAt: at,
 			})

@@ -48,6 +48,7 @@ import (
 	"github.com/cockroachdb/apd/v3"
 
 	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/money"
 	"github.com/svcgw/svcgw/store"
 	_ "modernc.org/sqlite" // database/sql driver, for the table sizes
 )
@@ -293,7 +294,7 @@ func run() error {
 			CachedPromptTokens:  cached,
 			CacheCreationTokens: cacheWrite,
 			ReasoningTokens:     reasoning,
-			Cost:                *apd.New(cost, -6),
+			Cost:                money.Micros(cost),
 			LatencyMS:           int64(200 + r.IntN(800)),
 			GenerationTimeMS:    int64(500 + r.IntN(5000)),
 			CreatedAt:           at,

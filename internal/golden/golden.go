@@ -33,7 +33,13 @@ func JSON(t *testing.T, name string, got []byte) {
 // under -update.
 func File(t *testing.T, name string, got []byte, compare func(want, got []byte)) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
+	At(t, filepath.Join("testdata", name), got, compare)
+}
+
+// At is File for a golden file anywhere in the checkout, at path (relative
+// to the test's package): a document the tests keep true, say.
+func At(t *testing.T, path string, got []byte, compare func(want, got []byte)) {
+	t.Helper()
 	if *update {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatal(err)

@@ -30,6 +30,7 @@ import (
 	"github.com/cockroachdb/apd/v3"
 
 	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/money"
 	"github.com/svcgw/svcgw/store"
 )
 
@@ -97,15 +98,15 @@ func (h *Handler) Credits(w http.ResponseWriter, r *http.Request, caller store.K
 	h.writeJSON(w, r, http.StatusOK, Credits{
 		Balance:        usd(a.Balance),
 		TotalUsed:      usd(a.TotalUsed),
-		SpendToday:     usdMicros(sp.AccountDay),
-		SpendThisMonth: usdMicros(sp.AccountMonth),
+		SpendToday:     money.Micros(sp.AccountDay).String(),
+		SpendThisMonth: money.Micros(sp.AccountMonth).String(),
 		DailyCap:       optUSD(a.DailyCap),
 		MonthlyCap:     optUSD(a.MonthlyCap),
 		Key: CreditsKey{
 			ID:             caller.ID,
 			Name:           caller.Name,
-			SpendToday:     usdMicros(sp.KeyDay),
-			SpendThisMonth: usdMicros(sp.KeyMonth),
+			SpendToday:     money.Micros(sp.KeyDay).String(),
+			SpendThisMonth: money.Micros(sp.KeyMonth).String(),
 			DailyCap:       optUSD(caller.Limits.DailyCap),
 			MonthlyCap:     optUSD(caller.Limits.MonthlyCap),
 		},
@@ -205,7 +206,7 @@ func NewGenerationRecord(g store.Generation) GenerationRecord {
 		CreatedAt:    g.CreatedAt.UTC().Format(time.RFC3339Nano),
 		Streamed:     g.Streamed,
 		FinishReason: g.FinishReason,
-		TotalCost:    usd(g.Cost),
+		TotalCost:    g.Cost.String(),
 		Usage: GenerationUsage{
 			PromptTokens:       g.PromptTokens,
 			CompletionTokens:   g.CompletionTokens,
@@ -354,6 +355,3 @@ func usd(d apd.Decimal) string {
 	}
 	return q.Text('f')
 }
-
-// usdMicros renders an amount of micro-dollars.
-func usdMicros(v int64) string { return usd(*apd.New(v, -6)) }

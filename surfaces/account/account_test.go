@@ -16,6 +16,7 @@ import (
 	"github.com/matryer/is"
 
 	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/money"
 	"github.com/svcgw/svcgw/store"
 	"github.com/svcgw/svcgw/surfaces/account"
 )
@@ -185,10 +186,10 @@ func TestCredits(t *testing.T) {
 	is.NoErr(err)
 
 	now := e.clock.Now() // 2025-03-10 12:00 UTC
-	e.record(t, now.AddDate(0, 0, -9), store.Generation{ID: "chatcmpl-0", AccountID: e.acme.AccountID, KeyID: e.acme2.ID, Cost: *apd.New(1, -1)})
-	e.record(t, now.AddDate(0, -1, 0), store.Generation{ID: "chatcmpl-old", AccountID: e.acme.AccountID, KeyID: e.acme.ID, Cost: *apd.New(2, -1)})
-	e.record(t, now, store.Generation{ID: "chatcmpl-1", AccountID: e.acme.AccountID, KeyID: e.acme2.ID, Cost: *apd.New(5, -1)})
-	e.record(t, now, store.Generation{ID: "chatcmpl-2", AccountID: e.acme.AccountID, KeyID: e.acme.ID, Cost: *apd.New(25, -2)})
+	e.record(t, now.AddDate(0, 0, -9), store.Generation{ID: "chatcmpl-0", AccountID: e.acme.AccountID, KeyID: e.acme2.ID, Cost: money.Micros(100_000)})
+	e.record(t, now.AddDate(0, -1, 0), store.Generation{ID: "chatcmpl-old", AccountID: e.acme.AccountID, KeyID: e.acme.ID, Cost: money.Micros(200_000)})
+	e.record(t, now, store.Generation{ID: "chatcmpl-1", AccountID: e.acme.AccountID, KeyID: e.acme2.ID, Cost: money.Micros(500_000)})
+	e.record(t, now, store.Generation{ID: "chatcmpl-2", AccountID: e.acme.AccountID, KeyID: e.acme.ID, Cost: money.Micros(250_000)})
 	// No Sync here: the handler must make the calls that just completed visible.
 	status, body = call(t, e.h.Credits, "GET", "/svc/v1/credits", "", acme2)
 	is.Equal(status, 200) // credits after calls
@@ -211,9 +212,9 @@ func TestGeneration(t *testing.T) {
 		Application: "my-app", Surface: "chat", Model: "svc-fusion",
 		RequestType: "code", Tier: "medium", Streamed: true, FinishReason: "tool_calls",
 		PromptTokens: 1200, CompletionTokens: 300, CachedPromptTokens: 1000, ReasoningTokens: 50,
-		Cost: *apd.New(1234, -6), LatencyMS: 850, GenerationTimeMS: 700,
+		Cost: money.Micros(1234), LatencyMS: 850, GenerationTimeMS: 700,
 	})
-	e.record(t, at, store.Generation{ID: "msg_beta", AccountID: e.beta.AccountID, KeyID: e.beta.ID, Cost: *apd.New(1, 0)})
+	e.record(t, at, store.Generation{ID: "msg_beta", AccountID: e.beta.AccountID, KeyID: e.beta.ID, Cost: money.Micros(1_000_000)})
 
 	tests := []struct {
 		name   string
@@ -262,7 +263,7 @@ func TestGeneration_PrunedByRetention(t *testing.T) {
 		id string
 		at time.Time
 	}{{old, now.AddDate(0, 0, -40)}, {recent, now.AddDate(0, 0, -10)}, {fresh, now.AddDate(0, 0, -1)}} {
-		e.record(t, g.at, store.Generation{ID: g.id, AccountID: e.acme.AccountID, KeyID: e.acme.ID, Cost: *apd.New(1, -1)})
+		e.record(t, g.at, store.Generation{ID: g.id, AccountID: e.acme.AccountID, KeyID: e.acme.ID, Cost: money.Micros(100_000)})
 	}
 	e.clock.Set(now)
 	is.NoErr(e.st.Sync(context.Background()))

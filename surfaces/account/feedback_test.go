@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/apd/v3"
 	"github.com/matryer/is"
 
+	"github.com/svcgw/svcgw/money"
 	"github.com/svcgw/svcgw/store"
 )
 
@@ -19,8 +19,8 @@ func feedbackEnv(t *testing.T) *env {
 	e := newEnv(t)
 	now := e.clock.Now()
 	e.record(t, now, store.Generation{ID: "chatcmpl-a", AccountID: e.acme.AccountID, KeyID: e.acme.ID,
-		PromptTokens: 10, CompletionTokens: 5, Cost: *apd.New(25, -2)})
-	e.record(t, now, store.Generation{ID: "msg_b", AccountID: e.beta.AccountID, KeyID: e.beta.ID, Cost: *apd.New(1, 0)})
+		PromptTokens: 10, CompletionTokens: 5, Cost: money.Micros(250_000)})
+	e.record(t, now, store.Generation{ID: "msg_b", AccountID: e.beta.AccountID, KeyID: e.beta.ID, Cost: money.Micros(1_000_000)})
 	return e
 }
 

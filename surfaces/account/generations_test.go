@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/apd/v3"
 	"github.com/matryer/is"
 
+	"github.com/svcgw/svcgw/money"
 	"github.com/svcgw/svcgw/store"
 )
 
@@ -41,11 +41,11 @@ func TestGenerations_PagesNewestFirst(t *testing.T) {
 		e.record(t, at.Add(time.Duration(i)*time.Second), store.Generation{
 			ID: id, AccountID: e.acme.AccountID, KeyID: e.acme2.ID, Application: fmt.Sprint("app", i%2),
 			Surface: "messages", Model: "claude-sonnet", RequestType: typ, FinishReason: "stop",
-			PromptTokens: 10, CompletionTokens: 5, Cost: *apd.New(int64(i+1), -6),
+			PromptTokens: 10, CompletionTokens: 5, Cost: money.Micros(i + 1),
 		})
 		want = append([]string{id}, want...)
 	}
-	e.record(t, at, store.Generation{ID: "msg_beta", AccountID: e.beta.AccountID, KeyID: e.beta.ID, Cost: *apd.New(1, 0)})
+	e.record(t, at, store.Generation{ID: "msg_beta", AccountID: e.beta.AccountID, KeyID: e.beta.ID, Cost: money.Micros(1_000_000)})
 
 	t.Run("every page in order", func(t *testing.T) {
 		is := is.New(t)
@@ -103,7 +103,7 @@ func TestGenerations_PagesNewestFirst(t *testing.T) {
 
 func TestGenerations_BadQueries(t *testing.T) {
 	e := newEnv(t)
-	e.record(t, e.clock.Now(), store.Generation{ID: "msg_beta", AccountID: e.beta.AccountID, KeyID: e.beta.ID, Cost: *apd.New(1, 0)})
+	e.record(t, e.clock.Now(), store.Generation{ID: "msg_beta", AccountID: e.beta.AccountID, KeyID: e.beta.ID, Cost: money.Micros(1_000_000)})
 	for _, tt := range []struct{ name, query, param, says string }{
 		{"limit zero", "limit=0", "limit", "from 1 to 200"},
 		{"limit too large", "limit=201", "limit", "from 1 to 200"},

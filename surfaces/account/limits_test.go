@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/apd/v3"
 	"github.com/matryer/is"
 
+	"github.com/svcgw/svcgw/money"
 	"github.com/svcgw/svcgw/store"
 	"github.com/svcgw/svcgw/surfaces/account"
 )
@@ -30,7 +30,7 @@ func TestAccountRequest_TimesOut(t *testing.T) {
 	defer conn.Close()
 	_, err = conn.ExecContext(context.Background(), "BEGIN IMMEDIATE")
 	is.NoErr(err) // the write lock is held
-	e.st.RecordGeneration(store.Generation{ID: "g1", AccountID: e.acme.AccountID, KeyID: e.acme.ID, Cost: *apd.New(1, -1)})
+	e.st.RecordGeneration(store.Generation{ID: "g1", AccountID: e.acme.AccountID, KeyID: e.acme.ID, Cost: money.Micros(100_000)})
 
 	started := time.Now()
 	status, body := call(t, h.Credits, "GET", "/svc/v1/credits", "", e.acme)

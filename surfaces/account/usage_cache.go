@@ -12,6 +12,7 @@ import (
 
 	"github.com/cockroachdb/apd/v3"
 
+	"github.com/svcgw/svcgw/money"
 	"github.com/svcgw/svcgw/store"
 )
 
@@ -374,7 +375,7 @@ func (s usageSums) totals() UsageTotals {
 		CachedInputTokens: s.cached,
 		CacheWriteTokens:  s.cacheWrite,
 		ReasoningTokens:   s.reasoning,
-		Cost:              usdMicros(s.cost),
+		Cost:              money.Micros(s.cost).String(),
 	}
 }
 

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/apd/v3"
 	"github.com/matryer/is"
 
+	"github.com/svcgw/svcgw/money"
 	"github.com/svcgw/svcgw/store"
 	"github.com/svcgw/svcgw/surfaces/account"
 )
@@ -25,7 +25,7 @@ func usageEnv(t *testing.T) *env {
 	gen := func(id string, k store.Key, app, typ string, micros int64) store.Generation {
 		return store.Generation{
 			ID: id, AccountID: k.AccountID, KeyID: k.ID, Application: app, RequestType: typ,
-			PromptTokens: 100, CompletionTokens: 20, CachedPromptTokens: 40, Cost: *apd.New(micros, -6),
+			PromptTokens: 100, CompletionTokens: 20, CachedPromptTokens: 40, Cost: money.Micros(micros),
 		}
 	}
 	e.record(t, at(10, 12, 0, 0, 0), gen("g1", e.acme, "alpha", "code", 100_000))

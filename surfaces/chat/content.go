@@ -74,11 +74,8 @@ func (c *content) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 	return surface.WrongKind(dec, "a string or an array of content parts")
 }
 
-// elem names the i-th element of the field name, as in "messages[2]". It is
-// never inlined: the field paths of errors are built where a request is
-// decoded, and each inlined copy of it took stack in the decoder's frame
-// (strconv.Itoa's buffer, the concatenation's), which every stream's
-// handler goroutine then holds (see server.serveStream).
+// elem names the i-th element of the field name, as in "messages[2]", for
+// an error: a cold path, kept out of line as llm.Errorf is.
 //
 //go:noinline
 func elem(name string, i int) string { return name + "[" + strconv.Itoa(i) + "]" }

@@ -36,7 +36,7 @@ func (ResponsesCodec) Routes() []surface.Route {
 	return []surface.Route{
 		{Method: http.MethodPost, Path: "/v1/responses", Endpoint: surface.Generate},
 		{Method: http.MethodPost, Path: "/v1/responses/input_tokens", Endpoint: surface.CountTokens},
-		{Method: http.MethodGet, Path: "/v1/responses/{id}", Pick: notStored},
+		{Method: http.MethodGet, Path: "/v1/responses/{id}", Pick: notStored, Serves: "404: responses are not stored"},
 	}
 }
 

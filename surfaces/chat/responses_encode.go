@@ -573,13 +573,8 @@ func (s *ResponsesStream) Event(w io.Writer, ev llm.Event) error {
 	return nil
 }
 
-// reasoning writes a reasoning delta. It, toolCallStart and finish are
-// Event's cases in functions of their own, never inlined, so that Event's
-// frame, below which each item and delta is encoded, does not hold all
-// their temporaries at once: the stream's handler goroutine then fits in
-// 8 KiB of stack (see server.serveStream).
-//
-//go:noinline
+// reasoning writes a reasoning delta (one of Event's cases, as
+// toolCallStart and finish are).
 func (s *ResponsesStream) reasoning(w io.Writer, ev *llm.Event) error {
 	if s.open != "reasoning" {
 		if err := s.openItem(w, "reasoning", llm.Part{Type: llm.PartReasoning}); err != nil {
@@ -600,9 +595,7 @@ func (s *ResponsesStream) reasoning(w io.Writer, ev *llm.Event) error {
 	return s.delta(w, "reasoning", s.itemID, ev.Text)
 }
 
-// toolCallStart opens a tool call's item (see reasoning).
-//
-//go:noinline
+// toolCallStart opens a tool call's item.
 func (s *ResponsesStream) toolCallStart(w io.Writer, ev *llm.Event) error {
 	tc := *ev.ToolCall
 	tc.Arguments = nil
@@ -610,9 +603,7 @@ func (s *ResponsesStream) toolCallStart(w io.Writer, ev *llm.Event) error {
 	return s.openItem(w, kind, llm.Part{Type: llm.PartToolCall, ToolCall: &tc})
 }
 
-// finish writes the response's end (see reasoning).
-//
-//go:noinline
+// finish writes the response's end.
 func (s *ResponsesStream) finish(w io.Writer, ev *llm.Event) error {
 	if err := s.closeItem(w); err != nil {
 		return err

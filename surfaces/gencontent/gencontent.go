@@ -40,12 +40,15 @@ func (Codec) Surface() llm.Surface { return llm.SurfaceGenContent }
 // /v1/models list is the path the SDKs share; see Claims).
 func (Codec) Routes() []surface.Route {
 	return []surface.Route{
-		{Method: http.MethodPost, Path: "/v1beta/models/{rest...}", Pick: pickMethod},
-		{Method: http.MethodPost, Path: "/v1/models/{rest...}", Pick: pickMethod},
+		{Method: http.MethodPost, Path: "/v1beta/models/{rest...}", Pick: pickMethod, Serves: pickServes},
+		{Method: http.MethodPost, Path: "/v1/models/{rest...}", Pick: pickMethod, Serves: pickServes},
 		{Method: http.MethodGet, Path: "/v1beta/models", Endpoint: surface.Models},
 		{Method: http.MethodGet, Path: "/v1beta/models/{model...}", Endpoint: surface.Models},
 	}
 }
+
+// pickServes is what pickMethod's routes serve.
+const pickServes = ":generateContent, :streamGenerateContent (inference), :countTokens (count tokens)"
 
 // pickMethod routes POST …/models/{model}:{method}: the ServeMux cannot
 // match a wildcard followed by ":method" in one segment.

@@ -106,13 +106,7 @@ func (s *Stream) Event(w io.Writer, ev llm.Event) error {
 	return nil
 }
 
-// reasoning writes a reasoning delta. It and finish are Event's cases in
-// functions of their own, never inlined, so that Event's frame, below
-// which each text chunk is encoded, holds only the text's case: the
-// stream's handler goroutine then fits in 8 KiB of stack (see
-// server.serveStream).
-//
-//go:noinline
+// reasoning writes a reasoning delta (one of Event's cases, as finish is).
 func (s *Stream) reasoning(w io.Writer, ev *llm.Event) error {
 	if err := s.flushCalls(w); err != nil {
 		return err
@@ -140,9 +134,7 @@ func (s *Stream) reasoning(w io.Writer, ev *llm.Event) error {
 	return nil
 }
 
-// finish writes the last chunk (see reasoning).
-//
-//go:noinline
+// finish writes the last chunk.
 func (s *Stream) finish(w io.Writer, ev *llm.Event) error {
 	if err := s.flushCalls(w); err != nil {
 		return err

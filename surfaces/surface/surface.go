@@ -147,4 +147,7 @@ type Route struct {
 	// An error is answered in the surface's envelope: a route whose Pick
 	// always fails answers that error to any authenticated caller.
 	Pick func(r *http.Request) (Endpoint, error)
+	// Serves says, for a Pick route, what it serves, in the words of the
+	// server's route table (docs/routes.md).
+	Serves string
 }

@@ -410,8 +410,6 @@ func openAIMessages(i int, m *llm.Message) ([]oaMessage, error) {
 func messageParam(i int) string { return "messages." + strconv.Itoa(i) }
 
 // openAIAssistant translates an assistant's turn.
-//
-//go:noinline
 func openAIAssistant(i int, m *llm.Message) ([]oaMessage, error) {
 	msg := oaMessage{Role: "assistant"}
 	var text strings.Builder
@@ -445,8 +443,6 @@ func openAIAssistant(i int, m *llm.Message) ([]oaMessage, error) {
 }
 
 // openAIUser translates a user's turn, with its tool results.
-//
-//go:noinline
 func openAIUser(i int, m *llm.Message) ([]oaMessage, error) {
 	param := func() string { return messageParam(i) } // for an error only
 	var out []oaMessage
