@@ -31,6 +31,10 @@ const FinishCanceled = "canceled"
 // call is one inference call on its way through the pipeline.
 type call struct {
 	sf surface.Codec
+	// r is the call's request, with the call's span in its context when
+	// traced; rec is its access record (nil outside the middleware).
+	r   *http.Request
+	rec *logRecord
 	// caller is the caller's key, held by the request's logRecord
 	// (withAuth) for as long as the call lasts.
 	caller *store.Key
@@ -76,21 +80,24 @@ type call struct {
 // stream.
 func (s *Server) handleInference(sf surface.Codec) authedHandler {
 	return func(w http.ResponseWriter, r *http.Request, caller *store.Key) error {
-		rec := recordFrom(r.Context())
-		if s.tracer != nil && rec != nil {
-			r = s.traceCall(r, rec, sf)
-		}
 		c, err := s.prepare(w, r, sf, caller)
 		if err == nil {
-			err = s.serve(w, r, c)
+			err = s.serve(w, c.r, c)
 		}
-		if rec != nil {
-			c.record(rec)
-			if err != nil {
-				rec.traceFailure(err)
-			}
-		}
+		c.finish(err)
 		return err
+	}
+}
+
+// finish writes what the call learnt to its request's access record (nil
+// outside the middleware), and on its span why it failed, if it did.
+func (c *call) finish(err error) {
+	if c.rec == nil {
+		return
+	}
+	c.record(c.rec)
+	if err != nil {
+		c.rec.traceFailure(err)
 	}
 }
 
@@ -114,7 +121,11 @@ func (c *call) record(rec *logRecord) {
 // frame of handleInference below every stream. It sets X-SVC-Request-Type
 // as soon as the type is known, so even a 402 carries it.
 func (s *Server) prepare(w http.ResponseWriter, r *http.Request, sf surface.Codec, caller *store.Key) (*call, error) {
-	c := &call{sf: sf, caller: caller, set: s.current()}
+	c := &call{sf: sf, caller: caller, set: s.current(), r: r, rec: recordFrom(r.Context())}
+	if s.tracer != nil && c.rec != nil {
+		c.r = s.traceCall(r, c.rec, sf)
+		r = c.r
+	}
 	// A call the ledger could not record would be free: while it cannot
 	// (failing, stalled or backed up), no billable call is taken. The
 	// store logs the incident; nothing is logged per call.
@@ -156,8 +167,8 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, sf surface.Code
 	c.app = application(r, caller)
 	c.created = c.start
 	c.tpm = s.share(limitOr(caller.Limits.TPM, c.set.tpm))
-	if rec := recordFrom(r.Context()); rec != nil && rec.span != nil {
-		s.traceRequest(rec.span, c)
+	if c.rec != nil && c.rec.span != nil {
+		s.traceRequest(c.rec.span, c)
 	}
 	return c, s.admit(r.Context(), c)
 }
