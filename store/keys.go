@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/cockroachdb/apd/v3"
-	"golang.org/x/sync/singleflight"
 )
 
 // Key is an API key's public record. The secret itself is shown once, by
@@ -252,34 +251,6 @@ func (s *Store) RevokeKey(ctx context.Context, keyID string) (Key, error) {
 	return k, nil
 }
 
-// Authenticate returns the active key whose secret is secret. An unknown or
-// revoked secret is ErrNotFound, without saying which. This is the hot path
-// of every request: one indexed read on the reader pool, bounded by
-// QueryTimeout (ErrUnavailable past it), unless the key is cached.
-func (s *Store) Authenticate(ctx context.Context, secret string) (Key, error) {
-	if !strings.HasPrefix(secret, SecretPrefix) {
-		return Key{}, fmt.Errorf("authenticate: %w", ErrNotFound)
-	}
-	hash := hashSecret(secret)
-	now := s.now()
-	if err := checkKeyChangesFor(ctx, &s.auth, &s.authReads, now, s.checkKeyChanges); err != nil {
-		return Key{}, err
-	}
-	if k, ok, refresh := s.auth.get(hash, now); ok {
-		if refresh {
-			// Read it again beside the calls, before the entry
-			// expires (see authCache).
-			s.authReads.DoChan(hash, func() (any, error) { return s.readKey(context.Background(), hash) })
-		}
-		return k, nil
-	}
-	return s.readKey(ctx, hash)
-}
-
-// keyChangesFlight is the authReads key of the read of the count of key
-// changes (a secret's hash is hex: no secret's reads share it).
-const keyChangesFlight = "key_changes"
-
 // keyChangesSQL reads the count of key changes; bumpKeyChangesSQL adds one
 // to it, in the transaction of every change to a key that authentication
 // caches (see authCache).
@@ -288,63 +259,26 @@ const (
 	bumpKeyChangesSQL = `UPDATE key_changes SET n = n + 1 WHERE id = 1`
 )
 
-// checkKeyChangesFor makes sure the count of key changes was read within
-// the cache's ttl before now, so that its entries may be trusted: when it
-// was not, the call waits for one read of it (shared by the calls waiting
-// then); once three quarters of the ttl have passed, it is read again
-// beside the calls. check reads it (and observes it in the cache).
-func checkKeyChangesFor(ctx context.Context, c *authCache, reads *singleflight.Group, now time.Time, check func(context.Context) error) error {
-	if c.ttl <= 0 {
-		return nil // no cache: every call reads its key
-	}
-	ok, soon := c.fresh(now)
-	switch {
-	case !ok:
-		_, err, _ := reads.Do(keyChangesFlight, func() (any, error) { return nil, check(context.WithoutCancel(ctx)) })
-		if err != nil {
-			return fmt.Errorf("authenticate: %w", err)
-		}
-	case soon:
-		reads.DoChan(keyChangesFlight, func() (any, error) { return nil, check(context.Background()) })
-	}
-	return nil
-}
-
-// checkKeyChanges reads the count of key changes into the authentication
-// cache.
-func (s *Store) checkKeyChanges(ctx context.Context) error {
-	at := s.now()
-	ctx, cancel := s.readCtx(ctx)
-	defer cancel()
+// keyChanges reads the count of key changes (see authCache).
+func (s *Store) keyChanges(ctx context.Context) (int64, error) {
 	var n int64
-	if err := s.changesStmt.QueryRowContext(ctx).Scan(&n); err != nil {
-		return fmt.Errorf("read key changes: %w", readErr(ctx, err))
-	}
-	s.auth.observe(n, at)
-	return nil
+	err := s.changesStmt.QueryRowContext(ctx).Scan(&n)
+	return n, readErr(ctx, err)
 }
 
-// keySQL reads the active key whose secret hashes to the argument (readKey).
+// keySQL reads the active key whose secret hashes to the argument
+// (activeKey).
 const keySQL = `SELECT ` + keyColumns + `
 	 FROM api_keys k JOIN accounts a ON a.id = k.account_id
 	 WHERE k.secret_sha256 = ? AND k.revoked_at IS NULL`
 
-// readKey reads the active key whose secret hashes to hash into the
-// authentication cache.
-func (s *Store) readKey(ctx context.Context, hash string) (Key, error) {
-	now, epoch := s.now(), s.auth.begin()
-	ctx, cancel := s.readCtx(ctx)
-	defer cancel()
+// activeKey reads the active key whose secret hashes to hash.
+func (s *Store) activeKey(ctx context.Context, hash string) (Key, error) {
 	k, err := scanKey(s.keyStmt.QueryRowContext(ctx, hash))
 	if errors.Is(err, sql.ErrNoRows) {
-		s.auth.forget(hash, epoch)
-		return Key{}, fmt.Errorf("authenticate: %w", ErrNotFound)
+		return Key{}, ErrNotFound
 	}
-	if err != nil {
-		return Key{}, fmt.Errorf("authenticate: %w", readErr(ctx, err))
-	}
-	s.auth.put(hash, k, now, epoch)
-	return k, nil
+	return k, readErr(ctx, err)
 }
 
 // UpdateKeyLimits changes the limits of the key with the public id keyID in

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/apd/v3"
+	"golang.org/x/sync/singleflight"
 )
 
 // Generation is the ledger row of one billed call.
@@ -220,14 +221,15 @@ func (s *ledgerCore) syncAfter(ctx context.Context, patience time.Duration) erro
 	}
 }
 
-// ledgerCore is the batched ledger writer every store shares: the queue of
-// generations recorded and not yet settled, the writer goroutine that
-// commits them in batches and retries what the database fails to take, and
-// the health CheckLedger reports. What differs between databases is behind
-// db (how a batch is committed, how failures are classified) and charges
-// (how a charge counts before it is committed).
+// ledgerCore is the policy every engine shares: the batched ledger writer
+// (the queue of generations recorded and not yet settled, the writer
+// goroutine that commits them in batches and retries what the database
+// fails to take, the health CheckLedger reports) and authentication with
+// its cache. What differs between databases is behind db (the engine:
+// how a batch is committed, how failures are classified, how a key is
+// read) and charges (how a charge counts before it is committed).
 type ledgerCore struct {
-	db      ledgerDB
+	db      engine
 	charges chargeCounter
 
 	now  func() time.Time
@@ -255,22 +257,10 @@ type ledgerCore struct {
 	committed, dropped atomic.Uint64
 
 	auth authCache // recent authentications
-}
-
-// ledgerDB is what the ledger writer needs of a database.
-type ledgerDB interface {
-	// commitBatch inserts the rows, debits their accounts and adds them to
-	// spend_daily and the roll-ups, in one transaction. A failure of the
-	// COMMIT itself wraps errUncertain.
-	commitBatch(ctx context.Context, rows []genRow, agg *batchSums) error
-	// storedRow reads the account, cost and creation time of the stored
-	// generation id.
-	storedRow(ctx context.Context, id string) (acct, cost, created int64, err error)
-	// unstorable reports whether err rejects a row as such (committing it
-	// again can never succeed), as opposed to a failure of the database.
-	unstorable(err error) bool
-	// faultReason says in a few words why a commit failed, for operators.
-	faultReason(err error) string
+	// authReads shares one read among the calls that authenticate the
+	// same key at once, and runs one read ahead per key at a time (see
+	// Authenticate).
+	authReads singleflight.Group
 }
 
 // chargeCounter counts each charge from the moment it is recorded until it
@@ -286,7 +276,7 @@ type chargeCounter interface {
 }
 
 // init applies opts's ledger settings and their defaults.
-func (s *ledgerCore) init(opts Options, db ledgerDB, charges chargeCounter) {
+func (s *ledgerCore) init(opts Options, db engine, charges chargeCounter) {
 	s.db, s.charges = db, charges
 	s.now, s.rand, s.log = opts.Now, opts.Rand, opts.Logger
 	if s.now == nil {

@@ -17,7 +17,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"golang.org/x/sync/singleflight"
 )
 
 // Postgres is svcgw's database on a PostgreSQL server, which several svcgw
@@ -43,9 +42,6 @@ type Postgres struct {
 
 	leases *leases
 	refs   ledgerRefs // the ledger writer's
-	// authReads shares one read among the calls that authenticate the same
-	// key at once (see Authenticate).
-	authReads singleflight.Group
 
 	upkeep    upkeepState
 	closeOnce sync.Once

@@ -277,65 +277,24 @@ func (p *Postgres) RevokeKey(ctx context.Context, keyID string) (Key, error) {
 	return k, nil
 }
 
-// Authenticate returns the active key whose secret is secret (see
-// Store.Authenticate), reading on the call path's pool unless cached.
-func (p *Postgres) Authenticate(ctx context.Context, secret string) (Key, error) {
-	if !strings.HasPrefix(secret, SecretPrefix) {
-		return Key{}, fmt.Errorf("authenticate: %w", ErrNotFound)
-	}
-	hash := hashSecret(secret)
-	now := p.now()
-	if err := checkKeyChangesFor(ctx, &p.auth, &p.authReads, now, p.checkKeyChanges); err != nil {
-		return Key{}, err
-	}
-	if k, ok, refresh := p.auth.get(hash, now); ok {
-		if refresh {
-			// Read it again beside the calls, before the entry
-			// expires (see authCache).
-			p.authReads.DoChan(hash, func() (any, error) { return p.readKey(context.Background(), hash) })
-		}
-		return k, nil
-	}
-	// The calls that find a key's entry expired at once share one read:
-	// a busy key would otherwise send every call in flight to the
-	// database each time its entry expires.
-	v, err, _ := p.authReads.Do(hash, func() (any, error) { return p.readKey(context.WithoutCancel(ctx), hash) })
-	return v.(Key), err
-}
-
-// checkKeyChanges reads the count of key changes into the authentication
-// cache.
-func (p *Postgres) checkKeyChanges(ctx context.Context) error {
-	at := p.now()
-	ctx, cancel := p.readCtx(ctx)
-	defer cancel()
+// keyChanges reads the count of key changes (see authCache).
+func (p *Postgres) keyChanges(ctx context.Context) (int64, error) {
 	var n int64
-	if err := p.call.QueryRow(ctx, keyChangesSQL).Scan(&n); err != nil {
-		return fmt.Errorf("read key changes: %w", p.readErr(ctx, err))
-	}
-	p.auth.observe(n, at)
-	return nil
+	err := p.call.QueryRow(ctx, keyChangesSQL).Scan(&n)
+	return n, p.readErr(ctx, err)
 }
 
-// readKey reads the active key whose secret hashes to hash into the
-// authentication cache.
-func (p *Postgres) readKey(ctx context.Context, hash string) (Key, error) {
-	now, epoch := p.now(), p.auth.begin()
-	ctx, cancel := p.readCtx(ctx)
-	defer cancel()
+// activeKey reads the active key whose secret hashes to hash, on the call
+// path's pool.
+func (p *Postgres) activeKey(ctx context.Context, hash string) (Key, error) {
 	k, err := scanKey(p.call.QueryRow(ctx,
 		`SELECT `+keyColumns+`
 		 FROM api_keys k JOIN accounts a ON a.id = k.account_id
 		 WHERE k.secret_sha256 = $1 AND k.revoked_at IS NULL`, hash))
 	if noRows(err) {
-		p.auth.forget(hash, epoch)
-		return Key{}, fmt.Errorf("authenticate: %w", ErrNotFound)
+		return Key{}, ErrNotFound
 	}
-	if err != nil {
-		return Key{}, fmt.Errorf("authenticate: %w", p.readErr(ctx, err))
-	}
-	p.auth.put(hash, k, now, epoch)
-	return k, nil
+	return k, p.readErr(ctx, err)
 }
 
 // UpdateKeyLimits changes the limits of the key with the public id keyID

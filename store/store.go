@@ -67,7 +67,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sync/singleflight"
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
 )
 
@@ -213,8 +212,6 @@ type Store struct {
 	bulk *bulkLoad
 
 	spend spendTracker // charges per account and key, queued ones included
-	// authReads runs one read ahead per key at a time (see Authenticate).
-	authReads singleflight.Group
 
 	// rollupsComplete is set once the usage roll-ups cover every
 	// generation: no backfill is pending (see Usage, StartUpkeep).
