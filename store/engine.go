@@ -3,8 +3,8 @@ package store
 import "context"
 
 // engine is what the policy shared by every database (ledgerCore: the
-// ledger writer, authentication and its cache) asks of the one it runs
-// on. Each engine implements it with its own SQL; the rules stay above it.
+// ledger writer, authentication and its cache, accounts, keys, credits,
+// caps and feedback) asks of the one it runs on. Each engine implements it with its own SQL; the rules stay above it.
 type engine interface {
 	// commitBatch inserts the rows, debits their accounts and adds them to
 	// spend_daily and the roll-ups, in one transaction. A failure of the
@@ -27,6 +27,17 @@ type engine interface {
 	// keyChanges reads the count of key changes (see authCache), as
 	// activeKey reads.
 	keyChanges(ctx context.Context) (int64, error)
+
+	// readers is the pool of account reads and commands.
+	readers() conn
+	// writeTx runs fn in a write transaction, committed when fn returns
+	// nil; what names the change in the errors of its begin and commit.
+	writeTx(ctx context.Context, what string, fn func(tx conn) error) error
+	// readErr marks err, from a read run under readCtx, as ErrUnavailable
+	// when the read ran out of time or the database could not answer.
+	readErr(ctx context.Context, err error) error
+	// dialect is the engine's variant of the policy's queries.
+	dialect() dialect
 }
 
 var (

@@ -1,17 +1,32 @@
-// Package store owns svcgw's SQLite database: the schema and its embedded
+// Package store owns svcgw's database: the schema and its embedded
 // migrations, every query, and the batched ledger writer that records
-// generations and debits balances.
+// generations and debits balances. It runs on two engines: SQLite in one
+// file (Store, the embedded default, for one svcgw serve) and PostgreSQL
+// (Postgres, which several instances share); Dial picks one by the DSN.
 //
-// The database is opened with modernc.org/sqlite (no cgo) in WAL mode. The
-// Store holds one writer connection (every write is serialised through it,
-// with BEGIN IMMEDIATE) and a separate pool of read-only connections, so
-// readers never wait for the ledger and the ledger never waits for readers.
+// What svcgw decides is written once, above the engines: the ledger writer
+// (its queue, batches, retries and health) and authentication with its
+// cache, accounts, keys, credits, caps and feedback are ledgerCore's,
+// which both engine types embed. They reach the database only through the
+// narrow engine interface (engine.go): commit a batch, read a key, a
+// connection and a write transaction whose queries are written once with
+// ? placeholders (conn.go), and how each engine classifies a failure. What
+// differs is the engine's: its connections, its SQL where the dialects
+// part (the ledger's batch, the usage reads), and what only it has
+// (SQLite's WAL, checkpoints, bulk writer, backup and serve lock;
+// PostgreSQL's balance leases and instances).
+//
+// On SQLite the database is opened with modernc.org/sqlite (no cgo) in WAL
+// mode. The Store holds one writer connection (every write is serialised
+// through it, with BEGIN IMMEDIATE) and a separate pool of read-only
+// connections, so readers never wait for the ledger and the ledger never
+// waits for readers.
 //
 // Money is apd.Decimal in Go and INTEGER micro-dollars (millionths of a USD,
-// the six decimal places svcgw renders) in SQLite, so SQL SUM is exact. A
-// value with more than six decimal places is rejected at this boundary:
-// billing rounds, once, before anything reaches the store. Times are INTEGER
-// Unix milliseconds in UTC, read from the injected Options.Now.
+// the six decimal places svcgw renders) in the database, so SQL SUM is
+// exact. A value with more than six decimal places is rejected at this
+// boundary: billing rounds, once, before anything reaches the store. Times
+// are INTEGER Unix milliseconds in UTC, read from the injected Options.Now.
 //
 // API key secrets are never stored: only their SHA-256 and a public key id.
 //
@@ -59,9 +74,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"path"
-	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -308,7 +320,12 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		s.w.Close()
 		return nil, fmt.Errorf("open writer: %w", err)
 	}
-	if err := migrate(ctx, s.w, s.now, s.log); err != nil {
+	ms, err := sqliteMigrations()
+	if err != nil {
+		s.w.Close()
+		return nil, err
+	}
+	if err := migrate(ctx, sqliteMigrator{s.w}, ms, s.now, s.log); err != nil {
 		s.w.Close()
 		return nil, err
 	}
@@ -432,138 +449,72 @@ func orDefault(d, def time.Duration) time.Duration {
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-// migration is one file of migrations/, named NNNN_name.sql.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
+// sqliteDialect is SQLite's (see dialect).
+var sqliteDialect = dialect{keyOrder: "k.rowid"}
 
-// loadMigrations returns the embedded migrations in version order.
-func loadMigrations() ([]migration, error) {
-	names, err := fs.Glob(migrationFiles, "migrations/*.sql")
-	if err != nil {
-		return nil, fmt.Errorf("list migrations: %w", err)
-	}
-	var ms []migration
-	for _, name := range names {
-		base := path.Base(name)
-		num, _, ok := strings.Cut(base, "_")
-		version, err := strconv.Atoi(num)
-		if !ok || err != nil || version <= 0 {
-			return nil, fmt.Errorf("migration %s: name is not NNNN_name.sql", base)
-		}
-		body, err := migrationFiles.ReadFile(name)
-		if err != nil {
-			return nil, fmt.Errorf("read migration %s: %w", base, err)
-		}
-		ms = append(ms, migration{version: version, name: strings.TrimSuffix(base, ".sql"), sql: string(body)})
-	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
-	for i := 1; i < len(ms); i++ {
-		if ms[i].version == ms[i-1].version {
-			return nil, fmt.Errorf("migrations %s and %s share a version", ms[i-1].name, ms[i].name)
-		}
-	}
-	return ms, nil
-}
+func (s *Store) dialect() dialect { return sqliteDialect }
 
-// migrate applies every migration not yet recorded in schema_migrations,
-// each in its own transaction. Migrations only go forward: a database
-// migrated by a newer svcgw is refused rather than half understood.
-func migrate(ctx context.Context, db *sql.DB, now func() time.Time, log *slog.Logger) error {
-	ms, err := loadMigrations()
+// readers is the pool of account reads and commands.
+func (s *Store) readers() conn { return sqlConn{s.r} }
+
+func (s *Store) readErr(ctx context.Context, err error) error { return readErr(ctx, err) }
+
+// writeTx runs fn in a transaction on the writer connection (BEGIN
+// IMMEDIATE: it holds the database's write lock from the start), and
+// commits it when fn returns nil. what names the change in errors.
+func (s *Store) writeTx(ctx context.Context, what string, fn func(tx conn) error) error {
+	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
+		return fmt.Errorf("%s: begin: %w", what, err)
+	}
+	defer tx.Rollback()
+	if err := fn(sqlConn{tx}); err != nil {
 		return err
 	}
-	const create = `CREATE TABLE IF NOT EXISTS schema_migrations (
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("%s: commit: %w", what, err)
+	}
+	return nil
+}
+
+// sqliteMigrations are SQLite's migrations (store/migrations), in order.
+func sqliteMigrations() ([]migration, error) { return loadMigrations(migrationFiles, "migrations") }
+
+// sqliteMigrator runs migrations on db, each in an immediate transaction
+// (the writer's _txlock), so that two processes opening the same new file
+// take turns.
+type sqliteMigrator struct{ db *sql.DB }
+
+func (m sqliteMigrator) beginMigration(ctx context.Context) (migrationTx, error) {
+	tx, err := m.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version    INTEGER PRIMARY KEY,
 		name       TEXT    NOT NULL,
 		applied_at INTEGER NOT NULL
-	) STRICT`
-	if _, err := db.ExecContext(ctx, create); err != nil {
-		return fmt.Errorf("create schema_migrations: %w", err)
+	) STRICT`); err != nil {
+		tx.Rollback()
+		return nil, fmt.Errorf("create schema_migrations: %w", err)
 	}
-	var newest sql.NullInt64
-	if err := db.QueryRowContext(ctx, `SELECT MAX(version) FROM schema_migrations`).Scan(&newest); err != nil {
-		return fmt.Errorf("read schema version: %w", err)
-	}
-	if latest := ms[len(ms)-1].version; newest.Valid && newest.Int64 > int64(latest) {
-		return fmt.Errorf("database schema version %d is newer than this build's %d", newest.Int64, latest)
-	}
-	for _, m := range ms {
-		if err := applyMigration(ctx, db, m, now, log); err != nil {
-			return err
-		}
-	}
-	return nil
+	return sqliteMigrationTx{tx}, nil
 }
 
-// applyMigration runs m unless it is already recorded. The check is inside
-// the (immediate) transaction, so two processes opening the same new file
-// cannot both apply it.
-func applyMigration(ctx context.Context, db *sql.DB, m migration, now func() time.Time, log *slog.Logger) error {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("migration %s: begin: %w", m.name, err)
-	}
-	defer tx.Rollback()
-	var n int
-	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, m.version).Scan(&n); err != nil {
-		return fmt.Errorf("migration %s: check: %w", m.name, err)
-	}
-	if n > 0 {
-		return nil
-	}
-	done := func() {}
-	if _, slow := slowMigrations[m.name]; slow {
-		var generations int64
-		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM generations`).Scan(&generations); err != nil {
-			return fmt.Errorf("migration %s: count generations: %w", m.name, err)
-		}
-		done = announceMigration(log, m.name, generations)
-	}
-	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
-		return fmt.Errorf("migration %s: %w", m.name, err)
-	}
-	done()
-	if _, err := tx.ExecContext(ctx,
-		`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
-		m.version, m.name, now().UnixMilli()); err != nil {
-		return fmt.Errorf("migration %s: record: %w", m.name, err)
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("migration %s: commit: %w", m.name, err)
-	}
-	return nil
+type sqliteMigrationTx struct{ tx *sql.Tx }
+
+func (t sqliteMigrationTx) queryInt(ctx context.Context, q string, args ...any) (n int64, err error) {
+	err = t.tx.QueryRowContext(ctx, q, args...).Scan(&n)
+	return n, err
 }
 
-// slowMigrations are the migrations of either store whose time grows with
-// the ledger (an index on generations), by name, with what they build:
-// before one runs, a line says so and on how many generations, since it
-// holds the writer (on SQLite the write lock, on PostgreSQL writes to
-// generations) before svcgw serves; another says when it is done.
-var slowMigrations = map[string]string{
-	// docs/ledger-scale.md: about 5 s of CPU per million generations on SQLite.
-	"0005_generations_filter_indexes": "the generations' indexes by application and by request type",
-	"0002_generations_filter_indexes": "the generations' indexes by application and by request type",
+func (t sqliteMigrationTx) exec(ctx context.Context, q string, args ...any) error {
+	_, err := t.tx.ExecContext(ctx, q, args...)
+	return err
 }
 
-// announceMigration logs that the slow migration name starts, on a ledger
-// of generations, and returns what logs that it is done.
-func announceMigration(log *slog.Logger, name string, generations int64) (done func()) {
-	log.Info("store: migrating the ledger before serving; this holds its writer until done",
-		"migration", name, "builds", slowMigrations[name], "generations", generations)
-	began := time.Now()
-	return func() {
-		log.Info("store: migrated the ledger", "migration", name, "took", time.Since(began).Round(time.Millisecond))
-	}
-}
-
-// scanner is what *sql.Row and *sql.Rows have in common.
-type scanner interface {
-	Scan(dest ...any) error
-}
+func (t sqliteMigrationTx) commit(context.Context) error { return t.tx.Commit() }
+func (t sqliteMigrationTx) rollback(context.Context)     { t.tx.Rollback() }
 
 // callReaderCacheKiB is the page cache of each call-path reader, an eighth
 // of SQLite's default. What the call path reads again soon (a key, its
