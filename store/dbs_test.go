@@ -104,7 +104,6 @@ func query(t testing.TB, db DB, q string, args []any, scan func(rowScanner) erro
 	}
 }
 
-
 // queryInt runs a query of one integer.
 func queryInt(t testing.TB, db DB, q string, args ...any) int64 {
 	t.Helper()

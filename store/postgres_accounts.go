@@ -7,7 +7,6 @@ import (
 	"io"
 	"strconv"
 	"strings"
-
 )
 
 // The reads of the call path and the sealing keys on PostgreSQL: the same
