@@ -151,7 +151,7 @@ func (s *ledgerCore) AddCredits(ctx context.Context, accountID int64, amount apd
 		if err != nil {
 			return fmt.Errorf("add credits: update balance: %w", err)
 		}
-		if err := tx.exec(ctx,
+		if _, err := tx.exec(ctx,
 			`INSERT INTO credit_transactions (account_id, amount_micros, note, created_at) VALUES (?, ?, ?, ?)`,
 			accountID, micros, note, ms(s.now())); err != nil {
 			return fmt.Errorf("add credits: insert transaction: %w", err)
@@ -186,19 +186,19 @@ const budgetSQL = `SELECT balance_micros + total_used_micros, daily_cap_micros, 
 // Budget reads the account's credits and caps. It is one indexed read; the
 // server caches it briefly (see billing.Admission). An unknown account is
 // ErrNotFound; a read past QueryTimeout is ErrUnavailable.
-func (s *Store) Budget(ctx context.Context, accountID int64) (Budget, error) {
+func (s *ledgerCore) Budget(ctx context.Context, accountID int64) (Budget, error) {
 	var (
 		b              Budget
 		daily, monthly sql.NullInt64
 	)
 	ctx, cancel := s.readCtx(ctx)
 	defer cancel()
-	err := s.budgetStmt.QueryRowContext(ctx, accountID).Scan(&b.Credits, &daily, &monthly)
+	err := s.db.budgetRow(ctx, accountID).Scan(&b.Credits, &daily, &monthly)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Budget{}, fmt.Errorf("budget: account %d: %w", accountID, ErrNotFound)
 	}
 	if err != nil {
-		return Budget{}, fmt.Errorf("budget: %w", readErr(ctx, err))
+		return Budget{}, fmt.Errorf("budget: %w", s.db.readErr(ctx, err))
 	}
 	b.DailyCap, b.MonthlyCap = capMicros(daily), capMicros(monthly)
 	return b, nil

@@ -12,7 +12,8 @@ import (
 type conn interface {
 	queryRow(ctx context.Context, q string, args ...any) scanner
 	query(ctx context.Context, q string, args ...any) (rows, error)
-	exec(ctx context.Context, q string, args ...any) error
+	// exec runs a statement and reports how many rows it changed.
+	exec(ctx context.Context, q string, args ...any) (int64, error)
 }
 
 // scanner is what *sql.Row and *sql.Rows have in common.
@@ -61,9 +62,12 @@ func (c sqlConn) query(ctx context.Context, q string, args ...any) (rows, error)
 	return sqlRows{r}, nil
 }
 
-func (c sqlConn) exec(ctx context.Context, q string, args ...any) error {
-	_, err := c.db.ExecContext(ctx, q, args...)
-	return err
+func (c sqlConn) exec(ctx context.Context, q string, args ...any) (int64, error) {
+	res, err := c.db.ExecContext(ctx, q, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
 }
 
 // sqlRows gives *sql.Rows a Close without a result, like pgx.Rows.

@@ -27,6 +27,9 @@ type engine interface {
 	// keyChanges reads the count of key changes (see authCache), as
 	// activeKey reads.
 	keyChanges(ctx context.Context) (int64, error)
+	// budgetRow reads budgetSQL for the account on the call path's
+	// connections; no account is sql.ErrNoRows.
+	budgetRow(ctx context.Context, accountID int64) scanner
 
 	// readers is the pool of account reads and commands.
 	readers() conn

@@ -83,7 +83,7 @@ func (s *ledgerCore) UpsertFeedback(ctx context.Context, accountID int64, f Feed
 		if existing == 0 && raters >= MaxFeedbackEndUsers {
 			return fmt.Errorf("feedback: generation %q has %d end users' ratings: %w", f.ID, raters, ErrLimit)
 		}
-		if err := tx.exec(ctx,
+		if _, err := tx.exec(ctx,
 			`INSERT INTO feedback (account_id, generation_id, end_user, rating, comment, labels, created_at, updated_at)
 			 VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 			 ON CONFLICT (account_id, generation_id, end_user) DO UPDATE SET

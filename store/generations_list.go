@@ -43,6 +43,19 @@ type ListedGeneration struct {
 	Review struct{ Rating, Comment string }
 }
 
+// limit is the page's size: q.Limit, DefaultListLimit when 0; ErrInvalid
+// outside [1, MaxListLimit].
+func (q ListQuery) limit() (int, error) {
+	limit := q.Limit
+	if limit == 0 {
+		limit = DefaultListLimit
+	}
+	if limit < 1 || limit > MaxListLimit {
+		return 0, fmt.Errorf("list generations: limit %d: %w", q.Limit, ErrInvalid)
+	}
+	return limit, nil
+}
+
 // ListGenerations returns a page of the account's generations, newest
 // first (by created_at, then by insertion order among equal times), and
 // whether older ones follow. Only the account's own rows are read: the scan
@@ -58,12 +71,9 @@ type ListedGeneration struct {
 // It reads what is committed: call Sync first to see generations recorded
 // just before.
 func (s *Store) ListGenerations(ctx context.Context, accountID int64, q ListQuery) ([]ListedGeneration, bool, error) {
-	limit := q.Limit
-	if limit == 0 {
-		limit = DefaultListLimit
-	}
-	if limit < 1 || limit > MaxListLimit {
-		return nil, false, fmt.Errorf("list generations: limit %d: %w", q.Limit, ErrInvalid)
+	limit, err := q.limit()
+	if err != nil {
+		return nil, false, err
 	}
 	// One read transaction, so the cursor and the page come from one
 	// snapshot.

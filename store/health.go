@@ -240,7 +240,7 @@ const healthTimeout = time.Second
 // and that the ledger keeps up (see CheckLedger, whose incident it starts
 // too, so a failing ledger is logged even when no call comes). It counts
 // no refusal.
-func (s *Store) Health(ctx context.Context) Health {
+func (s *ledgerCore) Health(ctx context.Context) Health {
 	h := Health{Ledger: s.ledgerErr(), Pending: s.pending.Load()}
 	if h.Ledger != nil {
 		s.startIncident(h.Ledger, s.troubleSince())
@@ -248,7 +248,7 @@ func (s *Store) Health(ctx context.Context) Health {
 	ctx, cancel := context.WithTimeout(ctx, healthTimeout)
 	defer cancel()
 	var n int
-	if err := s.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations`).Scan(&n); err != nil {
+	if err := s.db.readers().queryRow(ctx, `SELECT COUNT(*) FROM schema_migrations`).Scan(&n); err != nil {
 		h.Database = fmt.Errorf("%w: a read did not answer: %w", ErrUnavailable, err)
 	}
 	return h

@@ -173,7 +173,7 @@ func (s *ledgerCore) CreateKey(ctx context.Context, accountID int64, name string
 		if err != nil {
 			return fmt.Errorf("create key: account: %w", err)
 		}
-		if err := tx.exec(ctx,
+		if _, err := tx.exec(ctx,
 			`INSERT INTO api_keys (id, account_id, name, secret_sha256, created_at) VALUES (?, ?, ?, ?, ?)`,
 			k.ID, accountID, name, hashSecret(secret), ms(k.CreatedAt)); err != nil {
 			return fmt.Errorf("create key: insert: %w", err)
@@ -224,11 +224,11 @@ const keyByIDSQL = `SELECT ` + keyColumns + ` FROM api_keys k JOIN accounts a ON
 func (s *ledgerCore) RevokeKey(ctx context.Context, keyID string) (Key, error) {
 	var k Key
 	err := s.db.writeTx(ctx, "revoke key", func(tx conn) error {
-		if err := tx.exec(ctx, `UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`,
+		if _, err := tx.exec(ctx, `UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`,
 			ms(s.now()), keyID); err != nil {
 			return fmt.Errorf("revoke key: update: %w", err)
 		}
-		if err := tx.exec(ctx, bumpKeyChangesSQL); err != nil {
+		if _, err := tx.exec(ctx, bumpKeyChangesSQL); err != nil {
 			return fmt.Errorf("revoke key: count the change: %w", err)
 		}
 		var err error
@@ -256,27 +256,11 @@ const (
 	bumpKeyChangesSQL = `UPDATE key_changes SET n = n + 1 WHERE id = 1`
 )
 
-// keyChanges reads the count of key changes (see authCache).
-func (s *Store) keyChanges(ctx context.Context) (int64, error) {
-	var n int64
-	err := s.changesStmt.QueryRowContext(ctx).Scan(&n)
-	return n, readErr(ctx, err)
-}
-
 // keySQL reads the active key whose secret hashes to the argument
 // (activeKey).
 const keySQL = `SELECT ` + keyColumns + `
 	 FROM api_keys k JOIN accounts a ON a.id = k.account_id
 	 WHERE k.secret_sha256 = ? AND k.revoked_at IS NULL`
-
-// activeKey reads the active key whose secret hashes to hash.
-func (s *Store) activeKey(ctx context.Context, hash string) (Key, error) {
-	k, err := scanKey(s.keyStmt.QueryRowContext(ctx, hash))
-	if errors.Is(err, sql.ErrNoRows) {
-		return Key{}, ErrNotFound
-	}
-	return k, readErr(ctx, err)
-}
 
 // UpdateKeyLimits changes the limits of the key with the public id keyID in
 // one transaction: update gets the current limits and changes what it
@@ -313,12 +297,12 @@ func (s *ledgerCore) UpdateKeyLimits(ctx context.Context, keyID string, update f
 		if err != nil {
 			return fmt.Errorf("update key limits: %w", err)
 		}
-		if err := tx.exec(ctx,
+		if _, err := tx.exec(ctx,
 			`UPDATE api_keys SET daily_cap_micros = ?, monthly_cap_micros = ?, rpm_limit = ?, tpm_limit = ? WHERE id = ?`,
 			daily, monthly, rpm, tpm, keyID); err != nil {
 			return fmt.Errorf("update key limits: update: %w", err)
 		}
-		if err := tx.exec(ctx, bumpKeyChangesSQL); err != nil {
+		if _, err := tx.exec(ctx, bumpKeyChangesSQL); err != nil {
 			return fmt.Errorf("update key limits: count the change: %w", err)
 		}
 		if k, err = scanKey(tx.queryRow(ctx, keyByIDSQL, keyID)); err != nil {

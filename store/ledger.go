@@ -1003,23 +1003,23 @@ const generationColumns = `id, account_id, COALESCE(key_id, ''), application, su
 // Generation returns the account's generation with id. An unknown id, or
 // one of another account, is ErrNotFound. It reads what is committed: call
 // Sync first to see a generation recorded just before.
-func (s *Store) Generation(ctx context.Context, accountID int64, id string) (Generation, error) {
+func (s *ledgerCore) Generation(ctx context.Context, accountID int64, id string) (Generation, error) {
 	ctx, cancel := s.readCtx(ctx)
 	defer cancel()
-	g, err := s.scanGeneration(s.r.QueryRowContext(ctx,
+	g, err := scanGeneration(s.db.readers().queryRow(ctx,
 		`SELECT `+generationColumns+` FROM generations WHERE id = ? AND account_id = ?`, id, accountID), id)
-	return g, readErr(ctx, err)
+	return g, s.db.readErr(ctx, err)
 }
 
 // GenerationByID returns the generation with id, whichever account it
 // belongs to. It is for operators (the CLI); callers over HTTP always go
 // through Generation, scoped to their account.
-func (s *Store) GenerationByID(ctx context.Context, id string) (Generation, error) {
-	return s.scanGeneration(s.r.QueryRowContext(ctx,
+func (s *ledgerCore) GenerationByID(ctx context.Context, id string) (Generation, error) {
+	return scanGeneration(s.db.readers().queryRow(ctx,
 		`SELECT `+generationColumns+` FROM generations WHERE id = ?`, id), id)
 }
 
-func (s *Store) scanGeneration(row *sql.Row, id string) (Generation, error) {
+func scanGeneration(row scanner, id string) (Generation, error) {
 	var (
 		g             Generation
 		cost, created int64

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"embed"
 	"errors"
 	"fmt"
@@ -223,21 +222,6 @@ func (t pgMigrationTx) exec(ctx context.Context, q string, args ...any) error {
 func (t pgMigrationTx) commit(ctx context.Context) error { return t.tx.Commit(ctx) }
 func (t pgMigrationTx) rollback(ctx context.Context)     { t.tx.Rollback(ctx) }
 
-// Health checks the database for a readiness probe, as Store.Health does.
-func (p *Postgres) Health(ctx context.Context) Health {
-	h := Health{Ledger: p.ledgerErr(), Pending: p.pending.Load()}
-	if h.Ledger != nil {
-		p.startIncident(h.Ledger, p.troubleSince())
-	}
-	ctx, cancel := context.WithTimeout(ctx, healthTimeout)
-	defer cancel()
-	var n int
-	if err := p.r.QueryRow(ctx, `SELECT COUNT(*) FROM schema_migrations`).Scan(&n); err != nil {
-		h.Database = fmt.Errorf("%w: a read did not answer: %w", ErrUnavailable, err)
-	}
-	return h
-}
-
 // PostgreSQL error classes (SQLSTATE's first two characters) that reject
 // a row as such: a constraint (class 23) or a value the column cannot hold
 // (class 22).
@@ -317,62 +301,3 @@ func (p *Postgres) readErr(ctx context.Context, err error) error {
 
 // noRows reports whether err is pgx's "no rows in result set".
 func noRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
-
-// pgDialect is PostgreSQL's (see dialect).
-var pgDialect = dialect{forUpdate: " FOR UPDATE", keyOrder: "k.seq"}
-
-func (p *Postgres) dialect() dialect { return pgDialect }
-
-// readers is the pool of account reads and commands.
-func (p *Postgres) readers() conn { return pgConn{p.r} }
-
-// writeTx runs fn in a transaction on the writer pool, and commits it
-// when fn returns nil. what names the change in errors.
-func (p *Postgres) writeTx(ctx context.Context, what string, fn func(tx conn) error) error {
-	tx, err := p.w.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("%s: begin: %w", what, err)
-	}
-	defer tx.Rollback(ctx)
-	if err := fn(pgConn{tx}); err != nil {
-		return err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("%s: commit: %w", what, err)
-	}
-	return nil
-}
-
-// pgConn is a conn of pgx: a pool or a transaction. It rewrites the
-// queries' placeholders (pgq) and reports no row as sql.ErrNoRows.
-type pgConn struct {
-	db interface {
-		Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-		QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-		Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	}
-}
-
-func (c pgConn) queryRow(ctx context.Context, q string, args ...any) scanner {
-	return pgRow{c.db.QueryRow(ctx, pgq(q), args...)}
-}
-
-func (c pgConn) query(ctx context.Context, q string, args ...any) (rows, error) {
-	return c.db.Query(ctx, pgq(q), args...)
-}
-
-func (c pgConn) exec(ctx context.Context, q string, args ...any) error {
-	_, err := c.db.Exec(ctx, pgq(q), args...)
-	return err
-}
-
-// pgRow reports pgx's no row as sql.ErrNoRows.
-type pgRow struct{ pgx.Row }
-
-func (r pgRow) Scan(dest ...any) error {
-	err := r.Row.Scan(dest...)
-	if noRows(err) {
-		return sql.ErrNoRows
-	}
-	return err
-}

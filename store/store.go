@@ -477,6 +477,28 @@ func (s *Store) writeTx(ctx context.Context, what string, fn func(tx conn) error
 	return nil
 }
 
+// keyChanges reads the count of key changes (see authCache).
+func (s *Store) keyChanges(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.changesStmt.QueryRowContext(ctx).Scan(&n)
+	return n, readErr(ctx, err)
+}
+
+// budgetRow reads budgetSQL for the account, with the statement prepared
+// on the call path's pool.
+func (s *Store) budgetRow(ctx context.Context, accountID int64) scanner {
+	return s.budgetStmt.QueryRowContext(ctx, accountID)
+}
+
+// activeKey reads the active key whose secret hashes to hash.
+func (s *Store) activeKey(ctx context.Context, hash string) (Key, error) {
+	k, err := scanKey(s.keyStmt.QueryRowContext(ctx, hash))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Key{}, ErrNotFound
+	}
+	return k, readErr(ctx, err)
+}
+
 // sqliteMigrations are SQLite's migrations (store/migrations), in order.
 func sqliteMigrations() ([]migration, error) { return loadMigrations(migrationFiles, "migrations") }
 
