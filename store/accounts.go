@@ -56,7 +56,7 @@ func scanAccount(sc scanner) (Account, error) {
 // balance) if it does not exist; created reports which happened. A name
 // that is empty, too long, or has control characters or surrounding spaces
 // is ErrInvalid.
-func (s *ledgerCore) EnsureAccount(ctx context.Context, name string) (acct Account, created bool, err error) {
+func (s *policy) EnsureAccount(ctx context.Context, name string) (acct Account, created bool, err error) {
 	if err := checkName("account name", name); err != nil {
 		return Account{}, false, err
 	}
@@ -89,7 +89,7 @@ func (s *ledgerCore) EnsureAccount(ctx context.Context, name string) (acct Accou
 }
 
 // AccountByName returns the account called name, or ErrNotFound.
-func (s *ledgerCore) AccountByName(ctx context.Context, name string) (Account, error) {
+func (s *policy) AccountByName(ctx context.Context, name string) (Account, error) {
 	a, err := scanAccount(s.db.readers().queryRow(ctx,
 		`SELECT `+accountColumns+` FROM accounts WHERE name = ?`, name))
 	if errors.Is(err, sql.ErrNoRows) {
@@ -103,7 +103,7 @@ func (s *ledgerCore) AccountByName(ctx context.Context, name string) (Account, e
 
 // AccountByID returns the account with id, or ErrNotFound. It reads what is
 // committed: call Sync first to see generations recorded just before.
-func (s *ledgerCore) AccountByID(ctx context.Context, id int64) (Account, error) {
+func (s *policy) AccountByID(ctx context.Context, id int64) (Account, error) {
 	ctx, cancel := s.readCtx(ctx)
 	defer cancel()
 	a, err := scanAccount(s.db.readers().queryRow(ctx,
@@ -118,7 +118,7 @@ func (s *ledgerCore) AccountByID(ctx context.Context, id int64) (Account, error)
 }
 
 // CountAccounts returns the number of accounts.
-func (s *ledgerCore) CountAccounts(ctx context.Context) (int, error) {
+func (s *policy) CountAccounts(ctx context.Context) (int, error) {
 	var n int
 	if err := s.db.readers().queryRow(ctx, `SELECT COUNT(*) FROM accounts`).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count accounts: %w", err)
@@ -130,7 +130,7 @@ func (s *ledgerCore) CountAccounts(ctx context.Context) (int, error) {
 // credit_transactions row with note, in one transaction, and returns the
 // updated account. amount must be positive with at most six decimal places
 // (ErrInvalid); an unknown account is ErrNotFound.
-func (s *ledgerCore) AddCredits(ctx context.Context, accountID int64, amount apd.Decimal, note string) (Account, error) {
+func (s *policy) AddCredits(ctx context.Context, accountID int64, amount apd.Decimal, note string) (Account, error) {
 	micros, err := toMicros(amount)
 	if err != nil {
 		return Account{}, fmt.Errorf("add credits: %w", err)
@@ -186,7 +186,7 @@ const budgetSQL = `SELECT balance_micros + total_used_micros, daily_cap_micros, 
 // Budget reads the account's credits and caps. It is one indexed read; the
 // server caches it briefly (see billing.Admission). An unknown account is
 // ErrNotFound; a read past QueryTimeout is ErrUnavailable.
-func (s *ledgerCore) Budget(ctx context.Context, accountID int64) (Budget, error) {
+func (s *policy) Budget(ctx context.Context, accountID int64) (Budget, error) {
 	var (
 		b              Budget
 		daily, monthly sql.NullInt64
@@ -238,7 +238,7 @@ func capColumn(what string, c *apd.Decimal) (sql.NullInt64, error) {
 // updated account. An unknown account is ErrNotFound; a negative cap or one
 // with more than six decimal places is ErrInvalid. A running server sees
 // the change within its budget refresh interval (billing.Admission).
-func (s *ledgerCore) UpdateAccountCaps(ctx context.Context, accountID int64, update func(*Caps)) (Account, error) {
+func (s *policy) UpdateAccountCaps(ctx context.Context, accountID int64, update func(*Caps)) (Account, error) {
 	var a Account
 	err := s.db.writeTx(ctx, "update caps", func(tx conn) error {
 		var err error

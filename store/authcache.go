@@ -154,7 +154,7 @@ func (c *authCache) clear() {
 // revoked secret is ErrNotFound, without saying which. This is the hot path
 // of every request: one indexed read on the call path's pool, bounded by
 // QueryTimeout (ErrUnavailable past it), unless the key is cached.
-func (s *ledgerCore) Authenticate(ctx context.Context, secret string) (Key, error) {
+func (s *policy) Authenticate(ctx context.Context, secret string) (Key, error) {
 	if !strings.HasPrefix(secret, SecretPrefix) {
 		return Key{}, fmt.Errorf("authenticate: %w", ErrNotFound)
 	}
@@ -187,7 +187,7 @@ const keyChangesFlight = "key_changes"
 // not, the call waits for one read of it (shared by the calls waiting
 // then); once three quarters of the ttl have passed, it is read again
 // beside the calls.
-func (s *ledgerCore) checkKeyChanges(ctx context.Context, now time.Time) error {
+func (s *policy) checkKeyChanges(ctx context.Context, now time.Time) error {
 	if s.auth.ttl <= 0 {
 		return nil // no cache: every call reads its key
 	}
@@ -205,7 +205,7 @@ func (s *ledgerCore) checkKeyChanges(ctx context.Context, now time.Time) error {
 }
 
 // readKeyChanges reads the count of key changes into the cache.
-func (s *ledgerCore) readKeyChanges(ctx context.Context) error {
+func (s *policy) readKeyChanges(ctx context.Context) error {
 	at := s.now()
 	ctx, cancel := s.readCtx(ctx)
 	defer cancel()
@@ -218,7 +218,7 @@ func (s *ledgerCore) readKeyChanges(ctx context.Context) error {
 }
 
 // readKey reads the active key whose secret hashes to hash into the cache.
-func (s *ledgerCore) readKey(ctx context.Context, hash string) (Key, error) {
+func (s *policy) readKey(ctx context.Context, hash string) (Key, error) {
 	now, epoch := s.now(), s.auth.begin()
 	ctx, cancel := s.readCtx(ctx)
 	defer cancel()

@@ -2,9 +2,10 @@ package store
 
 import "context"
 
-// engine is what the policy shared by every database (ledgerCore: the
-// ledger writer, authentication and its cache, accounts, keys, credits,
-// caps and feedback) asks of the one it runs on. Each engine implements it with its own SQL; the rules stay above it.
+// engine is what the policy (the ledger writer, authentication and its
+// cache, accounts, keys, credits, caps, feedback, usage and retention,
+// written once) asks of the database it runs on. Each engine implements it
+// with its own connections and SQL; the rules stay above it.
 type engine interface {
 	// commitBatch inserts the rows, debits their accounts and adds them to
 	// spend_daily and the roll-ups, in one transaction. A failure of the

@@ -40,7 +40,7 @@ const MaxFeedbackEndUsers = 100
 // It reads what is committed: call Sync first if the generation may have
 // been recorded just before. Waiting for the database is bounded by
 // QueryTimeout (ErrUnavailable past it).
-func (s *ledgerCore) UpsertFeedback(ctx context.Context, accountID int64, f Feedback, maxAge time.Duration) (created bool, err error) {
+func (s *policy) UpsertFeedback(ctx context.Context, accountID int64, f Feedback, maxAge time.Duration) (created bool, err error) {
 	if f.Rating != "up" && f.Rating != "down" {
 		return false, fmt.Errorf("feedback rating %q: %w", f.Rating, ErrInvalid)
 	}

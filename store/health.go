@@ -48,7 +48,7 @@ func (inc *incident) hold(n int64) {
 }
 
 // mono is a monotonic clock reading, never zero.
-func (s *ledgerCore) mono() int64 { return int64(time.Since(s.epoch)) + 1 }
+func (s *policy) mono() int64 { return int64(time.Since(s.epoch)) + 1 }
 
 // CheckLedger reports whether the ledger can take more generations. It is
 // nil while the ledger keeps up; otherwise it wraps ErrUnavailable and says
@@ -75,7 +75,7 @@ func (s *ledgerCore) mono() int64 { return int64(time.Since(s.epoch)) + 1 }
 // that it is backed up), so it never holds more than QueueSize plus the
 // calls in flight when it began refusing: about 4,096 × 0.5 KiB plus the
 // calls in flight with the defaults.
-func (s *ledgerCore) CheckLedger() error {
+func (s *policy) CheckLedger() error {
 	err := s.ledgerErr()
 	if err != nil {
 		inc := s.startIncident(err, s.troubleSince())
@@ -86,7 +86,7 @@ func (s *ledgerCore) CheckLedger() error {
 }
 
 // ledgerErr is CheckLedger without the counting.
-func (s *ledgerCore) ledgerErr() error {
+func (s *policy) ledgerErr() error {
 	if err := s.ledgerFault(); err != nil {
 		return err
 	}
@@ -99,7 +99,7 @@ func (s *ledgerCore) ledgerErr() error {
 
 // ledgerFault is ledgerErr for a failing or stalled ledger only: one that
 // is not committing, as opposed to one that is behind.
-func (s *ledgerCore) ledgerFault() error {
+func (s *policy) ledgerFault() error {
 	if f := s.health.fault.Load(); f != nil {
 		return fmt.Errorf("%w: the ledger has been failing since %s (%s): %w",
 			ErrUnavailable, f.since.UTC().Format(time.RFC3339), s.db.faultReason(f.err), f.err)
@@ -115,7 +115,7 @@ func (s *ledgerCore) ledgerFault() error {
 
 // troubleSince is when the ledger stopped keeping up, as far as is known:
 // when the failing (or still running) commit began, or now.
-func (s *ledgerCore) troubleSince() time.Time {
+func (s *policy) troubleSince() time.Time {
 	if f := s.health.fault.Load(); f != nil {
 		return f.since
 	}
@@ -128,7 +128,7 @@ func (s *ledgerCore) troubleSince() time.Time {
 
 // startIncident returns the incident in progress, starting (and logging)
 // one that began at since if there is none.
-func (s *ledgerCore) startIncident(cause error, since time.Time) *incident {
+func (s *policy) startIncident(cause error, since time.Time) *incident {
 	for {
 		if inc := s.health.incident.Load(); inc != nil {
 			return inc
@@ -147,7 +147,7 @@ func (s *ledgerCore) startIncident(cause error, since time.Time) *incident {
 // ledgerFailed marks the ledger failing after a commit that began at
 // attempt failed with err: CheckLedger refuses from now on, and waiting
 // Syncs are answered.
-func (s *ledgerCore) ledgerFailed(err error, attempt time.Time) {
+func (s *policy) ledgerFailed(err error, attempt time.Time) {
 	since := attempt // a commit that timed out was failing from its start
 	if f := s.health.fault.Load(); f != nil {
 		since = f.since
@@ -159,7 +159,7 @@ func (s *ledgerCore) ledgerFailed(err error, attempt time.Time) {
 
 // ledgerCommitted clears the fault after a commit succeeded, and ends the
 // incident once CheckLedger would admit again.
-func (s *ledgerCore) ledgerCommitted() {
+func (s *policy) ledgerCommitted() {
 	if s.health.fault.Load() != nil {
 		s.health.fault.Store(nil)
 	}
@@ -240,7 +240,7 @@ const healthTimeout = time.Second
 // and that the ledger keeps up (see CheckLedger, whose incident it starts
 // too, so a failing ledger is logged even when no call comes). It counts
 // no refusal.
-func (s *ledgerCore) Health(ctx context.Context) Health {
+func (s *policy) Health(ctx context.Context) Health {
 	h := Health{Ledger: s.ledgerErr(), Pending: s.pending.Load()}
 	if h.Ledger != nil {
 		s.startIncident(h.Ledger, s.troubleSince())
@@ -258,7 +258,7 @@ func (s *ledgerCore) Health(ctx context.Context) Health {
 var errQueryTimeout = errors.New("query timeout")
 
 // readCtx bounds a read on a request's path by QueryTimeout.
-func (s *ledgerCore) readCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+func (s *policy) readCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeoutCause(ctx, s.queryTimeout, errQueryTimeout)
 }
 

@@ -149,7 +149,7 @@ func newSecret(src io.Reader) (string, error) {
 // CreateKey issues a key for the account, labelled name ("default" if
 // empty), and returns its secret, which is not stored and cannot be shown
 // again. An unknown account is ErrNotFound; a bad label is ErrInvalid.
-func (s *ledgerCore) CreateKey(ctx context.Context, accountID int64, name string) (secret string, k Key, err error) {
+func (s *policy) CreateKey(ctx context.Context, accountID int64, name string) (secret string, k Key, err error) {
 	if name == "" {
 		name = "default"
 	}
@@ -188,7 +188,7 @@ func (s *ledgerCore) CreateKey(ctx context.Context, accountID int64, name string
 
 // ListKeys returns the keys of the account, or of every account when
 // accountID is 0, revoked ones included, oldest first.
-func (s *ledgerCore) ListKeys(ctx context.Context, accountID int64) ([]Key, error) {
+func (s *policy) ListKeys(ctx context.Context, accountID int64) ([]Key, error) {
 	rows, err := s.db.readers().query(ctx,
 		`SELECT `+keyColumns+`
 		 FROM api_keys k JOIN accounts a ON a.id = k.account_id
@@ -221,7 +221,7 @@ const keyByIDSQL = `SELECT ` + keyColumns + ` FROM api_keys k JOIN accounts a ON
 // An unknown id is ErrNotFound. Every other process that serves calls
 // (another instance) stops accepting it within its authentication cache's
 // TTL; this one at once.
-func (s *ledgerCore) RevokeKey(ctx context.Context, keyID string) (Key, error) {
+func (s *policy) RevokeKey(ctx context.Context, keyID string) (Key, error) {
 	var k Key
 	err := s.db.writeTx(ctx, "revoke key", func(tx conn) error {
 		if _, err := tx.exec(ctx, `UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`,
@@ -268,7 +268,7 @@ const keySQL = `SELECT ` + keyColumns + `
 // negative value, or a cap with more than six decimal places, ErrInvalid.
 // This process applies the change to its next call; every other one
 // within its authentication cache's TTL.
-func (s *ledgerCore) UpdateKeyLimits(ctx context.Context, keyID string, update func(*KeyLimits)) (Key, error) {
+func (s *policy) UpdateKeyLimits(ctx context.Context, keyID string, update func(*KeyLimits)) (Key, error) {
 	var k Key
 	err := s.db.writeTx(ctx, "update key limits", func(tx conn) error {
 		var err error

@@ -81,7 +81,7 @@ type genRow struct {
 // database rejects as such (a duplicate id, an unknown account or key id),
 // and one recorded after Close. Those are bugs in the caller. Call Sync to
 // wait for the commit.
-func (s *ledgerCore) RecordGeneration(g Generation) {
+func (s *policy) RecordGeneration(g Generation) {
 	row, err := s.toRow(g)
 	if err != nil {
 		s.logDrop(g, err)
@@ -110,7 +110,7 @@ func (s *ledgerCore) RecordGeneration(g Generation) {
 	}
 }
 
-func (s *ledgerCore) toRow(g Generation) (genRow, error) {
+func (s *policy) toRow(g Generation) (genRow, error) {
 	if g.ID == "" {
 		return genRow{}, fmt.Errorf("%w: empty generation id", ErrInvalid)
 	}
@@ -129,7 +129,7 @@ func (s *ledgerCore) toRow(g Generation) (genRow, error) {
 
 // logDrop logs a generation that will never reach the ledger, with what an
 // operator needs to reconcile it by hand (never prompts or completions).
-func (s *ledgerCore) logDrop(g Generation, err error) {
+func (s *policy) logDrop(g Generation, err error) {
 	s.dropped.Add(1)
 	s.log.Error("generation dropped from ledger", append(generationAttrs(g), "error", err)...)
 }
@@ -153,20 +153,20 @@ func generationAttrs(g Generation) []any {
 // so a following read sees it. It returns at once when nothing is pending.
 // While the ledger is failing or stalled (see CheckLedger) it does not wait
 // for the recovery: it returns an error wrapping ErrUnavailable.
-func (s *ledgerCore) Sync(ctx context.Context) error { return s.syncAfter(ctx, 0) }
+func (s *policy) Sync(ctx context.Context) error { return s.syncAfter(ctx, 0) }
 
 // SyncWithin is Sync that leaves the writer up to d to commit on its own
 // (it does at least every batch interval while generations come) before it
 // asks for a commit at once, as Sync does: readers that can wait that long
 // for what was recorded before them then cost the writer no commit of its
 // own (see the account endpoints' shared syncs).
-func (s *ledgerCore) SyncWithin(ctx context.Context, d time.Duration) error {
+func (s *policy) SyncWithin(ctx context.Context, d time.Duration) error {
 	return s.syncAfter(ctx, d)
 }
 
 // syncAfter is Sync, asking the writer for an early commit only after
 // patience (at once when it is not positive).
-func (s *ledgerCore) syncAfter(ctx context.Context, patience time.Duration) error {
+func (s *policy) syncAfter(ctx context.Context, patience time.Duration) error {
 	// pending is raised before a generation is queued and lowered after it
 	// is settled, so zero means everything recorded so far is committed.
 	if s.pending.Load() == 0 {
@@ -221,14 +221,17 @@ func (s *ledgerCore) syncAfter(ctx context.Context, patience time.Duration) erro
 	}
 }
 
-// ledgerCore is the policy every engine shares: the batched ledger writer
-// (the queue of generations recorded and not yet settled, the writer
-// goroutine that commits them in batches and retries what the database
-// fails to take, the health CheckLedger reports) and authentication with
-// its cache. What differs between databases is behind db (the engine:
-// how a batch is committed, how failures are classified, how a key is
-// read) and charges (how a charge counts before it is committed).
-type ledgerCore struct {
+// policy is what svcgw decides, written once for every engine, which both
+// engine types (Store, Postgres) embed: the batched ledger writer (the
+// queue of generations recorded and not yet settled, the writer goroutine
+// that commits them in batches and retries what the database fails to
+// take, the health CheckLedger reports), authentication and its cache,
+// accounts, credits, caps, keys, feedback, sealing keys, usage reports and
+// retention's deletes. What differs between databases is behind db (the
+// engine: how a batch is committed, how a failure is classified, its
+// connections) and charges (how a charge counts before it is committed:
+// in memory on SQLite, against balance leases on PostgreSQL).
+type policy struct {
 	db      engine
 	charges chargeCounter
 
@@ -256,6 +259,11 @@ type ledgerCore struct {
 	// committed and dropped count generations for LedgerStats.
 	committed, dropped atomic.Uint64
 
+	// rollupsComplete is set once the usage roll-ups cover every
+	// generation (at once on an engine whose databases were born with
+	// them): no backfill is pending (see Usage, backfiller).
+	rollupsComplete atomic.Bool
+
 	auth authCache // recent authentications
 	// authReads shares one read among the calls that authenticate the
 	// same key at once, and runs one read ahead per key at a time (see
@@ -276,7 +284,7 @@ type chargeCounter interface {
 }
 
 // init applies opts's ledger settings and their defaults.
-func (s *ledgerCore) init(opts Options, db engine, charges chargeCounter) {
+func (s *policy) init(opts Options, db engine, charges chargeCounter) {
 	s.db, s.charges = db, charges
 	s.now, s.rand, s.log = opts.Now, opts.Rand, opts.Logger
 	if s.now == nil {
@@ -311,7 +319,7 @@ func (s *ledgerCore) init(opts Options, db engine, charges chargeCounter) {
 }
 
 // start starts the writer goroutine.
-func (s *ledgerCore) start() {
+func (s *policy) start() {
 	s.queue.wake = make(chan struct{}, 1)
 	s.done = make(chan struct{})
 	s.epoch = time.Now()
@@ -321,7 +329,7 @@ func (s *ledgerCore) start() {
 // stop stops accepting generations and waits for the writer to commit
 // what is queued (or to give up on it, CloseTimeout later); it reports the
 // generations it gave up on.
-func (s *ledgerCore) stop() error {
+func (s *policy) stop() error {
 	s.queue.mu.Lock()
 	s.queue.closed = true
 	s.queue.mu.Unlock()
@@ -469,7 +477,7 @@ func (q *ledgerQueue) failed(k int, err error) {
 
 // settle removes the first k queued rows, which the writer has committed or
 // dropped, and wakes the Syncs that were waiting for them.
-func (s *ledgerCore) settle(k int) {
+func (s *policy) settle(k int) {
 	q := &s.queue
 	q.mu.Lock()
 	for i := range k {
@@ -518,7 +526,7 @@ func (q *ledgerQueue) failWaiters(err error) {
 // RetryInterval, until a commit succeeds. After Close it commits what is
 // queued and exits; rows it still cannot commit CloseTimeout later are
 // logged, one line each, and counted in Close's error.
-func (s *ledgerCore) runLedger() {
+func (s *policy) runLedger() {
 	defer close(s.done)
 	q := &s.queue
 	batch := make([]genRow, 0, min(s.batchSize, 1024)) // grows if BatchSize is larger
@@ -572,7 +580,7 @@ func (s *ledgerCore) runLedger() {
 
 // collect waits until the queue holds a full batch, a Sync waits or Close
 // was called, or BatchInterval passes.
-func (s *ledgerCore) collect(timer *time.Timer) {
+func (s *policy) collect(timer *time.Timer) {
 	timer.Reset(s.batchInterval)
 	defer timer.Stop()
 	for {
@@ -593,7 +601,7 @@ func (s *ledgerCore) collect(timer *time.Timer) {
 // other failure (the disk full, the file locked past the deadline, an I/O
 // error) is returned: the rows not yet settled stay queued, still counted
 // in Spend, and are retried.
-func (s *ledgerCore) flush(by time.Time, batch []genRow, agg *batchSums) error {
+func (s *policy) flush(by time.Time, batch []genRow, agg *batchSums) error {
 	err := s.commit(by, batch, agg)
 	if err == nil {
 		s.settle(len(batch))
@@ -634,7 +642,7 @@ func (s *ledgerCore) flush(by time.Time, batch []genRow, agg *batchSums) error {
 // commit runs commitBatch with a deadline, marking the time it began for
 // CheckLedger, which treats a commit running past CommitTimeout as failing
 // even when its deadline cannot interrupt it.
-func (s *ledgerCore) commit(by time.Time, rows []genRow, agg *batchSums) error {
+func (s *policy) commit(by time.Time, rows []genRow, agg *batchSums) error {
 	ctx, cancel := context.WithDeadline(context.Background(), by)
 	defer cancel()
 	s.health.commitStart.Store(s.mono())
@@ -649,7 +657,7 @@ func (s *ledgerCore) commit(by time.Time, rows []genRow, agg *batchSums) error {
 // written it. Only a row whose earlier COMMIT reported failure is asked
 // about: that commit may have taken effect, and retrying it then meets its
 // own row.
-func (s *ledgerCore) stored(by time.Time, r *genRow) bool {
+func (s *policy) stored(by time.Time, r *genRow) bool {
 	ctx, cancel := context.WithDeadline(context.Background(), by)
 	defer cancel()
 	acct, cost, created, err := s.db.storedRow(ctx, r.g.ID)
@@ -657,7 +665,7 @@ func (s *ledgerCore) stored(by time.Time, r *genRow) bool {
 }
 
 // storedRow reads the account, cost and creation time of the stored
-// generation id (see ledgerCore.stored).
+// generation id (see policy.stored).
 func (s *Store) storedRow(ctx context.Context, id string) (acct, cost, created int64, err error) {
 	err = s.w.QueryRowContext(ctx, `SELECT account_id, cost_micros, created_at FROM generations WHERE id = ?`, id).
 		Scan(&acct, &cost, &created)
@@ -667,7 +675,7 @@ func (s *Store) storedRow(ctx context.Context, id string) (acct, cost, created i
 // abandon logs every row still queued when Close gives up on a ledger that
 // cannot commit, one Error line each with every column, so an operator can
 // enter them by hand, and answers the waiting Syncs.
-func (s *ledgerCore) abandon() {
+func (s *policy) abandon() {
 	q := &s.queue
 	q.mu.Lock()
 	s.lost = q.n
@@ -818,7 +826,7 @@ type spendSum struct {
 
 // drop logs a generation that can never be stored and takes its charge
 // back from the spend tracker.
-func (s *ledgerCore) drop(r genRow, err error) {
+func (s *policy) drop(r genRow, err error) {
 	s.charges.unrecord(r)
 	s.logDrop(r.g, err)
 }
@@ -1003,7 +1011,7 @@ const generationColumns = `id, account_id, COALESCE(key_id, ''), application, su
 // Generation returns the account's generation with id. An unknown id, or
 // one of another account, is ErrNotFound. It reads what is committed: call
 // Sync first to see a generation recorded just before.
-func (s *ledgerCore) Generation(ctx context.Context, accountID int64, id string) (Generation, error) {
+func (s *policy) Generation(ctx context.Context, accountID int64, id string) (Generation, error) {
 	ctx, cancel := s.readCtx(ctx)
 	defer cancel()
 	g, err := scanGeneration(s.db.readers().queryRow(ctx,
@@ -1014,7 +1022,7 @@ func (s *ledgerCore) Generation(ctx context.Context, accountID int64, id string)
 // GenerationByID returns the generation with id, whichever account it
 // belongs to. It is for operators (the CLI); callers over HTTP always go
 // through Generation, scoped to their account.
-func (s *ledgerCore) GenerationByID(ctx context.Context, id string) (Generation, error) {
+func (s *policy) GenerationByID(ctx context.Context, id string) (Generation, error) {
 	return scanGeneration(s.db.readers().queryRow(ctx,
 		`SELECT `+generationColumns+` FROM generations WHERE id = ?`, id), id)
 }

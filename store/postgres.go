@@ -29,7 +29,7 @@ import (
 // and the call path, lease grants and the heartbeat (Options.CallReaders,
 // 2): at most 8 connections per instance.
 type Postgres struct {
-	ledgerCore
+	policy
 	dsn  string // redacted
 	w    *pgxpool.Pool
 	r    *pgxpool.Pool
@@ -80,6 +80,7 @@ func OpenPostgres(ctx context.Context, dsn string, opts Options) (*Postgres, err
 	p := &Postgres{dsn: Redact(dsn)}
 	p.init(opts, p, pgCharges{p})
 	p.leases = newLeases(p, opts.LeaseTTL)
+	p.rollupsComplete.Store(true) // born with them: nothing to backfill
 
 	pool := func(n int, after func(context.Context, *pgx.Conn) error) (*pgxpool.Pool, error) {
 		c := cfg.Copy()

@@ -6,59 +6,9 @@ import (
 	"time"
 )
 
-// Usage, spend, retention and upkeep on PostgreSQL. The roll-ups are
-// complete from the start (there is no database from before them to
-// backfill), so reports read only them.
-
-// Usage returns the account's usage in q's window (see Store.Usage).
-func (p *Postgres) Usage(ctx context.Context, accountID int64, q UsageQuery) ([]Bucket, error) {
-	if _, ok := scanExprs[q.GroupBy]; !ok {
-		return nil, fmt.Errorf("usage: group by %q: %w", q.GroupBy, ErrInvalid)
-	}
-	_, from, to, err := dayRange(q)
-	if err != nil {
-		return nil, fmt.Errorf("usage: %w", err)
-	}
-	query, args := usageRollupsSQL(accountID, q.GroupBy, from, to)
-	if query == "" {
-		return bucketsOf(nil), nil
-	}
-	rows, err := p.r.Query(ctx, pgq(query), args...)
-	if err != nil {
-		return nil, fmt.Errorf("usage: %w", err)
-	}
-	defer rows.Close()
-	sums, err := sumUsageRows(rows, q.GroupBy)
-	if err != nil {
-		return nil, err
-	}
-	return bucketsOf(sums), nil
-}
-
-// UsageByDay returns the account's usage in q's window by UTC day and
-// q.GroupBy (see Store.UsageByDay).
-func (p *Postgres) UsageByDay(ctx context.Context, accountID int64, q UsageQuery) ([]DayBucket, error) {
-	if _, ok := scanExprs[q.GroupBy]; !ok || q.GroupBy == GroupByDay {
-		return nil, fmt.Errorf("usage by day: group by %q: %w", q.GroupBy, ErrInvalid)
-	}
-	_, from, to, err := dayRange(q)
-	if err != nil {
-		return nil, fmt.Errorf("usage by day: %w", err)
-	}
-	if from >= to {
-		return dayBucketsOf(nil), nil
-	}
-	rows, err := p.r.Query(ctx, pgq(usageDaySQL), accountID, q.GroupBy, spanDay, from, to)
-	if err != nil {
-		return nil, fmt.Errorf("usage by day: %w", err)
-	}
-	defer rows.Close()
-	sums, err := sumDayRows(rows)
-	if err != nil {
-		return nil, err
-	}
-	return dayBucketsOf(sums), nil
-}
+// Spend and upkeep on PostgreSQL. The roll-ups are complete from the
+// start (there is no database from before them to backfill), so reports
+// read only them (rollupsComplete is set at open).
 
 // Spend returns what the account and the key have been charged, as of
 // now's UTC day and month, as committed by every instance (a read of the

@@ -18,7 +18,7 @@ import (
 // deleted by retention (or is being deleted by the pass under way); zero
 // when retention has never run. A generation created before it cannot be
 // looked up any more, though it still counts in usage and balances.
-func (s *ledgerCore) PrunedBefore(ctx context.Context) (time.Time, error) {
+func (s *policy) PrunedBefore(ctx context.Context) (time.Time, error) {
 	var before int64
 	if err := s.db.readers().queryRow(ctx, `SELECT pruned_before FROM ledger_upkeep WHERE id = 1`).Scan(&before); err != nil {
 		return time.Time{}, fmt.Errorf("pruned before: %w", err)
@@ -32,7 +32,7 @@ func (s *ledgerCore) PrunedBefore(ctx context.Context) (time.Time, error) {
 // startPrune records that detail before cutoff (Unix ms) is being deleted.
 // The mark only moves forward, and is set before the rows go, so that a
 // lookup of a row deleted by this pass is told why it is gone.
-func (s *ledgerCore) startPrune(ctx context.Context, cutoff int64) error {
+func (s *policy) startPrune(ctx context.Context, cutoff int64) error {
 	return s.db.writeTx(ctx, "retention: record cutoff", func(tx conn) error {
 		if _, err := tx.exec(ctx,
 			`UPDATE ledger_upkeep SET pruned_before = ? WHERE id = 1 AND pruned_before < ?`, cutoff, cutoff); err != nil {
@@ -43,7 +43,7 @@ func (s *ledgerCore) startPrune(ctx context.Context, cutoff int64) error {
 }
 
 // pruneAccounts lists the accounts, for a retention pass.
-func (s *ledgerCore) pruneAccounts(ctx context.Context) ([]int64, error) {
+func (s *policy) pruneAccounts(ctx context.Context) ([]int64, error) {
 	rows, err := s.db.readers().query(ctx, `SELECT id FROM accounts ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("retention: list accounts: %w", err)
@@ -69,7 +69,7 @@ func (s *ledgerCore) pruneAccounts(ctx context.Context) ([]int64, error) {
 // The rows go in statements of at most pruneStatement, between which it
 // gives up the processor (see backfillChunk): on SQLite the transaction
 // holds the database's write lock and the writer connection throughout.
-func (s *ledgerCore) pruneChunk(ctx context.Context, accountID, cutoff int64, limit int) (int, error) {
+func (s *policy) pruneChunk(ctx context.Context, accountID, cutoff int64, limit int) (int, error) {
 	// Both statements select the same rows: the first entries of the
 	// (account_id, created_at) index below the cutoff.
 	const oldest = `SELECT id FROM generations WHERE account_id = ? AND created_at < ? ORDER BY created_at LIMIT ?`

@@ -16,7 +16,7 @@ type SealKey struct {
 // creating the first one (from the store's random source) if there is none.
 // Two instances starting at once agree: the insert of key 1 happens at most
 // once, and both read the table after it.
-func (s *ledgerCore) SealKeys(ctx context.Context) ([]SealKey, error) {
+func (s *policy) SealKeys(ctx context.Context) ([]SealKey, error) {
 	secret := make([]byte, 32)
 	if _, err := io.ReadFull(s.rand, secret); err != nil {
 		return nil, fmt.Errorf("seal keys: random: %w", err)

@@ -28,7 +28,7 @@ type LedgerStats struct {
 }
 
 // LedgerStats reports the ledger writer's state now.
-func (s *ledgerCore) LedgerStats() LedgerStats {
+func (s *policy) LedgerStats() LedgerStats {
 	return LedgerStats{
 		Pending:   s.pending.Load(),
 		Limit:     s.queueLimit,
@@ -58,7 +58,7 @@ func (s *Store) Pools() []Pool {
 }
 
 // observeCommit counts a commit attempt and tells Options.OnCommit of it.
-func (s *ledgerCore) observeCommit(rows int, start time.Time, err error) {
+func (s *policy) observeCommit(rows int, start time.Time, err error) {
 	if err == nil {
 		s.committed.Add(uint64(rows))
 	}

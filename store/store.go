@@ -4,17 +4,18 @@
 // file (Store, the embedded default, for one svcgw serve) and PostgreSQL
 // (Postgres, which several instances share); Dial picks one by the DSN.
 //
-// What svcgw decides is written once, above the engines: the ledger writer
-// (its queue, batches, retries and health) and authentication with its
-// cache, accounts, keys, credits, caps and feedback are ledgerCore's,
-// which both engine types embed. They reach the database only through the
-// narrow engine interface (engine.go): commit a batch, read a key, a
-// connection and a write transaction whose queries are written once with
-// ? placeholders (conn.go), and how each engine classifies a failure. What
-// differs is the engine's: its connections, its SQL where the dialects
-// part (the ledger's batch, the usage reads), and what only it has
-// (SQLite's WAL, checkpoints, bulk writer, backup and serve lock;
-// PostgreSQL's balance leases and instances).
+// What svcgw decides is written once, above the engines, in the policy
+// both engine types embed (ledger.go): the ledger writer (its queue,
+// batches, retries and health), authentication and its cache, accounts,
+// keys, credits, caps, feedback, usage reports and retention. It reaches
+// the database only through the narrow engine interface (engine.go):
+// commit a batch, the call path's reads, a connection and a write
+// transaction whose queries are written once with ? placeholders
+// (conn.go), and how the engine classifies a failure. What differs is the
+// engine's: its connections, its SQL where the dialects part (the ledger's
+// batch, generation pages, spend), and what only it has (SQLite's WAL,
+// checkpoints, bulk writer, backfill, backup and serve lock; PostgreSQL's
+// balance leases and instances).
 //
 // On SQLite the database is opened with modernc.org/sqlite (no cgo) in WAL
 // mode. The Store holds one writer connection (every write is serialised
@@ -76,7 +77,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
@@ -203,7 +203,7 @@ type Options struct {
 // Store is svcgw's SQLite database, the embedded default (see DB). It is
 // safe for concurrent use.
 type Store struct {
-	ledgerCore
+	policy
 	path string
 	w    *sql.DB // the one writer connection
 	r    *sql.DB // read-only pool: account endpoints and commands
@@ -225,10 +225,7 @@ type Store struct {
 
 	spend spendTracker // charges per account and key, queued ones included
 
-	// rollupsComplete is set once the usage roll-ups cover every
-	// generation: no backfill is pending (see Usage, StartUpkeep).
-	rollupsComplete atomic.Bool
-	upkeep          upkeepState
+	upkeep upkeepState
 	// feed tells each commit's roll-up sums to the usage answers kept
 	// (FollowUsage).
 	feed usageFeed
