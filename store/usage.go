@@ -185,12 +185,6 @@ func clampDay(t time.Time) int32 {
 	return int32(min(max(d, int64(minDay)), int64(maxDay)))
 }
 
-// querier is what *sql.DB and *sql.Tx have in common for reads.
-type querier interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
 const periodSums = `requests, input_tokens, output_tokens, cached_input_tokens, cache_write_tokens, reasoning_tokens, cost_micros`
 
 // usageRollups sums the account's usage_periods rows of the grouping over
