@@ -405,15 +405,7 @@ func pgListSQL(cursor, requestType, application bool) string {
 	if application {
 		where += ` AND g.application = ` + next()
 	}
-	return `SELECT g.id, g.account_id, COALESCE(g.key_id, ''), g.application, g.surface, g.model,
-	        g.request_type, g.tier, g.streamed, g.finish_reason, g.prompt_tokens, g.completion_tokens,
-	        g.cached_prompt_tokens, g.cache_creation_tokens, g.reasoning_tokens,
-	        g.cost_micros, g.latency_ms, g.generation_time_ms, g.created_at,
-	        (SELECT COUNT(*) FROM feedback f
-	          WHERE f.account_id = g.account_id AND f.generation_id = g.id AND f.rating = 'up'),
-	        (SELECT COUNT(*) FROM feedback f
-	          WHERE f.account_id = g.account_id AND f.generation_id = g.id AND f.rating = 'down'),
-	        COALESCE(r.rating, ''), COALESCE(r.comment, '')
+	return `SELECT ` + listColumns + `
 	 FROM generations g
 	 LEFT JOIN feedback r ON r.account_id = g.account_id AND r.generation_id = g.id AND r.end_user = $1
 	 WHERE ` + where + `
