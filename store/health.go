@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
-
-	sqlite "modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // ledgerHealth is what CheckLedger reads on every billable call: atomics
@@ -175,51 +172,6 @@ func (s *policy) ledgerCommitted() {
 	}
 }
 
-// unstorable reports whether err is the database rejecting a row as such
-// (a constraint, a value it cannot hold; a parent a bulk batch's
-// checkParents did not find): committing it again can never succeed. Any
-// other failure is the database's, and worth retrying.
-func (s *Store) unstorable(err error) bool {
-	if errors.Is(err, errMissingParent) {
-		return true
-	}
-	var se *sqlite.Error
-	if !errors.As(err, &se) {
-		return false
-	}
-	switch se.Code() & 0xff {
-	case sqlite3.SQLITE_CONSTRAINT, sqlite3.SQLITE_TOOBIG, sqlite3.SQLITE_MISMATCH:
-		return true
-	}
-	return false
-}
-
-// faultReason says in a few words why a ledger commit failed, for operators.
-func (s *Store) faultReason(err error) string {
-	if errors.Is(err, context.DeadlineExceeded) {
-		return "a commit did not finish in time: is another process holding the database's write lock?"
-	}
-	var se *sqlite.Error
-	if !errors.As(err, &se) {
-		return "a commit failed"
-	}
-	switch se.Code() & 0xff {
-	case sqlite3.SQLITE_FULL:
-		return "the disk is full"
-	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
-		return "the database is locked by another connection"
-	case sqlite3.SQLITE_IOERR:
-		return "disk I/O error"
-	case sqlite3.SQLITE_READONLY:
-		return "the database is read-only"
-	case sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB:
-		return "the database file is damaged"
-	case sqlite3.SQLITE_CANTOPEN:
-		return "the database file cannot be opened"
-	}
-	return "the database refused the write"
-}
-
 // Health is the state of the database for a readiness probe.
 type Health struct {
 	// Database is nil when a read answered within a second.
@@ -260,19 +212,4 @@ var errQueryTimeout = errors.New("query timeout")
 // readCtx bounds a read on a request's path by QueryTimeout.
 func (s *policy) readCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeoutCause(ctx, s.queryTimeout, errQueryTimeout)
-}
-
-// readErr marks err, from a read run under readCtx, as ErrUnavailable when
-// the read ran out of time or found the database locked: the caller may
-// retry later. A caller's own cancellation stays what it is.
-func readErr(ctx context.Context, err error) error {
-	if err == nil {
-		return nil
-	}
-	var se *sqlite.Error
-	if errors.Is(context.Cause(ctx), errQueryTimeout) ||
-		errors.As(err, &se) && (se.Code()&0xff == sqlite3.SQLITE_BUSY || se.Code()&0xff == sqlite3.SQLITE_LOCKED) {
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
-	}
-	return err
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"embed"
 	"errors"
 	"fmt"
@@ -302,3 +303,19 @@ func (p *Postgres) readErr(ctx context.Context, err error) error {
 
 // noRows reports whether err is pgx's "no rows in result set".
 func noRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
+
+// Pools reports each pgx pool's statistics, as the SQLite store's.
+func (p *Postgres) Pools() []Pool {
+	stat := func(name string, pl *pgxpool.Pool) Pool {
+		st := pl.Stat()
+		return Pool{Name: name, DBStats: sql.DBStats{
+			MaxOpenConnections: int(st.MaxConns()),
+			OpenConnections:    int(st.TotalConns()),
+			InUse:              int(st.AcquiredConns()),
+			Idle:               int(st.IdleConns()),
+			WaitCount:          st.EmptyAcquireCount(),
+			WaitDuration:       st.EmptyAcquireWaitTime(),
+		}}
+	}
+	return []Pool{stat("writer", p.w), stat("readers", p.r), stat("call_readers", p.call)}
+}
