@@ -56,42 +56,41 @@ func scanAccount(sc scanner) (Account, error) {
 // balance) if it does not exist; created reports which happened. A name
 // that is empty, too long, or has control characters or surrounding spaces
 // is ErrInvalid.
-func (s *Store) EnsureAccount(ctx context.Context, name string) (acct Account, created bool, err error) {
+func (s *policy) EnsureAccount(ctx context.Context, name string) (acct Account, created bool, err error) {
 	if err := checkName("account name", name); err != nil {
 		return Account{}, false, err
 	}
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return Account{}, false, fmt.Errorf("ensure account: begin: %w", err)
-	}
-	defer tx.Rollback()
-
-	acct, err = scanAccount(tx.QueryRowContext(ctx,
-		`INSERT INTO accounts (name, created_at) VALUES (?, ?)
-		 ON CONFLICT (name) DO NOTHING
-		 RETURNING `+accountColumns,
-		name, ms(s.now())))
-	switch {
-	case err == nil:
-		created = true
-	case errors.Is(err, sql.ErrNoRows):
-		acct, err = scanAccount(tx.QueryRowContext(ctx,
-			`SELECT `+accountColumns+` FROM accounts WHERE name = ?`, name))
-		if err != nil {
-			return Account{}, false, fmt.Errorf("ensure account: select: %w", err)
+	err = s.db.writeTx(ctx, "ensure account", func(tx conn) error {
+		// ON CONFLICT DO NOTHING returns no row for an existing name,
+		// which is then read; an account is never deleted.
+		var err error
+		acct, err = scanAccount(tx.queryRow(ctx,
+			`INSERT INTO accounts (name, created_at) VALUES (?, ?)
+			 ON CONFLICT (name) DO NOTHING
+			 RETURNING `+accountColumns,
+			name, ms(s.now())))
+		switch {
+		case err == nil:
+			created = true
+		case errors.Is(err, sql.ErrNoRows):
+			acct, err = scanAccount(tx.queryRow(ctx, `SELECT `+accountColumns+` FROM accounts WHERE name = ?`, name))
+			if err != nil {
+				return fmt.Errorf("ensure account: select: %w", err)
+			}
+		default:
+			return fmt.Errorf("ensure account: insert: %w", err)
 		}
-	default:
-		return Account{}, false, fmt.Errorf("ensure account: insert: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return Account{}, false, fmt.Errorf("ensure account: commit: %w", err)
+		return nil
+	})
+	if err != nil {
+		return Account{}, false, err
 	}
 	return acct, created, nil
 }
 
 // AccountByName returns the account called name, or ErrNotFound.
-func (s *Store) AccountByName(ctx context.Context, name string) (Account, error) {
-	a, err := scanAccount(s.r.QueryRowContext(ctx,
+func (s *policy) AccountByName(ctx context.Context, name string) (Account, error) {
+	a, err := scanAccount(s.db.readers().queryRow(ctx,
 		`SELECT `+accountColumns+` FROM accounts WHERE name = ?`, name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Account{}, fmt.Errorf("account %q: %w", name, ErrNotFound)
@@ -104,24 +103,24 @@ func (s *Store) AccountByName(ctx context.Context, name string) (Account, error)
 
 // AccountByID returns the account with id, or ErrNotFound. It reads what is
 // committed: call Sync first to see generations recorded just before.
-func (s *Store) AccountByID(ctx context.Context, id int64) (Account, error) {
+func (s *policy) AccountByID(ctx context.Context, id int64) (Account, error) {
 	ctx, cancel := s.readCtx(ctx)
 	defer cancel()
-	a, err := scanAccount(s.r.QueryRowContext(ctx,
+	a, err := scanAccount(s.db.readers().queryRow(ctx,
 		`SELECT `+accountColumns+` FROM accounts WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Account{}, fmt.Errorf("account %d: %w", id, ErrNotFound)
 	}
 	if err != nil {
-		return Account{}, fmt.Errorf("account by id: %w", readErr(ctx, err))
+		return Account{}, fmt.Errorf("account by id: %w", s.db.readErr(ctx, err))
 	}
 	return a, nil
 }
 
 // CountAccounts returns the number of accounts.
-func (s *Store) CountAccounts(ctx context.Context) (int, error) {
+func (s *policy) CountAccounts(ctx context.Context) (int, error) {
 	var n int
-	if err := s.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM accounts`).Scan(&n); err != nil {
+	if err := s.db.readers().queryRow(ctx, `SELECT COUNT(*) FROM accounts`).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count accounts: %w", err)
 	}
 	return n, nil
@@ -131,7 +130,7 @@ func (s *Store) CountAccounts(ctx context.Context) (int, error) {
 // credit_transactions row with note, in one transaction, and returns the
 // updated account. amount must be positive with at most six decimal places
 // (ErrInvalid); an unknown account is ErrNotFound.
-func (s *Store) AddCredits(ctx context.Context, accountID int64, amount apd.Decimal, note string) (Account, error) {
+func (s *policy) AddCredits(ctx context.Context, accountID int64, amount apd.Decimal, note string) (Account, error) {
 	micros, err := toMicros(amount)
 	if err != nil {
 		return Account{}, fmt.Errorf("add credits: %w", err)
@@ -139,31 +138,28 @@ func (s *Store) AddCredits(ctx context.Context, accountID int64, amount apd.Deci
 	if micros <= 0 {
 		return Account{}, fmt.Errorf("add credits %s: %w: amount must be positive", amount.String(), ErrInvalid)
 	}
-	tx, err := s.w.BeginTx(ctx, nil)
+	var a Account
+	err = s.db.writeTx(ctx, "add credits", func(tx conn) error {
+		var err error
+		a, err = scanAccount(tx.queryRow(ctx,
+			`UPDATE accounts SET balance_micros = balance_micros + ? WHERE id = ?
+			 RETURNING `+accountColumns,
+			micros, accountID))
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("add credits: account %d: %w", accountID, ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("add credits: update balance: %w", err)
+		}
+		if _, err := tx.exec(ctx,
+			`INSERT INTO credit_transactions (account_id, amount_micros, note, created_at) VALUES (?, ?, ?, ?)`,
+			accountID, micros, note, ms(s.now())); err != nil {
+			return fmt.Errorf("add credits: insert transaction: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
-		return Account{}, fmt.Errorf("add credits: begin: %w", err)
-	}
-	defer tx.Rollback()
-
-	now := ms(s.now())
-	// An overflowing sum would become REAL, which the STRICT table rejects.
-	a, err := scanAccount(tx.QueryRowContext(ctx,
-		`UPDATE accounts SET balance_micros = balance_micros + ? WHERE id = ?
-		 RETURNING `+accountColumns,
-		micros, accountID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return Account{}, fmt.Errorf("add credits: account %d: %w", accountID, ErrNotFound)
-	}
-	if err != nil {
-		return Account{}, fmt.Errorf("add credits: update balance: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx,
-		`INSERT INTO credit_transactions (account_id, amount_micros, note, created_at) VALUES (?, ?, ?, ?)`,
-		accountID, micros, note, now); err != nil {
-		return Account{}, fmt.Errorf("add credits: insert transaction: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return Account{}, fmt.Errorf("add credits: commit: %w", err)
+		return Account{}, err
 	}
 	return a, nil
 }
@@ -194,19 +190,19 @@ const budgetSQL = `SELECT balance_micros + total_used_micros, daily_cap_micros, 
 // Budget reads the account's credits and caps. It is one indexed read; the
 // server caches it briefly (see billing.Admission). An unknown account is
 // ErrNotFound; a read past QueryTimeout is ErrUnavailable.
-func (s *Store) Budget(ctx context.Context, accountID int64) (Budget, error) {
+func (s *policy) Budget(ctx context.Context, accountID int64) (Budget, error) {
 	var (
 		b              Budget
 		daily, monthly sql.NullInt64
 	)
 	ctx, cancel := s.readCtx(ctx)
 	defer cancel()
-	err := s.budgetStmt.QueryRowContext(ctx, accountID).Scan(&b.Credits, &daily, &monthly)
+	err := s.db.budgetRow(ctx, accountID).Scan(&b.Credits, &daily, &monthly)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Budget{}, fmt.Errorf("budget: account %d: %w", accountID, ErrNotFound)
 	}
 	if err != nil {
-		return Budget{}, fmt.Errorf("budget: %w", readErr(ctx, err))
+		return Budget{}, fmt.Errorf("budget: %w", s.db.readErr(ctx, err))
 	}
 	b.DailyCap, b.MonthlyCap = capMicros(daily), capMicros(monthly)
 	return b, nil
@@ -246,37 +242,38 @@ func capColumn(what string, c *apd.Decimal) (sql.NullInt64, error) {
 // updated account. An unknown account is ErrNotFound; a negative cap or one
 // with more than six decimal places is ErrInvalid. A running server sees
 // the change within its budget refresh interval (billing.Admission).
-func (s *Store) UpdateAccountCaps(ctx context.Context, accountID int64, update func(*Caps)) (Account, error) {
-	tx, err := s.w.BeginTx(ctx, nil)
+func (s *policy) UpdateAccountCaps(ctx context.Context, accountID int64, update func(*Caps)) (Account, error) {
+	var a Account
+	err := s.db.writeTx(ctx, "update caps", func(tx conn) error {
+		var err error
+		a, err = scanAccount(tx.queryRow(ctx,
+			`SELECT `+accountColumns+` FROM accounts WHERE id = ?`+s.db.dialect().forUpdate, accountID))
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("update caps: account %d: %w", accountID, ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("update caps: select: %w", err)
+		}
+		c := Caps{Daily: a.DailyCap, Monthly: a.MonthlyCap}
+		update(&c)
+		daily, err := capColumn("daily cap", c.Daily)
+		if err != nil {
+			return fmt.Errorf("update caps: %w", err)
+		}
+		monthly, err := capColumn("monthly cap", c.Monthly)
+		if err != nil {
+			return fmt.Errorf("update caps: %w", err)
+		}
+		a, err = scanAccount(tx.queryRow(ctx,
+			`UPDATE accounts SET daily_cap_micros = ?, monthly_cap_micros = ? WHERE id = ? RETURNING `+accountColumns,
+			daily, monthly, accountID))
+		if err != nil {
+			return fmt.Errorf("update caps: update: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
-		return Account{}, fmt.Errorf("update caps: begin: %w", err)
-	}
-	defer tx.Rollback()
-	a, err := scanAccount(tx.QueryRowContext(ctx, `SELECT `+accountColumns+` FROM accounts WHERE id = ?`, accountID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return Account{}, fmt.Errorf("update caps: account %d: %w", accountID, ErrNotFound)
-	}
-	if err != nil {
-		return Account{}, fmt.Errorf("update caps: select: %w", err)
-	}
-	c := Caps{Daily: a.DailyCap, Monthly: a.MonthlyCap}
-	update(&c)
-	daily, err := capColumn("daily cap", c.Daily)
-	if err != nil {
-		return Account{}, fmt.Errorf("update caps: %w", err)
-	}
-	monthly, err := capColumn("monthly cap", c.Monthly)
-	if err != nil {
-		return Account{}, fmt.Errorf("update caps: %w", err)
-	}
-	a, err = scanAccount(tx.QueryRowContext(ctx,
-		`UPDATE accounts SET daily_cap_micros = ?, monthly_cap_micros = ? WHERE id = ? RETURNING `+accountColumns,
-		daily, monthly, accountID))
-	if err != nil {
-		return Account{}, fmt.Errorf("update caps: update: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return Account{}, fmt.Errorf("update caps: commit: %w", err)
+		return Account{}, err
 	}
 	return a, nil
 }

@@ -1,6 +1,10 @@
 package store
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"time"
 )
@@ -144,4 +148,88 @@ func (c *authCache) clear() {
 	defer c.mu.Unlock()
 	c.m = nil
 	c.epoch++
+}
+
+// Authenticate returns the active key whose secret is secret. An unknown or
+// revoked secret is ErrNotFound, without saying which. This is the hot path
+// of every request: one indexed read on the call path's pool, bounded by
+// QueryTimeout (ErrUnavailable past it), unless the key is cached.
+func (s *policy) Authenticate(ctx context.Context, secret string) (Key, error) {
+	if !strings.HasPrefix(secret, SecretPrefix) {
+		return Key{}, fmt.Errorf("authenticate: %w", ErrNotFound)
+	}
+	hash := hashSecret(secret)
+	now := s.now()
+	if err := s.checkKeyChanges(ctx, now); err != nil {
+		return Key{}, err
+	}
+	if k, ok, refresh := s.auth.get(hash, now); ok {
+		if refresh {
+			// Read it again beside the calls, before the entry
+			// expires (see authCache).
+			s.authReads.DoChan(hash, func() (any, error) { return s.readKey(context.Background(), hash) })
+		}
+		return k, nil
+	}
+	// The calls that find a key's entry expired at once share one read:
+	// a busy key would otherwise send every call in flight to the
+	// database each time its entry expires.
+	v, err, _ := s.authReads.Do(hash, func() (any, error) { return s.readKey(context.WithoutCancel(ctx), hash) })
+	return v.(Key), err
+}
+
+// keyChangesFlight is the authReads key of the read of the count of key
+// changes (a secret's hash is hex: no secret's reads share it).
+const keyChangesFlight = "key_changes"
+
+// checkKeyChanges makes sure the count of key changes was read within the
+// cache's ttl before now, so that its entries may be trusted: when it was
+// not, the call waits for one read of it (shared by the calls waiting
+// then); once three quarters of the ttl have passed, it is read again
+// beside the calls.
+func (s *policy) checkKeyChanges(ctx context.Context, now time.Time) error {
+	if s.auth.ttl <= 0 {
+		return nil // no cache: every call reads its key
+	}
+	ok, soon := s.auth.fresh(now)
+	switch {
+	case !ok:
+		_, err, _ := s.authReads.Do(keyChangesFlight, func() (any, error) { return nil, s.readKeyChanges(context.WithoutCancel(ctx)) })
+		if err != nil {
+			return fmt.Errorf("authenticate: %w", err)
+		}
+	case soon:
+		s.authReads.DoChan(keyChangesFlight, func() (any, error) { return nil, s.readKeyChanges(context.Background()) })
+	}
+	return nil
+}
+
+// readKeyChanges reads the count of key changes into the cache.
+func (s *policy) readKeyChanges(ctx context.Context) error {
+	at := s.now()
+	ctx, cancel := s.readCtx(ctx)
+	defer cancel()
+	n, err := s.db.keyChanges(ctx)
+	if err != nil {
+		return fmt.Errorf("read key changes: %w", err)
+	}
+	s.auth.observe(n, at)
+	return nil
+}
+
+// readKey reads the active key whose secret hashes to hash into the cache.
+func (s *policy) readKey(ctx context.Context, hash string) (Key, error) {
+	now, epoch := s.now(), s.auth.begin()
+	ctx, cancel := s.readCtx(ctx)
+	defer cancel()
+	k, err := s.db.activeKey(ctx, hash)
+	if errors.Is(err, ErrNotFound) {
+		s.auth.forget(hash, epoch)
+		return Key{}, fmt.Errorf("authenticate: %w", ErrNotFound)
+	}
+	if err != nil {
+		return Key{}, fmt.Errorf("authenticate: %w", err)
+	}
+	s.auth.put(hash, k, now, epoch)
+	return k, nil
 }

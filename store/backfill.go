@@ -16,6 +16,12 @@ type backfill struct {
 
 func (b backfill) complete() bool { return b.after >= b.through }
 
+// querier is what *sql.DB and *sql.Tx have in common for reads.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
 // readBackfill reads the backfill's progress.
 func readBackfill(ctx context.Context, q querier) (backfill, error) {
 	var b backfill

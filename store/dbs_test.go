@@ -58,9 +58,9 @@ func newTestDB(t testing.TB, open opener) (DB, *testClock) {
 	return open(t, Options{Now: clock.Now}), clock
 }
 
-// dialect picks the query text of db's engine, for the few checks whose
+// engineSQL picks the query text of db's engine, for the few checks whose
 // SQL differs.
-func dialect(db DB, sqlite, postgres string) string {
+func engineSQL(db DB, sqlite, postgres string) string {
 	if _, ok := db.(*Postgres); ok {
 		return postgres
 	}
@@ -103,11 +103,6 @@ func query(t testing.TB, db DB, q string, args []any, scan func(rowScanner) erro
 		t.Fatalf("query %s: %v", q, err)
 	}
 }
-
-// sqlRows gives *sql.Rows a Close without a result, like pgx.Rows.
-type sqlRows struct{ *sql.Rows }
-
-func (r sqlRows) Close() { r.Rows.Close() }
 
 // queryInt runs a query of one integer.
 func queryInt(t testing.TB, db DB, q string, args ...any) int64 {

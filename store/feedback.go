@@ -40,7 +40,7 @@ const MaxFeedbackEndUsers = 100
 // It reads what is committed: call Sync first if the generation may have
 // been recorded just before. Waiting for the database is bounded by
 // QueryTimeout (ErrUnavailable past it).
-func (s *Store) UpsertFeedback(ctx context.Context, accountID int64, f Feedback, maxAge time.Duration) (created bool, err error) {
+func (s *policy) UpsertFeedback(ctx context.Context, accountID int64, f Feedback, maxAge time.Duration) (created bool, err error) {
 	if f.Rating != "up" && f.Rating != "down" {
 		return false, fmt.Errorf("feedback rating %q: %w", f.Rating, ErrInvalid)
 	}
@@ -52,52 +52,51 @@ func (s *Store) UpsertFeedback(ctx context.Context, accountID int64, f Feedback,
 		labels = sql.NullString{String: string(f.Labels), Valid: true}
 	}
 
-	// Bounded like a read: it waits for the writer connection and the
-	// write lock, which a failing ledger or another process may hold.
+	// Bounded like a read: it waits for the writer's connections and
+	// locks, which a failing ledger or another process may hold.
 	ctx, cancel := s.readCtx(ctx)
 	defer cancel()
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return false, fmt.Errorf("feedback: begin: %w", readErr(ctx, err))
-	}
-	defer tx.Rollback()
-
 	now := s.now()
-	var genCreated int64
-	err = tx.QueryRowContext(ctx,
-		`SELECT created_at FROM generations WHERE id = ? AND account_id = ?`,
-		f.ID, accountID).Scan(&genCreated)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, fmt.Errorf("feedback: generation %q: %w", f.ID, ErrNotFound)
-	}
+	err = s.db.writeTx(ctx, "feedback", func(tx conn) error {
+		// The generation's row is locked (on an engine whose write
+		// transactions do not hold the whole database), so that two end
+		// users rating it at once are counted one after the other.
+		var genCreated int64
+		err := tx.queryRow(ctx,
+			`SELECT created_at FROM generations WHERE id = ? AND account_id = ?`+s.db.dialect().forUpdate,
+			f.ID, accountID).Scan(&genCreated)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("feedback: generation %q: %w", f.ID, ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("feedback: generation: %w", err)
+		}
+		if maxAge > 0 && now.Sub(fromMS(genCreated)) > maxAge {
+			return fmt.Errorf("feedback: generation %q is older than %s: %w", f.ID, maxAge, ErrConflict)
+		}
+		var existing, raters int
+		if err := tx.queryRow(ctx,
+			`SELECT COUNT(*) FILTER (WHERE end_user = ?), COUNT(*) FROM feedback WHERE account_id = ? AND generation_id = ?`,
+			f.EndUser, accountID, f.ID).Scan(&existing, &raters); err != nil {
+			return fmt.Errorf("feedback: lookup: %w", err)
+		}
+		if existing == 0 && raters >= MaxFeedbackEndUsers {
+			return fmt.Errorf("feedback: generation %q has %d end users' ratings: %w", f.ID, raters, ErrLimit)
+		}
+		if _, err := tx.exec(ctx,
+			`INSERT INTO feedback (account_id, generation_id, end_user, rating, comment, labels, created_at, updated_at)
+			 VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+			 ON CONFLICT (account_id, generation_id, end_user) DO UPDATE SET
+			   rating = excluded.rating, comment = excluded.comment,
+			   labels = excluded.labels, updated_at = excluded.updated_at`,
+			accountID, f.ID, f.EndUser, f.Rating, f.Comment, labels, ms(now), ms(now)); err != nil {
+			return fmt.Errorf("feedback: upsert: %w", err)
+		}
+		created = existing == 0
+		return nil
+	})
 	if err != nil {
-		return false, fmt.Errorf("feedback: generation: %w", err)
+		return false, s.db.readErr(ctx, err)
 	}
-	if maxAge > 0 && now.Sub(fromMS(genCreated)) > maxAge {
-		return false, fmt.Errorf("feedback: generation %q is older than %s: %w", f.ID, maxAge, ErrConflict)
-	}
-
-	var existing, raters int
-	err = tx.QueryRowContext(ctx,
-		`SELECT COUNT(*) FILTER (WHERE end_user = ?), COUNT(*) FROM feedback WHERE account_id = ? AND generation_id = ?`,
-		f.EndUser, accountID, f.ID).Scan(&existing, &raters)
-	if err != nil {
-		return false, fmt.Errorf("feedback: lookup: %w", err)
-	}
-	if existing == 0 && raters >= MaxFeedbackEndUsers {
-		return false, fmt.Errorf("feedback: generation %q has %d end users' ratings: %w", f.ID, raters, ErrLimit)
-	}
-	if _, err := tx.ExecContext(ctx,
-		`INSERT INTO feedback (account_id, generation_id, end_user, rating, comment, labels, created_at, updated_at)
-		 VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-		 ON CONFLICT (account_id, generation_id, end_user) DO UPDATE SET
-		   rating = excluded.rating, comment = excluded.comment,
-		   labels = excluded.labels, updated_at = excluded.updated_at`,
-		accountID, f.ID, f.EndUser, f.Rating, f.Comment, labels, ms(now), ms(now)); err != nil {
-		return false, fmt.Errorf("feedback: upsert: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return false, fmt.Errorf("feedback: commit: %w", readErr(ctx, err))
-	}
-	return existing == 0, nil
+	return created, nil
 }

@@ -45,6 +45,32 @@ type ListedGeneration struct {
 	Review struct{ Rating, Comment string }
 }
 
+// limit is the page's size: q.Limit, DefaultListLimit when 0; ErrInvalid
+// outside [1, MaxListLimit].
+func (q ListQuery) limit() (int, error) {
+	limit := q.Limit
+	if limit == 0 {
+		limit = DefaultListLimit
+	}
+	if limit < 1 || limit > MaxListLimit {
+		return 0, fmt.Errorf("list generations: limit %d: %w", q.Limit, ErrInvalid)
+	}
+	return limit, nil
+}
+
+// listColumns are what a page reads of each generation g (scanListed):
+// its columns, its ratings up and down, and the review r's rating and
+// comment.
+const listColumns = `g.id, g.account_id, COALESCE(g.key_id, ''), g.application, g.surface, g.model,
+	        g.request_type, g.tier, g.streamed, g.finish_reason, g.prompt_tokens, g.completion_tokens,
+	        g.cached_prompt_tokens, g.cache_creation_tokens, g.reasoning_tokens,
+	        g.cost_micros, g.latency_ms, g.generation_time_ms, g.created_at,
+	        (SELECT COUNT(*) FROM feedback f
+	          WHERE f.account_id = g.account_id AND f.generation_id = g.id AND f.rating = 'up'),
+	        (SELECT COUNT(*) FROM feedback f
+	          WHERE f.account_id = g.account_id AND f.generation_id = g.id AND f.rating = 'down'),
+	        COALESCE(r.rating, ''), COALESCE(r.comment, '')`
+
 // ListGenerations returns a page of the account's generations, newest
 // first (by created_at, then by insertion order among equal times), and
 // whether older ones follow. Only the account's own rows are read: the scan
@@ -60,12 +86,9 @@ type ListedGeneration struct {
 // It reads what is committed: call Sync first to see generations recorded
 // just before.
 func (s *Store) ListGenerations(ctx context.Context, accountID int64, q ListQuery) ([]ListedGeneration, bool, error) {
-	limit := q.Limit
-	if limit == 0 {
-		limit = DefaultListLimit
-	}
-	if limit < 1 || limit > MaxListLimit {
-		return nil, false, fmt.Errorf("list generations: limit %d: %w", q.Limit, ErrInvalid)
+	limit, err := q.limit()
+	if err != nil {
+		return nil, false, err
 	}
 	// One read transaction, so the cursor and the page come from one
 	// snapshot.
@@ -217,15 +240,7 @@ func listSQL(cursor, requestType, application bool, index string) string {
 	if application {
 		where += ` AND g.application = ?`
 	}
-	return `SELECT g.id, g.account_id, COALESCE(g.key_id, ''), g.application, g.surface, g.model,
-	        g.request_type, g.tier, g.streamed, g.finish_reason, g.prompt_tokens, g.completion_tokens,
-	        g.cached_prompt_tokens, g.cache_creation_tokens, g.reasoning_tokens,
-	        g.cost_micros, g.latency_ms, g.generation_time_ms, g.created_at,
-	        (SELECT COUNT(*) FROM feedback f
-	          WHERE f.account_id = g.account_id AND f.generation_id = g.id AND f.rating = 'up'),
-	        (SELECT COUNT(*) FROM feedback f
-	          WHERE f.account_id = g.account_id AND f.generation_id = g.id AND f.rating = 'down'),
-	        COALESCE(r.rating, ''), COALESCE(r.comment, '')
+	return `SELECT ` + listColumns + `
 	 FROM ` + from + `
 	 LEFT JOIN feedback r ON r.account_id = g.account_id AND r.generation_id = g.id AND r.end_user = ?
 	 WHERE ` + where + `

@@ -512,7 +512,7 @@ func TestOpen_AnnouncesTheFilterIndexes(t *testing.T) {
 		log := logged.String()
 		is.True(strings.Contains(log, `msg="store: migrating the ledger before serving; this holds its writer until done" migration=`+name+` builds="the generations' indexes by application and by request type" generations=3`))
 		is.True(strings.Contains(log, `msg="store: migrated the ledger" migration=`+name+` took=`))
-		indexes := queryInt(t, s, dialect(s,
+		indexes := queryInt(t, s, engineSQL(s,
 			`SELECT COUNT(*) FROM sqlite_schema WHERE type = 'index' AND name IN ('generations_account_application', 'generations_account_request_type')`,
 			`SELECT COUNT(*) FROM pg_indexes WHERE indexname IN ('generations_account_application', 'generations_account_request_type')`))
 		is.Equal(indexes, int64(2)) // built again

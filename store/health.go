@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
-
-	sqlite "modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // ledgerHealth is what CheckLedger reads on every billable call: atomics
@@ -48,7 +45,7 @@ func (inc *incident) hold(n int64) {
 }
 
 // mono is a monotonic clock reading, never zero.
-func (s *ledgerCore) mono() int64 { return int64(time.Since(s.epoch)) + 1 }
+func (s *policy) mono() int64 { return int64(time.Since(s.epoch)) + 1 }
 
 // CheckLedger reports whether the ledger can take more generations. It is
 // nil while the ledger keeps up; otherwise it wraps ErrUnavailable and says
@@ -75,7 +72,7 @@ func (s *ledgerCore) mono() int64 { return int64(time.Since(s.epoch)) + 1 }
 // that it is backed up), so it never holds more than QueueSize plus the
 // calls in flight when it began refusing: about 4,096 × 0.5 KiB plus the
 // calls in flight with the defaults.
-func (s *ledgerCore) CheckLedger() error {
+func (s *policy) CheckLedger() error {
 	err := s.ledgerErr()
 	if err != nil {
 		inc := s.startIncident(err, s.troubleSince())
@@ -86,7 +83,7 @@ func (s *ledgerCore) CheckLedger() error {
 }
 
 // ledgerErr is CheckLedger without the counting.
-func (s *ledgerCore) ledgerErr() error {
+func (s *policy) ledgerErr() error {
 	if err := s.ledgerFault(); err != nil {
 		return err
 	}
@@ -99,7 +96,7 @@ func (s *ledgerCore) ledgerErr() error {
 
 // ledgerFault is ledgerErr for a failing or stalled ledger only: one that
 // is not committing, as opposed to one that is behind.
-func (s *ledgerCore) ledgerFault() error {
+func (s *policy) ledgerFault() error {
 	if f := s.health.fault.Load(); f != nil {
 		return fmt.Errorf("%w: the ledger has been failing since %s (%s): %w",
 			ErrUnavailable, f.since.UTC().Format(time.RFC3339), s.db.faultReason(f.err), f.err)
@@ -115,7 +112,7 @@ func (s *ledgerCore) ledgerFault() error {
 
 // troubleSince is when the ledger stopped keeping up, as far as is known:
 // when the failing (or still running) commit began, or now.
-func (s *ledgerCore) troubleSince() time.Time {
+func (s *policy) troubleSince() time.Time {
 	if f := s.health.fault.Load(); f != nil {
 		return f.since
 	}
@@ -128,7 +125,7 @@ func (s *ledgerCore) troubleSince() time.Time {
 
 // startIncident returns the incident in progress, starting (and logging)
 // one that began at since if there is none.
-func (s *ledgerCore) startIncident(cause error, since time.Time) *incident {
+func (s *policy) startIncident(cause error, since time.Time) *incident {
 	for {
 		if inc := s.health.incident.Load(); inc != nil {
 			return inc
@@ -147,7 +144,7 @@ func (s *ledgerCore) startIncident(cause error, since time.Time) *incident {
 // ledgerFailed marks the ledger failing after a commit that began at
 // attempt failed with err: CheckLedger refuses from now on, and waiting
 // Syncs are answered.
-func (s *ledgerCore) ledgerFailed(err error, attempt time.Time) {
+func (s *policy) ledgerFailed(err error, attempt time.Time) {
 	since := attempt // a commit that timed out was failing from its start
 	if f := s.health.fault.Load(); f != nil {
 		since = f.since
@@ -159,7 +156,7 @@ func (s *ledgerCore) ledgerFailed(err error, attempt time.Time) {
 
 // ledgerCommitted clears the fault after a commit succeeded, and ends the
 // incident once CheckLedger would admit again.
-func (s *ledgerCore) ledgerCommitted() {
+func (s *policy) ledgerCommitted() {
 	if s.health.fault.Load() != nil {
 		s.health.fault.Store(nil)
 	}
@@ -173,51 +170,6 @@ func (s *ledgerCore) ledgerCommitted() {
 			"held_max", inc.held.Load(), "refused", inc.refused.Load(),
 			"still_queued", s.pending.Load())
 	}
-}
-
-// unstorable reports whether err is the database rejecting a row as such
-// (a constraint, a value it cannot hold; a parent a bulk batch's
-// checkParents did not find): committing it again can never succeed. Any
-// other failure is the database's, and worth retrying.
-func (s *Store) unstorable(err error) bool {
-	if errors.Is(err, errMissingParent) {
-		return true
-	}
-	var se *sqlite.Error
-	if !errors.As(err, &se) {
-		return false
-	}
-	switch se.Code() & 0xff {
-	case sqlite3.SQLITE_CONSTRAINT, sqlite3.SQLITE_TOOBIG, sqlite3.SQLITE_MISMATCH:
-		return true
-	}
-	return false
-}
-
-// faultReason says in a few words why a ledger commit failed, for operators.
-func (s *Store) faultReason(err error) string {
-	if errors.Is(err, context.DeadlineExceeded) {
-		return "a commit did not finish in time: is another process holding the database's write lock?"
-	}
-	var se *sqlite.Error
-	if !errors.As(err, &se) {
-		return "a commit failed"
-	}
-	switch se.Code() & 0xff {
-	case sqlite3.SQLITE_FULL:
-		return "the disk is full"
-	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
-		return "the database is locked by another connection"
-	case sqlite3.SQLITE_IOERR:
-		return "disk I/O error"
-	case sqlite3.SQLITE_READONLY:
-		return "the database is read-only"
-	case sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB:
-		return "the database file is damaged"
-	case sqlite3.SQLITE_CANTOPEN:
-		return "the database file cannot be opened"
-	}
-	return "the database refused the write"
 }
 
 // Health is the state of the database for a readiness probe.
@@ -240,7 +192,7 @@ const healthTimeout = time.Second
 // and that the ledger keeps up (see CheckLedger, whose incident it starts
 // too, so a failing ledger is logged even when no call comes). It counts
 // no refusal.
-func (s *Store) Health(ctx context.Context) Health {
+func (s *policy) Health(ctx context.Context) Health {
 	h := Health{Ledger: s.ledgerErr(), Pending: s.pending.Load()}
 	if h.Ledger != nil {
 		s.startIncident(h.Ledger, s.troubleSince())
@@ -248,7 +200,7 @@ func (s *Store) Health(ctx context.Context) Health {
 	ctx, cancel := context.WithTimeout(ctx, healthTimeout)
 	defer cancel()
 	var n int
-	if err := s.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations`).Scan(&n); err != nil {
+	if err := s.db.readers().queryRow(ctx, `SELECT COUNT(*) FROM schema_migrations`).Scan(&n); err != nil {
 		h.Database = fmt.Errorf("%w: a read did not answer: %w", ErrUnavailable, err)
 	}
 	return h
@@ -258,21 +210,6 @@ func (s *Store) Health(ctx context.Context) Health {
 var errQueryTimeout = errors.New("query timeout")
 
 // readCtx bounds a read on a request's path by QueryTimeout.
-func (s *ledgerCore) readCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+func (s *policy) readCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeoutCause(ctx, s.queryTimeout, errQueryTimeout)
-}
-
-// readErr marks err, from a read run under readCtx, as ErrUnavailable when
-// the read ran out of time or found the database locked: the caller may
-// retry later. A caller's own cancellation stays what it is.
-func readErr(ctx context.Context, err error) error {
-	if err == nil {
-		return nil
-	}
-	var se *sqlite.Error
-	if errors.Is(context.Cause(ctx), errQueryTimeout) ||
-		errors.As(err, &se) && (se.Code()&0xff == sqlite3.SQLITE_BUSY || se.Code()&0xff == sqlite3.SQLITE_LOCKED) {
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
-	}
-	return err
 }

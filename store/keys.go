@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/cockroachdb/apd/v3"
-	"golang.org/x/sync/singleflight"
 )
 
 // Key is an API key's public record. The secret itself is shown once, by
@@ -150,7 +149,7 @@ func newSecret(src io.Reader) (string, error) {
 // CreateKey issues a key for the account, labelled name ("default" if
 // empty), and returns its secret, which is not stored and cannot be shown
 // again. An unknown account is ErrNotFound; a bad label is ErrInvalid.
-func (s *Store) CreateKey(ctx context.Context, accountID int64, name string) (secret string, k Key, err error) {
+func (s *policy) CreateKey(ctx context.Context, accountID int64, name string) (secret string, k Key, err error) {
 	if name == "" {
 		name = "default"
 	}
@@ -165,40 +164,36 @@ func (s *Store) CreateKey(ctx context.Context, accountID int64, name string) (se
 	if err != nil {
 		return "", Key{}, fmt.Errorf("create key: %w", err)
 	}
-
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return "", Key{}, fmt.Errorf("create key: begin: %w", err)
-	}
-	defer tx.Rollback()
-
 	k = Key{ID: id, AccountID: accountID, Name: name, CreatedAt: fromMS(ms(s.now()))}
-	err = tx.QueryRowContext(ctx, `SELECT name FROM accounts WHERE id = ?`, accountID).Scan(&k.AccountName)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", Key{}, fmt.Errorf("create key: account %d: %w", accountID, ErrNotFound)
-	}
+	err = s.db.writeTx(ctx, "create key", func(tx conn) error {
+		err := tx.queryRow(ctx, `SELECT name FROM accounts WHERE id = ?`, accountID).Scan(&k.AccountName)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("create key: account %d: %w", accountID, ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("create key: account: %w", err)
+		}
+		if _, err := tx.exec(ctx,
+			`INSERT INTO api_keys (id, account_id, name, secret_sha256, created_at) VALUES (?, ?, ?, ?, ?)`,
+			k.ID, accountID, name, hashSecret(secret), ms(k.CreatedAt)); err != nil {
+			return fmt.Errorf("create key: insert: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
-		return "", Key{}, fmt.Errorf("create key: account: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx,
-		`INSERT INTO api_keys (id, account_id, name, secret_sha256, created_at) VALUES (?, ?, ?, ?, ?)`,
-		k.ID, accountID, name, hashSecret(secret), ms(k.CreatedAt)); err != nil {
-		return "", Key{}, fmt.Errorf("create key: insert: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return "", Key{}, fmt.Errorf("create key: commit: %w", err)
+		return "", Key{}, err
 	}
 	return secret, k, nil
 }
 
 // ListKeys returns the keys of the account, or of every account when
 // accountID is 0, revoked ones included, oldest first.
-func (s *Store) ListKeys(ctx context.Context, accountID int64) ([]Key, error) {
-	rows, err := s.r.QueryContext(ctx,
+func (s *policy) ListKeys(ctx context.Context, accountID int64) ([]Key, error) {
+	rows, err := s.db.readers().query(ctx,
 		`SELECT `+keyColumns+`
 		 FROM api_keys k JOIN accounts a ON a.id = k.account_id
-		 WHERE ? = 0 OR k.account_id = ?
-		 ORDER BY k.created_at, k.rowid`,
+		 WHERE CAST(? AS BIGINT) = 0 OR k.account_id = ?
+		 ORDER BY k.created_at, `+s.db.dialect().keyOrder,
 		accountID, accountID)
 	if err != nil {
 		return nil, fmt.Errorf("list keys: %w", err)
@@ -218,67 +213,40 @@ func (s *Store) ListKeys(ctx context.Context, accountID int64) ([]Key, error) {
 	return keys, nil
 }
 
+// keyByIDSQL reads the key with the public id given.
+const keyByIDSQL = `SELECT ` + keyColumns + ` FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.id = ?`
+
 // RevokeKey revokes the key with the public id keyID and returns it. Revoking
 // a revoked key changes nothing and returns it with its original RevokedAt.
-// An unknown id is ErrNotFound.
-func (s *Store) RevokeKey(ctx context.Context, keyID string) (Key, error) {
-	tx, err := s.w.BeginTx(ctx, nil)
+// An unknown id is ErrNotFound. Every other process that serves calls
+// (another instance) stops accepting it within its authentication cache's
+// TTL; this one at once.
+func (s *policy) RevokeKey(ctx context.Context, keyID string) (Key, error) {
+	var k Key
+	err := s.db.writeTx(ctx, "revoke key", func(tx conn) error {
+		if _, err := tx.exec(ctx, `UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`,
+			ms(s.now()), keyID); err != nil {
+			return fmt.Errorf("revoke key: update: %w", err)
+		}
+		if _, err := tx.exec(ctx, bumpKeyChangesSQL); err != nil {
+			return fmt.Errorf("revoke key: count the change: %w", err)
+		}
+		var err error
+		k, err = scanKey(tx.queryRow(ctx, keyByIDSQL, keyID))
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("revoke key %q: %w", keyID, ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("revoke key: select: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
-		return Key{}, fmt.Errorf("revoke key: begin: %w", err)
-	}
-	defer tx.Rollback()
-
-	if _, err := tx.ExecContext(ctx,
-		`UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`,
-		ms(s.now()), keyID); err != nil {
-		return Key{}, fmt.Errorf("revoke key: update: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx, bumpKeyChangesSQL); err != nil {
-		return Key{}, fmt.Errorf("revoke key: count the change: %w", err)
-	}
-	k, err := scanKey(tx.QueryRowContext(ctx,
-		`SELECT `+keyColumns+` FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.id = ?`,
-		keyID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return Key{}, fmt.Errorf("revoke key %q: %w", keyID, ErrNotFound)
-	}
-	if err != nil {
-		return Key{}, fmt.Errorf("revoke key: select: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return Key{}, fmt.Errorf("revoke key: commit: %w", err)
+		return Key{}, err
 	}
 	s.auth.clear()
 	return k, nil
 }
-
-// Authenticate returns the active key whose secret is secret. An unknown or
-// revoked secret is ErrNotFound, without saying which. This is the hot path
-// of every request: one indexed read on the reader pool, bounded by
-// QueryTimeout (ErrUnavailable past it), unless the key is cached.
-func (s *Store) Authenticate(ctx context.Context, secret string) (Key, error) {
-	if !strings.HasPrefix(secret, SecretPrefix) {
-		return Key{}, fmt.Errorf("authenticate: %w", ErrNotFound)
-	}
-	hash := hashSecret(secret)
-	now := s.now()
-	if err := checkKeyChangesFor(ctx, &s.auth, &s.authReads, now, s.checkKeyChanges); err != nil {
-		return Key{}, err
-	}
-	if k, ok, refresh := s.auth.get(hash, now); ok {
-		if refresh {
-			// Read it again beside the calls, before the entry
-			// expires (see authCache).
-			s.authReads.DoChan(hash, func() (any, error) { return s.readKey(context.Background(), hash) })
-		}
-		return k, nil
-	}
-	return s.readKey(ctx, hash)
-}
-
-// keyChangesFlight is the authReads key of the read of the count of key
-// changes (a secret's hash is hex: no secret's reads share it).
-const keyChangesFlight = "key_changes"
 
 // keyChangesSQL reads the count of key changes; bumpKeyChangesSQL adds one
 // to it, in the transaction of every change to a key that authentication
@@ -288,116 +256,62 @@ const (
 	bumpKeyChangesSQL = `UPDATE key_changes SET n = n + 1 WHERE id = 1`
 )
 
-// checkKeyChangesFor makes sure the count of key changes was read within
-// the cache's ttl before now, so that its entries may be trusted: when it
-// was not, the call waits for one read of it (shared by the calls waiting
-// then); once three quarters of the ttl have passed, it is read again
-// beside the calls. check reads it (and observes it in the cache).
-func checkKeyChangesFor(ctx context.Context, c *authCache, reads *singleflight.Group, now time.Time, check func(context.Context) error) error {
-	if c.ttl <= 0 {
-		return nil // no cache: every call reads its key
-	}
-	ok, soon := c.fresh(now)
-	switch {
-	case !ok:
-		_, err, _ := reads.Do(keyChangesFlight, func() (any, error) { return nil, check(context.WithoutCancel(ctx)) })
-		if err != nil {
-			return fmt.Errorf("authenticate: %w", err)
-		}
-	case soon:
-		reads.DoChan(keyChangesFlight, func() (any, error) { return nil, check(context.Background()) })
-	}
-	return nil
-}
-
-// checkKeyChanges reads the count of key changes into the authentication
-// cache.
-func (s *Store) checkKeyChanges(ctx context.Context) error {
-	at := s.now()
-	ctx, cancel := s.readCtx(ctx)
-	defer cancel()
-	var n int64
-	if err := s.changesStmt.QueryRowContext(ctx).Scan(&n); err != nil {
-		return fmt.Errorf("read key changes: %w", readErr(ctx, err))
-	}
-	s.auth.observe(n, at)
-	return nil
-}
-
-// keySQL reads the active key whose secret hashes to the argument (readKey).
+// keySQL reads the active key whose secret hashes to the argument
+// (activeKey).
 const keySQL = `SELECT ` + keyColumns + `
 	 FROM api_keys k JOIN accounts a ON a.id = k.account_id
 	 WHERE k.secret_sha256 = ? AND k.revoked_at IS NULL`
-
-// readKey reads the active key whose secret hashes to hash into the
-// authentication cache.
-func (s *Store) readKey(ctx context.Context, hash string) (Key, error) {
-	now, epoch := s.now(), s.auth.begin()
-	ctx, cancel := s.readCtx(ctx)
-	defer cancel()
-	k, err := scanKey(s.keyStmt.QueryRowContext(ctx, hash))
-	if errors.Is(err, sql.ErrNoRows) {
-		s.auth.forget(hash, epoch)
-		return Key{}, fmt.Errorf("authenticate: %w", ErrNotFound)
-	}
-	if err != nil {
-		return Key{}, fmt.Errorf("authenticate: %w", readErr(ctx, err))
-	}
-	s.auth.put(hash, k, now, epoch)
-	return k, nil
-}
 
 // UpdateKeyLimits changes the limits of the key with the public id keyID in
 // one transaction: update gets the current limits and changes what it
 // wants. It returns the updated key. An unknown id is ErrNotFound; a
 // negative value, or a cap with more than six decimal places, ErrInvalid.
-// Keys are read on every request, so a running server applies the change
-// to the next call.
-func (s *Store) UpdateKeyLimits(ctx context.Context, keyID string, update func(*KeyLimits)) (Key, error) {
-	tx, err := s.w.BeginTx(ctx, nil)
+// This process applies the change to its next call; every other one
+// within its authentication cache's TTL.
+func (s *policy) UpdateKeyLimits(ctx context.Context, keyID string, update func(*KeyLimits)) (Key, error) {
+	var k Key
+	err := s.db.writeTx(ctx, "update key limits", func(tx conn) error {
+		var err error
+		k, err = scanKey(tx.queryRow(ctx, keyByIDSQL+s.db.dialect().forUpdate, keyID))
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("update key limits %q: %w", keyID, ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("update key limits: select: %w", err)
+		}
+		l := k.Limits
+		update(&l)
+		daily, err := capColumn("daily cap", l.DailyCap)
+		if err != nil {
+			return fmt.Errorf("update key limits: %w", err)
+		}
+		monthly, err := capColumn("monthly cap", l.MonthlyCap)
+		if err != nil {
+			return fmt.Errorf("update key limits: %w", err)
+		}
+		rpm, err := intColumn("requests per minute", l.RPM)
+		if err != nil {
+			return fmt.Errorf("update key limits: %w", err)
+		}
+		tpm, err := intColumn("tokens per minute", l.TPM)
+		if err != nil {
+			return fmt.Errorf("update key limits: %w", err)
+		}
+		if _, err := tx.exec(ctx,
+			`UPDATE api_keys SET daily_cap_micros = ?, monthly_cap_micros = ?, rpm_limit = ?, tpm_limit = ? WHERE id = ?`,
+			daily, monthly, rpm, tpm, keyID); err != nil {
+			return fmt.Errorf("update key limits: update: %w", err)
+		}
+		if _, err := tx.exec(ctx, bumpKeyChangesSQL); err != nil {
+			return fmt.Errorf("update key limits: count the change: %w", err)
+		}
+		if k, err = scanKey(tx.queryRow(ctx, keyByIDSQL, keyID)); err != nil {
+			return fmt.Errorf("update key limits: reread: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
-		return Key{}, fmt.Errorf("update key limits: begin: %w", err)
-	}
-	defer tx.Rollback()
-	const sel = `SELECT ` + keyColumns + ` FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.id = ?`
-	k, err := scanKey(tx.QueryRowContext(ctx, sel, keyID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return Key{}, fmt.Errorf("update key limits %q: %w", keyID, ErrNotFound)
-	}
-	if err != nil {
-		return Key{}, fmt.Errorf("update key limits: select: %w", err)
-	}
-	l := k.Limits
-	update(&l)
-	daily, err := capColumn("daily cap", l.DailyCap)
-	if err != nil {
-		return Key{}, fmt.Errorf("update key limits: %w", err)
-	}
-	monthly, err := capColumn("monthly cap", l.MonthlyCap)
-	if err != nil {
-		return Key{}, fmt.Errorf("update key limits: %w", err)
-	}
-	rpm, err := intColumn("requests per minute", l.RPM)
-	if err != nil {
-		return Key{}, fmt.Errorf("update key limits: %w", err)
-	}
-	tpm, err := intColumn("tokens per minute", l.TPM)
-	if err != nil {
-		return Key{}, fmt.Errorf("update key limits: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx,
-		`UPDATE api_keys SET daily_cap_micros = ?, monthly_cap_micros = ?, rpm_limit = ?, tpm_limit = ? WHERE id = ?`,
-		daily, monthly, rpm, tpm, keyID); err != nil {
-		return Key{}, fmt.Errorf("update key limits: update: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx, bumpKeyChangesSQL); err != nil {
-		return Key{}, fmt.Errorf("update key limits: count the change: %w", err)
-	}
-	if k, err = scanKey(tx.QueryRowContext(ctx, sel, keyID)); err != nil {
-		return Key{}, fmt.Errorf("update key limits: reread: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return Key{}, fmt.Errorf("update key limits: commit: %w", err)
+		return Key{}, err
 	}
 	s.auth.clear()
 	return k, nil

@@ -8,14 +8,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/svcgw/svcgw/money"
+	"golang.org/x/sync/singleflight"
 )
 
 // Generation is the ledger row of one billed call.
@@ -83,7 +82,7 @@ type genRow struct {
 // database rejects as such (a duplicate id, an unknown account or key id),
 // and one recorded after Close. Those are bugs in the caller. Call Sync to
 // wait for the commit.
-func (s *ledgerCore) RecordGeneration(g Generation) {
+func (s *policy) RecordGeneration(g Generation) {
 	row, err := s.toRow(g)
 	if err != nil {
 		s.logDrop(g, err)
@@ -112,7 +111,7 @@ func (s *ledgerCore) RecordGeneration(g Generation) {
 	}
 }
 
-func (s *ledgerCore) toRow(g Generation) (genRow, error) {
+func (s *policy) toRow(g Generation) (genRow, error) {
 	if g.ID == "" {
 		return genRow{}, fmt.Errorf("%w: empty generation id", ErrInvalid)
 	}
@@ -127,7 +126,7 @@ func (s *ledgerCore) toRow(g Generation) (genRow, error) {
 
 // logDrop logs a generation that will never reach the ledger, with what an
 // operator needs to reconcile it by hand (never prompts or completions).
-func (s *ledgerCore) logDrop(g Generation, err error) {
+func (s *policy) logDrop(g Generation, err error) {
 	s.dropped.Add(1)
 	s.log.Error("generation dropped from ledger", append(generationAttrs(g), "error", err)...)
 }
@@ -151,20 +150,20 @@ func generationAttrs(g Generation) []any {
 // so a following read sees it. It returns at once when nothing is pending.
 // While the ledger is failing or stalled (see CheckLedger) it does not wait
 // for the recovery: it returns an error wrapping ErrUnavailable.
-func (s *ledgerCore) Sync(ctx context.Context) error { return s.syncAfter(ctx, 0) }
+func (s *policy) Sync(ctx context.Context) error { return s.syncAfter(ctx, 0) }
 
 // SyncWithin is Sync that leaves the writer up to d to commit on its own
 // (it does at least every batch interval while generations come) before it
 // asks for a commit at once, as Sync does: readers that can wait that long
 // for what was recorded before them then cost the writer no commit of its
 // own (see the account endpoints' shared syncs).
-func (s *ledgerCore) SyncWithin(ctx context.Context, d time.Duration) error {
+func (s *policy) SyncWithin(ctx context.Context, d time.Duration) error {
 	return s.syncAfter(ctx, d)
 }
 
 // syncAfter is Sync, asking the writer for an early commit only after
 // patience (at once when it is not positive).
-func (s *ledgerCore) syncAfter(ctx context.Context, patience time.Duration) error {
+func (s *policy) syncAfter(ctx context.Context, patience time.Duration) error {
 	// pending is raised before a generation is queued and lowered after it
 	// is settled, so zero means everything recorded so far is committed.
 	if s.pending.Load() == 0 {
@@ -219,14 +218,18 @@ func (s *ledgerCore) syncAfter(ctx context.Context, patience time.Duration) erro
 	}
 }
 
-// ledgerCore is the batched ledger writer every store shares: the queue of
-// generations recorded and not yet settled, the writer goroutine that
-// commits them in batches and retries what the database fails to take, and
-// the health CheckLedger reports. What differs between databases is behind
-// db (how a batch is committed, how failures are classified) and charges
-// (how a charge counts before it is committed).
-type ledgerCore struct {
-	db      ledgerDB
+// policy is what svcgw decides, written once for every engine, which both
+// engine types (Store, Postgres) embed: the batched ledger writer (the
+// queue of generations recorded and not yet settled, the writer goroutine
+// that commits them in batches and retries what the database fails to
+// take, the health CheckLedger reports), authentication and its cache,
+// accounts, credits, caps, keys, feedback, sealing keys, usage reports and
+// retention's deletes. What differs between databases is behind db (the
+// engine: how a batch is committed, how a failure is classified, its
+// connections) and charges (how a charge counts before it is committed:
+// in memory on SQLite, against balance leases on PostgreSQL).
+type policy struct {
+	db      engine
 	charges chargeCounter
 
 	now  func() time.Time
@@ -253,23 +256,16 @@ type ledgerCore struct {
 	// committed and dropped count generations for LedgerStats.
 	committed, dropped atomic.Uint64
 
-	auth authCache // recent authentications
-}
+	// rollupsComplete is set once the usage roll-ups cover every
+	// generation (at once on an engine whose databases were born with
+	// them): no backfill is pending (see Usage, backfiller).
+	rollupsComplete atomic.Bool
 
-// ledgerDB is what the ledger writer needs of a database.
-type ledgerDB interface {
-	// commitBatch inserts the rows, debits their accounts and adds them to
-	// spend_daily and the roll-ups, in one transaction. A failure of the
-	// COMMIT itself wraps errUncertain.
-	commitBatch(ctx context.Context, rows []genRow, agg *batchSums) error
-	// storedRow reads the account, cost and creation time of the stored
-	// generation id.
-	storedRow(ctx context.Context, id string) (acct, cost, created int64, err error)
-	// unstorable reports whether err rejects a row as such (committing it
-	// again can never succeed), as opposed to a failure of the database.
-	unstorable(err error) bool
-	// faultReason says in a few words why a commit failed, for operators.
-	faultReason(err error) string
+	auth authCache // recent authentications
+	// authReads shares one read among the calls that authenticate the
+	// same key at once, and runs one read ahead per key at a time (see
+	// Authenticate).
+	authReads singleflight.Group
 }
 
 // chargeCounter counts each charge from the moment it is recorded until it
@@ -285,7 +281,7 @@ type chargeCounter interface {
 }
 
 // init applies opts's ledger settings and their defaults.
-func (s *ledgerCore) init(opts Options, db ledgerDB, charges chargeCounter) {
+func (s *policy) init(opts Options, db engine, charges chargeCounter) {
 	s.db, s.charges = db, charges
 	s.now, s.rand, s.log = opts.Now, opts.Rand, opts.Logger
 	if s.now == nil {
@@ -320,7 +316,7 @@ func (s *ledgerCore) init(opts Options, db ledgerDB, charges chargeCounter) {
 }
 
 // start starts the writer goroutine.
-func (s *ledgerCore) start() {
+func (s *policy) start() {
 	s.queue.wake = make(chan struct{}, 1)
 	s.done = make(chan struct{})
 	s.epoch = time.Now()
@@ -330,7 +326,7 @@ func (s *ledgerCore) start() {
 // stop stops accepting generations and waits for the writer to commit
 // what is queued (or to give up on it, CloseTimeout later); it reports the
 // generations it gave up on.
-func (s *ledgerCore) stop() error {
+func (s *policy) stop() error {
 	s.queue.mu.Lock()
 	s.queue.closed = true
 	s.queue.mu.Unlock()
@@ -478,7 +474,7 @@ func (q *ledgerQueue) failed(k int, err error) {
 
 // settle removes the first k queued rows, which the writer has committed or
 // dropped, and wakes the Syncs that were waiting for them.
-func (s *ledgerCore) settle(k int) {
+func (s *policy) settle(k int) {
 	q := &s.queue
 	q.mu.Lock()
 	for i := range k {
@@ -527,7 +523,7 @@ func (q *ledgerQueue) failWaiters(err error) {
 // RetryInterval, until a commit succeeds. After Close it commits what is
 // queued and exits; rows it still cannot commit CloseTimeout later are
 // logged, one line each, and counted in Close's error.
-func (s *ledgerCore) runLedger() {
+func (s *policy) runLedger() {
 	defer close(s.done)
 	q := &s.queue
 	batch := make([]genRow, 0, min(s.batchSize, 1024)) // grows if BatchSize is larger
@@ -581,7 +577,7 @@ func (s *ledgerCore) runLedger() {
 
 // collect waits until the queue holds a full batch, a Sync waits or Close
 // was called, or BatchInterval passes.
-func (s *ledgerCore) collect(timer *time.Timer) {
+func (s *policy) collect(timer *time.Timer) {
 	timer.Reset(s.batchInterval)
 	defer timer.Stop()
 	for {
@@ -602,7 +598,7 @@ func (s *ledgerCore) collect(timer *time.Timer) {
 // other failure (the disk full, the file locked past the deadline, an I/O
 // error) is returned: the rows not yet settled stay queued, still counted
 // in Spend, and are retried.
-func (s *ledgerCore) flush(by time.Time, batch []genRow, agg *batchSums) error {
+func (s *policy) flush(by time.Time, batch []genRow, agg *batchSums) error {
 	err := s.commit(by, batch, agg)
 	if err == nil {
 		s.settle(len(batch))
@@ -643,7 +639,7 @@ func (s *ledgerCore) flush(by time.Time, batch []genRow, agg *batchSums) error {
 // commit runs commitBatch with a deadline, marking the time it began for
 // CheckLedger, which treats a commit running past CommitTimeout as failing
 // even when its deadline cannot interrupt it.
-func (s *ledgerCore) commit(by time.Time, rows []genRow, agg *batchSums) error {
+func (s *policy) commit(by time.Time, rows []genRow, agg *batchSums) error {
 	ctx, cancel := context.WithDeadline(context.Background(), by)
 	defer cancel()
 	s.health.commitStart.Store(s.mono())
@@ -658,25 +654,17 @@ func (s *ledgerCore) commit(by time.Time, rows []genRow, agg *batchSums) error {
 // written it. Only a row whose earlier COMMIT reported failure is asked
 // about: that commit may have taken effect, and retrying it then meets its
 // own row.
-func (s *ledgerCore) stored(by time.Time, r *genRow) bool {
+func (s *policy) stored(by time.Time, r *genRow) bool {
 	ctx, cancel := context.WithDeadline(context.Background(), by)
 	defer cancel()
 	acct, cost, created, err := s.db.storedRow(ctx, r.g.ID)
 	return err == nil && acct == r.g.AccountID && cost == r.costMicros && created == r.createdMS
 }
 
-// storedRow reads the account, cost and creation time of the stored
-// generation id (see ledgerCore.stored).
-func (s *Store) storedRow(ctx context.Context, id string) (acct, cost, created int64, err error) {
-	err = s.w.QueryRowContext(ctx, `SELECT account_id, cost_micros, created_at FROM generations WHERE id = ?`, id).
-		Scan(&acct, &cost, &created)
-	return acct, cost, created, err
-}
-
 // abandon logs every row still queued when Close gives up on a ledger that
 // cannot commit, one Error line each with every column, so an operator can
 // enter them by hand, and answers the waiting Syncs.
-func (s *ledgerCore) abandon() {
+func (s *policy) abandon() {
 	q := &s.queue
 	q.mu.Lock()
 	s.lost = q.n
@@ -691,94 +679,6 @@ func (s *ledgerCore) abandon() {
 	q.failWaiters(err)
 }
 
-// insertChunk is the most rows one INSERT carries (19 parameters each, far
-// under SQLite's limit of 32,766).
-const insertChunk = 64
-
-// insertSQL holds the INSERT statement text for each chunk size, which are
-// the roll-ups' (upsertChunks: 64 and the powers of two below it, chunkFor).
-// Seven statements cover every batch: a prepared statement of n rows holds
-// a program of ~3.5 KB a row in SQLite's memory, so one per count from 1 to
-// 64 held 7 MB on the writer connection, against ~0.4 MB for these seven.
-var insertSQL = buildInsertSQL()
-
-const insertHead = `INSERT` + insertInto
-
-const insertInto = ` INTO generations (
-	id, account_id, key_id, application, surface, model, request_type, tier,
-	streamed, finish_reason, prompt_tokens, completion_tokens,
-	cached_prompt_tokens, cache_creation_tokens, reasoning_tokens,
-	cost_micros, latency_ms, generation_time_ms, created_at
-) VALUES `
-
-const insertTuple = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-
-// insertColumns is the number of columns insertHead names.
-const insertColumns = 19
-
-func buildInsertSQL() (stmts [insertChunk + 1]string) {
-	for _, n := range upsertChunks {
-		stmts[n] = insertSQLOf(n)
-	}
-	return stmts
-}
-
-func insertSQLOf(n int) string {
-	return insertHead + insertTuples(n)
-}
-
-func insertTuples(n int) string {
-	return strings.TrimSuffix(strings.Repeat(insertTuple+", ", n), ", ")
-}
-
-// bulkInsertSQL is the INSERT of bulkInsertChunk rows, a bulk writer's.
-// OR ROLLBACK: see bulkwriter.go, "statement journal".
-var bulkInsertSQL = `INSERT OR ROLLBACK` + insertInto + insertTuples(bulkInsertChunk)
-
-// insertSQLFor is the INSERT statement of size rows (a chunk size).
-func insertSQLFor(size int) string {
-	if size == bulkInsertChunk {
-		return bulkInsertSQL
-	}
-	return insertSQL[size]
-}
-
-// insertChunkFor is the size of the next INSERT when n rows are left.
-func (s *Store) insertChunkFor(n int) int {
-	if n >= bulkInsertChunk && bulkWriter(s.batchSize) {
-		return bulkInsertChunk
-	}
-	return chunkFor(n)
-}
-
-// stmt returns the prepared statement of query, preparing it on the
-// writer connection the first time (which must not be inside a
-// transaction: the writer has one connection). Only the ledger goroutine
-// calls it, so the cache needs no lock; Close closes the statements.
-func (s *Store) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
-	if st := s.stmts[query]; st != nil {
-		return st, nil
-	}
-	st, err := s.w.PrepareContext(ctx, query)
-	if err != nil {
-		return nil, err
-	}
-	if s.stmts == nil {
-		s.stmts = make(map[string]*sql.Stmt)
-	}
-	s.stmts[query] = st
-	return st, nil
-}
-
-// The ledger's other statements: one debit per account and one spend_daily
-// upsert per (account, key, day) of a batch.
-const (
-	debitSQL = `UPDATE accounts SET balance_micros = balance_micros - ?, total_used_micros = total_used_micros + ? WHERE id = ?`
-	spendSQL = `INSERT INTO spend_daily (account_id, key_id, day, requests, cost_micros) VALUES (?, ?, ?, ?, ?)
-	 ON CONFLICT (account_id, key_id, day) DO UPDATE SET
-	   requests = requests + excluded.requests, cost_micros = cost_micros + excluded.cost_micros`
-)
-
 // batchSums is the scratch space of commitBatch, reused between batches:
 // the debit of each account and the spend of each (account, key, day).
 type batchSums struct {
@@ -788,13 +688,6 @@ type batchSums struct {
 	rollup rollupSums
 	bulk   bulkInsert // a bulk writer's 1,024-row INSERTs
 }
-
-// concurrentSumRows is the fewest rows of a batch whose sums are made
-// concurrently with its INSERTs (see commitBatch): below it, starting a
-// goroutine and preparing every roll-up upsert cost more than they save.
-// Only batches of a bulk writer reach it (store/bulkwriter.go). A variable
-// for TestBulkWriter, which lowers it.
-var concurrentSumRows = 4096
 
 // sum empties the sums and adds up rows in them: the debit of each account,
 // the spend of each (account, key, day) and the roll-ups.
@@ -827,179 +720,9 @@ type spendSum struct {
 
 // drop logs a generation that can never be stored and takes its charge
 // back from the spend tracker.
-func (s *ledgerCore) drop(r genRow, err error) {
+func (s *policy) drop(r genRow, err error) {
 	s.charges.unrecord(r)
 	s.logDrop(r.g, err)
-}
-
-// commitBatch inserts the rows, applies one debit per account and one
-// spend_daily upsert per (account, key, day), all in one transaction.
-func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) error {
-	// Prepare the statements this batch needs (once: they are cached)
-	// before the transaction takes the writer's only connection. Parsing
-	// them again for every batch was a quarter of the ledger's CPU.
-	for n := len(rows); n > 0; {
-		size := s.insertChunkFor(n)
-		if size != bulkInsertChunk { // prepared on the driver connection (bulkInsert)
-			if _, err := s.stmt(ctx, insertSQLFor(size)); err != nil {
-				return fmt.Errorf("ledger: prepare: %w", err)
-			}
-		}
-		n -= min(n, size)
-		if size >= insertChunk {
-			n %= size // the rest of full chunks all use this one
-		}
-	}
-	queries := []string{debitSQL, spendSQL}
-	if s.insertChunkFor(len(rows)) == bulkInsertChunk {
-		queries = append(queries, accountsFoundSQL, keysFoundSQL) // checkParents
-	}
-	for _, q := range queries {
-		if _, err := s.stmt(ctx, q); err != nil {
-			return fmt.Errorf("ledger: prepare: %w", err)
-		}
-	}
-	// The batch's sums (debits, spend, roll-ups) are made on another core,
-	// when there is one, while SQLite inserts the rows: a large batch's
-	// sums take ~5% of its commit (a bulk load). The roll-up upserts are
-	// then all prepared first (they cannot be prepared inside the
-	// transaction), since the sums that tell which are needed come later.
-	summed := func() {}
-	if len(rows) >= concurrentSumRows && runtime.GOMAXPROCS(0) > 1 {
-		if err := s.prepareRollups(ctx, nil); err != nil {
-			return err
-		}
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			agg.sum(rows)
-		}()
-		summed = func() { <-done }
-		// The caller reuses agg and rows once this returns.
-		defer func() { summed() }()
-	} else {
-		agg.sum(rows)
-		if err := s.prepareRollups(ctx, &agg.rollup); err != nil {
-			return err
-		}
-	}
-	// A bulk writer's batch runs on a connection of its own (the writer's
-	// one), so that its 1,024-row INSERTs can go to the driver directly,
-	// and with foreign keys off (bulkwriter.go, "statement journal").
-	var (
-		tx   *sql.Tx
-		bulk *bulkInsert
-		err  error
-	)
-	if s.insertChunkFor(len(rows)) == bulkInsertChunk {
-		bulk = &agg.bulk
-		if err := bulk.begin(ctx, s.w); err != nil {
-			return fmt.Errorf("ledger: begin: %w", err)
-		}
-		defer bulk.end()
-		tx, err = bulk.conn.BeginTx(ctx, nil)
-	} else {
-		tx, err = s.w.BeginTx(ctx, nil)
-	}
-	if err != nil {
-		return fmt.Errorf("ledger: begin: %w", err)
-	}
-	defer tx.Rollback()
-	// Rows go in multi-row INSERTs of up to insertChunk rows: one statement
-	// step per chunk instead of per row, which is most of the ledger's CPU.
-	args := agg.args[:0]
-	for start := 0; start < len(rows); {
-		chunk := rows[start : start+s.insertChunkFor(len(rows)-start)]
-		start += len(chunk)
-		s.yieldCommit(len(rows))
-		var err error
-		if len(chunk) == bulkInsertChunk {
-			err = bulk.exec(ctx, chunk)
-			s.bulkInserts++
-		} else {
-			args = args[:0]
-			for i := range chunk {
-				args = chunk[i].appendValues(args)
-			}
-			_, err = tx.StmtContext(ctx, s.stmts[insertSQLFor(len(chunk))]).ExecContext(ctx, args...)
-		}
-		if err != nil {
-			if len(chunk) == 1 {
-				return fmt.Errorf("ledger: insert generation %q: %w", chunk[0].g.ID, err)
-			}
-			return fmt.Errorf("ledger: insert %d generations: %w", len(chunk), err)
-		}
-	}
-	clear(args) // drop references for the GC
-	agg.args = args
-	if err := s.insertItems(ctx, tx, rows); err != nil {
-		return err
-	}
-	summed()
-	if bulk != nil {
-		// Its INSERTs ran without SQLite's foreign-key checks.
-		if err := s.checkParents(ctx, tx, agg); err != nil {
-			return err
-		}
-		if bulkBatchHook != nil {
-			bulkBatchHook(ctx, tx)
-		}
-	}
-	debit := tx.StmtContext(ctx, s.stmts[debitSQL])
-	for acct, cost := range agg.debits {
-		if cost == 0 {
-			continue
-		}
-		s.yieldCommit(len(rows))
-		if _, err := debit.ExecContext(ctx, cost, cost, acct); err != nil {
-			return fmt.Errorf("ledger: debit account %d: %w", acct, err)
-		}
-	}
-	spend := tx.StmtContext(ctx, s.stmts[spendSQL])
-	for k, sum := range agg.spend {
-		s.yieldCommit(len(rows))
-		if _, err := spend.ExecContext(ctx, k.account, k.key, int64(k.day), sum.requests, sum.cost); err != nil {
-			return fmt.Errorf("ledger: spend of account %d: %w", k.account, err)
-		}
-	}
-	// The usage roll-ups, in the same transaction as the rows they sum.
-	if err := agg.rollup.write(ctx, func(ctx context.Context, q string, args []any) error {
-		s.yieldCommit(len(rows))
-		_, err := tx.StmtContext(ctx, s.stmts[q]).ExecContext(ctx, args...)
-		return err
-	}); err != nil {
-		return fmt.Errorf("ledger: roll-ups: %w", err)
-	}
-	if s.commitHook != nil {
-		if err := s.commitHook(); err != nil {
-			return fmt.Errorf("ledger: commit: %w", err) // rolled back by the deferred Rollback
-		}
-	}
-	s.yieldCommit(len(rows))
-	s.feed.committing()
-	if err := tx.Commit(); err != nil {
-		s.feed.committed(nil) // it may have taken effect
-		return fmt.Errorf("ledger: commit: %w: %w", errUncertain, err)
-	}
-	s.feed.committed(&agg.rollup)
-	return nil
-}
-
-// appendValues appends the INSERT parameters of r to dst, in insertHead's
-// order, as the driver takes them (string, int64, bool, nil): any other
-// type database/sql converts by reflection, for every argument of every
-// row.
-func (r *genRow) appendValues(dst []any) []any {
-	g := &r.g
-	var keyID any // NULL
-	if g.KeyID != "" {
-		keyID = g.KeyID
-	}
-	return append(dst,
-		g.ID, g.AccountID, keyID, g.Application, g.Surface, g.Model, g.RequestType, g.Tier,
-		g.Streamed, g.FinishReason, int64(g.PromptTokens), int64(g.CompletionTokens),
-		int64(g.CachedPromptTokens), int64(g.CacheCreationTokens), int64(g.ReasoningTokens),
-		r.costMicros, g.LatencyMS, g.GenerationTimeMS, r.createdMS)
 }
 
 // errUncertain marks a failure of the COMMIT itself. Before it nothing can
@@ -1015,23 +738,23 @@ const generationColumns = `id, account_id, COALESCE(key_id, ''), application, su
 // Generation returns the account's generation with id. An unknown id, or
 // one of another account, is ErrNotFound. It reads what is committed: call
 // Sync first to see a generation recorded just before.
-func (s *Store) Generation(ctx context.Context, accountID int64, id string) (Generation, error) {
+func (s *policy) Generation(ctx context.Context, accountID int64, id string) (Generation, error) {
 	ctx, cancel := s.readCtx(ctx)
 	defer cancel()
-	g, err := s.scanGeneration(s.r.QueryRowContext(ctx,
+	g, err := scanGeneration(s.db.readers().queryRow(ctx,
 		`SELECT `+generationColumns+` FROM generations WHERE id = ? AND account_id = ?`, id, accountID), id)
-	return g, readErr(ctx, err)
+	return g, s.db.readErr(ctx, err)
 }
 
 // GenerationByID returns the generation with id, whichever account it
 // belongs to. It is for operators (the CLI); callers over HTTP always go
 // through Generation, scoped to their account.
-func (s *Store) GenerationByID(ctx context.Context, id string) (Generation, error) {
-	return s.scanGeneration(s.r.QueryRowContext(ctx,
+func (s *policy) GenerationByID(ctx context.Context, id string) (Generation, error) {
+	return scanGeneration(s.db.readers().queryRow(ctx,
 		`SELECT `+generationColumns+` FROM generations WHERE id = ?`, id), id)
 }
 
-func (s *Store) scanGeneration(row *sql.Row, id string) (Generation, error) {
+func scanGeneration(row scanner, id string) (Generation, error) {
 	var (
 		g             Generation
 		cost, created int64

@@ -34,12 +34,12 @@ var shippedPG = []struct{ name, sha256 string }{
 }
 
 func TestMigrations_AppendOnly(t *testing.T) {
-	ms, err := loadMigrations()
+	ms, err := sqliteMigrations()
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkAppendOnly(t, "migrations", "shipped", ms, shipped)
-	pg, err := loadMigrationsFS(pgMigrationFiles, "pgmigrations")
+	pg, err := loadMigrations(pgMigrationFiles, "pgmigrations")
 	if err != nil {
 		t.Fatal(err)
 	}

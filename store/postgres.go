@@ -2,22 +2,17 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net"
-	"path"
-	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"golang.org/x/sync/singleflight"
 )
 
 // Postgres is svcgw's database on a PostgreSQL server, which several svcgw
@@ -37,7 +32,7 @@ import (
 // listens for its peers' requests (postgres_lease_peers.go): at most 9
 // connections per instance.
 type Postgres struct {
-	ledgerCore
+	policy
 	dsn  string // redacted
 	w    *pgxpool.Pool
 	r    *pgxpool.Pool
@@ -45,9 +40,6 @@ type Postgres struct {
 
 	leases *leases
 	refs   ledgerRefs // the ledger writer's
-	// authReads shares one read among the calls that authenticate the same
-	// key at once (see Authenticate).
-	authReads singleflight.Group
 
 	upkeep    upkeepState
 	closeOnce sync.Once
@@ -91,6 +83,7 @@ func OpenPostgres(ctx context.Context, dsn string, opts Options) (*Postgres, err
 	p := &Postgres{dsn: Redact(dsn)}
 	p.init(opts, p, pgCharges{p})
 	p.leases = newLeases(p, opts.LeaseTTL)
+	p.rollupsComplete.Store(true) // born with them: nothing to backfill
 
 	pool := func(n int, after func(context.Context, *pgx.Conn) error) (*pgxpool.Pool, error) {
 		c := cfg.Copy()
@@ -118,7 +111,12 @@ func OpenPostgres(ctx context.Context, dsn string, opts Options) (*Postgres, err
 			return nil, fmt.Errorf("open postgres %s: %w", p.dsn, ErrNoDatabase)
 		}
 	}
-	if err := p.migrate(ctx); err != nil {
+	ms, err := loadMigrations(pgMigrationFiles, "pgmigrations")
+	if err != nil {
+		p.w.Close()
+		return nil, err
+	}
+	if err := migrate(ctx, pgMigrator{p.w}, ms, p.now, p.log); err != nil {
 		p.w.Close()
 		return nil, fmt.Errorf("open postgres %s: %w", p.dsn, err)
 	}
@@ -187,127 +185,52 @@ func (p *Postgres) Close() error {
 	return p.closeErr
 }
 
-// pgAdvisoryLock is the key of the advisory lock migrations hold: any
-// number fixed for svcgw ("svcg" in ASCII).
+// pgAdvisoryLock is the key of the advisory lock migrations hold (see
+// pgMigrator): any number fixed for svcgw ("svcg" in ASCII).
 const pgAdvisoryLock = 0x73766367
 
-// migrate applies every embedded migration not yet recorded, each in its
-// own transaction under a transaction-scoped advisory lock: instances
-// starting at once take turns, and each finds what the others applied.
-// Migrations only go forward: a schema newer than this build is refused.
-func (p *Postgres) migrate(ctx context.Context) error {
-	ms, err := loadMigrationsFS(pgMigrationFiles, "pgmigrations")
-	if err != nil {
-		return err
-	}
-	latest := ms[len(ms)-1].version
-	for _, m := range ms {
-		if err := p.applyMigration(ctx, m, latest); err != nil {
-			return err
-		}
-	}
-	return nil
-}
+// pgMigrator runs migrations, each in a transaction holding a
+// transaction-scoped advisory lock: instances starting at once take turns,
+// and each finds what the others applied.
+type pgMigrator struct{ db *pgxpool.Pool }
 
-func (p *Postgres) applyMigration(ctx context.Context, m migration, latest int) error {
-	tx, err := p.w.Begin(ctx)
+func (m pgMigrator) beginMigration(ctx context.Context) (migrationTx, error) {
+	tx, err := m.db.Begin(ctx)
 	if err != nil {
-		return fmt.Errorf("migration %s: begin: %w", m.name, err)
+		return nil, err
 	}
-	defer tx.Rollback(ctx)
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(pgAdvisoryLock)); err != nil {
-		return fmt.Errorf("migration %s: lock: %w", m.name, err)
+		tx.Rollback(ctx)
+		return nil, fmt.Errorf("lock: %w", err)
 	}
 	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version    INTEGER PRIMARY KEY,
 		name       TEXT    NOT NULL,
 		applied_at BIGINT  NOT NULL
 	)`); err != nil {
-		return fmt.Errorf("create schema_migrations: %w", err)
+		tx.Rollback(ctx)
+		return nil, fmt.Errorf("create schema_migrations: %w", err)
 	}
-	var newest *int64
-	if err := tx.QueryRow(ctx, `SELECT MAX(version) FROM schema_migrations`).Scan(&newest); err != nil {
-		return fmt.Errorf("read schema version: %w", err)
-	}
-	if newest != nil && *newest > int64(latest) {
-		return fmt.Errorf("database schema version %d is newer than this build's %d", *newest, latest)
-	}
-	var n int
-	if err := tx.QueryRow(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE version = $1`, m.version).Scan(&n); err != nil {
-		return fmt.Errorf("migration %s: check: %w", m.name, err)
-	}
-	if n > 0 {
-		return nil
-	}
-	done := func() {}
-	if _, slow := slowMigrations[m.name]; slow {
-		var generations int64
-		if err := tx.QueryRow(ctx, `SELECT COUNT(*) FROM generations`).Scan(&generations); err != nil {
-			return fmt.Errorf("migration %s: count generations: %w", m.name, err)
-		}
-		done = announceMigration(p.log, m.name, generations)
-	}
-	if _, err := tx.Exec(ctx, m.sql); err != nil {
-		return fmt.Errorf("migration %s: %w", m.name, err)
-	}
-	done()
-	if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)`,
-		m.version, m.name, ms(p.now())); err != nil {
-		return fmt.Errorf("migration %s: record: %w", m.name, err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("migration %s: commit: %w", m.name, err)
-	}
-	return nil
+	return pgMigrationTx{tx}, nil
 }
 
-// loadMigrationsFS returns the migrations NNNN_name.sql of dir in fsys, in
-// version order.
-func loadMigrationsFS(fsys fs.FS, dir string) ([]migration, error) {
-	names, err := fs.Glob(fsys, dir+"/*.sql")
-	if err != nil {
-		return nil, fmt.Errorf("list migrations: %w", err)
-	}
-	var list []migration
-	for _, name := range names {
-		base := path.Base(name)
-		num, _, ok := strings.Cut(base, "_")
-		version, err := strconv.Atoi(num)
-		if !ok || err != nil || version <= 0 {
-			return nil, fmt.Errorf("migration %s: name is not NNNN_name.sql", base)
-		}
-		body, err := fs.ReadFile(fsys, name)
-		if err != nil {
-			return nil, fmt.Errorf("read migration %s: %w", base, err)
-		}
-		list = append(list, migration{version: version, name: strings.TrimSuffix(base, ".sql"), sql: string(body)})
-	}
-	if len(list) == 0 {
-		return nil, errors.New("no migrations embedded")
-	}
-	sort.Slice(list, func(i, j int) bool { return list[i].version < list[j].version })
-	for i := 1; i < len(list); i++ {
-		if list[i].version == list[i-1].version {
-			return nil, fmt.Errorf("migrations %s and %s share a version", list[i-1].name, list[i].name)
-		}
-	}
-	return list, nil
+type pgMigrationTx struct{ tx pgx.Tx }
+
+func (t pgMigrationTx) queryInt(ctx context.Context, q string, args ...any) (n int64, err error) {
+	err = t.tx.QueryRow(ctx, pgq(q), args...).Scan(&n)
+	return n, err
 }
 
-// Health checks the database for a readiness probe, as Store.Health does.
-func (p *Postgres) Health(ctx context.Context) Health {
-	h := Health{Ledger: p.ledgerErr(), Pending: p.pending.Load()}
-	if h.Ledger != nil {
-		p.startIncident(h.Ledger, p.troubleSince())
+func (t pgMigrationTx) exec(ctx context.Context, q string, args ...any) error {
+	if len(args) > 0 {
+		q = pgq(q) // a migration's own text is sent as it is
 	}
-	ctx, cancel := context.WithTimeout(ctx, healthTimeout)
-	defer cancel()
-	var n int
-	if err := p.r.QueryRow(ctx, `SELECT COUNT(*) FROM schema_migrations`).Scan(&n); err != nil {
-		h.Database = fmt.Errorf("%w: a read did not answer: %w", ErrUnavailable, err)
-	}
-	return h
+	_, err := t.tx.Exec(ctx, q, args...)
+	return err
 }
+
+func (t pgMigrationTx) commit(ctx context.Context) error { return t.tx.Commit(ctx) }
+func (t pgMigrationTx) rollback(ctx context.Context)     { t.tx.Rollback(ctx) }
 
 // PostgreSQL error classes (SQLSTATE's first two characters) that reject
 // a row as such: a constraint (class 23) or a value the column cannot hold
@@ -388,3 +311,19 @@ func (p *Postgres) readErr(ctx context.Context, err error) error {
 
 // noRows reports whether err is pgx's "no rows in result set".
 func noRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
+
+// Pools reports each pgx pool's statistics, as the SQLite store's.
+func (p *Postgres) Pools() []Pool {
+	stat := func(name string, pl *pgxpool.Pool) Pool {
+		st := pl.Stat()
+		return Pool{Name: name, DBStats: sql.DBStats{
+			MaxOpenConnections: int(st.MaxConns()),
+			OpenConnections:    int(st.TotalConns()),
+			InUse:              int(st.AcquiredConns()),
+			Idle:               int(st.IdleConns()),
+			WaitCount:          st.EmptyAcquireCount(),
+			WaitDuration:       st.EmptyAcquireWaitTime(),
+		}}
+	}
+	return []Pool{stat("writer", p.w), stat("readers", p.r), stat("call_readers", p.call)}
+}

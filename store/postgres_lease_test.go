@@ -329,7 +329,7 @@ func TestLeases_CloseGivesBackAfterTheLedgerCommits(t *testing.T) {
 	_, err = a1.LeaseBudget(ctx, a.ID, 0, 4000)
 	is.NoErr(err)
 	for i := range 4 { // 4,000 spent, queued: the ledger commits them at Close
-		p1.RecordGeneration(Generation{ID: fmt.Sprintf("closing-%d", i), AccountID: a.ID, Cost: *apd.New(1000, -6)})
+		p1.RecordGeneration(Generation{ID: fmt.Sprintf("closing-%d", i), AccountID: a.ID, Cost: 1000})
 	}
 	var (
 		most int64

@@ -11,8 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/svcgw/svcgw/money"
 )
 
 // The ledger on PostgreSQL. A batch is one implicit transaction of a few
@@ -350,53 +348,13 @@ func (p *Postgres) storedRow(ctx context.Context, id string) (acct, cost, create
 	return acct, cost, created, err
 }
 
-// Generation returns the account's generation with id (see
-// Store.Generation).
-func (p *Postgres) Generation(ctx context.Context, accountID int64, id string) (Generation, error) {
-	ctx, cancel := p.readCtx(ctx)
-	defer cancel()
-	g, err := scanPGGeneration(p.r.QueryRow(ctx,
-		`SELECT `+generationColumns+` FROM generations WHERE id = $1 AND account_id = $2`, id, accountID), id)
-	return g, p.readErr(ctx, err)
-}
-
-// GenerationByID returns the generation with id, whichever account it
-// belongs to (see Store.GenerationByID).
-func (p *Postgres) GenerationByID(ctx context.Context, id string) (Generation, error) {
-	return scanPGGeneration(p.r.QueryRow(ctx, `SELECT `+generationColumns+` FROM generations WHERE id = $1`, id), id)
-}
-
-func scanPGGeneration(row pgx.Row, id string) (Generation, error) {
-	var (
-		g             Generation
-		cost, created int64
-	)
-	err := row.Scan(
-		&g.ID, &g.AccountID, &g.KeyID, &g.Application, &g.Surface, &g.Model,
-		&g.RequestType, &g.Tier, &g.Streamed, &g.FinishReason, &g.PromptTokens, &g.CompletionTokens,
-		&g.CachedPromptTokens, &g.CacheCreationTokens, &g.ReasoningTokens,
-		&cost, &g.LatencyMS, &g.GenerationTimeMS, &created)
-	if noRows(err) {
-		return Generation{}, fmt.Errorf("generation %q: %w", id, ErrNotFound)
-	}
-	if err != nil {
-		return Generation{}, fmt.Errorf("generation: %w", err)
-	}
-	g.Cost = money.Micros(cost)
-	g.CreatedAt = fromMS(created)
-	return g, nil
-}
-
 // ListGenerations returns a page of the account's generations, newest
 // first (see Store.ListGenerations). Among generations of the same
 // millisecond, the one inserted last comes first.
 func (p *Postgres) ListGenerations(ctx context.Context, accountID int64, q ListQuery) ([]ListedGeneration, bool, error) {
-	limit := q.Limit
-	if limit == 0 {
-		limit = DefaultListLimit
-	}
-	if limit < 1 || limit > MaxListLimit {
-		return nil, false, fmt.Errorf("list generations: limit %d: %w", q.Limit, ErrInvalid)
+	limit, err := q.limit()
+	if err != nil {
+		return nil, false, err
 	}
 	args := []any{ReviewEndUser, accountID}
 	if q.Before != "" {
@@ -448,15 +406,7 @@ func pgListSQL(cursor, requestType, application bool) string {
 	if application {
 		where += ` AND g.application = ` + next()
 	}
-	return `SELECT g.id, g.account_id, COALESCE(g.key_id, ''), g.application, g.surface, g.model,
-	        g.request_type, g.tier, g.streamed, g.finish_reason, g.prompt_tokens, g.completion_tokens,
-	        g.cached_prompt_tokens, g.cache_creation_tokens, g.reasoning_tokens,
-	        g.cost_micros, g.latency_ms, g.generation_time_ms, g.created_at,
-	        (SELECT COUNT(*) FROM feedback f
-	          WHERE f.account_id = g.account_id AND f.generation_id = g.id AND f.rating = 'up'),
-	        (SELECT COUNT(*) FROM feedback f
-	          WHERE f.account_id = g.account_id AND f.generation_id = g.id AND f.rating = 'down'),
-	        COALESCE(r.rating, ''), COALESCE(r.comment, '')
+	return `SELECT ` + listColumns + `
 	 FROM generations g
 	 LEFT JOIN feedback r ON r.account_id = g.account_id AND r.generation_id = g.id AND r.end_user = $1
 	 WHERE ` + where + `

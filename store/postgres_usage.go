@@ -4,63 +4,11 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
-// Usage, spend, retention and upkeep on PostgreSQL. The roll-ups are
-// complete from the start (there is no database from before them to
-// backfill), so reports read only them.
-
-// Usage returns the account's usage in q's window (see Store.Usage).
-func (p *Postgres) Usage(ctx context.Context, accountID int64, q UsageQuery) ([]Bucket, error) {
-	if _, ok := scanExprs[q.GroupBy]; !ok {
-		return nil, fmt.Errorf("usage: group by %q: %w", q.GroupBy, ErrInvalid)
-	}
-	_, from, to, err := dayRange(q)
-	if err != nil {
-		return nil, fmt.Errorf("usage: %w", err)
-	}
-	query, args := usageRollupsSQL(accountID, q.GroupBy, from, to)
-	if query == "" {
-		return bucketsOf(nil), nil
-	}
-	rows, err := p.r.Query(ctx, pgq(query), args...)
-	if err != nil {
-		return nil, fmt.Errorf("usage: %w", err)
-	}
-	defer rows.Close()
-	sums, err := sumUsageRows(rows, q.GroupBy)
-	if err != nil {
-		return nil, err
-	}
-	return bucketsOf(sums), nil
-}
-
-// UsageByDay returns the account's usage in q's window by UTC day and
-// q.GroupBy (see Store.UsageByDay).
-func (p *Postgres) UsageByDay(ctx context.Context, accountID int64, q UsageQuery) ([]DayBucket, error) {
-	if _, ok := scanExprs[q.GroupBy]; !ok || q.GroupBy == GroupByDay {
-		return nil, fmt.Errorf("usage by day: group by %q: %w", q.GroupBy, ErrInvalid)
-	}
-	_, from, to, err := dayRange(q)
-	if err != nil {
-		return nil, fmt.Errorf("usage by day: %w", err)
-	}
-	if from >= to {
-		return dayBucketsOf(nil), nil
-	}
-	rows, err := p.r.Query(ctx, pgq(usageDaySQL), accountID, q.GroupBy, spanDay, from, to)
-	if err != nil {
-		return nil, fmt.Errorf("usage by day: %w", err)
-	}
-	defer rows.Close()
-	sums, err := sumDayRows(rows)
-	if err != nil {
-		return nil, err
-	}
-	return dayBucketsOf(sums), nil
-}
+// Spend and upkeep on PostgreSQL. The roll-ups are complete from the
+// start (there is no database from before them to backfill), so reports
+// read only them (rollupsComplete is set at open).
 
 // Spend returns what the account and the key have been charged, as of
 // now's UTC day and month, as committed by every instance (a read of the
@@ -113,19 +61,6 @@ func (n *nullableInt) Scan(src any) error {
 	return nil
 }
 
-// PrunedBefore returns the time before which generation detail has been
-// deleted by retention; zero when it has never run.
-func (p *Postgres) PrunedBefore(ctx context.Context) (time.Time, error) {
-	var before int64
-	if err := p.r.QueryRow(ctx, `SELECT pruned_before FROM ledger_upkeep WHERE id = 1`).Scan(&before); err != nil {
-		return time.Time{}, fmt.Errorf("pruned before: %w", err)
-	}
-	if before == 0 {
-		return time.Time{}, nil
-	}
-	return fromMS(before), nil
-}
-
 // StartUpkeep starts retention (see Store.StartUpkeep; there is no
 // backfill on PostgreSQL). Every instance may run it: passes at once
 // delete the same rows, one after the other.
@@ -141,45 +76,3 @@ func (p *Postgres) StartUpkeep(opts UpkeepOptions) error {
 }
 
 func (p *Postgres) stopUpkeep() { p.upkeep.stop() }
-
-func (p *Postgres) startPrune(ctx context.Context, cutoff int64) error {
-	if _, err := p.w.Exec(ctx,
-		`UPDATE ledger_upkeep SET pruned_before = $1 WHERE id = 1 AND pruned_before < $1`, cutoff); err != nil {
-		return fmt.Errorf("retention: record cutoff: %w", err)
-	}
-	return nil
-}
-
-func (p *Postgres) pruneAccounts(ctx context.Context) ([]int64, error) {
-	rows, err := p.r.Query(ctx, `SELECT id FROM accounts ORDER BY id`)
-	if err != nil {
-		return nil, fmt.Errorf("retention: list accounts: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return nil, fmt.Errorf("retention: list accounts: %w", err)
-	}
-	return ids, nil
-}
-
-func (p *Postgres) pruneChunk(ctx context.Context, accountID, cutoff int64, limit int) (int, error) {
-	const oldest = `SELECT id FROM generations WHERE account_id = $1 AND created_at < $2 ORDER BY created_at LIMIT $3`
-	var deleted int64
-	err := pgx.BeginFunc(ctx, p.w, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `DELETE FROM feedback WHERE account_id = $1 AND generation_id IN (`+oldest+`)`,
-			accountID, cutoff, limit); err != nil {
-			return fmt.Errorf("retention: delete feedback: %w", err)
-		}
-		if _, err := tx.Exec(ctx, `DELETE FROM output_items WHERE generation_id IN (`+oldest+`)`,
-			accountID, cutoff, limit); err != nil {
-			return fmt.Errorf("retention: delete output items: %w", err)
-		}
-		tag, err := tx.Exec(ctx, `DELETE FROM generations WHERE id IN (`+oldest+`)`, accountID, cutoff, limit)
-		if err != nil {
-			return fmt.Errorf("retention: delete generations: %w", err)
-		}
-		deleted = tag.RowsAffected()
-		return nil
-	})
-	return int(deleted), err
-}

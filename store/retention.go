@@ -19,9 +19,9 @@ import (
 // deleted by retention (or is being deleted by the pass under way); zero
 // when retention has never run. A generation created before it cannot be
 // looked up any more, though it still counts in usage and balances.
-func (s *Store) PrunedBefore(ctx context.Context) (time.Time, error) {
+func (s *policy) PrunedBefore(ctx context.Context) (time.Time, error) {
 	var before int64
-	if err := s.r.QueryRowContext(ctx, `SELECT pruned_before FROM ledger_upkeep WHERE id = 1`).Scan(&before); err != nil {
+	if err := s.db.readers().queryRow(ctx, `SELECT pruned_before FROM ledger_upkeep WHERE id = 1`).Scan(&before); err != nil {
 		return time.Time{}, fmt.Errorf("pruned before: %w", err)
 	}
 	if before == 0 {
@@ -33,17 +33,19 @@ func (s *Store) PrunedBefore(ctx context.Context) (time.Time, error) {
 // startPrune records that detail before cutoff (Unix ms) is being deleted.
 // The mark only moves forward, and is set before the rows go, so that a
 // lookup of a row deleted by this pass is told why it is gone.
-func (s *Store) startPrune(ctx context.Context, cutoff int64) error {
-	if _, err := s.w.ExecContext(ctx,
-		`UPDATE ledger_upkeep SET pruned_before = ? WHERE id = 1 AND pruned_before < ?`, cutoff, cutoff); err != nil {
-		return fmt.Errorf("retention: record cutoff: %w", err)
-	}
-	return nil
+func (s *policy) startPrune(ctx context.Context, cutoff int64) error {
+	return s.db.writeTx(ctx, "retention: record cutoff", func(tx conn) error {
+		if _, err := tx.exec(ctx,
+			`UPDATE ledger_upkeep SET pruned_before = ? WHERE id = 1 AND pruned_before < ?`, cutoff, cutoff); err != nil {
+			return fmt.Errorf("retention: record cutoff: %w", err)
+		}
+		return nil
+	})
 }
 
 // pruneAccounts lists the accounts, for a retention pass.
-func (s *Store) pruneAccounts(ctx context.Context) ([]int64, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT id FROM accounts ORDER BY id`)
+func (s *policy) pruneAccounts(ctx context.Context) ([]int64, error) {
+	rows, err := s.db.readers().query(ctx, `SELECT id FROM accounts ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("retention: list accounts: %w", err)
 	}
@@ -56,51 +58,49 @@ func (s *Store) pruneAccounts(ctx context.Context) ([]int64, error) {
 		}
 		ids = append(ids, id)
 	}
-	return ids, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("retention: list accounts: %w", err)
+	}
+	return ids, nil
 }
 
 // pruneChunk deletes, in one transaction, up to limit of the account's
 // oldest generations created before cutoff (Unix ms), with their feedback.
 // It reports how many it deleted: fewer than limit means none are left.
 // The rows go in statements of at most pruneStatement, between which it
-// gives up the processor (see backfillChunk).
-func (s *Store) pruneChunk(ctx context.Context, accountID, cutoff int64, limit int) (int, error) {
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return 0, fmt.Errorf("retention: begin: %w", err)
-	}
-	defer tx.Rollback()
+// gives up the processor (see backfillChunk): on SQLite the transaction
+// holds the database's write lock and the writer connection throughout.
+func (s *policy) pruneChunk(ctx context.Context, accountID, cutoff int64, limit int) (int, error) {
 	// Both statements select the same rows: the first entries of the
 	// (account_id, created_at) index below the cutoff.
 	const oldest = `SELECT id FROM generations WHERE account_id = ? AND created_at < ? ORDER BY created_at LIMIT ?`
 	total := 0
-	for total < limit {
-		runtime.Gosched()
-		n := min(pruneStatement, limit-total)
-		if _, err := tx.ExecContext(ctx,
-			`DELETE FROM feedback WHERE account_id = ? AND generation_id IN (`+oldest+`)`,
-			accountID, accountID, cutoff, n); err != nil {
-			return 0, fmt.Errorf("retention: delete feedback: %w", err)
+	err := s.db.writeTx(ctx, "retention", func(tx conn) error {
+		for total < limit {
+			runtime.Gosched()
+			n := min(pruneStatement, limit-total)
+			if _, err := tx.exec(ctx,
+				`DELETE FROM feedback WHERE account_id = ? AND generation_id IN (`+oldest+`)`,
+				accountID, accountID, cutoff, n); err != nil {
+				return fmt.Errorf("retention: delete feedback: %w", err)
+			}
+			if _, err := tx.exec(ctx,
+				`DELETE FROM output_items WHERE generation_id IN (`+oldest+`)`, accountID, cutoff, n); err != nil {
+				return fmt.Errorf("retention: delete output items: %w", err)
+			}
+			deleted, err := tx.exec(ctx, `DELETE FROM generations WHERE id IN (`+oldest+`)`, accountID, cutoff, n)
+			if err != nil {
+				return fmt.Errorf("retention: delete generations: %w", err)
+			}
+			total += int(deleted)
+			if int(deleted) < n {
+				break
+			}
 		}
-		if _, err := tx.ExecContext(ctx,
-			`DELETE FROM output_items WHERE generation_id IN (`+oldest+`)`, accountID, cutoff, n); err != nil {
-			return 0, fmt.Errorf("retention: delete output items: %w", err)
-		}
-		res, err := tx.ExecContext(ctx, `DELETE FROM generations WHERE id IN (`+oldest+`)`, accountID, cutoff, n)
-		if err != nil {
-			return 0, fmt.Errorf("retention: delete generations: %w", err)
-		}
-		deleted, err := res.RowsAffected()
-		if err != nil {
-			return 0, fmt.Errorf("retention: %w", err)
-		}
-		total += int(deleted)
-		if int(deleted) < n {
-			break
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return 0, fmt.Errorf("retention: commit: %w", err)
+		return nil
+	})
+	if err != nil {
+		return 0, err
 	}
 	return total, nil
 }

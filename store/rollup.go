@@ -299,30 +299,3 @@ func chunkFor(n int) int {
 	}
 	return 1
 }
-
-// prepareRollups prepares, on the writer connection for the ledger's
-// statement cache, the upserts that writing rs will use, or with rs nil
-// every size of both (each is prepared once: a 64-row upsert takes a while
-// to parse). Like every s.stmt call, it must run outside a transaction.
-func (s *Store) prepareRollups(ctx context.Context, rs *rollupSums) error {
-	daily, periods := 2*upsertChunks[0]-1, 2*upsertChunks[0]-1 // every size
-	if rs != nil {
-		daily, periods = len(rs.daily), len(rs.periods)
-	}
-	for _, t := range [...]struct {
-		rows   int
-		bySize map[int]string
-	}{{daily, dailyUpsertSQL}, {periods, periodUpsertSQL}} {
-		for n := t.rows; n > 0; {
-			size := chunkFor(n)
-			if _, err := s.stmt(ctx, t.bySize[size]); err != nil {
-				return fmt.Errorf("ledger: prepare roll-ups: %w", err)
-			}
-			n -= min(n, size)
-			if size == upsertChunks[0] {
-				n %= size // the rest of full chunks all use this one
-			}
-		}
-	}
-	return nil
-}

@@ -30,9 +30,9 @@ func checkRollups(t testing.TB, s DB) {
 	const cols = `requests, input_tokens, output_tokens, cached_input_tokens, cache_write_tokens, reasoning_tokens, cost_micros`
 	// The generations' day, month and year, as day numbers, in SQL.
 	const day = `(created_at / 86400000)`
-	month := dialect(s, `(unixepoch(date(created_at / 1000, 'unixepoch', 'start of month')) / 86400)`,
+	month := engineSQL(s, `(unixepoch(date(created_at / 1000, 'unixepoch', 'start of month')) / 86400)`,
 		`(extract(epoch FROM date_trunc('month', to_timestamp(created_at / 1000) AT TIME ZONE 'UTC'))::bigint / 86400)`)
-	year := dialect(s, `(unixepoch(date(created_at / 1000, 'unixepoch', 'start of year')) / 86400)`,
+	year := engineSQL(s, `(unixepoch(date(created_at / 1000, 'unixepoch', 'start of year')) / 86400)`,
 		`(extract(epoch FROM date_trunc('year', to_timestamp(created_at / 1000) AT TIME ZONE 'UTC'))::bigint / 86400)`)
 	// Each check is two queries that must hold the same rows: A EXCEPT B
 	// and B EXCEPT A must both be empty.
@@ -87,7 +87,7 @@ func usageFromGenerations(t testing.TB, s DB, accountID int64, q UsageQuery) []B
 	}
 	expr := scanExprs[q.GroupBy]
 	if q.GroupBy == GroupByDay {
-		expr = dialect(s, expr, `to_char(to_timestamp(created_at / 1000) AT TIME ZONE 'UTC', 'YYYY-MM-DD')`)
+		expr = engineSQL(s, expr, `to_char(to_timestamp(created_at / 1000) AT TIME ZONE 'UTC', 'YYYY-MM-DD')`)
 	}
 	out := []Bucket{}
 	query(t, s, `SELECT `+expr+` AS bucket, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens),
@@ -292,14 +292,14 @@ func openLegacyDB(t testing.TB, path string) *sql.DB {
 	) STRICT`); err != nil {
 		t.Fatal(err)
 	}
-	ms, err := loadMigrations()
+	ms, err := sqliteMigrations()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ms[0].version != 1 {
 		t.Fatalf("first migration is %s", ms[0].name)
 	}
-	if err := applyMigration(ctx, db, ms[0], time.Now, slog.New(slog.DiscardHandler)); err != nil {
+	if err := applyMigration(ctx, sqliteMigrator{db}, ms[0], ms[len(ms)-1].version, time.Now, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
 	return db
@@ -545,7 +545,7 @@ func TestMigration0007_UsagePeriodsChecks(t *testing.T) {
 // of version, naming the table as: the table as that migration made it.
 func tableOf(t *testing.T, version int, table, as string) string {
 	t.Helper()
-	ms, err := loadMigrations()
+	ms, err := sqliteMigrations()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,8 +3,6 @@ package store
 import (
 	"database/sql"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // LedgerCommit is one ledger commit attempt, as Options.OnCommit sees it.
@@ -28,7 +26,7 @@ type LedgerStats struct {
 }
 
 // LedgerStats reports the ledger writer's state now.
-func (s *ledgerCore) LedgerStats() LedgerStats {
+func (s *policy) LedgerStats() LedgerStats {
 	return LedgerStats{
 		Pending:   s.pending.Load(),
 		Limit:     s.queueLimit,
@@ -47,38 +45,12 @@ type Pool struct {
 	sql.DBStats
 }
 
-// Pools reports each connection pool's statistics: connections in use and
-// idle, and how often and how long callers waited for one.
-func (s *Store) Pools() []Pool {
-	return []Pool{
-		{Name: "writer", DBStats: s.w.Stats()},
-		{Name: "readers", DBStats: s.r.Stats()},
-		{Name: "call_readers", DBStats: s.call.Stats()},
-	}
-}
-
 // observeCommit counts a commit attempt and tells Options.OnCommit of it.
-func (s *ledgerCore) observeCommit(rows int, start time.Time, err error) {
+func (s *policy) observeCommit(rows int, start time.Time, err error) {
 	if err == nil {
 		s.committed.Add(uint64(rows))
 	}
 	if s.onCommit != nil {
 		s.onCommit(LedgerCommit{Rows: rows, Duration: time.Since(start), Err: err})
 	}
-}
-
-// Pools reports each pgx pool's statistics, as the SQLite store's.
-func (p *Postgres) Pools() []Pool {
-	stat := func(name string, pl *pgxpool.Pool) Pool {
-		st := pl.Stat()
-		return Pool{Name: name, DBStats: sql.DBStats{
-			MaxOpenConnections: int(st.MaxConns()),
-			OpenConnections:    int(st.TotalConns()),
-			InUse:              int(st.AcquiredConns()),
-			Idle:               int(st.IdleConns()),
-			WaitCount:          st.EmptyAcquireCount(),
-			WaitDuration:       st.EmptyAcquireWaitTime(),
-		}}
-	}
-	return []Pool{stat("writer", p.w), stat("readers", p.r), stat("call_readers", p.call)}
 }

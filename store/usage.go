@@ -87,7 +87,7 @@ func IsDayBound(t time.Time) bool {
 // (see StartUpkeep), the generations not reached yet are summed from the
 // generations table in the same read transaction, so the answer is exact
 // then too, only slower.
-func (s *Store) Usage(ctx context.Context, accountID int64, q UsageQuery) ([]Bucket, error) {
+func (s *policy) Usage(ctx context.Context, accountID int64, q UsageQuery) ([]Bucket, error) {
 	scanExpr, ok := scanExprs[q.GroupBy]
 	if !ok {
 		return nil, fmt.Errorf("usage: group by %q: %w", q.GroupBy, ErrInvalid)
@@ -96,17 +96,34 @@ func (s *Store) Usage(ctx context.Context, accountID int64, q UsageQuery) ([]Buc
 	if err != nil {
 		return nil, fmt.Errorf("usage: %w", err)
 	}
-
-	if s.rollupsComplete.Load() {
-		sums, err := s.usageRollups(ctx, s.r, accountID, q.GroupBy, from, to)
-		if err != nil {
-			return nil, err
-		}
-		return bucketsOf(sums), nil
+	var sums map[string]*usageSums
+	if bf, ok := s.db.(backfiller); ok && !s.rollupsComplete.Load() {
+		sums, err = bf.usageBackfilling(ctx, accountID, q, scanExpr, from, to)
+	} else {
+		sums, err = usageRollups(ctx, s.db.readers(), accountID, q.GroupBy, from, to)
 	}
-	// A backfill may be running (here or in another process): read its
-	// progress, the roll-ups and the generations it has not reached in one
-	// snapshot, so that every generation is counted exactly once.
+	if err != nil {
+		return nil, err
+	}
+	return bucketsOf(sums), nil
+}
+
+// backfiller is an engine whose database may hold generations recorded
+// before the usage roll-ups existed (SQLite's, made by an older svcgw):
+// until its backfill is complete (rollupsComplete), usage reads add those
+// up from the generations themselves.
+type backfiller interface {
+	usageBackfilling(ctx context.Context, accountID int64, q UsageQuery, scanExpr string, from, to int32) (map[string]*usageSums, error)
+	usageByDayBackfilling(ctx context.Context, accountID int64, q UsageQuery, scanExpr string, from, to int32) (map[dayCell]*usageSums, error)
+}
+
+var _ backfiller = (*Store)(nil)
+
+// usageBackfilling is Usage's read while a backfill may be running (here
+// or in another process): its progress, the roll-ups and the generations
+// it has not reached are read in one snapshot, so that every generation is
+// counted exactly once.
+func (s *Store) usageBackfilling(ctx context.Context, accountID int64, q UsageQuery, scanExpr string, from, to int32) (map[string]*usageSums, error) {
 	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, fmt.Errorf("usage: begin: %w", err)
@@ -116,7 +133,7 @@ func (s *Store) Usage(ctx context.Context, accountID int64, q UsageQuery) ([]Buc
 	if err != nil {
 		return nil, fmt.Errorf("usage: %w", err)
 	}
-	sums, err := s.usageRollups(ctx, tx, accountID, q.GroupBy, from, to)
+	sums, err := usageRollups(ctx, sqlConn{tx}, accountID, q.GroupBy, from, to)
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +142,7 @@ func (s *Store) Usage(ctx context.Context, accountID int64, q UsageQuery) ([]Buc
 	} else if err := usageScan(ctx, tx, accountID, scanExpr, q, bf, sums); err != nil {
 		return nil, err
 	}
-	return bucketsOf(sums), nil
+	return sums, nil
 }
 
 // dayRange checks q's bounds and returns them as the days [from, to), an
@@ -168,23 +185,17 @@ func clampDay(t time.Time) int32 {
 	return int32(min(max(d, int64(minDay)), int64(maxDay)))
 }
 
-// querier is what *sql.DB and *sql.Tx have in common for reads.
-type querier interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
 const periodSums = `requests, input_tokens, output_tokens, cached_input_tokens, cache_write_tokens, reasoning_tokens, cost_micros`
 
 // usageRollups sums the account's usage_periods rows of the grouping over
 // the days [from, to) (see spanParts). Each part is a range of the primary
 // key; a grouping by day reads day rows only.
-func (s *Store) usageRollups(ctx context.Context, db querier, accountID int64, groupBy string, from, to int32) (map[string]*usageSums, error) {
+func usageRollups(ctx context.Context, db conn, accountID int64, groupBy string, from, to int32) (map[string]*usageSums, error) {
 	query, args := usageRollupsSQL(accountID, groupBy, from, to)
 	if query == "" {
 		return make(map[string]*usageSums), nil
 	}
-	rows, err := db.QueryContext(ctx, query, args...)
+	rows, err := db.query(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("usage: %w", err)
 	}

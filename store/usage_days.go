@@ -26,7 +26,7 @@ type DayBucket struct {
 // backfill has not reached yet in the same snapshot; sums are exact. It
 // reads what is committed: call Sync first to see generations recorded
 // just before.
-func (s *Store) UsageByDay(ctx context.Context, accountID int64, q UsageQuery) ([]DayBucket, error) {
+func (s *policy) UsageByDay(ctx context.Context, accountID int64, q UsageQuery) ([]DayBucket, error) {
 	if q.GroupBy == GroupByDay {
 		return nil, fmt.Errorf("usage by day: group by %q: %w", q.GroupBy, ErrInvalid)
 	}
@@ -38,15 +38,22 @@ func (s *Store) UsageByDay(ctx context.Context, accountID int64, q UsageQuery) (
 	if err != nil {
 		return nil, fmt.Errorf("usage by day: %w", err)
 	}
-	if s.rollupsComplete.Load() {
-		sums, err := usageDayRollups(ctx, s.r, accountID, q.GroupBy, from, to)
-		if err != nil {
-			return nil, err
-		}
-		return dayBucketsOf(sums), nil
+	var sums map[dayCell]*usageSums
+	if bf, ok := s.db.(backfiller); ok && !s.rollupsComplete.Load() {
+		sums, err = bf.usageByDayBackfilling(ctx, accountID, q, scanExpr, from, to)
+	} else {
+		sums, err = usageDayRollups(ctx, s.db.readers(), accountID, q.GroupBy, from, to)
 	}
-	// A backfill may be running: read its progress, the roll-ups and the
-	// generations it has not reached in one snapshot (see Usage).
+	if err != nil {
+		return nil, err
+	}
+	return dayBucketsOf(sums), nil
+}
+
+// usageByDayBackfilling is UsageByDay's read while a backfill may be
+// running: its progress, the roll-ups and the generations it has not
+// reached, in one snapshot (see usageBackfilling).
+func (s *Store) usageByDayBackfilling(ctx context.Context, accountID int64, q UsageQuery, scanExpr string, from, to int32) (map[dayCell]*usageSums, error) {
 	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, fmt.Errorf("usage by day: begin: %w", err)
@@ -56,7 +63,7 @@ func (s *Store) UsageByDay(ctx context.Context, accountID int64, q UsageQuery) (
 	if err != nil {
 		return nil, fmt.Errorf("usage by day: %w", err)
 	}
-	sums, err := usageDayRollups(ctx, tx, accountID, q.GroupBy, from, to)
+	sums, err := usageDayRollups(ctx, sqlConn{tx}, accountID, q.GroupBy, from, to)
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +72,7 @@ func (s *Store) UsageByDay(ctx context.Context, accountID int64, q UsageQuery) (
 	} else if err := usageDayScan(ctx, tx, accountID, scanExpr, q, bf, sums); err != nil {
 		return nil, err
 	}
-	return dayBucketsOf(sums), nil
+	return sums, nil
 }
 
 // dayCell names one cell of a day × axis report.
@@ -75,11 +82,11 @@ type dayCell struct {
 }
 
 // usageDayRollups sums the account's day rows of the axis over [from, to).
-func usageDayRollups(ctx context.Context, db querier, accountID int64, axis string, from, to int32) (map[dayCell]*usageSums, error) {
+func usageDayRollups(ctx context.Context, db conn, accountID int64, axis string, from, to int32) (map[dayCell]*usageSums, error) {
 	if from >= to {
 		return make(map[dayCell]*usageSums), nil
 	}
-	rows, err := db.QueryContext(ctx, usageDaySQL, accountID, axis, spanDay, from, to)
+	rows, err := db.query(ctx, usageDaySQL, accountID, axis, spanDay, from, to)
 	if err != nil {
 		return nil, fmt.Errorf("usage by day: %w", err)
 	}

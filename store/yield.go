@@ -45,7 +45,7 @@ func yieldCPU() {
 // saturation"):
 // behind, a commit runs straight through, and the calls that arrive wait
 // for it, a commit of a batch's CPU at most.
-func (s *ledgerCore) yieldCommit(batch int) {
+func (s *policy) yieldCommit(batch int) {
 	behind := s.pending.Load()-int64(batch) >= int64(s.batchSize)
 	if yieldCommitHook != nil {
 		yieldCommitHook(behind)

@@ -1,53 +1,8 @@
-// Package store owns svcgw's SQLite database: the schema and its embedded
-// migrations, every query, and the batched ledger writer that records
-// generations and debits balances.
-//
-// The database is opened with modernc.org/sqlite (no cgo) in WAL mode. The
-// Store holds one writer connection (every write is serialised through it,
-// with BEGIN IMMEDIATE) and a separate pool of read-only connections, so
-// readers never wait for the ledger and the ledger never waits for readers.
-//
-// Money is apd.Decimal in Go and INTEGER micro-dollars (millionths of a USD,
-// the six decimal places svcgw renders) in SQLite, so SQL SUM is exact. A
-// value with more than six decimal places is rejected at this boundary:
-// billing rounds, once, before anything reaches the store. Times are INTEGER
-// Unix milliseconds in UTC, read from the injected Options.Now.
-//
-// API key secrets are never stored: only their SHA-256 and a public key id.
-//
-// The ledger writer commits each batch of generations in one transaction
-// that inserts their rows, debits their accounts (balance and total_used)
-// and adds their costs to spend_daily, the per (account, key, UTC day)
-// aggregate that spend caps read. So at every commit, for every account,
-// balance = Σ credits − Σ generation costs and total_used = Σ generation
-// costs, and a crash (kill -9, power loss aside) can lose only generations
-// not yet committed: those queued in the last BatchInterval plus the batch
-// being committed while the database is healthy, and every generation held
-// in memory while it fails (see below). WAL mode with synchronous=NORMAL
-// survives a killed process without corruption; a power loss may also lose
-// the last commits, never consistency. (A bulk writer, such as bench/seed's,
-// runs its load with synchronous=OFF, which a power loss during the load
-// can corrupt: such a database is refused until loaded again; see
-// bulkwriter.go.)
-//
-// A database that fails a commit (the disk full, the write lock held by
-// another process, an I/O error) never makes a generation free: its rows
-// stay queued in memory, still charged in Spend, and are retried until they
-// commit, while CheckLedger tells the server to refuse billable calls — the
-// refusal is what bounds that memory. Only a row the database rejects as
-// such (a duplicate id, an unknown account) is dropped, and logged.
-//
-// Spend reports, from memory, what each account and key has been charged,
-// queued generations included: RecordGeneration counts a charge before it
-// queues it, and the ledger takes back only the ones it drops. This is
-// exact only while one Store (one svcgw serve) records generations for a
-// database (LockServe makes sure of it); other processes (the CLI) may add
-// credits, set caps and create keys.
-//
-// store may import llm and nothing else of svcgw's: never net/http, server,
-// cli, billing or a surface. It returns errors instead of logging, except in
-// the ledger writer, which has no caller to return them to.
 package store
+
+// The SQLite engine: Store, its connections, migrations and the engine
+// methods the policy calls (engine.go); its ledger batch is in
+// sqlite_ledger.go.
 
 import (
 	"context"
@@ -59,16 +14,13 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"path"
-	"sort"
-	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"golang.org/x/sync/singleflight"
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
+	sqlite "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // Sentinel errors. Methods wrap them with context; test with errors.Is.
@@ -193,7 +145,7 @@ type Options struct {
 // Store is svcgw's SQLite database, the embedded default (see DB). It is
 // safe for concurrent use.
 type Store struct {
-	ledgerCore
+	policy
 	path string
 	w    *sql.DB // the one writer connection
 	r    *sql.DB // read-only pool: account endpoints and commands
@@ -214,13 +166,8 @@ type Store struct {
 	bulk *bulkLoad
 
 	spend spendTracker // charges per account and key, queued ones included
-	// authReads runs one read ahead per key at a time (see Authenticate).
-	authReads singleflight.Group
 
-	// rollupsComplete is set once the usage roll-ups cover every
-	// generation: no backfill is pending (see Usage, StartUpkeep).
-	rollupsComplete atomic.Bool
-	upkeep          upkeepState
+	upkeep upkeepState
 	// feed tells each commit's roll-up sums to the usage answers kept
 	// (FollowUsage).
 	feed usageFeed
@@ -313,7 +260,12 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		s.w.Close()
 		return nil, fmt.Errorf("open writer: %w", err)
 	}
-	if err := migrate(ctx, s.w, s.now, s.log); err != nil {
+	ms, err := sqliteMigrations()
+	if err != nil {
+		s.w.Close()
+		return nil, err
+	}
+	if err := migrate(ctx, sqliteMigrator{s.w}, ms, s.now, s.log); err != nil {
 		s.w.Close()
 		return nil, err
 	}
@@ -437,142 +389,94 @@ func orDefault(d, def time.Duration) time.Duration {
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-// migration is one file of migrations/, named NNNN_name.sql.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
+// sqliteDialect is SQLite's (see dialect).
+var sqliteDialect = dialect{keyOrder: "k.rowid"}
 
-// loadMigrations returns the embedded migrations in version order.
-func loadMigrations() ([]migration, error) {
-	names, err := fs.Glob(migrationFiles, "migrations/*.sql")
-	if err != nil {
-		return nil, fmt.Errorf("list migrations: %w", err)
-	}
-	var ms []migration
-	for _, name := range names {
-		base := path.Base(name)
-		num, _, ok := strings.Cut(base, "_")
-		version, err := strconv.Atoi(num)
-		if !ok || err != nil || version <= 0 {
-			return nil, fmt.Errorf("migration %s: name is not NNNN_name.sql", base)
-		}
-		body, err := migrationFiles.ReadFile(name)
-		if err != nil {
-			return nil, fmt.Errorf("read migration %s: %w", base, err)
-		}
-		ms = append(ms, migration{version: version, name: strings.TrimSuffix(base, ".sql"), sql: string(body)})
-	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
-	for i := 1; i < len(ms); i++ {
-		if ms[i].version == ms[i-1].version {
-			return nil, fmt.Errorf("migrations %s and %s share a version", ms[i-1].name, ms[i].name)
-		}
-	}
-	return ms, nil
-}
+func (s *Store) dialect() dialect { return sqliteDialect }
 
-// migrate applies every migration not yet recorded in schema_migrations,
-// each in its own transaction. Migrations only go forward: a database
-// migrated by a newer svcgw is refused rather than half understood.
-func migrate(ctx context.Context, db *sql.DB, now func() time.Time, log *slog.Logger) error {
-	ms, err := loadMigrations()
+// readers is the pool of account reads and commands.
+func (s *Store) readers() conn { return sqlConn{s.r} }
+
+func (s *Store) readErr(ctx context.Context, err error) error { return readErr(ctx, err) }
+
+// writeTx runs fn in a transaction on the writer connection (BEGIN
+// IMMEDIATE: it holds the database's write lock from the start), and
+// commits it when fn returns nil. what names the change in errors.
+func (s *Store) writeTx(ctx context.Context, what string, fn func(tx conn) error) error {
+	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
+		return fmt.Errorf("%s: begin: %w", what, err)
+	}
+	defer tx.Rollback()
+	if err := fn(sqlConn{tx}); err != nil {
 		return err
 	}
-	const create = `CREATE TABLE IF NOT EXISTS schema_migrations (
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("%s: commit: %w", what, err)
+	}
+	return nil
+}
+
+// keyChanges reads the count of key changes (see authCache).
+func (s *Store) keyChanges(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.changesStmt.QueryRowContext(ctx).Scan(&n)
+	return n, readErr(ctx, err)
+}
+
+// budgetRow reads budgetSQL for the account, with the statement prepared
+// on the call path's pool.
+func (s *Store) budgetRow(ctx context.Context, accountID int64) scanner {
+	return s.budgetStmt.QueryRowContext(ctx, accountID)
+}
+
+// activeKey reads the active key whose secret hashes to hash.
+func (s *Store) activeKey(ctx context.Context, hash string) (Key, error) {
+	k, err := scanKey(s.keyStmt.QueryRowContext(ctx, hash))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Key{}, ErrNotFound
+	}
+	return k, readErr(ctx, err)
+}
+
+// sqliteMigrations are SQLite's migrations (store/migrations), in order.
+func sqliteMigrations() ([]migration, error) { return loadMigrations(migrationFiles, "migrations") }
+
+// sqliteMigrator runs migrations on db, each in an immediate transaction
+// (the writer's _txlock), so that two processes opening the same new file
+// take turns.
+type sqliteMigrator struct{ db *sql.DB }
+
+func (m sqliteMigrator) beginMigration(ctx context.Context) (migrationTx, error) {
+	tx, err := m.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version    INTEGER PRIMARY KEY,
 		name       TEXT    NOT NULL,
 		applied_at INTEGER NOT NULL
-	) STRICT`
-	if _, err := db.ExecContext(ctx, create); err != nil {
-		return fmt.Errorf("create schema_migrations: %w", err)
+	) STRICT`); err != nil {
+		tx.Rollback()
+		return nil, fmt.Errorf("create schema_migrations: %w", err)
 	}
-	var newest sql.NullInt64
-	if err := db.QueryRowContext(ctx, `SELECT MAX(version) FROM schema_migrations`).Scan(&newest); err != nil {
-		return fmt.Errorf("read schema version: %w", err)
-	}
-	if latest := ms[len(ms)-1].version; newest.Valid && newest.Int64 > int64(latest) {
-		return fmt.Errorf("database schema version %d is newer than this build's %d", newest.Int64, latest)
-	}
-	for _, m := range ms {
-		if err := applyMigration(ctx, db, m, now, log); err != nil {
-			return err
-		}
-	}
-	return nil
+	return sqliteMigrationTx{tx}, nil
 }
 
-// applyMigration runs m unless it is already recorded. The check is inside
-// the (immediate) transaction, so two processes opening the same new file
-// cannot both apply it.
-func applyMigration(ctx context.Context, db *sql.DB, m migration, now func() time.Time, log *slog.Logger) error {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("migration %s: begin: %w", m.name, err)
-	}
-	defer tx.Rollback()
-	var n int
-	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, m.version).Scan(&n); err != nil {
-		return fmt.Errorf("migration %s: check: %w", m.name, err)
-	}
-	if n > 0 {
-		return nil
-	}
-	done := func() {}
-	if _, slow := slowMigrations[m.name]; slow {
-		var generations int64
-		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM generations`).Scan(&generations); err != nil {
-			return fmt.Errorf("migration %s: count generations: %w", m.name, err)
-		}
-		done = announceMigration(log, m.name, generations)
-	}
-	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
-		return fmt.Errorf("migration %s: %w", m.name, err)
-	}
-	done()
-	if _, err := tx.ExecContext(ctx,
-		`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
-		m.version, m.name, now().UnixMilli()); err != nil {
-		return fmt.Errorf("migration %s: record: %w", m.name, err)
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("migration %s: commit: %w", m.name, err)
-	}
-	return nil
+type sqliteMigrationTx struct{ tx *sql.Tx }
+
+func (t sqliteMigrationTx) queryInt(ctx context.Context, q string, args ...any) (n int64, err error) {
+	err = t.tx.QueryRowContext(ctx, q, args...).Scan(&n)
+	return n, err
 }
 
-// slowMigrations are the migrations of either store whose time grows with
-// the ledger (an index on generations), by name, with what they build:
-// before one runs, a line says so and on how many generations, since it
-// holds the writer (on SQLite the write lock, on PostgreSQL writes to
-// generations) before svcgw serves; another says when it is done.
-var slowMigrations = map[string]string{
-	// docs/ledger-scale.md: about 5 s of CPU per million generations on SQLite.
-	"0005_generations_filter_indexes": "the generations' indexes by application and by request type",
-	"0002_generations_filter_indexes": "the generations' indexes by application and by request type",
+func (t sqliteMigrationTx) exec(ctx context.Context, q string, args ...any) error {
+	_, err := t.tx.ExecContext(ctx, q, args...)
+	return err
 }
 
-// announceMigration logs that the slow migration name starts, on a ledger
-// of generations, and returns what logs that it is done. On a ledger
-// without generations (a new database) it is not slow: nothing is said.
-func announceMigration(log *slog.Logger, name string, generations int64) (done func()) {
-	if generations == 0 {
-		return func() {}
-	}
-	log.Info("store: migrating the ledger before serving; this holds its writer until done",
-		"migration", name, "builds", slowMigrations[name], "generations", generations)
-	began := time.Now()
-	return func() {
-		log.Info("store: migrated the ledger", "migration", name, "took", time.Since(began).Round(time.Millisecond))
-	}
-}
-
-// scanner is what *sql.Row and *sql.Rows have in common.
-type scanner interface {
-	Scan(dest ...any) error
-}
+func (t sqliteMigrationTx) commit(context.Context) error { return t.tx.Commit() }
+func (t sqliteMigrationTx) rollback(context.Context)     { t.tx.Rollback() }
 
 // callReaderCacheKiB is the page cache of each call-path reader, an eighth
 // of SQLite's default. What the call path reads again soon (a key, its
@@ -606,4 +510,29 @@ func openCallReaders(ctx context.Context, path string, n int) (*sql.DB, error) {
 		return nil, fmt.Errorf("open call-path readers: %w", err)
 	}
 	return db, nil
+}
+
+// readErr marks err, from a read run under readCtx, as ErrUnavailable when
+// the read ran out of time or found the database locked: the caller may
+// retry later. A caller's own cancellation stays what it is.
+func readErr(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	var se *sqlite.Error
+	if errors.Is(context.Cause(ctx), errQueryTimeout) ||
+		errors.As(err, &se) && (se.Code()&0xff == sqlite3.SQLITE_BUSY || se.Code()&0xff == sqlite3.SQLITE_LOCKED) {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return err
+}
+
+// Pools reports each connection pool's statistics: connections in use and
+// idle, and how often and how long callers waited for one.
+func (s *Store) Pools() []Pool {
+	return []Pool{
+		{Name: "writer", DBStats: s.w.Stats()},
+		{Name: "readers", DBStats: s.r.Stats()},
+		{Name: "call_readers", DBStats: s.call.Stats()},
+	}
 }
