@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -449,6 +450,15 @@ func TestPostgres_DBCopy(t *testing.T) {
 	is.NoErr(err)
 	resp.Body.Close()
 	is.Equal(resp.StatusCode, http.StatusOK) // feedback recorded
+	// A streamed Responses call: its output item is kept (output_items).
+	req, _ = http.NewRequest(http.MethodPost, "http://"+addr+"/svc/v1/responses",
+		strings.NewReader(`{"model":"gpt-4.1","input":"hi","stream":true}`))
+	req.Header.Set("Authorization", "Bearer "+keys[1])
+	resp, err = http.DefaultClient.Do(req)
+	is.NoErr(err)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	is.Equal(resp.StatusCode, http.StatusOK)
 	cancel()
 	is.Equal(<-done, 0) // serve stopped
 
@@ -457,7 +467,8 @@ func TestPostgres_DBCopy(t *testing.T) {
 	t.Logf("db copy:\n%s%s", out.String(), errb.String())
 	is.Equal(code, 0) // copied and verified
 	is.True(!strings.Contains(out.String(), "MISMATCH"))
-	is.Equal(strings.Count(out.String(), "ok\n"), 22) // 10 tables' rows, 12 sums
+	is.Equal(strings.Count(out.String(), "ok\n"), 22)                                            // 10 tables' rows, 12 sums
+	is.True(regexp.MustCompile(`output_items +COUNT\(\*\) +1 +1 +ok`).MatchString(out.String())) // the kept item, copied
 	is.True(strings.Contains(errb.String(), "every figure matches"))
 
 	for _, args := range [][]string{

@@ -75,7 +75,7 @@ var copySums = []struct{ table, expr string }{
 
 // CopyToPostgres copies the SQLite database at from, every row of every
 // table (accounts, keys, credits, generations, spend, roll-ups, feedback,
-// sealing keys, retention's mark), into the PostgreSQL database dsn names,
+// sealing keys, kept output items, retention's mark), into the PostgreSQL database dsn names,
 // in one transaction, and then compares every table's rows and the sums of
 // its money and tokens between the two. The PostgreSQL database must hold
 // no svcgw data yet (its schema is created if needed); the SQLite one must
