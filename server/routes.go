@@ -191,7 +191,10 @@ func (s *Server) allowed(r *http.Request) string {
 			continue
 		}
 		probe.Method = m
-		if _, pattern := s.mux.Handler(&probe); pattern != "/" && pattern != "" {
+		// A HEAD-only route (the base URL's) is a courtesy to clients
+		// that open a connection with one, not an endpoint: its path
+		// stays the 404 for other methods.
+		if _, pattern := s.mux.Handler(&probe); pattern != "/" && pattern != "" && !strings.HasPrefix(pattern, http.MethodHead+" ") {
 			allow = append(allow, m)
 		}
 	}
