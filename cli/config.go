@@ -66,9 +66,13 @@ func (c *configReloadCmd) Run(e *env) error {
 		// each is reloaded on its own.
 		return errors.New("on PostgreSQL, reload each instance through its admin listener (--admin-addr) or with SIGHUP")
 	}
-	pid, err := store.ServingPID(e.global.DB)
+	sv, err := store.ServingProcess(e.global.DB)
 	if err != nil {
 		return fmt.Errorf("%s: %w", e.global.DB, err)
+	}
+	pid := sv.PID
+	if len(sv.Reloads) == 0 {
+		return fmt.Errorf("svcgw serve (pid %d) was started without --config or TLS files: a reload has nothing to re-read; restart it with --config FILE", pid)
 	}
 	p, err := os.FindProcess(pid)
 	if err == nil {
