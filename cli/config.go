@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -55,6 +57,8 @@ func (c *configCheckCmd) Run(e *env) error {
 
 type configReloadCmd struct {
 	AdminAddr string `help:"The running serve's --admin-addr: reload through its POST /-/reload and print the outcome. Without it, the serve on --db (a SQLite file) is sent SIGHUP (its pid is in the database's lock file) and logs the outcome."`
+	AdminCA   string `name:"admin-ca" type:"existingfile" placeholder:"FILE" help:"The admin listener serves HTTPS (serve --admin-tls-cert): trust this PEM certificate authority (or the certificate itself) for it; without it, the system's roots."`
+	AdminTLS  bool   `name:"admin-tls" help:"The admin listener serves HTTPS with a certificate the system's roots trust (implied by --admin-ca)."`
 }
 
 func (c *configReloadCmd) Run(e *env) error {
@@ -66,9 +70,13 @@ func (c *configReloadCmd) Run(e *env) error {
 		// each is reloaded on its own.
 		return errors.New("on PostgreSQL, reload each instance through its admin listener (--admin-addr) or with SIGHUP")
 	}
-	pid, err := store.ServingPID(e.global.DB)
+	sv, err := store.ServingProcess(e.global.DB)
 	if err != nil {
 		return fmt.Errorf("%s: %w", e.global.DB, err)
+	}
+	pid := sv.PID
+	if len(sv.Reloads) == 0 {
+		return fmt.Errorf("svcgw serve (pid %d) was started without --config or TLS files: a reload has nothing to re-read; restart it with --config FILE", pid)
 	}
 	p, err := os.FindProcess(pid)
 	if err == nil {
@@ -85,12 +93,27 @@ func (c *configReloadCmd) Run(e *env) error {
 func (c *configReloadCmd) viaAdmin(e *env) error {
 	ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
 	defer cancel()
-	url := "http://" + c.AdminAddr + "/-/reload"
+	client, scheme := http.DefaultClient, "http"
+	if c.AdminTLS || c.AdminCA != "" {
+		scheme = "https"
+		if c.AdminCA != "" {
+			pem, err := os.ReadFile(c.AdminCA)
+			if err != nil {
+				return fmt.Errorf("--admin-ca: %w", err)
+			}
+			roots := x509.NewCertPool()
+			if !roots.AppendCertsFromPEM(pem) {
+				return fmt.Errorf("--admin-ca %s: no PEM certificate in it", c.AdminCA)
+			}
+			client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}
+		}
+	}
+	url := scheme + "://" + c.AdminAddr + "/-/reload"
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
 	if err != nil {
 		return fmt.Errorf("--admin-addr: %w", err)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return fmt.Errorf("reload through %s: %w", url, err)
 	}

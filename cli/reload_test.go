@@ -190,6 +190,12 @@ func TestServe_ReloadWithoutConfigIsRefused(t *testing.T) {
 	code, _, stderr := run(t, db, "config", "reload", "--admin-addr", admin)
 	is.Equal(code, 1)
 	is.True(strings.Contains(stderr, "without --config"))
+	// Without --admin-addr too: no SIGHUP is sent, and it says why.
+	code, out, stderr := run(t, db, "config", "reload")
+	is.Equal(code, 1)                                       // refused
+	is.True(!strings.Contains(out, "sent SIGHUP"))          // nothing signalled
+	is.True(strings.Contains(stderr, "without --config"))   // and why
+	is.True(strings.Contains(stderr, "nothing to re-read")) // what that means
 }
 
 func TestServe_AdminAddrMustDifferFromAddr(t *testing.T) {

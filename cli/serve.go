@@ -170,7 +170,7 @@ func (c *serveCmd) Run(e *env) (err error) {
 			ln.Close()
 			return err
 		}
-		lock, err := store.LockServe(e.global.DB)
+		lock, err := store.LockServe(e.global.DB, c.reloads()...)
 		if err != nil {
 			ln.Close()
 			return fmt.Errorf("%s: %w; stop it first, serve another --db, or move to PostgreSQL to run several (the admin commands work beside it)", e.global.DB, err)
@@ -421,4 +421,17 @@ func sealerOf(ctx context.Context, st store.DB) (*seal.Box, error) {
 		sk[i] = seal.Key{ID: k.ID, Secret: k.Secret}
 	}
 	return seal.New(sk)
+}
+
+// reloads names what a reload of this serve re-reads, for the lock file
+// that svcgw config reload reads.
+func (c *serveCmd) reloads() []string {
+	var what []string
+	if c.Config != "" {
+		what = append(what, "config")
+	}
+	if c.TLSCert != "" || c.AdminTLSCert != "" {
+		what = append(what, "tls")
+	}
+	return what
 }

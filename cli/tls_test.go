@@ -339,3 +339,29 @@ func TestServe_TLSBootstrapNamesHTTPS(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// config reload reaches an admin listener that serves HTTPS, trusting
+// the CA it is given; and a serve whose only reloadable files are its
+// certificates is reloaded by SIGHUP too.
+func TestConfigReload_AdminOverTLS(t *testing.T) {
+	is := is.New(t)
+	ca := newTestCA(t)
+	dir := t.TempDir()
+	adminCert, adminKey := filepath.Join(dir, "admin.crt"), filepath.Join(dir, "admin.key")
+	ca.issue(t, 300, adminCert, adminKey)
+	db := newDB(t)
+	admin := freeAddr(t)
+	startServer(t, db, "--admin-addr", admin, "--admin-tls-cert", adminCert, "--admin-tls-key", adminKey)
+
+	code, out, stderr := run(t, db, "config", "reload", "--admin-addr", admin, "--admin-ca", ca.pem)
+	is.Equal(code, 0) // reloaded over HTTPS
+	is.Equal(strings.TrimSpace(out), "reloaded")
+	is.Equal(stderr, "")
+
+	code, _, _ = run(t, db, "config", "reload", "--admin-addr", admin)
+	is.Equal(code, 1) // plain HTTP to the HTTPS listener is no reload
+
+	code, out, _ = run(t, db, "config", "reload")
+	is.Equal(code, 0)                             // the certificates are what there is to reload
+	is.True(strings.Contains(out, "sent SIGHUP")) // so it is signalled
+}

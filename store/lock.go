@@ -29,10 +29,17 @@ type ServeLock struct {
 	f *os.File
 }
 
+// servingMark is the lock file's second line, written by svcgw serve
+// alone: a process that holds the lock without it (one that took the lock
+// and wrote a pid by hand, or an older svcgw) is never signalled.
+const servingMark = "svcgw serve"
+
 // LockServe takes the serve lock of the database at dbPath, or fails with
 // ErrLocked, naming the holder's pid when it can, if another process holds
-// it. Release it when the server is done.
-func LockServe(dbPath string) (*ServeLock, error) {
+// it. Release it when the server is done. reloads names what a reload of
+// the serve re-reads (e.g. "config", "tls"), for ServingProcess; none means
+// a reload has nothing to do.
+func LockServe(dbPath string, reloads ...string) (*ServeLock, error) {
 	path := dbPath + ".lock"
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
@@ -51,7 +58,7 @@ func LockServe(dbPath string) (*ServeLock, error) {
 	}
 	// Tell the next process to try who holds it.
 	if err := f.Truncate(0); err == nil {
-		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"+servingMark+"\nreloads="+strings.Join(reloads, ",")+"\n"), 0)
 	}
 	return &ServeLock{f: f}, nil
 }
@@ -71,33 +78,58 @@ var errWouldBlock = errors.New("lock held elsewhere")
 
 // readPID reads the pid a lock holder wrote, or 0.
 func readPID(f *os.File) int {
-	b, err := io.ReadAll(io.NewSectionReader(f, 0, 32))
+	return readLockFile(f).PID
+}
+
+// readLockFile reads what a lock holder wrote: its pid on the first line
+// and, when it is svcgw serve, servingMark and what it reloads on the
+// next two.
+func readLockFile(f *os.File) Serving {
+	b, err := io.ReadAll(io.NewSectionReader(f, 0, 512))
 	if err != nil {
-		return 0
+		return Serving{}
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		return 0
+	lines := strings.Split(string(b), "\n")
+	var sv Serving
+	if pid, err := strconv.Atoi(strings.TrimSpace(lines[0])); err == nil {
+		sv.PID = pid
 	}
-	return pid
+	if len(lines) >= 3 && lines[1] == servingMark {
+		sv.Serve = true
+		if what, ok := strings.CutPrefix(lines[2], "reloads="); ok && what != "" {
+			sv.Reloads = strings.Split(what, ",")
+		}
+	}
+	return sv
+}
+
+// Serving is what the process holding a database's serve lock wrote of
+// itself (ServingProcess).
+type Serving struct {
+	PID int
+	// Serve is whether it wrote itself as svcgw serve.
+	Serve bool
+	// Reloads is what a reload of it re-reads; none: nothing.
+	Reloads []string
 }
 
 // ErrNotServing means no process holds a database's serve lock.
 var ErrNotServing = errors.New("no svcgw serve is running on this database")
 
-// ServingPID returns the pid of the process that holds the serve lock of
-// the database at dbPath (the svcgw serve running on it), for commands that
-// signal it (svcgw config reload). When nobody holds the lock it fails with
-// ErrNotServing: the pid a lock file keeps after its holder ended is never
-// returned, so a stale file never points a signal at another process.
-func ServingPID(dbPath string) (int, error) {
+// ServingProcess returns what the process that holds the serve lock of
+// the database at dbPath (the svcgw serve running on it) wrote of itself,
+// for commands that signal it (svcgw config reload). When nobody holds the
+// lock it fails with ErrNotServing: the pid a lock file keeps after its
+// holder ended is never returned, so a stale file never points a signal at
+// another process; nor is the pid of a holder that is not svcgw serve.
+func ServingProcess(dbPath string) (Serving, error) {
 	path := dbPath + ".lock"
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if errors.Is(err, os.ErrNotExist) {
-		return 0, fmt.Errorf("%w (no %s)", ErrNotServing, path)
+		return Serving{}, fmt.Errorf("%w (no %s)", ErrNotServing, path)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("serve lock: %w", err)
+		return Serving{}, fmt.Errorf("serve lock: %w", err)
 	}
 	defer f.Close()
 	// The lock is free when this probe can take it; it gives it back at
@@ -105,13 +137,16 @@ func ServingPID(dbPath string) (int, error) {
 	switch err := lockFile(f); {
 	case err == nil:
 		_ = unlockFile(f)
-		return 0, fmt.Errorf("%w (%s is not held)", ErrNotServing, path)
+		return Serving{}, fmt.Errorf("%w (%s is not held)", ErrNotServing, path)
 	case !errors.Is(err, errWouldBlock):
-		return 0, fmt.Errorf("serve lock %s: %w", path, err)
+		return Serving{}, fmt.Errorf("serve lock %s: %w", path, err)
 	}
-	pid := readPID(f)
-	if pid <= 0 {
-		return 0, fmt.Errorf("serve lock %s is held, but names no pid", path)
+	sv := readLockFile(f)
+	switch {
+	case sv.PID <= 0:
+		return Serving{}, fmt.Errorf("serve lock %s is held, but names no pid", path)
+	case !sv.Serve:
+		return Serving{}, fmt.Errorf("%w: %s is held by process %d, which did not write itself as svcgw serve", ErrNotServing, path, sv.PID)
 	}
-	return pid, nil
+	return sv, nil
 }
