@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/upstream"
 )
 
 func env(kv ...string) func(string) string {
@@ -224,5 +225,25 @@ func TestTraceparent(t *testing.T) {
 	want := "00-" + sp.SpanContext().TraceID().String() + "-" + sp.SpanContext().SpanID().String() + "-01"
 	if got != want {
 		t.Errorf("traceparent %q, want %q", got, want)
+	}
+}
+
+// TestStartAttempt_TraceparentOnlyWhereAllowed: an attempt's context
+// carries its traceparent for the upstream request only when the
+// candidate's upstream allows trace context.
+func TestStartAttempt_TraceparentOnlyWhereAllowed(t *testing.T) {
+	tp := sdktrace.NewTracerProvider()
+	tr := &Tracer{provider: tp, tracer: tp.Tracer("t")}
+	ctx, call := tr.tracer.Start(context.Background(), "chat m")
+	defer call.End()
+	closed := tr.StartAttempt(ctx, &upstream.Candidate{Name: "a/m", Upstream: "a", Protocol: "openai", Model: "m"}, 0, false)
+	if got := upstream.Traceparent(closed); got != "" {
+		t.Errorf("traceparent %q for an upstream without trace_context", got)
+	}
+	open := tr.StartAttempt(ctx, &upstream.Candidate{Name: "b/m", Upstream: "b", Protocol: "openai", Model: "m", TraceContext: true}, 1, false)
+	sc := trace.SpanContextFromContext(open)
+	want := "00-" + call.SpanContext().TraceID().String() + "-" + sc.SpanID().String() + "-01"
+	if got := upstream.Traceparent(open); got != want {
+		t.Errorf("traceparent %q, want the attempt's span %q", got, want)
 	}
 }
