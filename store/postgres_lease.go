@@ -795,14 +795,20 @@ func (l *leases) upsert(ctx context.Context, tx pgx.Tx, accountID int64, keyID s
 	for _, r := range room {
 		free = min(free, r)
 	}
-	// held = granted − charged is counted in room; the part of it already
-	// spent here (used − charged, queued charges) is not free. What is
-	// asked comes first; the extra only when what is left is plenty (the
-	// extra for each instance, twice over), so that when the balance is
-	// tight no instance holds more than its calls ask, and a peer short
+	// room leaves out what the lease holds: granted − charged, or what is
+	// charged here beyond that (used − charged: queued charges of calls
+	// that cost more than they reserved). The grant may grow to that hold
+	// plus the room: by the room, and by the charges beyond the grant,
+	// which it must cover before any of it is spendable here (growing by
+	// the room alone would leave the overspent part of it refused). What
+	// is asked comes first; the extra only when what is left is plenty
+	// (the extra for each instance, twice over), so that when the balance
+	// is tight no instance holds more than its calls ask, and a peer short
 	// of money finds the rest.
-	top := max(min(used+ask-m.granted, free), 0)
-	if extra > 0 && free-top >= 2*extra*max(l.instances.Load(), 1) {
+	held := max(m.granted-m.charged, used-m.charged, 0)
+	limit := free + m.charged + held - m.granted
+	top := max(min(used+ask-m.granted, limit), 0)
+	if extra > 0 && limit-top >= 2*extra*max(l.instances.Load(), 1) {
 		top += extra
 	}
 	granted := m.granted + top

@@ -401,3 +401,35 @@ func TestLeases_AnInstanceCutFromItsSessionsStopsAndDropsWhatWasTakenBack(t *tes
 	is.Equal(a1.account(acct).room(), int64(0)) // what was taken back is not spent here
 	is.Equal(heldIn(t, p1, a1.id, acct), int64(0))
 }
+
+// A lease its calls overspent (queued charges beyond the grant, as when
+// calls cost more than they reserved) is topped up to cover them and then
+// the rest of the balance: the next call sees all the money left, not
+// that less the overspend.
+func TestLeases_AnOverspentLeaseIsGrantedAllTheBalanceLeft(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	p := openTestPostgres(t, pgtest.DSN(t), Options{LeaseTTL: 30 * time.Second, BatchInterval: time.Hour})
+	a, _, err := p.EnsureAccount(ctx, "overspent")
+	is.NoErr(err)
+	_, err = p.AddCredits(ctx, a.ID, *apd.New(10000, -6), "test")
+	is.NoErr(err)
+	l := p.Admission().(*leases)
+	_, err = l.LeaseBudget(ctx, a.ID, 0, 5000)
+	is.NoErr(err)
+	is.Equal(l.account(a.ID).room(), int64(5000))
+	p.RecordGeneration(Generation{ID: "overspent-1", AccountID: a.ID, Cost: *apd.New(7000, -6)}) // queued: 2,000 beyond the lease
+	is.Equal(l.account(a.ID).room(), int64(-2000))
+	b, err := l.LeaseBudget(ctx, a.ID, 0, 3000)
+	is.NoErr(err)
+	is.True(!b.Short)                             // 3,000 are left of the 10,000
+	is.Equal(l.account(a.ID).room(), int64(3000)) // and all of it is spendable here
+	b, err = l.LeaseBudget(ctx, a.ID, 0, 3001)
+	is.NoErr(err)
+	is.True(b.Short) // not a micro-dollar more
+	is.NoErr(p.Sync(ctx))
+	got, err := p.AccountByID(ctx, a.ID)
+	is.NoErr(err)
+	is.Equal(got.Balance.String(), "0.003000")
+	is.Equal(queryInt(t, p, `SELECT granted_micros - charged_micros FROM leases WHERE instance_id = '`+l.id+`'`), int64(3000)) // the hold is the balance
+}
