@@ -418,7 +418,7 @@ func TestLeases_AnOverspentLeaseIsGrantedAllTheBalanceLeft(t *testing.T) {
 	_, err = l.LeaseBudget(ctx, a.ID, 0, 5000)
 	is.NoErr(err)
 	is.Equal(l.account(a.ID).room(), int64(5000))
-	p.RecordGeneration(Generation{ID: "overspent-1", AccountID: a.ID, Cost: *apd.New(7000, -6)}) // queued: 2,000 beyond the lease
+	p.RecordGeneration(Generation{ID: "overspent-1", AccountID: a.ID, Cost: 7000}) // queued: 2,000 beyond the lease
 	is.Equal(l.account(a.ID).room(), int64(-2000))
 	b, err := l.LeaseBudget(ctx, a.ID, 0, 3000)
 	is.NoErr(err)
