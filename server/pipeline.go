@@ -188,7 +188,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, c *call) error {
 // account's and key's spend caps. Traced, it is the call's admission
 // span.
 func (s *Server) admit(ctx context.Context, c *call) error {
-	if s.tracer == nil || recordFrom(ctx).span == nil {
+	if s.tracer == nil || c.rec == nil || c.rec.span == nil {
 		return s.admitCall(ctx, c)
 	}
 	ctx, sp := s.traceChild(ctx, telemetry.SpanAdmission)
@@ -334,7 +334,7 @@ func (s *Server) serveComplete(w http.ResponseWriter, r *http.Request, c *call) 
 		upstreamFrom: upStart,
 		end:          end,
 	})
-	if rec := recordFrom(r.Context()); rec != nil && rec.span != nil {
+	if rec := c.rec; rec != nil && rec.span != nil {
 		s.traceOutput(rec.span, resp)
 	}
 	if err := c.sf.WriteResponse(w, c.req, resp); err != nil {
@@ -494,7 +494,7 @@ func (s *Server) endStream(ctx context.Context, w http.ResponseWriter, c *call, 
 		if streamErr != nil {
 			e = s.upstreamError(ctx, streamErr)
 		}
-		recordFrom(ctx).traceFailure(e)
+		c.rec.traceFailure(e)
 		_ = enc.Error(w, e)
 		_ = rc.Flush()
 		m.finish = "error"
@@ -549,7 +549,7 @@ func (s *Server) meter(ctx context.Context, c *call, m meterInput) {
 	c.usage, c.cost = m.usage, cost
 	c.metered, c.streamed = true, m.streamed
 	var ledger trace.Span // the ledger's span, when traced
-	if rec := recordFrom(ctx); rec != nil && rec.span != nil {
+	if rec := c.rec; rec != nil && rec.span != nil {
 		s.traceMetered(rec.span, c, &m, int64(cost))
 		_, ledger = s.traceChild(ctx, telemetry.SpanLedger)
 	}
