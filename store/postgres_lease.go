@@ -80,6 +80,7 @@ type leases struct {
 	accts map[int64]*leaseAcct
 
 	started   sync.Once
+	serving   atomic.Bool  // Admission started the heartbeat
 	instances atomic.Int64 // instances seen lately, this one included
 	beaten    atomic.Bool  // a heartbeat has succeeded
 	stopLoop  chan struct{}
@@ -280,6 +281,7 @@ func (p *Postgres) Admission() Admitter {
 		} else {
 			go l.listen(conn)
 		}
+		l.serving.Store(true)
 	})
 	return l
 }
@@ -413,6 +415,38 @@ func (l *leases) valid() bool {
 	l.aliveMu.Lock()
 	defer l.aliveMu.Unlock()
 	return time.Now().Before(l.alive)
+}
+
+// Health is the store's health (see policy.Health) with the leases' state:
+// an instance that may not spend its leases admits no billable call, so it
+// is not ready.
+func (p *Postgres) Health(ctx context.Context) Health {
+	h := p.policy.Health(ctx)
+	h.Leases = p.leases.health()
+	return h
+}
+
+// health is why the leases may not be spent now (see valid), or nil; nil
+// too in a process that serves no calls.
+func (l *leases) health() error {
+	if !l.serving.Load() {
+		return nil
+	}
+	if !l.lockless.Load() && !l.locked.Load() {
+		return fmt.Errorf("leases: %w: this instance's liveness lock is not held (its sessions ended); it admits no call until it takes it again",
+			ErrUnavailable)
+	}
+	l.aliveMu.Lock()
+	alive := l.alive
+	l.aliveMu.Unlock()
+	switch {
+	case alive.IsZero():
+		return fmt.Errorf("leases: %w: no heartbeat has succeeded yet; this instance admits no call until one does", ErrUnavailable)
+	case !time.Now().Before(alive):
+		return fmt.Errorf("leases: %w: no heartbeat has kept this instance's leases live since %s (lease TTL %s); it admits no call until one succeeds",
+			ErrUnavailable, alive.Add(-l.ttl+l.ttl/10).UTC().Format(time.RFC3339), l.ttl)
+	}
+	return nil
 }
 
 func hostname() string {
