@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"golang.org/x/sync/singleflight"
 )
 
@@ -471,10 +472,19 @@ func (l *leases) stop() error {
 	l.stopListen()
 	<-l.listenDone
 	l.giving.Wait()
-	var b pgx.Batch
-	b.Queue(`DELETE FROM leases WHERE instance_id = $1`, l.id)
-	b.Queue(`DELETE FROM instances WHERE id = $1`, l.id)
-	err := l.p.w.SendBatch(ctx, &b).Close()
+	giveBack := func() error {
+		var b pgx.Batch
+		b.Queue(`DELETE FROM leases WHERE instance_id = $1`, l.id)
+		b.Queue(`DELETE FROM instances WHERE id = $1`, l.id)
+		return l.p.w.SendBatch(ctx, &b).Close()
+	}
+	err := giveBack()
+	// A pooled connection whose session ended (the instance's sessions
+	// cut while it lived) fails before sending: again, until the pool
+	// opens one afresh.
+	for i := 0; i < pgWritePool && err != nil && pgconn.SafeToRetry(err); i++ {
+		err = giveBack()
+	}
 	// The lock goes last: until the leases are given back, a peer that
 	// found it free could take them back itself, no harm done.
 	if l.lockConn != nil {
