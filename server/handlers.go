@@ -99,13 +99,15 @@ func (s *Server) Ready(ctx context.Context) Readiness {
 
 // handleReady serves GET /readyz: 200 {"status":"ready"}, or 503 with what
 // is wrong — the database not answering, the ledger failing, stalled or
-// backed up (with how many answered generations wait to be recorded), or
-// routes without a usable candidate. The probe is unauthenticated, like
-// /healthz. On the caller address (operator false) the database and the
-// ledger are only "unavailable" and a blocked route is named by its
-// request type and tier only; the admin listener also says why (the
-// store's error, which names hosts and files) and names the candidates
-// whose breakers are open, which callers never see.
+// backed up (with how many answered generations wait to be recorded), on
+// PostgreSQL the instance's balance leases unusable (its liveness lock
+// lost), or routes without a usable candidate. The probe is
+// unauthenticated, like /healthz. On the caller address (operator false)
+// the database, the ledger and the leases are only "unavailable" and a
+// blocked route is named by its request type and tier only; the admin
+// listener also says why (the store's error, which names hosts and files)
+// and names the candidates whose breakers are open, which callers never
+// see.
 func (s *Server) handleReady(operator bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := s.Ready(r.Context())
@@ -113,6 +115,10 @@ func (s *Server) handleReady(operator bool) http.Handler {
 			Status   string `json:"status"`
 			Database string `json:"database,omitempty"`
 			Ledger   string `json:"ledger,omitempty"`
+			// Leases is set on PostgreSQL while this instance may not
+			// spend its balance leases (its liveness lock lost, or no
+			// heartbeat): it admits no billable call.
+			Leases string `json:"leases,omitempty"`
 			// PendingGenerations are answered calls not yet in the
 			// database: held in memory, and retried.
 			PendingGenerations int64 `json:"pending_generations,omitempty"`
@@ -140,6 +146,12 @@ func (s *Server) handleReady(operator bool) http.Handler {
 				body.Ledger = "unavailable"
 				if operator {
 					body.Ledger = h.Ledger.Error()
+				}
+			}
+			if h.Leases != nil {
+				body.Leases = "unavailable"
+				if operator {
+					body.Leases = h.Leases.Error()
 				}
 			}
 			seen := map[string]bool{}

@@ -178,12 +178,17 @@ type Health struct {
 	Database error
 	// Ledger is CheckLedger's answer: nil while the ledger keeps up.
 	Ledger error
+	// Leases is, on PostgreSQL, why this instance admits no call from its
+	// balance leases: its liveness lock is not held, or no heartbeat kept
+	// them live for most of a lease TTL. Nil while they may be spent, on
+	// SQLite, and in a process that serves no calls (no Admission).
+	Leases error
 	// Pending is how many answered generations are not yet committed.
 	Pending int64
 }
 
 // Ready reports whether the database can serve billable calls.
-func (h Health) Ready() bool { return h.Database == nil && h.Ledger == nil }
+func (h Health) Ready() bool { return h.Database == nil && h.Ledger == nil && h.Leases == nil }
 
 // healthTimeout bounds Health's read.
 const healthTimeout = time.Second

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"golang.org/x/sync/singleflight"
 )
 
@@ -80,6 +81,7 @@ type leases struct {
 	accts map[int64]*leaseAcct
 
 	started   sync.Once
+	serving   atomic.Bool  // Admission started the heartbeat
 	instances atomic.Int64 // instances seen lately, this one included
 	beaten    atomic.Bool  // a heartbeat has succeeded
 	stopLoop  chan struct{}
@@ -280,6 +282,7 @@ func (p *Postgres) Admission() Admitter {
 		} else {
 			go l.listen(conn)
 		}
+		l.serving.Store(true)
 	})
 	return l
 }
@@ -415,6 +418,38 @@ func (l *leases) valid() bool {
 	return time.Now().Before(l.alive)
 }
 
+// Health is the store's health (see policy.Health) with the leases' state:
+// an instance that may not spend its leases admits no billable call, so it
+// is not ready.
+func (p *Postgres) Health(ctx context.Context) Health {
+	h := p.policy.Health(ctx)
+	h.Leases = p.leases.health()
+	return h
+}
+
+// health is why the leases may not be spent now (see valid), or nil; nil
+// too in a process that serves no calls.
+func (l *leases) health() error {
+	if !l.serving.Load() {
+		return nil
+	}
+	if !l.lockless.Load() && !l.locked.Load() {
+		return fmt.Errorf("leases: %w: this instance's liveness lock is not held (its sessions ended); it admits no call until it takes it again",
+			ErrUnavailable)
+	}
+	l.aliveMu.Lock()
+	alive := l.alive
+	l.aliveMu.Unlock()
+	switch {
+	case alive.IsZero():
+		return fmt.Errorf("leases: %w: no heartbeat has succeeded yet; this instance admits no call until one does", ErrUnavailable)
+	case !time.Now().Before(alive):
+		return fmt.Errorf("leases: %w: no heartbeat has kept this instance's leases live since %s (lease TTL %s); it admits no call until one succeeds",
+			ErrUnavailable, alive.Add(-l.ttl+l.ttl/10).UTC().Format(time.RFC3339), l.ttl)
+	}
+	return nil
+}
+
 func hostname() string {
 	h, _ := os.Hostname()
 	return h
@@ -437,10 +472,19 @@ func (l *leases) stop() error {
 	l.stopListen()
 	<-l.listenDone
 	l.giving.Wait()
-	var b pgx.Batch
-	b.Queue(`DELETE FROM leases WHERE instance_id = $1`, l.id)
-	b.Queue(`DELETE FROM instances WHERE id = $1`, l.id)
-	err := l.p.w.SendBatch(ctx, &b).Close()
+	giveBack := func() error {
+		var b pgx.Batch
+		b.Queue(`DELETE FROM leases WHERE instance_id = $1`, l.id)
+		b.Queue(`DELETE FROM instances WHERE id = $1`, l.id)
+		return l.p.w.SendBatch(ctx, &b).Close()
+	}
+	err := giveBack()
+	// A pooled connection whose session ended (the instance's sessions
+	// cut while it lived) fails before sending: again, until the pool
+	// opens one afresh.
+	for i := 0; i < pgWritePool && err != nil && pgconn.SafeToRetry(err); i++ {
+		err = giveBack()
+	}
 	// The lock goes last: until the leases are given back, a peer that
 	// found it free could take them back itself, no harm done.
 	if l.lockConn != nil {

@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -432,4 +434,72 @@ func TestLeases_AnOverspentLeaseIsGrantedAllTheBalanceLeft(t *testing.T) {
 	is.NoErr(err)
 	is.Equal(got.Balance.String(), "0.003000")
 	is.Equal(queryInt(t, p, `SELECT granted_micros - charged_micros FROM leases WHERE instance_id = '`+l.id+`'`), int64(3000)) // the hold is the balance
+}
+
+// An instance whose liveness lock is not held admits nothing, and its
+// health says so, until it takes the lock again; a process that serves no
+// calls (no Admission) holds no lock and is not held to one.
+func TestLeases_HealthReportsALostLivenessLockUntilItIsTakenAgain(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	p1, p2, a1, _, _ := leasePair(t, 10000)
+	is.True(p1.Health(ctx).Ready()) // serving, its lock held
+	admin := openTestPostgres(t, pgtest.DSN(t), Options{})
+	is.NoErr(admin.Health(ctx).Leases) // no Admission: no lock to hold
+	c, err := p2.r.Acquire(ctx)
+	is.NoErr(err)
+	peer := c.Hijack()
+	defer peer.Close(ctx)
+
+	// p1's sessions that hold its lock end, and the peer holds the lock
+	// so that p1 cannot take it again until the peer lets it go (tried
+	// again if p1 took it first).
+	_, err = peer.Exec(ctx, `SET lock_timeout = '1s'`)
+	is.NoErr(err)
+	k := uint64(a1.lockKey)
+	for try := 0; ; try++ {
+		_, err = peer.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted
+			AND classid::bigint = $1 AND objid::bigint = $2 AND objsubid = 1`, int64(k>>32), int64(k&0xffffffff))
+		is.NoErr(err)
+		if _, err = peer.Exec(ctx, `SELECT pg_advisory_lock($1)`, a1.lockKey); err == nil || try == 5 {
+			break
+		}
+	}
+	is.NoErr(err)
+	for began := time.Now(); a1.valid(); time.Sleep(5 * time.Millisecond) {
+		if time.Since(began) > 5*time.Second {
+			t.Fatal("p1 still admits 5 s after its sessions ended")
+		}
+	}
+	h := p1.Health(ctx)
+	is.True(!h.Ready())
+	is.NoErr(h.Database) // the database answers
+	is.NoErr(h.Ledger)
+	is.True(errors.Is(h.Leases, ErrUnavailable))
+	is.True(strings.Contains(h.Leases.Error(), "liveness lock is not held")) // says why
+	time.Sleep(3 * relockEvery)
+	is.True(!p1.Health(ctx).Ready()) // still: the peer holds the lock
+
+	_, err = peer.Exec(ctx, `SELECT pg_advisory_unlock($1)`, a1.lockKey)
+	is.NoErr(err)
+	for began := time.Now(); !p1.Health(ctx).Ready(); time.Sleep(5 * time.Millisecond) {
+		if time.Since(began) > 5*time.Second {
+			t.Fatalf("p1 not ready 5 s after its lock came free: %v", p1.Health(ctx).Leases)
+		}
+	}
+	is.True(a1.valid()) // ready again as it admits again
+}
+
+// Leases no heartbeat kept live (the database cut off past most of a
+// lease TTL) are reported with when the last heartbeat was sent.
+func TestLeases_HealthReportsLeasesNoHeartbeatKeptLive(t *testing.T) {
+	is := is.New(t)
+	p1, _, a1, _, _ := leasePair(t, 10000)
+	a1.aliveMu.Lock()
+	a1.alive = time.Now().Add(-time.Second) // as if the heartbeats failed since
+	a1.aliveMu.Unlock()
+	err := p1.Health(context.Background()).Leases
+	is.True(errors.Is(err, ErrUnavailable))
+	is.True(strings.Contains(err.Error(), "no heartbeat has kept this instance's leases live since")) // says why
+	is.True(!a1.valid())
 }
