@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/apd/v3"
+	"github.com/jackc/pgx/v5"
 	"github.com/matryer/is"
 
 	"github.com/svcgw/svcgw/internal/pgtest"
@@ -377,12 +378,7 @@ func TestLeases_AnInstanceCutFromItsSessionsStopsAndDropsWhatWasTakenBack(t *tes
 	// Every session of p1 that holds its lock ends; the peer takes the
 	// lock as soon as they are gone (before p1 can take it again), as a
 	// grant taking p1's leases back holds it.
-	k := uint64(a1.lockKey)
-	_, err = peer.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted
-		AND classid::bigint = $1 AND objid::bigint = $2 AND objsubid = 1`, int64(k>>32), int64(k&0xffffffff))
-	is.NoErr(err)
-	_, err = peer.Exec(ctx, `SELECT pg_advisory_lock($1)`, a1.lockKey)
-	is.NoErr(err)
+	cutSessions(t, peer, a1.lockKey)
 	for began := time.Now(); a1.valid(); time.Sleep(5 * time.Millisecond) {
 		if time.Since(began) > 5*time.Second {
 			t.Fatal("p1 still admits 5 s after its sessions ended")
@@ -452,20 +448,8 @@ func TestLeases_HealthReportsALostLivenessLockUntilItIsTakenAgain(t *testing.T) 
 	defer peer.Close(ctx)
 
 	// p1's sessions that hold its lock end, and the peer holds the lock
-	// so that p1 cannot take it again until the peer lets it go (tried
-	// again if p1 took it first).
-	_, err = peer.Exec(ctx, `SET lock_timeout = '1s'`)
-	is.NoErr(err)
-	k := uint64(a1.lockKey)
-	for try := 0; ; try++ {
-		_, err = peer.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted
-			AND classid::bigint = $1 AND objid::bigint = $2 AND objsubid = 1`, int64(k>>32), int64(k&0xffffffff))
-		is.NoErr(err)
-		if _, err = peer.Exec(ctx, `SELECT pg_advisory_lock($1)`, a1.lockKey); err == nil || try == 5 {
-			break
-		}
-	}
-	is.NoErr(err)
+	// so that p1 cannot take it again until the peer lets it go.
+	cutSessions(t, peer, a1.lockKey)
 	for began := time.Now(); a1.valid(); time.Sleep(5 * time.Millisecond) {
 		if time.Since(began) > 5*time.Second {
 			t.Fatal("p1 still admits 5 s after its sessions ended")
@@ -502,4 +486,34 @@ func TestLeases_HealthReportsLeasesNoHeartbeatKeptLive(t *testing.T) {
 	is.True(errors.Is(err, ErrUnavailable))
 	is.True(strings.Contains(err.Error(), "no heartbeat has kept this instance's leases live since")) // says why
 	is.True(!a1.valid())
+}
+
+// cutSessions ends every session that holds the liveness lock key and
+// takes the lock on peer, exclusively, before the instance can take it
+// again: if the instance's listener took it back first, its sessions are
+// ended again (the peer waits for the lock a second at most each time, so
+// the test never hangs on it).
+func cutSessions(t *testing.T, peer *pgx.Conn, key int64) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := peer.Exec(ctx, `SET lock_timeout = '1s'`); err != nil {
+		t.Fatal(err)
+	}
+	k := uint64(key)
+	var err error
+	for try := 0; try < 5; try++ {
+		if _, err = peer.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted
+			AND classid::bigint = $1 AND objid::bigint = $2 AND objsubid = 1`, int64(k>>32), int64(k&0xffffffff)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err = peer.Exec(ctx, `SELECT pg_advisory_lock($1)`, key); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("the peer could not take the liveness lock: %v", err)
+	}
+	if _, err := peer.Exec(ctx, `SET lock_timeout = 0`); err != nil {
+		t.Fatal(err)
+	}
 }
