@@ -190,3 +190,22 @@ func chatID(t *testing.T, body []byte) string {
 	}
 	return v.ID
 }
+
+// A key's cap reaches admission as whole micro-dollars; one the store
+// could not have written (more than six decimals) allows no spend rather
+// than any.
+func TestCapMicros_FailsClosed(t *testing.T) {
+	for _, c := range []struct {
+		cap  *apd.Decimal
+		want int64
+	}{
+		{nil, billing.NoCap},
+		{apd.New(2_500_000, -6), 2_500_000},
+		{apd.New(0, 0), 0},
+		{apd.New(1, -7), 0}, // 0.0000001: not a stored amount
+	} {
+		if got := capMicros(c.cap); got != c.want {
+			t.Errorf("capMicros(%v) = %d, want %d", c.cap, got, c.want)
+		}
+	}
+}

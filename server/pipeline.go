@@ -90,20 +90,16 @@ func (s *Server) handleInference(sf surface.Codec) authedHandler {
 }
 
 // finish writes what the call learnt to its request's access record (nil
-// outside the middleware), and on its span why it failed, if it did.
+// outside the middleware), the one place the pipeline fills it in, and on
+// its span why it failed, if it did.
 func (c *call) finish(err error) {
-	if c.rec == nil {
+	rec := c.rec
+	if rec == nil {
 		return
 	}
-	c.record(c.rec)
 	if err != nil {
-		c.rec.traceFailure(err)
+		rec.traceFailure(err)
 	}
-}
-
-// record writes what the call learnt to its request's access record: the
-// one place the pipeline fills it in.
-func (c *call) record(rec *logRecord) {
 	rec.call, rec.surface = true, c.sf.Surface()
 	rec.requestType, rec.app = c.class.Type, c.app
 	rec.backend = c.report
@@ -290,14 +286,17 @@ func limitOr(own *int64, def int64) int64 {
 	return def
 }
 
-// capMicros is a key's spend cap in micro-dollars, or billing.NoCap.
+// capMicros is a key's spend cap in micro-dollars, or billing.NoCap. The
+// store holds whole micro-dollars, so the conversion is exact; a cap it
+// could not convert would be a corrupt row, and allows no spend rather
+// than any (fail closed).
 func capMicros(c *apd.Decimal) int64 {
 	if c == nil {
 		return billing.NoCap
 	}
-	n, err := billing.ToMicros(*c)
+	n, err := money.FromDecimal(*c)
 	if err != nil {
-		return billing.NoCap // cannot happen: the store holds micro-dollars
+		return 0
 	}
 	return int64(n)
 }

@@ -29,13 +29,12 @@ func (s *Server) traceCall(r *http.Request, rec *logRecord, sf surface.Codec) *h
 	return r.WithContext(ctx)
 }
 
-// traceFailure records on the call's span why the call was refused or
-// failed, and returns err.
-func (rec *logRecord) traceFailure(err error) error {
+// traceFailure records on the call's span, if it has one, why the call
+// was refused or failed.
+func (rec *logRecord) traceFailure(err error) {
 	if rec != nil && rec.span != nil {
 		telemetry.Failed(rec.span, err)
 	}
-	return err
 }
 
 // traceRequest describes a decoded, classified call on its span.
