@@ -134,15 +134,7 @@ func TestREADME_RunnableBlocks(t *testing.T) {
 		t.Fatal("bash is needed to run the README's shell blocks")
 	}
 
-	// A directory like the reader's clone after `go build -o svcgw .`.
-	dir := t.TempDir()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(self, filepath.Join(dir, "svcgw")); err != nil {
-		t.Fatal(err)
-	}
+	dir := readmeDir(t)
 	env := readmeEnv(dir)
 	addr, key := startReadmeServer(t, dir, env)
 	env = append(env, "SVCGW_API_KEY="+key)
@@ -426,14 +418,7 @@ func TestREADME_ResetStep(t *testing.T) {
 	}
 	_, after, _ = strings.Cut(after, "```sh\n")
 	reset, _, _ := strings.Cut(after, "```")
-	dir := t.TempDir()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(self, filepath.Join(dir, "svcgw")); err != nil {
-		t.Fatal(err)
-	}
+	dir := readmeDir(t)
 	env := readmeEnv(dir)
 	cmd := exec.Command("./svcgw", "serve", "--addr", "127.0.0.1:0")
 	cmd.Dir, cmd.Env = dir, env
@@ -507,4 +492,19 @@ func TestREADME_OneNameForTheKey(t *testing.T) {
 			t.Errorf("%s calls the key %s", f, other)
 		}
 	}
+}
+
+// readmeDir is a directory like the reader's clone after
+// `go build -o svcgw .`: ./svcgw runs this test binary, which is svcgw.
+func readmeDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(self, filepath.Join(dir, "svcgw")); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
