@@ -34,6 +34,18 @@ type Backend interface {
 	Stream(ctx context.Context, req *llm.Request) (Stream, error)
 }
 
+// Embedder is a backend that also serves embeddings: OpenAI's
+// /embeddings (and every OpenAI-compatible server's: vLLM, llama.cpp's
+// server, Ollama, Hugging Face TEI), Gemini's embedContent and
+// batchEmbedContents, and the fixture. A backend that does not implement
+// it is never routed an embeddings call.
+type Embedder interface {
+	// Embed embeds every input of req in one call (batched upstream as the
+	// protocol allows) and returns one vector per input, in order, of
+	// req.Dimensions floats when that is set.
+	Embed(ctx context.Context, req *llm.EmbedRequest) (*llm.Embeddings, error)
+}
+
 // Stream is a streamed reply, read like sql.Rows:
 //
 //	for s.Next() { ev := s.Event(); … }

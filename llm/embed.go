@@ -1,0 +1,44 @@
+package llm
+
+// EmbedRequest is one embeddings call, whichever surface it came in on: a
+// batch of inputs, each turned into one vector. A batch is one call, one
+// reservation and one generation record.
+type EmbedRequest struct {
+	// Model is the caller's model id: intent only, echoed back unchanged.
+	Model string
+	// Inputs are embedded in order; the reply's vectors have the same
+	// order and count.
+	Inputs []EmbedInput
+	// Dimensions is the length asked for each vector (OpenAI's
+	// dimensions, Gemini's outputDimensionality); 0 means the model's
+	// default.
+	Dimensions int
+	// TaskType and Title are Gemini's hints (RETRIEVAL_DOCUMENT, …, and
+	// the document's title); a backend whose protocol has no such field
+	// ignores them.
+	TaskType string
+	Title    string
+	// User is the caller's end-user id (OpenAI's user), if it sent one.
+	User string
+	// InputTokens is svcgw's own count of the inputs, set by the server
+	// once the call is decoded: what is reserved and rate-limited.
+	InputTokens int
+}
+
+// EmbedInput is one input: text, or a sequence of token ids (OpenAI's
+// pre-tokenised input), never both.
+type EmbedInput struct {
+	Text   string
+	Tokens []int
+}
+
+// Embeddings is an embeddings call's reply: one vector per input, in the
+// inputs' order, as float32 (what every vendor returns; a surface that was
+// asked for base64 encodes them itself).
+type Embeddings struct {
+	Vectors [][]float32
+	// Usage counts the input tokens the upstream billed (OutputTokens is
+	// always 0); zero when the upstream did not say, and the server then
+	// charges its own count.
+	Usage Usage
+}
