@@ -66,6 +66,9 @@ type Backend struct {
 	h              protocol.Client
 	url, streamURL string
 	hdr            protocol.Headers // built once by New
+	// embedURL and batchEmbedURL are the model's :embedContent and
+	// :batchEmbedContents, modelName its "models/{model}" (see Embed).
+	embedURL, batchEmbedURL, modelName string
 }
 
 var _ upstream.Backend = (*Backend)(nil)
@@ -73,8 +76,10 @@ var _ upstream.Backend = (*Backend)(nil)
 // New returns a generate-content backend.
 func New(o upstream.HTTPOptions) *Backend {
 	b := &Backend{h: protocol.NewClient(o, "https://generativelanguage.googleapis.com", geminiErrorHint)}
-	base := b.h.Opts.BaseURL + "/v1beta/models/" + url.PathEscape(strings.TrimPrefix(b.h.Opts.Model, "models/"))
+	model := strings.TrimPrefix(b.h.Opts.Model, "models/")
+	base := b.h.Opts.BaseURL + "/v1beta/models/" + url.PathEscape(model)
 	b.url, b.streamURL = base+":generateContent", base+":streamGenerateContent?alt=sse"
+	b.embedURL, b.batchEmbedURL, b.modelName = base+":embedContent", base+":batchEmbedContents", "models/"+model
 	b.hdr = b.h.Headers(b.baseHeader)
 	return b
 }

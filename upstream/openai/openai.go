@@ -56,8 +56,9 @@ import (
 //   - With HTTPOptions.PromptCacheKey, prompt_cache_key is derived per
 //     account (see cacheKey); the caller's own is never sent as it is.
 type Backend struct {
-	h   protocol.Client
-	url string
+	h        protocol.Client
+	url      string
+	embedURL string // {BaseURL}/embeddings (see Embed)
 	// cacheSecret keys the prompt_cache_key HMAC (see cacheKey).
 	cacheSecret []byte
 	// auth is the Authorization header's value, built once (nil: none).
@@ -71,6 +72,7 @@ var _ upstream.Backend = (*Backend)(nil)
 func New(o upstream.HTTPOptions) *Backend {
 	b := &Backend{h: protocol.NewClient(o, "https://api.openai.com/v1", openAIErrorHint)}
 	b.url = b.h.Opts.BaseURL + "/chat/completions"
+	b.embedURL = b.h.Opts.BaseURL + "/embeddings"
 	sum := sha256.Sum256([]byte("svcgw prompt_cache_key\x00" + o.APIKey))
 	b.cacheSecret = sum[:]
 	if b.h.Opts.APIKey != "" {
