@@ -40,6 +40,10 @@ const (
 	MsgMalformed   = "the upstream model sent a malformed reply"
 	MsgCut         = "the upstream reply ended unexpectedly"
 	MsgNoReply     = "the upstream model returned no reply"
+	// MsgEmbedCount and MsgEmbedShort fail an embeddings reply that does
+	// not fit its call.
+	MsgEmbedCount = "the upstream model returned a vector count that does not match the inputs"
+	MsgEmbedShort = "the upstream model returned vectors shorter than the dimensions asked"
 )
 
 // errorLogBytes is how much of an error body a StatusError keeps.

@@ -273,8 +273,12 @@ func (r *Router) Stream(ctx context.Context, t llm.RequestType, tier llm.Tier, r
 // and reports every attempt either way. Each attempt runs with ctx, or
 // with the context the Tracer gave it.
 func (r *Router) try(ctx context.Context, t llm.RequestType, tier llm.Tier, req *llm.Request, attempt func(context.Context, Candidate) error) (Report, error) {
+	return r.run(ctx, r.order(r.candidates(t, tier), func() uint64 { return affinityKey(req) }), attempt)
+}
+
+// run is try over cands, already in the order they are tried.
+func (r *Router) run(ctx context.Context, cands []Candidate, attempt func(context.Context, Candidate) error) (Report, error) {
 	var rep Report
-	cands := r.order(r.candidates(t, tier), req)
 	if len(cands) == 0 {
 		return rep, errNoCandidates()
 	}
@@ -368,8 +372,9 @@ func backoff(o RouterOptions, n int) time.Duration {
 // order returns the candidates in the order this call tries them: closed
 // breakers first (open ones keep their relative order at the end, so a
 // route whose every candidate is open still tries them), and within each
-// group of equals, the one that owns the call's cacheable prefix first.
-func (r *Router) order(cands []Candidate, req *llm.Request) []Candidate {
+// group of equals, the one that owns the call's affinity key first
+// (computed only for such a group).
+func (r *Router) order(cands []Candidate, affinity func() uint64) []Candidate {
 	if len(cands) <= 1 {
 		return cands
 	}
@@ -384,7 +389,7 @@ func (r *Router) order(cands []Candidate, req *llm.Request) []Candidate {
 		group := cands[i:j]
 		if len(group) > 1 {
 			if !keyed {
-				key, keyed = affinityKey(req), true
+				key, keyed = affinity(), true
 			}
 			group = byAffinity(group, key)
 		}

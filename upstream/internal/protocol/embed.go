@@ -18,12 +18,6 @@ import (
 // inputs into the batches a protocol accepts, and checking (and fitting)
 // the vectors an upstream returned.
 
-// Caller-safe messages of an embeddings reply that does not fit the call.
-const (
-	msgEmbedCount = "the upstream model returned a vector count that does not match the inputs"
-	msgEmbedShort = "the upstream model returned vectors shorter than the dimensions asked"
-)
-
 // embedParallel is how many batches of one call are in flight at once: a
 // call far beyond a protocol's batch limit (an OpenAI-shaped batch of
 // 2,048 texts sent over a protocol that takes 100) finishes in a few
@@ -96,7 +90,7 @@ func EmbedBatches(ctx context.Context, n, size int, send func(ctx context.Contex
 
 func checkCount(b EmbedBatch, want int) error {
 	if len(b.Vectors) != want {
-		return &llm.Error{Kind: llm.KindUpstream, Message: msgEmbedCount,
+		return &llm.Error{Kind: llm.KindUpstream, Message: upstream.MsgEmbedCount,
 			Err: fmt.Errorf("upstream returned %d vectors for %d inputs", len(b.Vectors), want)}
 	}
 	return nil
@@ -124,7 +118,7 @@ func FitDimensions(vecs [][]float32, dims int) error {
 		return nil
 	}
 	if n < dims {
-		return &llm.Error{Kind: llm.KindUpstream, Message: msgEmbedShort,
+		return &llm.Error{Kind: llm.KindUpstream, Message: upstream.MsgEmbedShort,
 			Err: fmt.Errorf("upstream returned %d dimensions, %d asked", n, dims)}
 	}
 	for i, v := range vecs {
