@@ -53,6 +53,9 @@ func Conformance(t *testing.T, v Vendor) {
 	t.Run("connect timeout", func(t *testing.T) { connectTimeout(t, v) })
 	t.Run("unreachable", func(t *testing.T) { unreachable(t, v) })
 	t.Run("limits", func(t *testing.T) { limits(t, v) })
+	if _, ok := v.New(upstream.HTTPOptions{}).(upstream.Embedder); ok {
+		t.Run("embed", func(t *testing.T) { embedConformance(t, v) })
+	}
 }
 
 func hiRequest() *llm.Request {
