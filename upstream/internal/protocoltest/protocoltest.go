@@ -47,7 +47,7 @@ type Recorded struct {
 }
 
 // Fake is an httptest server that records each request and then
-// runs its handler.
+// runs its handler, which can read the request's body again.
 type Fake struct {
 	*httptest.Server
 	mu   sync.Mutex
@@ -71,6 +71,7 @@ func NewFake(t *testing.T, h http.HandlerFunc) *Fake {
 		f.mu.Lock()
 		f.reqs = append(f.reqs, rec)
 		f.mu.Unlock()
+		r.Body = io.NopCloser(bytes.NewReader(body)) // for a handler that answers by it
 		h(w, r)
 	}))
 	t.Cleanup(f.Close)
