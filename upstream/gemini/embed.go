@@ -14,7 +14,8 @@ import (
 // and :batchEmbedContents (several), as the Gemini API reference and
 // google.golang.org/genai send them.
 //
-//   - Each input is one content of one text part; the call's taskType,
+//   - Each input is one user content of one text part (the role as the Go
+//     SDK sends it; the protocol does not require it); the call's taskType,
 //     title and outputDimensionality go with every input (every request of
 //     a batch names the model, "models/{model}", as the protocol
 //     requires).
@@ -89,7 +90,7 @@ func (b *Backend) embed(ctx context.Context, req *llm.EmbedRequest, in []llm.Emb
 	one := func(text string) gmEmbedRequest {
 		return gmEmbedRequest{
 			Model:                b.modelName,
-			Content:              gmContent{Parts: []gmPart{{Text: text}}},
+			Content:              gmContent{Role: "user", Parts: []gmPart{{Text: text}}},
 			TaskType:             req.TaskType,
 			Title:                req.Title,
 			OutputDimensionality: req.Dimensions,
