@@ -23,7 +23,7 @@ func TestOpenAI_Embed(t *testing.T) {
 		req := protocoltest.EmbedRequest()
 		req.User, req.TaskType, req.Title = "user-42", "RETRIEVAL_DOCUMENT", "ignored here"
 		e, err := openai.New(protocoltest.Options(f, "/v1")).Embed(protocoltest.Context(t), req)
-		is.NoErr(err) // embed
+		is.NoErr(err)                                              // embed
 		is.Equal(e.Vectors, [][]float32{{1, 0, 0}, {0.6, 0.8, 0}}) // by index, not list order
 		is.Equal(e.Usage, llm.Usage{InputTokens: 12})
 		protocoltest.NoLeak(t, "embeddings", e)
