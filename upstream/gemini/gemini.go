@@ -26,7 +26,8 @@ import (
 // Backend serves canonical requests over the generate-content protocol
 // (docs/wire/generate-content.md). It posts to
 // {BaseURL}/v1beta/models/{Model}:generateContent, or
-// :streamGenerateContent?alt=sse.
+// :streamGenerateContent?alt=sse; embeddings to :embedContent or
+// :batchEmbedContents (Embed, in embed.go).
 //
 // Translation notes (docs/translation.md):
 //   - Images and PDFs must be inline: a remote image URL is an

@@ -27,7 +27,7 @@ import (
 //   - The vectors are put in input order by each item's index (a server
 //     that sends no index at all is read in list order).
 //   - usage.prompt_tokens is the call's input; a server that reports none
-//     (TEI, llama.cpp) leaves it 0, and the server charges its own count.
+//     leaves it 0, and the server charges its own count.
 //   - A call of more than embedBatch inputs goes upstream as several
 //     requests (protocol.EmbedBatches).
 

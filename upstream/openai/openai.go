@@ -31,7 +31,8 @@ import (
 // Backend serves canonical requests through any server that speaks
 // chat-completions (docs/wire/chat-completions.md): OpenAI itself,
 // OpenRouter, vLLM, llama.cpp, Ollama. It posts to
-// {BaseURL}/chat/completions.
+// {BaseURL}/chat/completions, and embeddings to {BaseURL}/embeddings
+// (Embed, in embed.go; Hugging Face TEI serves that endpoint too).
 //
 // Translation notes (docs/translation.md):
 //   - System parts become one system message, and system guidance inside
