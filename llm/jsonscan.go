@@ -260,14 +260,21 @@ func (s *JSONScanner) Int() int {
 // Float reads a number as a float64 field gets it (strconv.ParseFloat of
 // its text); a number out of float64's range, or a value that is not a
 // number, fails the scan.
-func (s *JSONScanner) Float() float64 {
+func (s *JSONScanner) Float() float64 { return s.float(64) }
+
+// Float32 reads a number as a float32 field gets it (strconv.ParseFloat of
+// its text, to 32 bits: rounded once, not through a float64); a number
+// out of float32's range, or a value that is not a number, fails the scan.
+func (s *JSONScanner) Float32() float32 { return float32(s.float(32)) }
+
+func (s *JSONScanner) float(bitSize int) float64 {
 	s.ws()
 	start := s.i
 	if ok, _ := s.number(); !ok {
 		s.bad = true
 		return 0
 	}
-	f, err := strconv.ParseFloat(string(s.b[start:s.i]), 64)
+	f, err := strconv.ParseFloat(string(s.b[start:s.i]), bitSize)
 	if err != nil {
 		s.bad = true
 	}

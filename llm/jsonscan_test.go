@@ -8,7 +8,7 @@ import (
 
 // FuzzScannerSkip checks the scanner's syntax against encoding/json's:
 // Skip accepts exactly the valid JSON texts (nested no deeper than it
-// walks), and String and Int, where they answer, answer what
+// walks), and String, Int and Float32, where they answer, answer what
 // json.Unmarshal does.
 func FuzzScannerSkip(f *testing.F) {
 	for _, s := range []string{
@@ -17,6 +17,7 @@ func FuzzScannerSkip(f *testing.F) {
 		`0`, `-0`, `01`, `1.`, `.5`, `1e`, `1e+5`, `-`, `[1,]`, `{"a":1,}`, `{"a" 1}`, `{a:1}`,
 		`[` + strings.Repeat("[", 70) + strings.Repeat("]", 71), `nul`, `truex`, ` [ ] `, ``,
 		`"abcdefgh\"ijklmnop"`, `true`, `false`, ` true `, `tru`, `"abcdefghijklmnopqrstu` + "\t" + `vw"`,
+		`1.0000001192092896`, `3.4028235e38`, `3.5e38`, `1e-46`, `-0.0071952683`,
 	} {
 		f.Add(s)
 	}
@@ -57,6 +58,13 @@ func FuzzScannerSkip(f *testing.F) {
 			var w int
 			if err := json.Unmarshal([]byte(in), &w); err != nil || w != n {
 				t.Fatalf("%q: Int %d, json.Unmarshal %d (%v)", in, n, w, err)
+			}
+		}
+		s.Reset([]byte(in))
+		if f := s.Float32(); s.Done() {
+			var w float32
+			if err := json.Unmarshal([]byte(in), &w); err != nil || w != f {
+				t.Fatalf("%q: Float32 %v, json.Unmarshal %v (%v)", in, f, w, err)
 			}
 		}
 	})

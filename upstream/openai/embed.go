@@ -49,14 +49,18 @@ type oaEmbedRequest struct {
 }
 
 type oaEmbedResponse struct {
-	Data []struct {
-		Index     *int     `json:"index"`
-		Embedding oaVector `json:"embedding"`
-	} `json:"data"`
-	Usage *struct {
-		PromptTokens int `json:"prompt_tokens"`
-	} `json:"usage"`
-	Error *oaErrorBody `json:"error"`
+	Data  []oaEmbedItem `json:"data"`
+	Usage *oaEmbedUsage `json:"usage"`
+	Error *oaErrorBody  `json:"error"`
+}
+
+type oaEmbedItem struct {
+	Index     *int     `json:"index"`
+	Embedding oaVector `json:"embedding"`
+}
+
+type oaEmbedUsage struct {
+	PromptTokens int `json:"prompt_tokens"`
 }
 
 // oaVector is an embedding: an array of floats, or the base64 of its
@@ -130,9 +134,22 @@ func (b *Backend) embed(ctx context.Context, req *llm.EmbedRequest, in []llm.Emb
 	if err != nil {
 		return protocol.EmbedBatch{}, err
 	}
+	return embedReply(raw)
+}
+
+// embedReply reads an embeddings reply: its vectors by index, and its
+// usage.
+func embedReply(raw []byte) (protocol.EmbedBatch, error) {
+	// The scanner reads the usual reply (scanEmbedReply), 4.5 times
+	// faster than the decoder (BenchmarkEmbedReply), whose answer counts
+	// for anything else.
 	var resp oaEmbedResponse
-	if err := jsonv1.Unmarshal(raw, &resp); err != nil {
-		return protocol.EmbedBatch{}, upstream.Malformed(err)
+	var sc protocol.Scanner
+	if !scanEmbedReply(&sc, raw, &resp) {
+		resp = oaEmbedResponse{}
+		if err := jsonv1.Unmarshal(raw, &resp); err != nil {
+			return protocol.EmbedBatch{}, upstream.Malformed(err)
+		}
 	}
 	if resp.Error != nil {
 		return protocol.EmbedBatch{}, resp.Error.llmError(raw)

@@ -1,0 +1,130 @@
+package openai
+
+import "github.com/svcgw/svcgw/upstream/internal/protocol"
+
+// Reading an embeddings reply with protocol.Scanner.
+//
+// A reply is mostly floats: 1,536 or 3,072 of them a vector, up to
+// embedBatch vectors. The decoder reads an embedding through
+// oaVector.UnmarshalJSON, which has it scan the vector's text twice (once
+// to find its end, once to decode it), and decodes each float with
+// reflection; the scanner reads the fields oaEmbedResponse has straight
+// from the text, each float with strconv.ParseFloat as encoding/json does
+// (BenchmarkEmbedReply). Anything it does not decide as the decoder would
+// (an error object, keys that fold, a repeated key) is left to the
+// decoder; FuzzScanEmbedReply checks that the two agree.
+
+var embedReplyKeys = []string{"data", "usage", "error"}
+
+// scanEmbedReply fills r, which is empty, from raw as jsonv1.Unmarshal
+// would, and reports whether it could.
+func scanEmbedReply(sc *protocol.Scanner, raw []byte, r *oaEmbedResponse) bool {
+	sc.Reset(raw)
+	if !sc.Open('{') {
+		return false
+	}
+	var seen uint32
+	for first := true; sc.More('}', first); first = false {
+		switch key := sc.Key(); string(key) {
+		case "data":
+			sc.Once(&seen, 1)
+			if sc.Null() {
+				r.Data = nil
+				continue
+			}
+			scanEmbedItems(sc, r)
+		case "usage":
+			sc.Once(&seen, 2)
+			if !sc.Null() {
+				r.Usage = new(oaEmbedUsage)
+				scanEmbedUsage(sc, r.Usage)
+			}
+		case "error":
+			sc.Once(&seen, 4)
+			if !sc.Null() {
+				sc.Fail() // an error body: rare, and read by the decoder
+			}
+		default:
+			sc.Unknown(key, embedReplyKeys...)
+		}
+	}
+	return sc.Done()
+}
+
+var embedItemKeys = []string{"index", "embedding"}
+
+func scanEmbedItems(sc *protocol.Scanner, r *oaEmbedResponse) {
+	if !sc.Open('[') {
+		return
+	}
+	r.Data = []oaEmbedItem{} // [] is an empty list, not none
+	for first := true; sc.More(']', first); first = false {
+		r.Data = append(r.Data, oaEmbedItem{})
+		if sc.Null() {
+			continue // null leaves the element as it is: empty
+		}
+		it := &r.Data[len(r.Data)-1]
+		if !sc.Open('{') {
+			return
+		}
+		var seen uint32
+		for first := true; sc.More('}', first); first = false {
+			switch key := sc.Key(); string(key) {
+			case "index":
+				sc.Once(&seen, 1)
+				if !sc.Null() {
+					n := sc.Int()
+					it.Index = &n
+				}
+			case "embedding":
+				sc.Once(&seen, 2)
+				it.Embedding = scanVector(sc)
+			default:
+				sc.Unknown(key, embedItemKeys...)
+			}
+		}
+	}
+}
+
+// scanVector reads an embedding: an array of floats, base64 text, or null.
+func scanVector(sc *protocol.Scanner) oaVector {
+	switch sc.Peek() {
+	case 'n':
+		sc.Null()
+		return nil
+	case '"':
+		v, err := protocol.DecodeBase64Vector(sc.String())
+		if err != nil {
+			sc.Fail()
+		}
+		return v
+	}
+	if !sc.Open('[') {
+		return nil
+	}
+	v := oaVector{}
+	for first := true; sc.More(']', first); first = false {
+		v = append(v, sc.Float32())
+	}
+	return v
+}
+
+var embedUsageKeys = []string{"prompt_tokens"}
+
+func scanEmbedUsage(sc *protocol.Scanner, u *oaEmbedUsage) {
+	if !sc.Open('{') {
+		return
+	}
+	var seen uint32
+	for first := true; sc.More('}', first); first = false {
+		switch key := sc.Key(); string(key) {
+		case "prompt_tokens":
+			sc.Once(&seen, 1)
+			if !sc.Null() {
+				u.PromptTokens = sc.Int()
+			}
+		default:
+			sc.Unknown(key, embedUsageKeys...)
+		}
+	}
+}
