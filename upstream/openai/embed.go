@@ -140,9 +140,9 @@ func (b *Backend) embed(ctx context.Context, req *llm.EmbedRequest, in []llm.Emb
 // embedReply reads an embeddings reply: its vectors by index, and its
 // usage.
 func embedReply(raw []byte) (protocol.EmbedBatch, error) {
-	// The scanner reads the usual reply (scanEmbedReply), 4.5 times
-	// faster than the decoder (BenchmarkEmbedReply), whose answer counts
-	// for anything else.
+	// The scanner reads the usual reply (scanEmbedReply), floats about 4
+	// times faster than the decoder (BenchmarkEmbedReply, bench/RESULTS.md),
+	// whose answer counts for anything else.
 	var resp oaEmbedResponse
 	var sc protocol.Scanner
 	if !scanEmbedReply(&sc, raw, &resp) {
