@@ -59,10 +59,12 @@ type gmEmbedding struct {
 type gmEmbedResponse struct {
 	Embedding     *gmEmbedding  `json:"embedding"`
 	Embeddings    []gmEmbedding `json:"embeddings"`
-	UsageMetadata *struct {
-		PromptTokenCount int `json:"promptTokenCount"`
-	} `json:"usageMetadata"`
-	Error *gmErrorBody `json:"error"`
+	UsageMetadata *gmEmbedUsage `json:"usageMetadata"`
+	Error         *gmErrorBody  `json:"error"`
+}
+
+type gmEmbedUsage struct {
+	PromptTokenCount int `json:"promptTokenCount"`
 }
 
 // Embed sends req upstream and returns one vector per input, in order.
@@ -115,9 +117,20 @@ func (b *Backend) embed(ctx context.Context, req *llm.EmbedRequest, in []llm.Emb
 	if err != nil {
 		return protocol.EmbedBatch{}, err
 	}
+	return embedReply(raw)
+}
+
+// embedReply reads the reply of either method: its vectors in order, and
+// its usage if it has any. The scanner reads the usual reply
+// (scanEmbedReply); the decoder's answer counts for anything else.
+func embedReply(raw []byte) (protocol.EmbedBatch, error) {
 	var resp gmEmbedResponse
-	if err := jsonv1.Unmarshal(raw, &resp); err != nil {
-		return protocol.EmbedBatch{}, upstream.Malformed(err)
+	var sc protocol.Scanner
+	if !scanEmbedReply(&sc, raw, &resp) {
+		resp = gmEmbedResponse{}
+		if err := jsonv1.Unmarshal(raw, &resp); err != nil {
+			return protocol.EmbedBatch{}, upstream.Malformed(err)
+		}
 	}
 	if resp.Error != nil {
 		return protocol.EmbedBatch{}, resp.Error.llmError(raw)

@@ -99,14 +99,7 @@ func scanVector(sc *protocol.Scanner) oaVector {
 		}
 		return v
 	}
-	if !sc.Open('[') {
-		return nil
-	}
-	v := oaVector{}
-	for first := true; sc.More(']', first); first = false {
-		v = append(v, sc.Float32())
-	}
-	return v
+	return protocol.ScanFloats(sc)
 }
 
 var embedUsageKeys = []string{"prompt_tokens"}

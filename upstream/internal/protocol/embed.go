@@ -159,3 +159,20 @@ func DecodeBase64Vector(s string) ([]float32, error) {
 	}
 	return v, nil
 }
+
+// ScanFloats reads an array of numbers (or null) as a []float32 field gets
+// it from encoding/json: each number parsed to 32 bits, null a nil slice,
+// [] an empty one; anything else fails the scan.
+func ScanFloats(sc *Scanner) []float32 {
+	if sc.Null() {
+		return nil
+	}
+	if !sc.Open('[') {
+		return nil
+	}
+	v := []float32{}
+	for first := true; sc.More(']', first); first = false {
+		v = append(v, sc.Float32())
+	}
+	return v
+}
