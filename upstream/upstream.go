@@ -126,6 +126,13 @@ type HTTPOptions struct {
 	// OpenAI-compatible servers that know only the former. OpenAI's own
 	// reasoning models reject max_tokens.
 	LegacyMaxTokens bool
+	// EmbedBatch is the most inputs one embeddings request carries; a
+	// call of more goes upstream as several. Zero means the protocol's
+	// own (openai 512, gemini 100, its batchEmbedContents limit); a
+	// compatible server with a smaller limit (Hugging Face TEI's
+	// max_client_batch_size is 32 by default) needs its own. Above the
+	// protocol's limit, the protocol's holds.
+	EmbedBatch int
 	// PromptCacheKey (openai protocol only) sends every call a
 	// prompt_cache_key derived from its account (and the caller's own
 	// key), so that the upstream's cache routing never mixes tenants.

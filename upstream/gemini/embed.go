@@ -30,8 +30,9 @@ import (
 //     shortened vectors as the caller's job); the vectors are returned as
 //     sent. One longer than asked is cut and re-normalised
 //     (protocol.FitDimensions).
-//   - A call of more than embedBatch inputs goes upstream as several
-//     batches (protocol.EmbedBatches).
+//   - A call of more than embedBatch inputs (or HTTPOptions.EmbedBatch,
+//     when smaller) goes upstream as several batches
+//     (protocol.EmbedBatches).
 
 var _ upstream.Embedder = (*Backend)(nil)
 
@@ -74,7 +75,7 @@ func (b *Backend) Embed(ctx context.Context, req *llm.EmbedRequest) (*llm.Embedd
 			return nil, llm.InvalidParam("input", "token-id inputs cannot be embedded on this route; send text")
 		}
 	}
-	out, err := protocol.EmbedBatches(ctx, len(req.Inputs), embedBatch, func(ctx context.Context, lo, hi int) (protocol.EmbedBatch, error) {
+	out, err := protocol.EmbedBatches(ctx, len(req.Inputs), b.h.EmbedBatch(embedBatch), func(ctx context.Context, lo, hi int) (protocol.EmbedBatch, error) {
 		return b.embed(ctx, req, req.Inputs[lo:hi])
 	})
 	if err != nil {

@@ -28,8 +28,9 @@ import (
 //     that sends no index at all is read in list order).
 //   - usage.prompt_tokens is the call's input; a server that reports none
 //     leaves it 0, and the server charges its own count.
-//   - A call of more than embedBatch inputs goes upstream as several
-//     requests (protocol.EmbedBatches).
+//   - A call of more than embedBatch inputs (or HTTPOptions.EmbedBatch,
+//     when smaller) goes upstream as several requests
+//     (protocol.EmbedBatches).
 
 var _ upstream.Embedder = (*Backend)(nil)
 
@@ -86,7 +87,7 @@ func (b *Backend) Embed(ctx context.Context, req *llm.EmbedRequest) (*llm.Embedd
 	if err != nil {
 		return nil, err
 	}
-	out, err := protocol.EmbedBatches(ctx, len(req.Inputs), embedBatch, func(ctx context.Context, lo, hi int) (protocol.EmbedBatch, error) {
+	out, err := protocol.EmbedBatches(ctx, len(req.Inputs), b.h.EmbedBatch(embedBatch), func(ctx context.Context, lo, hi int) (protocol.EmbedBatch, error) {
 		return b.embed(ctx, req, req.Inputs[lo:hi], tokens)
 	})
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -151,6 +152,56 @@ func TestOpenAI_Embed(t *testing.T) {
 		is.Equal(sizes[0]+sizes[1]+sizes[2], len(texts))
 	})
 
+	t.Run("a server's smaller batch limit (HTTPOptions.EmbedBatch)", func(t *testing.T) {
+		is := is.New(t)
+		// Hugging Face TEI refuses a request of more inputs than its
+		// max_client_batch_size (32 by default) with a 422.
+		f := protocoltest.NewFake(t, func(w http.ResponseWriter, r *http.Request) {
+			var body struct{ Input []string }
+			if json.NewDecoder(r.Body).Decode(&body) != nil || len(body.Input) > 32 {
+				w.WriteHeader(http.StatusUnprocessableEntity)
+				fmt.Fprint(w, `{"error":"batch size 100 > maximum allowed batch size 32","error_type":"Validation"}`)
+				return
+			}
+			echoInputs(w, body.Input)
+		})
+		texts := make([]string, 100)
+		for i := range texts {
+			texts[i] = strconv.Itoa(i)
+		}
+		o := protocoltest.Options(f, "/v1")
+		_, err := openai.New(o).Embed(protocoltest.Context(t), protocoltest.EmbedRequest(texts...))
+		is.Equal(protocoltest.LLMError(t, err).Kind, llm.KindInvalidRequest) // one request of 100: refused
+		o.EmbedBatch = 32
+		e, err := openai.New(o).Embed(protocoltest.Context(t), protocoltest.EmbedRequest(texts...))
+		is.NoErr(err) // four requests: 32, 32, 32, 4
+		for i, v := range e.Vectors {
+			is.Equal(v[0], float32(i))
+		}
+		is.Equal(len(f.Requests()), 1+4)
+	})
+
+	t.Run("a batch limit above the protocol's: the protocol's holds", func(t *testing.T) {
+		is := is.New(t)
+		f := protocoltest.NewFake(t, echoIndexes)
+		o := protocoltest.Options(f, "/v1")
+		o.EmbedBatch = 5000
+		texts := make([]string, 600)
+		for i := range texts {
+			texts[i] = strconv.Itoa(i)
+		}
+		_, err := openai.New(o).Embed(protocoltest.Context(t), protocoltest.EmbedRequest(texts...))
+		is.NoErr(err)
+		var sizes []int
+		for _, r := range f.Requests() {
+			var body struct{ Input []string }
+			is.NoErr(json.Unmarshal(r.Body, &body))
+			sizes = append(sizes, len(body.Input))
+		}
+		slices.Sort(sizes)
+		is.Equal(sizes, []int{88, 512})
+	})
+
 	t.Run("one failed request fails the call", func(t *testing.T) {
 		is := is.New(t)
 		var n atomic.Int32
@@ -180,6 +231,11 @@ func echoIndexes(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusBadRequest)
 		return
 	}
+	echoInputs(w, body.Input)
+}
+
+// echoInputs is echoIndexes' reply to the inputs in.
+func echoInputs(w http.ResponseWriter, in []string) {
 	type item struct {
 		Index     int       `json:"index"`
 		Embedding []float64 `json:"embedding"`
@@ -188,10 +244,10 @@ func echoIndexes(w http.ResponseWriter, r *http.Request) {
 		Data  []item         `json:"data"`
 		Usage map[string]int `json:"usage"`
 	}
-	for i := len(body.Input) - 1; i >= 0; i-- {
-		n, _ := strconv.Atoi(body.Input[i])
+	for i := len(in) - 1; i >= 0; i-- {
+		n, _ := strconv.Atoi(in[i])
 		resp.Data = append(resp.Data, item{Index: i, Embedding: []float64{float64(n), math.Sqrt(float64(n) + 1)}})
 	}
-	resp.Usage = map[string]int{"prompt_tokens": len(body.Input), "total_tokens": len(body.Input)}
+	resp.Usage = map[string]int{"prompt_tokens": len(in), "total_tokens": len(in)}
 	json.NewEncoder(w).Encode(resp)
 }

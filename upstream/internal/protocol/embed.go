@@ -32,6 +32,15 @@ type EmbedBatch struct {
 	Tokens  int
 }
 
+// EmbedBatch returns the batch size of a protocol whose limit is limit:
+// the backend's HTTPOptions.EmbedBatch when set and smaller, else limit.
+func (h *Client) EmbedBatch(limit int) int {
+	if n := h.Opts.EmbedBatch; n > 0 && n < limit {
+		return n
+	}
+	return limit
+}
+
 // EmbedBatches embeds n inputs in batches of at most size, calling send
 // with each batch's range [lo, hi) (at most embedParallel at once), and
 // returns every vector in input order with the tokens reported added up.
