@@ -105,3 +105,12 @@ func Redact(dsn string) string {
 	}
 	return u.Redacted()
 }
+
+// Admitter is what the server's admission reads: an account's budget and
+// what its calls have been charged (billing.Ledger). On SQLite it is the
+// Store itself; on PostgreSQL it is the instance's balance leases, and it
+// also implements LeaseBudget (billing.LeasingLedger).
+type Admitter interface {
+	Budget(ctx context.Context, accountID int64) (Budget, error)
+	Spend(ctx context.Context, accountID int64, keyID string, now time.Time) (Spend, error)
+}

@@ -684,9 +684,7 @@ func (s *policy) abandon() {
 type batchSums struct {
 	debits map[int64]int64
 	spend  map[spendDay]spendSum
-	args   []any // INSERT parameters, reused between batches
 	rollup rollupSums
-	bulk   bulkInsert // a bulk writer's 1,024-row INSERTs
 }
 
 // sum empties the sums and adds up rows in them: the debit of each account,

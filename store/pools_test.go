@@ -121,9 +121,9 @@ func TestCallReaders_SmallCache(t *testing.T) {
 // negative ReaderIdleTime keeps them open (0 is database/sql's "no limit").
 func TestReaders_IdleTimeDefault(t *testing.T) {
 	is := is.New(t)
-	is.Equal(Options{}.readerIdleTime(), DefaultReaderIdleTime)
-	is.Equal(Options{ReaderIdleTime: -1}.readerIdleTime(), time.Duration(0))
-	is.Equal(Options{ReaderIdleTime: time.Hour}.readerIdleTime(), time.Hour)
+	is.Equal(readerIdleTime(Options{}), DefaultReaderIdleTime)
+	is.Equal(readerIdleTime(Options{ReaderIdleTime: -1}), time.Duration(0))
+	is.Equal(readerIdleTime(Options{ReaderIdleTime: time.Hour}), time.Hour)
 }
 
 // TestReads_InterruptedByContext checks what the account endpoints' time

@@ -51,21 +51,6 @@ const DefaultLeaseTTL = 15 * time.Second
 // heartbeats are measured on one clock whatever the instances' clocks say.
 const pgNowMS = `(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT`
 
-// Admitter is what the server's admission reads: an account's budget and
-// what its calls have been charged (billing.Ledger). On SQLite it is the
-// Store itself; on PostgreSQL it is the instance's balance leases, and it
-// also implements LeaseBudget (billing.LeasingLedger).
-type Admitter interface {
-	Budget(ctx context.Context, accountID int64) (Budget, error)
-	Spend(ctx context.Context, accountID int64, keyID string, now time.Time) (Spend, error)
-}
-
-// Admission returns the Store itself: one process serves a SQLite file.
-func (s *Store) Admission() Admitter { return s }
-
-// Instances is 1: one svcgw serve per SQLite file.
-func (s *Store) Instances() int { return 1 }
-
 // leases is the instance's balance leases on PostgreSQL. Its Spend and
 // Budget are what admission checks calls against (see Admitter): the
 // numbers are the leases', presented so that billing's checks (credits

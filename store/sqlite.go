@@ -10,9 +10,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -22,125 +20,6 @@ import (
 	sqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
-
-// Sentinel errors. Methods wrap them with context; test with errors.Is.
-var (
-	// ErrNotFound means the row does not exist, or belongs to another account.
-	ErrNotFound = errors.New("not found")
-	// ErrConflict means the request conflicts with the row's state, such as
-	// feedback on a generation older than the allowed age.
-	ErrConflict = errors.New("conflict")
-	// ErrInvalid means an argument was rejected, such as a non-positive
-	// credit amount, a bad name, or money with more than six decimals.
-	ErrInvalid = errors.New("invalid")
-	// ErrClosed means the Store has been closed.
-	ErrClosed = errors.New("store closed")
-	// ErrUnavailable means the database cannot serve the request now: the
-	// ledger cannot record generations (see CheckLedger), or a read did not
-	// answer within QueryTimeout or found the database locked. Retrying
-	// later may succeed.
-	ErrUnavailable = errors.New("database unavailable")
-	// ErrLimit means a bound on stored rows was reached, such as the end
-	// users that may rate one generation.
-	ErrLimit = errors.New("limit reached")
-	// ErrNoDatabase means Options.Existing was set and svcgw has not
-	// created a database there: no SQLite file, or no svcgw schema in the
-	// PostgreSQL database.
-	ErrNoDatabase = errors.New("no svcgw database")
-)
-
-// Options configures a Store. The zero value is usable.
-type Options struct {
-	// Now is the clock every stored time comes from; default time.Now.
-	Now func() time.Time
-	// BatchSize is the most generations committed in one ledger
-	// transaction; default 256 (1024 on PostgreSQL). On SQLite, 8,192 or
-	// more make a bulk writer (a bulk load): its writer gets a page cache
-	// of 256 bytes a generation of a batch (store/bulkwriter.go).
-	BatchSize int
-	// BatchInterval is how long the ledger writer waits for a batch to fill
-	// before it commits what it has; default 20ms.
-	// Nobody waits for it (a Sync commits at once), so it only trades
-	// commits per second, which cost CPU at any load, against what a
-	// crash can lose and the size of each commit.
-	BatchInterval time.Duration
-	// QueueSize is how many answered generations may wait for the ledger
-	// before it counts as backed up, and CheckLedger refuses billable calls
-	// until it has caught up; default 4096 (16384 on PostgreSQL).
-	// RecordGeneration never blocks.
-	QueueSize int
-	// CommitTimeout bounds one ledger commit, waiting for the database's
-	// write lock included; default 5s. A commit that does not finish in
-	// time fails and is retried, and CheckLedger refuses billable calls
-	// from then until a commit succeeds.
-	CommitTimeout time.Duration
-	// RetryInterval is the longest wait between attempts to commit
-	// generations the database failed to take; default 1s. The first retry
-	// comes after 50ms, and each wait doubles up to it.
-	RetryInterval time.Duration
-	// CloseTimeout is how long Close keeps trying to commit what is queued
-	// when the database fails; default 10s. Generations still not
-	// committed then are logged one by one and counted in Close's error.
-	CloseTimeout time.Duration
-	// QueryTimeout bounds each read on a request's path (authenticating a
-	// key not in the cache, reading a budget or an account, loading spend,
-	// looking a generation up); default 5s. A read past it, or one that
-	// finds the database locked, fails with ErrUnavailable.
-	QueryTimeout time.Duration
-	// CommitHook, when set, is called in every ledger transaction just
-	// before it commits, and an error it returns fails that commit as a
-	// database error would (the transaction is rolled back). It is a test
-	// seam, for injecting faults.
-	CommitHook func() error
-	// OnCommit, when set, is called by the ledger writer after each commit
-	// attempt, with its rows, duration and error (metrics). It runs on the
-	// writer's goroutine: it must return quickly.
-	OnCommit func(LedgerCommit)
-	// Readers is the size of the read-only connection pool of account
-	// endpoints and commands; default 4.
-	Readers int
-	// ReaderIdleTime is how long a connection of that pool stays open
-	// unused; default 1 minute, negative keeps them open. Each holds a page
-	// cache of up to 2,000 KiB of the pages its reports read (~4 MB in
-	// modernc's allocator), which closing it gives back: after a burst of
-	// reports on four connections, 12 of the 24 MB they had taken
-	// (bench/RESULTS.md, "The peak of (d): SQLite's caches and the
-	// process's fixed memory"). Reopening one costs the next report
-	// ~0.4 ms. SQLite only; the call path's pool (CallReaders) stays open,
-	// so a call never waits for a connection to open.
-	ReaderIdleTime time.Duration
-	// CallReaders is the size of a second read-only pool, kept for the
-	// reads of the call path (authenticating a key not in the cache,
-	// refreshing a budget, loading spend), so that account reads, however
-	// many, never make a call wait for a connection; default 2.
-	CallReaders int
-	// Rand is the source of key ids and secrets; default crypto/rand.Reader.
-	Rand io.Reader
-	// Logger receives ledger-writer failures and the start and end of a
-	// migration that takes long on a large ledger; default discards.
-	Logger *slog.Logger
-	// Existing makes Open and OpenPostgres refuse, with ErrNoDatabase, a
-	// database svcgw has not created, instead of creating it: the admin
-	// commands set it, so that one run against the wrong --db leaves no
-	// empty ledger behind.
-	Existing bool
-	// AuthCacheTTL is how long a key revoked or re-limited by another
-	// process (the CLI, another instance) may go on being accepted as it
-	// was: Authenticate reads the count of key changes at least this
-	// often while calls come, and the keys themselves once a minute (see
-	// authCache). 0 means DefaultAuthCacheTTL; negative disables the
-	// cache.
-	AuthCacheTTL time.Duration
-	// LeaseTTL is, on PostgreSQL, how long a balance lease holds without
-	// its instance's heartbeat (every third of it): what a crashed
-	// instance held comes back to the others this long after its last
-	// heartbeat. 0 means DefaultLeaseTTL. SQLite ignores it.
-	LeaseTTL time.Duration
-	// Checkpoint is where the write-ahead log is copied back into the
-	// database file: CheckpointInCommit ("" too), CheckpointAfterCommit or
-	// CheckpointAside (checkpoint.go). PostgreSQL ignores it.
-	Checkpoint string
-}
 
 // Store is svcgw's SQLite database, the embedded default (see DB). It is
 // safe for concurrent use.
@@ -178,6 +57,10 @@ type Store struct {
 	// bulkInserts counts the INSERTs a bulk writer ran on the driver
 	// connection (bulkInsert); the ledger goroutine's, for tests.
 	bulkInserts int
+	// args are the ledger's INSERT parameters and bulkIns a bulk writer's
+	// 1,024-row INSERTs, reused between batches; the ledger goroutine's.
+	args    []any
+	bulkIns bulkInsert
 
 	closeOnce sync.Once
 	closeErr  error
@@ -188,7 +71,7 @@ const DefaultReaderIdleTime = time.Minute
 
 // readerIdleTime is the account readers' idle time as
 // sql.DB.SetConnMaxIdleTime takes it (0: no limit).
-func (o Options) readerIdleTime() time.Duration {
+func readerIdleTime(o Options) time.Duration {
 	switch {
 	case o.ReaderIdleTime == 0:
 		return DefaultReaderIdleTime
@@ -283,7 +166,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	s.r.SetMaxOpenConns(readers)
 	s.r.SetMaxIdleConns(readers)
-	s.r.SetConnMaxIdleTime(opts.readerIdleTime())
+	s.r.SetConnMaxIdleTime(readerIdleTime(opts))
 	if err := checkWAL(ctx, s.r); err != nil {
 		s.r.Close()
 		s.w.Close()
@@ -376,14 +259,6 @@ func (s *Store) Close() error {
 		s.closeErr = errors.Join(errs...)
 	})
 	return s.closeErr
-}
-
-// orDefault is d, or def when d is not positive.
-func orDefault(d, def time.Duration) time.Duration {
-	if d <= 0 {
-		return def
-	}
-	return d
 }
 
 //go:embed migrations/*.sql
@@ -536,3 +411,9 @@ func (s *Store) Pools() []Pool {
 		{Name: "call_readers", DBStats: s.call.Stats()},
 	}
 }
+
+// Admission returns the Store itself: one process serves a SQLite file.
+func (s *Store) Admission() Admitter { return s }
+
+// Instances is 1: one svcgw serve per SQLite file.
+func (s *Store) Instances() int { return 1 }

@@ -182,7 +182,7 @@ func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) 
 		err  error
 	)
 	if s.insertChunkFor(len(rows)) == bulkInsertChunk {
-		bulk = &agg.bulk
+		bulk = &s.bulkIns
 		if err := bulk.begin(ctx, s.w); err != nil {
 			return fmt.Errorf("ledger: begin: %w", err)
 		}
@@ -197,7 +197,7 @@ func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) 
 	defer tx.Rollback()
 	// Rows go in multi-row INSERTs of up to insertChunk rows: one statement
 	// step per chunk instead of per row, which is most of the ledger's CPU.
-	args := agg.args[:0]
+	args := s.args[:0]
 	for start := 0; start < len(rows); {
 		chunk := rows[start : start+s.insertChunkFor(len(rows)-start)]
 		start += len(chunk)
@@ -221,7 +221,7 @@ func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) 
 		}
 	}
 	clear(args) // drop references for the GC
-	agg.args = args
+	s.args = args
 	if err := s.insertItems(ctx, tx, rows); err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"math"
 	"runtime"
@@ -115,34 +114,6 @@ func (s *policy) Usage(ctx context.Context, accountID int64, q UsageQuery) ([]Bu
 type backfiller interface {
 	usageBackfilling(ctx context.Context, accountID int64, q UsageQuery, scanExpr string, from, to int32) (map[string]*usageSums, error)
 	usageByDayBackfilling(ctx context.Context, accountID int64, q UsageQuery, scanExpr string, from, to int32) (map[dayCell]*usageSums, error)
-}
-
-var _ backfiller = (*Store)(nil)
-
-// usageBackfilling is Usage's read while a backfill may be running (here
-// or in another process): its progress, the roll-ups and the generations
-// it has not reached are read in one snapshot, so that every generation is
-// counted exactly once.
-func (s *Store) usageBackfilling(ctx context.Context, accountID int64, q UsageQuery, scanExpr string, from, to int32) (map[string]*usageSums, error) {
-	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return nil, fmt.Errorf("usage: begin: %w", err)
-	}
-	defer tx.Rollback()
-	bf, err := readBackfill(ctx, tx)
-	if err != nil {
-		return nil, fmt.Errorf("usage: %w", err)
-	}
-	sums, err := usageRollups(ctx, sqlConn{tx}, accountID, q.GroupBy, from, to)
-	if err != nil {
-		return nil, err
-	}
-	if bf.complete() {
-		s.rollupsComplete.Store(true)
-	} else if err := usageScan(ctx, tx, accountID, scanExpr, q, bf, sums); err != nil {
-		return nil, err
-	}
-	return sums, nil
 }
 
 // dayRange checks q's bounds and returns them as the days [from, to), an
@@ -330,46 +301,6 @@ func wholeMonths(from, to int32) (m0, m1 int32) {
 		m1 = monthStart(to)
 	}
 	return m0, m1
-}
-
-// usageScan adds to sums the account's generations in q's window that the
-// backfill bf has not rolled up yet.
-func usageScan(ctx context.Context, tx *sql.Tx, accountID int64, expr string, q UsageQuery, bf backfill, sums map[string]*usageSums) error {
-	where, args := `account_id = ? AND rowid > ? AND rowid <= ?`, []any{accountID, bf.after, bf.through}
-	if !q.Start.IsZero() {
-		where += ` AND created_at >= ?`
-		args = append(args, ms(q.Start))
-	}
-	if !q.End.IsZero() {
-		where += ` AND created_at < ?`
-		args = append(args, ms(q.End))
-	}
-	rows, err := tx.QueryContext(ctx,
-		`SELECT `+expr+` AS bucket, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens),
-		        SUM(cached_prompt_tokens), SUM(cache_creation_tokens), SUM(reasoning_tokens), SUM(cost_micros)
-		 FROM generations WHERE `+where+` GROUP BY bucket`,
-		args...)
-	if err != nil {
-		return fmt.Errorf("usage: generations not rolled up yet: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var (
-			bucket string
-			v      usageSums
-		)
-		if err := rows.Scan(&bucket, &v.requests, &v.input, &v.output, &v.cached, &v.cacheWrite, &v.reasoning, &v.cost); err != nil {
-			return fmt.Errorf("usage: scan: %w", err)
-		}
-		if sums[bucket] == nil {
-			sums[bucket] = &usageSums{}
-		}
-		sums[bucket].plus(v)
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("usage: generations not rolled up yet: %w", err)
-	}
-	return nil
 }
 
 // bucketsOf renders sums as buckets in bucket order (bytewise, as SQLite's

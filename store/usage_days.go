@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"runtime"
 	"sort"
@@ -48,31 +47,6 @@ func (s *policy) UsageByDay(ctx context.Context, accountID int64, q UsageQuery) 
 		return nil, err
 	}
 	return dayBucketsOf(sums), nil
-}
-
-// usageByDayBackfilling is UsageByDay's read while a backfill may be
-// running: its progress, the roll-ups and the generations it has not
-// reached, in one snapshot (see usageBackfilling).
-func (s *Store) usageByDayBackfilling(ctx context.Context, accountID int64, q UsageQuery, scanExpr string, from, to int32) (map[dayCell]*usageSums, error) {
-	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return nil, fmt.Errorf("usage by day: begin: %w", err)
-	}
-	defer tx.Rollback()
-	bf, err := readBackfill(ctx, tx)
-	if err != nil {
-		return nil, fmt.Errorf("usage by day: %w", err)
-	}
-	sums, err := usageDayRollups(ctx, sqlConn{tx}, accountID, q.GroupBy, from, to)
-	if err != nil {
-		return nil, err
-	}
-	if bf.complete() {
-		s.rollupsComplete.Store(true)
-	} else if err := usageDayScan(ctx, tx, accountID, scanExpr, q, bf, sums); err != nil {
-		return nil, err
-	}
-	return sums, nil
 }
 
 // dayCell names one cell of a day × axis report.
@@ -122,46 +96,6 @@ func sumDayRows(rows rowScanner) (map[dayCell]*usageSums, error) {
 		return nil, fmt.Errorf("usage by day: %w", err)
 	}
 	return sums, nil
-}
-
-// usageDayScan adds to sums the account's generations in q's window that
-// the backfill bf has not rolled up yet.
-func usageDayScan(ctx context.Context, tx *sql.Tx, accountID int64, expr string, q UsageQuery, bf backfill, sums map[dayCell]*usageSums) error {
-	where, args := `account_id = ? AND rowid > ? AND rowid <= ?`, []any{accountID, bf.after, bf.through}
-	if !q.Start.IsZero() {
-		where += ` AND created_at >= ?`
-		args = append(args, ms(q.Start))
-	}
-	if !q.End.IsZero() {
-		where += ` AND created_at < ?`
-		args = append(args, ms(q.End))
-	}
-	rows, err := tx.QueryContext(ctx,
-		`SELECT created_at / 86400000 AS day, `+expr+` AS bucket, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens),
-		        SUM(cached_prompt_tokens), SUM(cache_creation_tokens), SUM(reasoning_tokens), SUM(cost_micros)
-		 FROM generations WHERE `+where+` GROUP BY day, bucket`,
-		args...)
-	if err != nil {
-		return fmt.Errorf("usage by day: generations not rolled up yet: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var (
-			c dayCell
-			v usageSums
-		)
-		if err := rows.Scan(&c.day, &c.bucket, &v.requests, &v.input, &v.output, &v.cached, &v.cacheWrite, &v.reasoning, &v.cost); err != nil {
-			return fmt.Errorf("usage by day: scan: %w", err)
-		}
-		if sums[c] == nil {
-			sums[c] = &usageSums{}
-		}
-		sums[c].plus(v)
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("usage by day: generations not rolled up yet: %w", err)
-	}
-	return nil
 }
 
 // dayBucketsOf renders sums by day, then bucket (bytewise).

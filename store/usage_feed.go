@@ -68,51 +68,6 @@ type usageFeed struct {
 	hasAny atomic.Bool // follow is not empty
 }
 
-// FollowUsage calls fn with every ledger commit from now on, in order, on
-// the ledger writer's goroutine, after the commit has succeeded (or its
-// outcome has become unknown: UsageCommit.Lost) and before the Syncs
-// waiting for it return. fn must return quickly: the writer waits for it.
-// stop ends the calls.
-func (s *Store) FollowUsage(fn func(UsageCommit)) (stop func()) {
-	f := &s.feed
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.follow == nil {
-		f.follow = make(map[int]func(UsageCommit))
-	}
-	id := f.next
-	f.next++
-	f.follow[id] = fn
-	f.hasAny.Store(true)
-	return func() {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		delete(f.follow, id)
-		f.hasAny.Store(len(f.follow) > 0)
-	}
-}
-
-// ReadUsage runs read, which reads usage (Usage, UsageByDay), and reports
-// which ledger state it saw: one that holds every commit through seq (the
-// UsageCommit.Seq of the last commit told before read began, 0 for none
-// since Open), and exactly those when exact is set: no COMMIT ran while it
-// read, and the roll-ups are complete (no backfill is running, whose chunks
-// the feed does not tell). An answer read with exact set, plus the deltas
-// of every commit after seq, is the answer a read after those commits
-// would give. Without exact the answer is still right for any reader
-// that needs no commit after seq; it only cannot be kept.
-//
-// Each of Usage's and UsageByDay's answers is one SQL statement, so one
-// snapshot; read must make one such call for exact to mean anything.
-func (s *Store) ReadUsage(read func() error) (seq uint64, exact bool, err error) {
-	complete := s.rollupsComplete.Load()
-	v := s.feed.version.Load()
-	if err := read(); err != nil {
-		return v / 2, false, err
-	}
-	return v / 2, complete && v%2 == 0 && s.feed.version.Load() == v, nil
-}
-
 // committing marks a COMMIT in flight: reads overlapping it cannot tell
 // whether they saw it.
 func (f *usageFeed) committing() { f.version.Add(1) }

@@ -1,0 +1,102 @@
+package store
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// StartUpkeep starts the store's background upkeep, which Close stops:
+//
+//   - first, on a database made before the usage roll-ups existed, it
+//     rolls up the generations recorded before the upgrade, chunk by chunk
+//     (Usage is exact meanwhile: see Usage; backfillChunk explains how);
+//   - then, when opts.Retention is set, it deletes the generations older
+//     than that, every Interval, a few thousand per transaction.
+//
+// Each transaction holds the database's write lock for about ChunkTime;
+// the ledger writer waits for it at most that long, and callers never wait
+// for the ledger. serve starts the upkeep; short-lived commands (the CLI)
+// do not. The upkeep logs its progress and its failures, having no caller
+// to return them to.
+func (s *Store) StartUpkeep(opts UpkeepOptions) error {
+	opts = opts.withDefaults()
+	log := opts.Logger
+	if log == nil {
+		log = s.log
+	}
+	return s.upkeep.start(func(ctx context.Context) { s.runUpkeep(ctx, opts, log) })
+}
+
+// stopUpkeep cancels the upkeep and waits for it to return; the
+// transaction it was in is rolled back and resumed at the next start.
+func (s *Store) stopUpkeep() { s.upkeep.stop() }
+
+func (s *Store) runUpkeep(ctx context.Context, opts UpkeepOptions, log *slog.Logger) {
+	busy := func() bool { return s.pending.Load() >= int64(max(s.batchSize/2, 1)) }
+	// The backfill's pacer counts usage_daily rows written per chunk,
+	// retention's generations deleted per transaction.
+	bp := &pacer{target: opts.ChunkTime, size: 4000, ledgerBusy: busy}
+	pp := &pacer{target: opts.ChunkTime, size: 2000, ledgerBusy: busy}
+	for !s.rollupsComplete.Load() {
+		if err := s.runBackfill(ctx, bp, log); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			log.Error("usage roll-ups: backfill failed; retrying", "retry_in", opts.RetryDelay.String(), "error", err)
+			if !sleep(ctx, opts.RetryDelay) {
+				return
+			}
+		}
+	}
+	runRetention(ctx, s, s.now, opts, pp, log)
+}
+
+// runBackfill rolls up every generation recorded before the roll-ups
+// existed, chunk by chunk, logging its progress.
+func (s *Store) runBackfill(ctx context.Context, p *pacer, log *slog.Logger) error {
+	b, err := readBackfill(ctx, s.w)
+	if err != nil {
+		return err
+	}
+	if b.complete() {
+		s.rollupsComplete.Store(true)
+		return nil
+	}
+	start, lastLog := time.Now(), time.Now()
+	log.Info("usage roll-ups: rolling up the generations recorded before this version, in the background",
+		"generations", b.through-b.after)
+	var (
+		rs    rollupSums
+		total int
+	)
+	// Reading costs processor time but holds no lock: it rests three times
+	// as long as each step took, like the writing (p.pause).
+	rest := func(took time.Duration) bool { return sleep(ctx, 3*took) }
+	for {
+		c, err := s.backfillChunk(ctx, backfillLimit, int(p.size), &rs, rest)
+		if err != nil {
+			return err
+		}
+		total += c.rolled
+		left := c.left
+		if left == 0 {
+			s.rollupsComplete.Store(true)
+			log.Info("usage roll-ups: complete", "generations", total,
+				"took", time.Since(start).Round(time.Millisecond).String())
+			return nil
+		}
+		if time.Since(lastLog) >= 10*time.Second {
+			lastLog = time.Now()
+			log.Info("usage roll-ups: backfill progress", "done", total, "left", left)
+		}
+		if !p.pause(ctx, c.wrote, c.rows) {
+			return ctx.Err()
+		}
+	}
+}
+
+// backfillLimit bounds the rowids one backfill chunk reads; the chunk ends
+// sooner once its sums fill the pacer's number of usage_daily rows, which
+// adapts so that writing them takes about ChunkTime.
+const backfillLimit = 1 << 20
