@@ -56,7 +56,7 @@ const backfillReadStep = 2048
 // above backfill_through (rowids only grow while the backfill runs: nothing
 // deletes generations until it is complete, see StartUpkeep), and the
 // ledger rolls those up itself.
-func (s *Store) backfillChunk(ctx context.Context, limit int64, maxRows int, rs *rollupSums, rest func(time.Duration) bool) (c chunk, err error) {
+func (s *Store) backfillChunk(ctx context.Context, limit int64, maxRows int, rs *RollupSums, rest func(time.Duration) bool) (c chunk, err error) {
 	b, err := readBackfill(ctx, s.r)
 	if err != nil {
 		return chunk{}, fmt.Errorf("backfill: %w", err)
@@ -64,10 +64,10 @@ func (s *Store) backfillChunk(ctx context.Context, limit int64, maxRows int, rs 
 	if b.complete() {
 		return chunk{}, nil
 	}
-	rs.reset()
+	rs.Reset()
 	end := min(b.after+limit, b.through)
 	hi := b.after
-	for hi < end && len(rs.daily) < maxRows {
+	for hi < end && len(rs.Daily) < maxRows {
 		began := time.Now()
 		next := min(hi+backfillReadStep, end)
 		read, err := s.backfillRead(ctx, hi, next, rs)
@@ -80,7 +80,7 @@ func (s *Store) backfillChunk(ctx context.Context, limit int64, maxRows int, rs 
 			return chunk{}, ctx.Err()
 		}
 	}
-	rs.derivePeriods()
+	rs.DerivePeriods()
 
 	began := time.Now()
 	tx, err := s.w.BeginTx(ctx, nil)
@@ -101,7 +101,7 @@ func (s *Store) backfillChunk(ctx context.Context, limit int64, maxRows int, rs 
 	// Each statement is parsed once per chunk (a 64-row upsert takes long
 	// to parse), in the transaction, so it is closed with it.
 	stmts := make(map[string]*sql.Stmt)
-	if err := rs.write(ctx, func(ctx context.Context, q string, args []any) error {
+	if err := rs.Write(ctx, func(ctx context.Context, q string, args []any) error {
 		runtime.Gosched()
 		st := stmts[q]
 		if st == nil {
@@ -122,7 +122,7 @@ func (s *Store) backfillChunk(ctx context.Context, limit int64, maxRows int, rs 
 	if err := tx.Commit(); err != nil {
 		return chunk{}, fmt.Errorf("backfill: commit: %w", err)
 	}
-	c.left, c.rows, c.wrote = b.through-hi, len(rs.daily), time.Since(began)
+	c.left, c.rows, c.wrote = b.through-hi, len(rs.Daily), time.Since(began)
 	return c, nil
 }
 
@@ -136,7 +136,7 @@ type chunk struct {
 
 // backfillRead adds the generations with after < rowid <= upto to rs, in
 // one short read, giving up the processor every few hundred rows.
-func (s *Store) backfillRead(ctx context.Context, after, upto int64, rs *rollupSums) (int, error) {
+func (s *Store) backfillRead(ctx context.Context, after, upto int64, rs *RollupSums) (int, error) {
 	rows, err := s.r.QueryContext(ctx,
 		`SELECT account_id, COALESCE(key_id, ''), application, request_type,
 		        prompt_tokens, completion_tokens, cached_prompt_tokens, cache_creation_tokens, reasoning_tokens,
@@ -148,18 +148,18 @@ func (s *Store) backfillRead(ctx context.Context, after, upto int64, rs *rollupS
 	defer rows.Close()
 	n := 0
 	for rows.Next() {
-		if n%yieldRows == yieldRows-1 {
+		if n%YieldRows == YieldRows-1 {
 			runtime.Gosched()
 		}
-		var r genRow
-		g := &r.g
+		var r GenRow
+		g := &r.Gen
 		if err := rows.Scan(&g.AccountID, &g.KeyID, &g.Application, &g.RequestType,
 			&g.PromptTokens, &g.CompletionTokens, &g.CachedPromptTokens, &g.CacheCreationTokens, &g.ReasoningTokens,
-			&r.costMicros, &r.createdMS); err != nil {
+			&r.CostMicros, &r.CreatedMS); err != nil {
 			return 0, fmt.Errorf("backfill: scan: %w", err)
 		}
-		g.CreatedAt = fromMS(r.createdMS)
-		rs.add(&r)
+		g.CreatedAt = FromMillis(r.CreatedMS)
+		rs.Add(&r)
 		n++
 	}
 	if err := rows.Err(); err != nil {

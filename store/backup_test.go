@@ -121,7 +121,7 @@ func TestBackup_UnderLoad(t *testing.T) {
 
 	// The copy resumes the backfill it was taken in the middle of.
 	is.True(!c.rollupsComplete.Load())
-	var rs rollupSums
+	var rs RollupSums
 	for {
 		ch, err := c.backfillChunk(ctx, 64, 1000, &rs, nil)
 		is.NoErr(err)

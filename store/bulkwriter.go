@@ -132,19 +132,12 @@ import (
 // with ABORT whatever its INSERT says (sqlite3UpsertDoUpdate), and its NOT
 // NULL columns then make it may-abort.
 
-// bulkBatchRows is the smallest BatchSize that makes a bulk writer.
-const bulkBatchRows = 8192
-
-// bulkWriter reports whether a store with batches of up to batchSize
-// generations is a bulk writer.
-func bulkWriter(batchSize int) bool { return batchSize >= bulkBatchRows }
-
 // writerPragmas are the DSN pragmas of the writer connection for its batch
 // size and checkpoint mode, beyond those of every writer: its page cache
 // and, for a bulk writer where SQLite checkpoints in the commit, its
 // threshold.
 func writerPragmas(batchSize int, checkpoint string) string {
-	if !bulkWriter(batchSize) {
+	if !BulkWriter(batchSize) {
 		return fmt.Sprintf("&_pragma=cache_size(-%d)", servingCacheKiB)
 	}
 	p := fmt.Sprintf("&_pragma=cache_size(-%d)", batchSize*writerCacheBytesPerRow/1024)
@@ -202,7 +195,7 @@ func (b *bulkInsert) begin(ctx context.Context, db *sql.DB) (err error) {
 }
 
 // exec inserts rows, bulkInsertChunk of them, in the batch's transaction.
-func (b *bulkInsert) exec(ctx context.Context, rows []genRow) error {
+func (b *bulkInsert) exec(ctx context.Context, rows []GenRow) error {
 	if b.args == nil {
 		b.args = make([]driver.NamedValue, bulkInsertChunk*insertColumns)
 		for i := range b.args {
@@ -293,15 +286,15 @@ const (
 // generations, spend_daily and the roll-ups check, which the batch ran
 // without). agg holds the batch's sums: its debits name every account of
 // the batch, its spend every key.
-func (s *Store) checkParents(ctx context.Context, tx *sql.Tx, agg *batchSums) error {
-	accts := make([]int64, 0, len(agg.debits))
-	for id := range agg.debits {
+func (s *Store) checkParents(ctx context.Context, tx *sql.Tx, agg *BatchSums) error {
+	accts := make([]int64, 0, len(agg.Debits))
+	for id := range agg.Debits {
 		accts = append(accts, id)
 	}
 	keys := make(map[string]struct{})
-	for k := range agg.spend {
-		if k.key != "" { // NULL key_id: no key to check
-			keys[k.key] = struct{}{}
+	for k := range agg.Spend {
+		if k.Key != "" { // NULL key_id: no key to check
+			keys[k.Key] = struct{}{}
 		}
 	}
 	keyList := make([]string, 0, len(keys))

@@ -57,10 +57,10 @@ func TestBulkWriter(t *testing.T) {
 	clock := newTestClock()
 	path := filepath.Join(t.TempDir(), "svcgw.db")
 	var commits atomic.Int64
-	s := openTestStore(t, path, Options{Now: clock.Now, BatchSize: bulkBatchRows, QueueSize: 4 * bulkBatchRows, BatchInterval: time.Hour,
+	s := openTestStore(t, path, Options{Now: clock.Now, BatchSize: BulkBatchRows, QueueSize: 4 * BulkBatchRows, BatchInterval: time.Hour,
 		OnCommit:      func(LedgerCommit) { commits.Add(1) },
 		CommitTimeout: 2 * time.Minute}) // the race detector on a busy machine
-	is.Equal(writerPragma(t, s, "cache_size"), -bulkBatchRows*writerCacheBytesPerRow/1024)
+	is.Equal(writerPragma(t, s, "cache_size"), -BulkBatchRows*writerCacheBytesPerRow/1024)
 	is.Equal(writerPragma(t, s, "wal_autocheckpoint"), bulkCheckpointPages)
 
 	ctx := context.Background()
@@ -120,7 +120,7 @@ func TestBulkWriter_CheckpointModes(t *testing.T) {
 		CheckpointAfterCommit: 0,
 		CheckpointAside:       0,
 	} {
-		s := openTestStore(t, filepath.Join(t.TempDir(), "svcgw.db"), Options{BatchSize: bulkBatchRows, Checkpoint: mode})
+		s := openTestStore(t, filepath.Join(t.TempDir(), "svcgw.db"), Options{BatchSize: BulkBatchRows, Checkpoint: mode})
 		is.Equal(writerPragma(t, s, "wal_autocheckpoint"), want) // mode
 		is.NoErr(s.Close())
 	}
@@ -133,7 +133,7 @@ func TestBulkWriter_CheckpointModes(t *testing.T) {
 // commits only full batches.
 func openBulkStore(t *testing.T, clock *testClock) *Store {
 	return openTestStore(t, filepath.Join(t.TempDir(), "svcgw.db"), Options{Now: clock.Now,
-		BatchSize: bulkBatchRows, BatchInterval: time.Hour, CommitTimeout: 2 * time.Minute})
+		BatchSize: BulkBatchRows, BatchInterval: time.Hour, CommitTimeout: 2 * time.Minute})
 }
 
 // A bad row in a bulk writer's 1,024-row INSERT (which runs on the driver
@@ -308,7 +308,7 @@ func TestBulkWriter_NoStatementJournal(t *testing.T) {
 	// keys' counters and the constraints' ABORT.
 	is.True(len(mayAbort(t, serving.w, insertSQLOf(2))) > 0)
 
-	s := openTestStore(t, filepath.Join(t.TempDir(), "svcgw.db"), Options{BatchSize: bulkBatchRows,
+	s := openTestStore(t, filepath.Join(t.TempDir(), "svcgw.db"), Options{BatchSize: BulkBatchRows,
 		BatchInterval: time.Hour, CommitTimeout: 2 * time.Minute})
 	for _, db := range []*sql.DB{s.w, s.r, s.call} {
 		is.Equal(pragma(db), 1) // a bulk writer's too, outside its batches
@@ -366,7 +366,7 @@ func TestBulkWriter_SynchronousOff(t *testing.T) {
 		return syncFile(p)
 	}
 	clock := newTestClock()
-	s := openTestStore(t, path, Options{Now: clock.Now, BatchSize: bulkBatchRows, BatchInterval: time.Hour,
+	s := openTestStore(t, path, Options{Now: clock.Now, BatchSize: BulkBatchRows, BatchInterval: time.Hour,
 		CommitTimeout: 2 * time.Minute})
 	is.Equal(writerPragma(t, s, "synchronous"), 0) // OFF
 	b, err := os.ReadFile(marker)
@@ -409,12 +409,12 @@ func TestBulkWriter_Unfinished(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "svcgw.db")
-	s := openTestStore(t, path, Options{BatchSize: bulkBatchRows, BatchInterval: time.Hour})
+	s := openTestStore(t, path, Options{BatchSize: BulkBatchRows, BatchInterval: time.Hour})
 	_, k, _ := newAccount(t, s, "acme", "1000")
 	s.RecordGeneration(gen(t, "gen-1", k, "0.001"))
 	is.NoErr(s.Sync(ctx))
 
-	for _, opts := range []Options{{}, {BatchSize: bulkBatchRows}, {Existing: true}} {
+	for _, opts := range []Options{{}, {BatchSize: BulkBatchRows}, {Existing: true}} {
 		_, err := Open(ctx, path, opts)
 		is.True(errors.Is(err, ErrUnfinishedBulkLoad))              // serving, another bulk load, the CLI
 		is.True(strings.Contains(err.Error(), path+bulkLoadSuffix)) // names the marker
@@ -428,7 +428,7 @@ func TestBulkWriter_Unfinished(t *testing.T) {
 	// the marker stays.
 	path = filepath.Join(t.TempDir(), "svcgw.db")
 	failing := atomic.Bool{}
-	s = openTestStore(t, path, Options{BatchSize: bulkBatchRows, BatchInterval: time.Hour,
+	s = openTestStore(t, path, Options{BatchSize: BulkBatchRows, BatchInterval: time.Hour,
 		CloseTimeout: 200 * time.Millisecond, RetryInterval: 50 * time.Millisecond,
 		CommitHook: func() error {
 			if failing.Load() {
@@ -500,7 +500,7 @@ const bulkChildEnv = "SVCGW_TEST_BULK_CHILD"
 // bulkLoadForever records batches into a bulk writer at path, printing
 // "committed" after each, until the process is killed.
 func bulkLoadForever(t *testing.T, path string) {
-	s, err := Open(context.Background(), path, Options{BatchSize: bulkBatchRows, BatchInterval: time.Hour,
+	s, err := Open(context.Background(), path, Options{BatchSize: BulkBatchRows, BatchInterval: time.Hour,
 		CommitTimeout: 2 * time.Minute})
 	if err != nil {
 		t.Fatal(err)

@@ -114,7 +114,7 @@ func (s *Store) maybeCheckpoint() {
 	if n < checkpointPages {
 		return
 	}
-	yieldCPU()
+	YieldCPU()
 	if c.aside && runtime.GOMAXPROCS(0) == 1 {
 		runtime.GOMAXPROCS(2)
 		defer runtime.GOMAXPROCS(1)

@@ -98,7 +98,7 @@ func CopyToPostgres(ctx context.Context, from, dsn string, log *slog.Logger) (Co
 		return CopyResult{}, err
 	}
 	defer src.Close()
-	if err := src.runBackfill(ctx, &pacer{target: 200 * time.Millisecond, size: 4000}, log); err != nil {
+	if err := src.runBackfill(ctx, &Pacer{Target: 200 * time.Millisecond, Size: 4000}, log); err != nil {
 		return CopyResult{}, fmt.Errorf("roll up the generations of %s: %w", from, err)
 	}
 	dst, err := OpenPostgres(ctx, dsn, Options{Logger: log})

@@ -44,7 +44,7 @@ type ListedGeneration struct {
 
 // limit is the page's size: q.Limit, DefaultListLimit when 0; ErrInvalid
 // outside [1, MaxListLimit].
-func (q ListQuery) limit() (int, error) {
+func (q ListQuery) PageLimit() (int, error) {
 	limit := q.Limit
 	if limit == 0 {
 		limit = DefaultListLimit
@@ -58,7 +58,7 @@ func (q ListQuery) limit() (int, error) {
 // listColumns are what a page reads of each generation g (scanListed):
 // its columns, its ratings up and down, and the review r's rating and
 // comment.
-const listColumns = `g.id, g.account_id, COALESCE(g.key_id, ''), g.application, g.surface, g.model,
+const ListColumns = `g.id, g.account_id, COALESCE(g.key_id, ''), g.application, g.surface, g.model,
 	        g.request_type, g.tier, g.streamed, g.finish_reason, g.prompt_tokens, g.completion_tokens,
 	        g.cached_prompt_tokens, g.cache_creation_tokens, g.reasoning_tokens,
 	        g.cost_micros, g.latency_ms, g.generation_time_ms, g.created_at,
@@ -70,7 +70,7 @@ const listColumns = `g.id, g.account_id, COALESCE(g.key_id, ''), g.application, 
 
 // scanListed reads a ListGenerations page of at most limit rows from rows
 // (the query's limit+1 rows: one more says whether older ones follow).
-func scanListed(rows rowScanner, limit int) ([]ListedGeneration, bool, error) {
+func ScanListed(rows rowScanner, limit int) ([]ListedGeneration, bool, error) {
 	out := make([]ListedGeneration, 0, limit)
 	for rows.Next() {
 		var (
@@ -87,7 +87,7 @@ func scanListed(rows rowScanner, limit int) ([]ListedGeneration, bool, error) {
 			return nil, false, fmt.Errorf("list generations: scan: %w", err)
 		}
 		g.Cost = money.Micros(cost)
-		g.CreatedAt = fromMS(created)
+		g.CreatedAt = FromMillis(created)
 		out = append(out, l)
 	}
 	if err := rows.Err(); err != nil {

@@ -30,12 +30,12 @@ const maxItemLookup = 4096
 // ids it did not find, on PostgreSQL: an item of a call that another
 // instance answered moments ago may still be in that instance's ledger
 // queue (Options.BatchInterval, 20 ms by default, then the commit).
-const itemRetry = 100 * time.Millisecond
+const ItemRetry = 100 * time.Millisecond
 
 // lookUpItems runs query for ids, then, for those it did not find, commits
 // this instance's pending records (sync) and asks again, and on a store
 // shared with other instances (retry > 0) once more after retry.
-func lookUpItems(ctx context.Context, ids []string, sync func(context.Context) error, retry time.Duration,
+func LookUpItems(ctx context.Context, ids []string, sync func(context.Context) error, retry time.Duration,
 	query func(context.Context, []string) (map[string][]byte, error)) (map[string][]byte, error) {
 	if len(ids) == 0 {
 		return map[string][]byte{}, nil

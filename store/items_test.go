@@ -51,7 +51,7 @@ func TestOutputItems_KeptWithTheRecord(t *testing.T) {
 		// Retention deletes an item with its record.
 		pr, ok := db.(pruner)
 		is.True(ok)
-		p := &pacer{target: time.Millisecond, size: 100}
+		p := &Pacer{Target: time.Millisecond, Size: 100}
 		is.NoErr(prunePass(ctx, pr, clock.Now, 24*time.Hour, p, slog.New(slog.DiscardHandler)))
 		got, err = db.OutputItems(ctx, ada.ID, []string{"msg_resp_old_0", "msg_resp_new_1"})
 		is.NoErr(err)

@@ -359,15 +359,15 @@ func TestLedger_RetryOfACommitThatHadSucceeded(t *testing.T) {
 	// whose COMMIT took effect but reported a failure.
 	row, err := s.toRow(gen(t, "twice", k, "1"))
 	is.NoErr(err)
-	s.spend.record(s, row.g.AccountID, row.g.KeyID, row.costMicros, row.g.CreatedAt)
+	s.spend.record(s, row.Gen.AccountID, row.Gen.KeyID, row.CostMicros, row.Gen.CreatedAt)
 	s.queue.mu.Lock()
 	s.queue.push(row)
 	s.pending.Add(1)
 	s.queue.mu.Unlock()
-	agg := &batchSums{debits: map[int64]int64{}, spend: map[spendDay]spendSum{}}
+	agg := &BatchSums{Debits: map[int64]int64{}, Spend: map[SpendDay]SpendSum{}}
 	by := time.Now().Add(time.Minute)
-	is.NoErr(s.commitBatch(ctx, []genRow{row}, agg))
-	s.queue.failed(1, fmt.Errorf("ledger: commit: %w: %w", errUncertain, errInjected))
+	is.NoErr(s.CommitBatch(ctx, []GenRow{row}, agg))
+	s.queue.failed(1, fmt.Errorf("ledger: commit: %w: %w", ErrUncertain, errInjected))
 
 	is.NoErr(s.flush(by, s.queue.peek(nil, 10), agg)) // the retry meets its own row
 	is.Equal(s.pending.Load(), int64(0))              // settled
@@ -443,7 +443,7 @@ func TestStore_ReadsAreBoundedByQueryTimeout(t *testing.T) {
 // blocks are reused rather than kept without bound: a few for a serving
 // store, a batch's worth for a bulk writer.
 func TestLedgerQueue_Blocks(t *testing.T) {
-	for _, batchSize := range []int{256, bulkBatchRows} {
+	for _, batchSize := range []int{256, BulkBatchRows} {
 		t.Run(strconv.Itoa(batchSize), func(t *testing.T) { testLedgerQueueBlocks(t, batchSize) })
 	}
 }
@@ -451,13 +451,13 @@ func TestLedgerQueue_Blocks(t *testing.T) {
 func testLedgerQueueBlocks(t *testing.T, batchSize int) {
 	is := is.New(t)
 	s := &Store{}
-	s.init(Options{BatchSize: batchSize}, s, sqliteCharges{s})
+	s.Init(Options{BatchSize: batchSize}, s, sqliteCharges{s})
 	q := &s.queue
 	next, first := 0, 0 // the next id to push, the oldest queued
 	push := func(k int) {
 		q.mu.Lock()
 		for range k {
-			q.push(genRow{g: Generation{ID: strconv.Itoa(next)}})
+			q.push(GenRow{Gen: Generation{ID: strconv.Itoa(next)}})
 			next++
 		}
 		q.mu.Unlock()
@@ -468,8 +468,8 @@ func testLedgerQueueBlocks(t *testing.T, batchSize int) {
 		got := q.peek(nil, 1<<20)
 		is.Equal(len(got), next-first) // queued
 		for i, r := range got {
-			if r.g.ID != strconv.Itoa(first+i) {
-				t.Fatalf("row %d is %s, want %d", i, r.g.ID, first+i)
+			if r.Gen.ID != strconv.Itoa(first+i) {
+				t.Fatalf("row %d is %s, want %d", i, r.Gen.ID, first+i)
 			}
 		}
 		is.Equal(s.pending.Load(), int64(next-first))
@@ -489,7 +489,7 @@ func testLedgerQueueBlocks(t *testing.T, batchSize int) {
 	is.True(len(q.free) >= min(freeBlocks(batchSize), 10))
 	for _, b := range q.free {
 		for i := range b {
-			is.Equal(b[i].g.ID, "") // cleared: no references kept
+			is.Equal(b[i].Gen.ID, "") // cleared: no references kept
 		}
 	}
 }

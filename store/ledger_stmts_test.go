@@ -19,10 +19,10 @@ func TestCommitBatch_SevenInsertStatementsCoverEveryCount(t *testing.T) {
 	_, k, _ := newAccount(t, s, "acme", "1000000")
 	g := gen(t, "", k, "0.000123")
 	ctx := context.Background()
-	agg := &batchSums{debits: make(map[int64]int64), spend: make(map[spendDay]spendSum)}
+	agg := &BatchSums{Debits: make(map[int64]int64), Spend: make(map[SpendDay]SpendSum)}
 	total := 0
 	for size := 1; size <= 2*insertChunk+3; size++ {
-		batch := make([]genRow, size)
+		batch := make([]GenRow, size)
 		for i := range batch {
 			g.ID = "chatcmpl-" + strconv.Itoa(total)
 			total++
@@ -30,7 +30,7 @@ func TestCommitBatch_SevenInsertStatementsCoverEveryCount(t *testing.T) {
 			is.NoErr(err)
 			batch[i] = r
 		}
-		is.NoErr(s.commitBatch(ctx, batch, agg))
+		is.NoErr(s.CommitBatch(ctx, batch, agg))
 	}
 
 	inserts := 0
@@ -39,7 +39,7 @@ func TestCommitBatch_SevenInsertStatementsCoverEveryCount(t *testing.T) {
 			inserts++
 		}
 	}
-	is.Equal(inserts, len(upsertChunks)) // 64, 32, …, 1
+	is.Equal(inserts, len(UpsertChunks)) // 64, 32, …, 1
 
 	var rows, distinct int
 	is.NoErr(s.r.QueryRowContext(ctx, `SELECT count(*), count(DISTINCT id) FROM generations`).Scan(&rows, &distinct))

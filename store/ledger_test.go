@@ -418,8 +418,8 @@ func BenchmarkCommitBatch(b *testing.B) {
 // took (ns/row).
 func benchCommits(b *testing.B, s *Store, rows int, next func(id string, n int) Generation) {
 	ctx := context.Background()
-	batch := make([]genRow, rows)
-	agg := &batchSums{debits: make(map[int64]int64), spend: make(map[spendDay]spendSum)}
+	batch := make([]GenRow, rows)
+	agg := &BatchSums{Debits: make(map[int64]int64), Spend: make(map[SpendDay]SpendSum)}
 	n := 0
 	b.ReportAllocs()
 	for b.Loop() {
@@ -431,7 +431,7 @@ func benchCommits(b *testing.B, s *Store, rows int, next func(id string, n int) 
 			batch[i] = r
 			n++
 		}
-		if err := s.commitBatch(ctx, batch, agg); err != nil {
+		if err := s.CommitBatch(ctx, batch, agg); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -522,8 +522,8 @@ func BenchmarkCommitBatch_Ledger(b *testing.B) {
 			if _, err := s.w.ExecContext(ctx, fmt.Sprintf("PRAGMA cache_size = -%d", kib)); err != nil {
 				b.Fatal(err)
 			}
-			batch := make([]genRow, 20)
-			agg := &batchSums{debits: make(map[int64]int64), spend: make(map[spendDay]spendSum)}
+			batch := make([]GenRow, 20)
+			agg := &BatchSums{Debits: make(map[int64]int64), Spend: make(map[SpendDay]SpendSum)}
 			commit := func() {
 				for i := range batch {
 					r, err := s.toRow(next("", 0))
@@ -532,7 +532,7 @@ func BenchmarkCommitBatch_Ledger(b *testing.B) {
 					}
 					batch[i] = r
 				}
-				if err := s.commitBatch(ctx, batch, agg); err != nil {
+				if err := s.CommitBatch(ctx, batch, agg); err != nil {
 					b.Fatal(err)
 				}
 			}

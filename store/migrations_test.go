@@ -39,14 +39,14 @@ func TestMigrations_AppendOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkAppendOnly(t, "migrations", "shipped", ms, shipped)
-	pg, err := loadMigrations(pgMigrationFiles, "pgmigrations")
+	pg, err := LoadMigrations(pgMigrationFiles, "pgmigrations")
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkAppendOnly(t, "pgmigrations", "shippedPG", pg, shippedPG)
 }
 
-func checkAppendOnly(t *testing.T, dir, list string, ms []migration, shipped []struct{ name, sha256 string }) {
+func checkAppendOnly(t *testing.T, dir, list string, ms []Migration, shipped []struct{ name, sha256 string }) {
 	t.Helper()
 	for i, m := range ms {
 		sum := sha256.Sum256([]byte(m.sql))

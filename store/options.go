@@ -100,7 +100,7 @@ type Options struct {
 }
 
 // orDefault is d, or def when d is not positive.
-func orDefault(d, def time.Duration) time.Duration {
+func OrDefault(d, def time.Duration) time.Duration {
 	if d <= 0 {
 		return def
 	}

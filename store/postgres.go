@@ -32,7 +32,7 @@ import (
 // listens for its peers' requests (postgres_lease_peers.go): at most 9
 // connections per instance.
 type Postgres struct {
-	policy
+	Policy
 	dsn  string // redacted
 	w    *pgxpool.Pool
 	r    *pgxpool.Pool
@@ -41,7 +41,7 @@ type Postgres struct {
 	leases *leases
 	refs   ledgerRefs // the ledger writer's
 
-	upkeep    upkeepState
+	upkeep    UpkeepState
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -81,7 +81,7 @@ func OpenPostgres(ctx context.Context, dsn string, opts Options) (*Postgres, err
 		opts.QueueSize = 16384
 	}
 	p := &Postgres{dsn: Redact(dsn)}
-	p.init(opts, p, pgCharges{p})
+	p.Init(opts, p, pgCharges{p})
 	p.leases = newLeases(p, opts.LeaseTTL)
 	p.rollupsComplete.Store(true) // born with them: nothing to backfill
 
@@ -111,12 +111,12 @@ func OpenPostgres(ctx context.Context, dsn string, opts Options) (*Postgres, err
 			return nil, fmt.Errorf("open postgres %s: %w", p.dsn, ErrNoDatabase)
 		}
 	}
-	ms, err := loadMigrations(pgMigrationFiles, "pgmigrations")
+	ms, err := LoadMigrations(pgMigrationFiles, "pgmigrations")
 	if err != nil {
 		p.w.Close()
 		return nil, err
 	}
-	if err := migrate(ctx, pgMigrator{p.w}, ms, p.now, p.log); err != nil {
+	if err := Migrate(ctx, pgMigrator{p.w}, ms, p.now, p.log); err != nil {
 		p.w.Close()
 		return nil, fmt.Errorf("open postgres %s: %w", p.dsn, err)
 	}
@@ -129,7 +129,7 @@ func OpenPostgres(ctx context.Context, dsn string, opts Options) (*Postgres, err
 		p.w.Close()
 		return nil, fmt.Errorf("open postgres %s: %w", p.dsn, err)
 	}
-	p.start()
+	p.StartLedger()
 	return p, nil
 }
 
@@ -176,7 +176,7 @@ func (p *Postgres) Path() string { return p.dsn }
 func (p *Postgres) Close() error {
 	p.closeOnce.Do(func() {
 		p.stopUpkeep()
-		errs := []error{p.stop(), p.leases.stop()}
+		errs := []error{p.StopLedger(), p.leases.stop()}
 		p.call.Close()
 		p.r.Close()
 		p.w.Close()
@@ -194,7 +194,7 @@ const pgAdvisoryLock = 0x73766367
 // and each finds what the others applied.
 type pgMigrator struct{ db *pgxpool.Pool }
 
-func (m pgMigrator) beginMigration(ctx context.Context) (migrationTx, error) {
+func (m pgMigrator) BeginMigration(ctx context.Context) (MigrationTx, error) {
 	tx, err := m.db.Begin(ctx)
 	if err != nil {
 		return nil, err
@@ -216,12 +216,12 @@ func (m pgMigrator) beginMigration(ctx context.Context) (migrationTx, error) {
 
 type pgMigrationTx struct{ tx pgx.Tx }
 
-func (t pgMigrationTx) queryInt(ctx context.Context, q string, args ...any) (n int64, err error) {
+func (t pgMigrationTx) QueryInt(ctx context.Context, q string, args ...any) (n int64, err error) {
 	err = t.tx.QueryRow(ctx, pgq(q), args...).Scan(&n)
 	return n, err
 }
 
-func (t pgMigrationTx) exec(ctx context.Context, q string, args ...any) error {
+func (t pgMigrationTx) Exec(ctx context.Context, q string, args ...any) error {
 	if len(args) > 0 {
 		q = pgq(q) // a migration's own text is sent as it is
 	}
@@ -229,8 +229,8 @@ func (t pgMigrationTx) exec(ctx context.Context, q string, args ...any) error {
 	return err
 }
 
-func (t pgMigrationTx) commit(ctx context.Context) error { return t.tx.Commit(ctx) }
-func (t pgMigrationTx) rollback(ctx context.Context)     { t.tx.Rollback(ctx) }
+func (t pgMigrationTx) Commit(ctx context.Context) error { return t.tx.Commit(ctx) }
+func (t pgMigrationTx) Rollback(ctx context.Context)     { t.tx.Rollback(ctx) }
 
 // PostgreSQL error classes (SQLSTATE's first two characters) that reject
 // a row as such: a constraint (class 23) or a value the column cannot hold
@@ -241,7 +241,7 @@ const (
 )
 
 // unstorable reports whether err is PostgreSQL rejecting a row as such.
-func (p *Postgres) unstorable(err error) bool {
+func (p *Postgres) Unstorable(err error) bool {
 	if errors.Is(err, errNoReference) {
 		return true
 	}
@@ -254,7 +254,7 @@ func (p *Postgres) unstorable(err error) bool {
 }
 
 // faultReason says in a few words why a ledger commit failed.
-func (p *Postgres) faultReason(err error) string {
+func (p *Postgres) FaultReason(err error) string {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return "a commit did not finish in time: is the database server overloaded, or a lock held?"
 	}
@@ -284,11 +284,11 @@ func (p *Postgres) faultReason(err error) string {
 // readErr marks err, from a read run under readCtx, as ErrUnavailable when
 // the read ran out of time or could not reach the server: the caller may
 // retry later. A caller's own cancellation stays what it is.
-func (p *Postgres) readErr(ctx context.Context, err error) error {
+func (p *Postgres) ReadErr(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(context.Cause(ctx), errQueryTimeout) {
+	if errors.Is(context.Cause(ctx), ErrQueryTimeout) {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	if ctx.Err() != nil {

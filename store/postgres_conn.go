@@ -15,16 +15,16 @@ import (
 // pgq), write transactions, and the reads of the call path.
 
 // pgDialect is PostgreSQL's (see dialect).
-var pgDialect = dialect{forUpdate: " FOR UPDATE", keyOrder: "k.seq"}
+var pgDialect = Dialect{ForUpdate: " FOR UPDATE", KeyOrder: "k.seq"}
 
-func (p *Postgres) dialect() dialect { return pgDialect }
+func (p *Postgres) Dialect() Dialect { return pgDialect }
 
 // readers is the pool of account reads and commands.
-func (p *Postgres) readers() conn { return pgConn{p.r} }
+func (p *Postgres) Readers() Conn { return pgConn{p.r} }
 
 // writeTx runs fn in a transaction on the writer pool, and commits it
 // when fn returns nil. what names the change in errors.
-func (p *Postgres) writeTx(ctx context.Context, what string, fn func(tx conn) error) error {
+func (p *Postgres) WriteTx(ctx context.Context, what string, fn func(tx Conn) error) error {
 	tx, err := p.w.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("%s: begin: %w", what, err)
@@ -49,15 +49,15 @@ type pgConn struct {
 	}
 }
 
-func (c pgConn) queryRow(ctx context.Context, q string, args ...any) scanner {
+func (c pgConn) QueryRow(ctx context.Context, q string, args ...any) Scanner {
 	return pgRow{c.db.QueryRow(ctx, pgq(q), args...)}
 }
 
-func (c pgConn) query(ctx context.Context, q string, args ...any) (rows, error) {
+func (c pgConn) Query(ctx context.Context, q string, args ...any) (Rows, error) {
 	return c.db.Query(ctx, pgq(q), args...)
 }
 
-func (c pgConn) exec(ctx context.Context, q string, args ...any) (int64, error) {
+func (c pgConn) Exec(ctx context.Context, q string, args ...any) (int64, error) {
 	tag, err := c.db.Exec(ctx, pgq(q), args...)
 	return tag.RowsAffected(), err
 }
@@ -93,29 +93,29 @@ func pgq(q string) string {
 }
 
 // pgBudgetSQL is budgetSQL with PostgreSQL's placeholders.
-var pgBudgetSQL = pgq(budgetSQL)
+var pgBudgetSQL = pgq(BudgetSQL)
 
 // budgetRow reads budgetSQL for the account, on the call path's pool.
-func (p *Postgres) budgetRow(ctx context.Context, accountID int64) scanner {
+func (p *Postgres) BudgetRow(ctx context.Context, accountID int64) Scanner {
 	return pgRow{p.call.QueryRow(ctx, pgBudgetSQL, accountID)}
 }
 
 // keyChanges reads the count of key changes (see authCache).
-func (p *Postgres) keyChanges(ctx context.Context) (int64, error) {
+func (p *Postgres) KeyChanges(ctx context.Context) (int64, error) {
 	var n int64
-	err := p.call.QueryRow(ctx, keyChangesSQL).Scan(&n)
-	return n, p.readErr(ctx, err)
+	err := p.call.QueryRow(ctx, KeyChangesSQL).Scan(&n)
+	return n, p.ReadErr(ctx, err)
 }
 
 // pgKeySQL is keySQL with PostgreSQL's placeholders.
-var pgKeySQL = pgq(keySQL)
+var pgKeySQL = pgq(KeySQL)
 
 // activeKey reads the active key whose secret hashes to hash, on the call
 // path's pool.
-func (p *Postgres) activeKey(ctx context.Context, hash string) (Key, error) {
-	k, err := scanKey(p.call.QueryRow(ctx, pgKeySQL, hash))
+func (p *Postgres) ActiveKey(ctx context.Context, hash string) (Key, error) {
+	k, err := ScanKey(p.call.QueryRow(ctx, pgKeySQL, hash))
 	if noRows(err) {
 		return Key{}, ErrNotFound
 	}
-	return k, p.readErr(ctx, err)
+	return k, p.ReadErr(ctx, err)
 }

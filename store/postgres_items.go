@@ -9,12 +9,12 @@ import (
 
 // queueItems queues the insert of a batch's items (PostgreSQL's
 // commitBatch), if it has any.
-func queueItems(b *pgx.Batch, rows []genRow) {
+func queueItems(b *pgx.Batch, rows []GenRow) {
 	var acct []int64
 	var ids, gens []string
 	var data [][]byte
 	for i := range rows {
-		g := &rows[i].g
+		g := &rows[i].Gen
 		for _, it := range g.Items {
 			acct, ids, gens, data = append(acct, g.AccountID), append(ids, it.ID), append(gens, g.ID), append(data, it.Data)
 		}
@@ -31,12 +31,12 @@ func queueItems(b *pgx.Batch, rows []genRow) {
 // Store.OutputItems). An item another instance recorded moments ago is
 // looked up once more after itemRetry.
 func (p *Postgres) OutputItems(ctx context.Context, accountID int64, ids []string) (map[string][]byte, error) {
-	return lookUpItems(ctx, ids, p.Sync, itemRetry, func(ctx context.Context, ids []string) (map[string][]byte, error) {
-		ctx, cancel := p.readCtx(ctx)
+	return LookUpItems(ctx, ids, p.Sync, ItemRetry, func(ctx context.Context, ids []string) (map[string][]byte, error) {
+		ctx, cancel := p.ReadCtx(ctx)
 		defer cancel()
 		rows, err := p.r.Query(ctx, `SELECT id, data FROM output_items WHERE account_id = $1 AND id = ANY($2)`, accountID, ids)
 		if err != nil {
-			return nil, p.readErr(ctx, fmt.Errorf("output items: %w", err))
+			return nil, p.ReadErr(ctx, fmt.Errorf("output items: %w", err))
 		}
 		found := make(map[string][]byte, len(ids))
 		var id string
@@ -47,7 +47,7 @@ func (p *Postgres) OutputItems(ctx context.Context, accountID int64, ids []strin
 			return nil
 		})
 		if err != nil {
-			return nil, p.readErr(ctx, fmt.Errorf("output items: %w", err))
+			return nil, p.ReadErr(ctx, fmt.Errorf("output items: %w", err))
 		}
 		return found, nil
 	})

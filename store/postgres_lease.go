@@ -236,7 +236,7 @@ func newLeases(p *Postgres, ttl time.Duration) *leases {
 	_, _ = rand.Read(b)
 	host, _ := os.Hostname()
 	return &leases{p: p, id: fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b)),
-		ttl: orDefault(ttl, DefaultLeaseTTL), accts: make(map[int64]*leaseAcct),
+		ttl: OrDefault(ttl, DefaultLeaseTTL), accts: make(map[int64]*leaseAcct),
 		lockKey: newLockKey(), asks: make(map[uint64]chan struct{})}
 }
 
@@ -407,7 +407,7 @@ func (l *leases) valid() bool {
 // an instance that may not spend its leases admits no billable call, so it
 // is not ready.
 func (p *Postgres) Health(ctx context.Context) Health {
-	h := p.policy.Health(ctx)
+	h := p.Policy.Health(ctx)
 	h.Leases = p.leases.health()
 	return h
 }
@@ -518,7 +518,7 @@ func (l *leases) Budget(ctx context.Context, accountID int64) (Budget, error) {
 // less what every live instance holds cannot cover what was asked.
 func (l *leases) LeaseBudget(ctx context.Context, accountID int64, reserved, need int64) (Budget, error) {
 	a := l.account(accountID)
-	ctx, cancel := l.p.readCtx(ctx)
+	ctx, cancel := l.p.ReadCtx(ctx)
 	defer cancel()
 	a.renew.Lock()
 	b, g, err := l.grant(ctx, a, accountID, reserved, need, nil)
@@ -537,7 +537,7 @@ func (l *leases) LeaseBudget(ctx context.Context, accountID int64, reserved, nee
 		}
 	}
 	if err != nil {
-		return Budget{}, fmt.Errorf("lease: %w", l.p.readErr(ctx, err))
+		return Budget{}, fmt.Errorf("lease: %w", l.p.ReadErr(ctx, err))
 	}
 	return b, nil
 }
@@ -577,7 +577,7 @@ func (l *leases) grant(ctx context.Context, a *leaseAcct, accountID, reserved, n
 	if now.IsZero() {
 		now = l.p.now()
 	}
-	p := periodOf(now)
+	p := PeriodOf(now)
 
 	var (
 		out   Budget
@@ -605,7 +605,7 @@ func (l *leases) grant(ctx context.Context, a *leaseAcct, accountID, reserved, n
 		var acctSpent spent
 		rows, err := tx.Query(ctx, `SELECT key_id, SUM(CASE WHEN day = $2 THEN cost_micros ELSE 0 END), SUM(cost_micros)
 			FROM spend_daily WHERE account_id = $1 AND day >= $3 AND day < $4 GROUP BY key_id`,
-			accountID, p.day, p.monthStart, p.monthEnd)
+			accountID, p.Day, p.MonthStart, p.MonthEnd)
 		if err != nil {
 			return err
 		}
@@ -799,7 +799,7 @@ func (l *leases) grant(ctx context.Context, a *leaseAcct, accountID, reserved, n
 			a.usedLast = a.acct.used
 			a.renewed = true
 			a.grants++
-			a.day = p.day
+			a.day = p.Day
 		}
 		out = Budget{Credits: balance + used, DailyCap: caps[0], MonthlyCap: caps[1], Leased: true, Short: short}
 		return nil
@@ -879,7 +879,7 @@ func (l *leases) Spend(ctx context.Context, accountID int64, keyID string, now t
 		// leases may have lapsed for the others. One heartbeat now,
 		// shared by the calls that find them so; they fail if it does.
 		if _, err, _ := l.beats.Do("", func() (any, error) {
-			ctx, cancel := l.p.readCtx(context.WithoutCancel(ctx))
+			ctx, cancel := l.p.ReadCtx(context.WithoutCancel(ctx))
 			defer cancel()
 			// The listener takes the liveness lock again within
 			// relockEvery of the database answering.
@@ -895,7 +895,7 @@ func (l *leases) Spend(ctx context.Context, accountID int64, keyID string, now t
 	a.mu.Lock()
 	a.now = now
 	_, known := a.keys[keyID]
-	newDay := a.renewed && a.day != dayNumber(now)
+	newDay := a.renewed && a.day != DayNumber(now)
 	ready := a.renewed && (keyID == "" || known) && !newDay
 	a.mu.Unlock()
 	if !ready {
@@ -913,12 +913,12 @@ func (l *leases) Spend(ctx context.Context, accountID int64, keyID string, now t
 		a.mu.Unlock()
 		// A key served here for the first time gets its share of what
 		// its caps leave (need 1: see target).
-		ctx, cancel := l.p.readCtx(ctx)
+		ctx, cancel := l.p.ReadCtx(ctx)
 		_, _, err := l.grant(ctx, a, accountID, 0, 1, nil)
 		cancel()
 		a.renew.Unlock()
 		if err != nil {
-			return Spend{}, fmt.Errorf("lease: %w", l.p.readErr(ctx, err))
+			return Spend{}, fmt.Errorf("lease: %w", l.p.ReadErr(ctx, err))
 		}
 	}
 	a.mu.Lock()
@@ -944,9 +944,9 @@ func (l *leases) Spend(ctx context.Context, accountID int64, keyID string, now t
 }
 
 // record counts a charge against the leases it was admitted on.
-func (l *leases) record(r *genRow) {
+func (l *leases) record(r *GenRow) {
 	l.mu.Lock()
-	a := l.accts[r.g.AccountID]
+	a := l.accts[r.Gen.AccountID]
 	l.mu.Unlock()
 	if a == nil {
 		return
@@ -954,30 +954,30 @@ func (l *leases) record(r *genRow) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.acct.id != 0 {
-		r.lease = a.acct.id
-		a.acct.used += r.costMicros
+		r.Lease = a.acct.id
+		a.acct.used += r.CostMicros
 	}
-	if k := a.keys[r.g.KeyID]; r.g.KeyID != "" && k != nil && k.id != 0 {
-		r.keyLease = k.id
-		k.used += r.costMicros
+	if k := a.keys[r.Gen.KeyID]; r.Gen.KeyID != "" && k != nil && k.id != 0 {
+		r.KeyLease = k.id
+		k.used += r.CostMicros
 	}
 }
 
 // unrecord takes back a charge the ledger dropped.
-func (l *leases) unrecord(r *genRow) {
+func (l *leases) unrecord(r *GenRow) {
 	l.mu.Lock()
-	a := l.accts[r.g.AccountID]
+	a := l.accts[r.Gen.AccountID]
 	l.mu.Unlock()
 	if a == nil {
 		return
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if r.lease != 0 && a.acct.id == r.lease {
-		a.acct.used -= r.costMicros
+	if r.Lease != 0 && a.acct.id == r.Lease {
+		a.acct.used -= r.CostMicros
 	}
-	if k := a.keys[r.g.KeyID]; r.keyLease != 0 && k != nil && k.id == r.keyLease {
-		k.used -= r.costMicros
+	if k := a.keys[r.Gen.KeyID]; r.KeyLease != 0 && k != nil && k.id == r.KeyLease {
+		k.used -= r.CostMicros
 	}
 }
 
@@ -985,8 +985,8 @@ func (l *leases) unrecord(r *genRow) {
 // counted against the instance's leases of its account and key.
 type pgCharges struct{ p *Postgres }
 
-func (c pgCharges) record(r genRow) genRow { c.p.leases.record(&r); return r }
-func (c pgCharges) unrecord(r genRow)      { c.p.leases.unrecord(&r) }
+func (c pgCharges) Record(r GenRow) GenRow { c.p.leases.record(&r); return r }
+func (c pgCharges) Unrecord(r GenRow)      { c.p.leases.unrecord(&r) }
 
 // queueLeaseCharges queues, in a ledger batch, the charges taken off the
 // leases they were made against (lease id → micro-dollars).

@@ -275,7 +275,7 @@ func TestLeases_APeerGivesBackItsIdleSliceOnRequest(t *testing.T) {
 func crash(p *Postgres) {
 	p.closeOnce.Do(func() {
 		p.stopUpkeep()
-		_ = p.stop()
+		_ = p.StopLedger()
 		l := p.leases
 		close(l.stopLoop)
 		<-l.loopDone

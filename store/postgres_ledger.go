@@ -64,14 +64,14 @@ type ledgerRefs struct {
 // check returns an error wrapping errNoReference when a row names an
 // account or key that does not exist, after asking the database about
 // those it has not seen; any other error is the database's.
-func (r *ledgerRefs) check(ctx context.Context, db *pgxpool.Pool, rows []genRow) error {
+func (r *ledgerRefs) check(ctx context.Context, db *pgxpool.Pool, rows []GenRow) error {
 	if r.accounts == nil {
 		r.accounts, r.keys = make(map[int64]struct{}), make(map[string]struct{})
 	}
 	var accts []int64 // not seen yet, repeats and all
 	var keys []string
 	for i := range rows {
-		g := &rows[i].g
+		g := &rows[i].Gen
 		if _, ok := r.accounts[g.AccountID]; !ok {
 			accts = append(accts, g.AccountID)
 		}
@@ -101,7 +101,7 @@ func (r *ledgerRefs) check(ctx context.Context, db *pgxpool.Pool, rows []genRow)
 		return fmt.Errorf("ledger: look up accounts and keys: %w", err)
 	}
 	for i := range rows {
-		g := &rows[i].g
+		g := &rows[i].Gen
 		if _, ok := r.accounts[g.AccountID]; !ok {
 			return fmt.Errorf("ledger: insert generation %q: account %d %w", g.ID, g.AccountID, errNoReference)
 		}
@@ -154,14 +154,14 @@ type sumColumns struct {
 	requests, input, output, cached, cacheWrite, reasoning, cost []int64
 }
 
-func (c *sumColumns) add(v usageSums) {
-	c.requests = append(c.requests, v.requests)
-	c.input = append(c.input, v.input)
-	c.output = append(c.output, v.output)
-	c.cached = append(c.cached, v.cached)
-	c.cacheWrite = append(c.cacheWrite, v.cacheWrite)
-	c.reasoning = append(c.reasoning, v.reasoning)
-	c.cost = append(c.cost, v.cost)
+func (c *sumColumns) add(v UsageSums) {
+	c.requests = append(c.requests, v.Requests)
+	c.input = append(c.input, v.Input)
+	c.output = append(c.output, v.Output)
+	c.cached = append(c.cached, v.Cached)
+	c.cacheWrite = append(c.cacheWrite, v.CacheWrite)
+	c.reasoning = append(c.reasoning, v.Reasoning)
+	c.cost = append(c.cost, v.Cost)
 }
 
 func (c *sumColumns) args() []any {
@@ -172,8 +172,8 @@ func (c *sumColumns) args() []any {
 // failure before the batch is sent, or one the server reports, means
 // nothing was written; a failure of the connection after it was sent may
 // hide a commit that took effect, and wraps errUncertain.
-func (p *Postgres) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) error {
-	agg.sum(rows)
+func (p *Postgres) CommitBatch(ctx context.Context, rows []GenRow, agg *BatchSums) error {
+	agg.Sum(rows)
 	n := len(rows)
 	gid := make([]string, 0, n)
 	acct := make([]int64, 0, n)
@@ -187,7 +187,7 @@ func (p *Postgres) commitBatch(ctx context.Context, rows []genRow, agg *batchSum
 	leases := make(map[int64]int64)
 	for i := range rows {
 		r := &rows[i]
-		g := &r.g
+		g := &r.Gen
 		gid = append(gid, g.ID)
 		acct = append(acct, g.AccountID)
 		if g.KeyID != "" {
@@ -207,34 +207,34 @@ func (p *Postgres) commitBatch(ctx context.Context, rows []genRow, agg *batchSum
 		cached = append(cached, int64(g.CachedPromptTokens))
 		cacheWrite = append(cacheWrite, int64(g.CacheCreationTokens))
 		reasoning = append(reasoning, int64(g.ReasoningTokens))
-		cost = append(cost, r.costMicros)
+		cost = append(cost, r.CostMicros)
 		latency = append(latency, g.LatencyMS)
 		genTime = append(genTime, g.GenerationTimeMS)
-		created = append(created, r.createdMS)
-		if r.lease != 0 {
-			leases[r.lease] += r.costMicros
+		created = append(created, r.CreatedMS)
+		if r.Lease != 0 {
+			leases[r.Lease] += r.CostMicros
 		}
-		if r.keyLease != 0 {
-			leases[r.keyLease] += r.costMicros
+		if r.KeyLease != 0 {
+			leases[r.KeyLease] += r.CostMicros
 		}
 	}
 
-	accounts := make([]int64, 0, len(agg.debits))
-	for a := range agg.debits {
+	accounts := make([]int64, 0, len(agg.Debits))
+	for a := range agg.Debits {
 		accounts = append(accounts, a)
 	}
 	slices.Sort(accounts)
 	debits := make([]int64, len(accounts))
 	for i, a := range accounts {
-		debits[i] = agg.debits[a]
+		debits[i] = agg.Debits[a]
 	}
 
-	sk := make([]spendDay, 0, len(agg.spend))
-	for k := range agg.spend {
+	sk := make([]SpendDay, 0, len(agg.Spend))
+	for k := range agg.Spend {
 		sk = append(sk, k)
 	}
-	slices.SortFunc(sk, func(a, b spendDay) int {
-		return cmp.Or(cmp.Compare(a.account, b.account), strings.Compare(a.key, b.key), cmp.Compare(a.day, b.day))
+	slices.SortFunc(sk, func(a, b SpendDay) int {
+		return cmp.Or(cmp.Compare(a.Account, b.Account), strings.Compare(a.Key, b.Key), cmp.Compare(a.Day, b.Day))
 	})
 	var (
 		spAcct, spReq, spCost []int64
@@ -242,9 +242,9 @@ func (p *Postgres) commitBatch(ctx context.Context, rows []genRow, agg *batchSum
 		spDay                 []int32
 	)
 	for _, k := range sk {
-		v := agg.spend[k]
-		spAcct, spKey, spDay = append(spAcct, k.account), append(spKey, k.key), append(spDay, k.day)
-		spReq, spCost = append(spReq, v.requests), append(spCost, v.cost)
+		v := agg.Spend[k]
+		spAcct, spKey, spDay = append(spAcct, k.Account), append(spKey, k.Key), append(spDay, k.Day)
+		spReq, spCost = append(spReq, v.Requests), append(spCost, v.Cost)
 	}
 
 	var b pgx.Batch
@@ -254,7 +254,7 @@ func (p *Postgres) commitBatch(ctx context.Context, rows []genRow, agg *batchSum
 	queueItems(&b, rows)
 	b.Queue(pgDebit, accounts, debits)
 	b.Queue(pgSpend, spAcct, spKey, spDay, spReq, spCost)
-	queueRollups(&b, &agg.rollup)
+	queueRollups(&b, &agg.Rollup)
 	if len(leases) > 0 {
 		queueLeaseCharges(&b, leases)
 	}
@@ -288,23 +288,23 @@ func (p *Postgres) commitBatch(ctx context.Context, rows []genRow, agg *batchSum
 	var pe *pgconn.PgError
 	if errors.As(first, &pe) {
 		if n == 1 {
-			return fmt.Errorf("ledger: insert generation %q: %w", rows[0].g.ID, first)
+			return fmt.Errorf("ledger: insert generation %q: %w", rows[0].Gen.ID, first)
 		}
 		return fmt.Errorf("ledger: commit %d generations: %w", n, first)
 	}
 	// The connection failed with the batch sent: the server may have
 	// committed it.
-	return fmt.Errorf("ledger: commit: %w: %w", errUncertain, first)
+	return fmt.Errorf("ledger: commit: %w: %w", ErrUncertain, first)
 }
 
 // queueRollups queues the upserts of rs's roll-up rows, in primary-key
 // order (see rollupSums.write).
-func queueRollups(b *pgx.Batch, rs *rollupSums) {
-	dks := make([]dailyKey, 0, len(rs.daily))
-	for k := range rs.daily {
+func queueRollups(b *pgx.Batch, rs *RollupSums) {
+	dks := make([]DailyKey, 0, len(rs.Daily))
+	for k := range rs.Daily {
 		dks = append(dks, k)
 	}
-	slices.SortFunc(dks, compareDaily)
+	slices.SortFunc(dks, CompareDaily)
 	var (
 		acct      []int64
 		day       []int32
@@ -313,18 +313,18 @@ func queueRollups(b *pgx.Batch, rs *rollupSums) {
 		dailySums sumColumns
 	)
 	for _, k := range dks {
-		acct, day, key, app, typ = append(acct, k.account), append(day, k.day), append(key, k.key), append(app, k.app), append(typ, k.typ)
-		dailySums.add(rs.daily[k])
+		acct, day, key, app, typ = append(acct, k.Account), append(day, k.Day), append(key, k.Key), append(app, k.App), append(typ, k.Type)
+		dailySums.add(rs.Daily[k])
 	}
 	if len(dks) > 0 {
 		b.Queue(pgUpsertDaily, append([]any{acct, day, key, app, typ}, dailySums.args()...)...)
 	}
 
-	pks := make([]periodKey, 0, len(rs.periods))
-	for k := range rs.periods {
+	pks := make([]PeriodKey, 0, len(rs.Periods))
+	for k := range rs.Periods {
 		pks = append(pks, k)
 	}
-	slices.SortFunc(pks, comparePeriod)
+	slices.SortFunc(pks, ComparePeriod)
 	var (
 		pAcct              []int64
 		axis, span, bucket []string
@@ -332,8 +332,8 @@ func queueRollups(b *pgx.Batch, rs *rollupSums) {
 		periodSums         sumColumns
 	)
 	for _, k := range pks {
-		pAcct, axis, span, first, bucket = append(pAcct, k.account), append(axis, k.axis), append(span, k.span), append(first, k.first), append(bucket, k.bucket)
-		periodSums.add(rs.periods[k])
+		pAcct, axis, span, first, bucket = append(pAcct, k.Account), append(axis, k.Axis), append(span, k.Span), append(first, k.First), append(bucket, k.Bucket)
+		periodSums.add(rs.Periods[k])
 	}
 	if len(pks) > 0 {
 		b.Queue(pgUpsertPeriods, append([]any{pAcct, axis, span, first, bucket}, periodSums.args()...)...)
@@ -342,7 +342,7 @@ func queueRollups(b *pgx.Batch, rs *rollupSums) {
 
 // storedRow reads the account, cost and creation time of the stored
 // generation id.
-func (p *Postgres) storedRow(ctx context.Context, id string) (acct, cost, created int64, err error) {
+func (p *Postgres) StoredRow(ctx context.Context, id string) (acct, cost, created int64, err error) {
 	err = p.w.QueryRow(ctx, `SELECT account_id, cost_micros, created_at FROM generations WHERE id = $1`, id).
 		Scan(&acct, &cost, &created)
 	return acct, cost, created, err
@@ -352,7 +352,7 @@ func (p *Postgres) storedRow(ctx context.Context, id string) (acct, cost, create
 // first (see Store.ListGenerations). Among generations of the same
 // millisecond, the one inserted last comes first.
 func (p *Postgres) ListGenerations(ctx context.Context, accountID int64, q ListQuery) ([]ListedGeneration, bool, error) {
-	limit, err := q.limit()
+	limit, err := q.PageLimit()
 	if err != nil {
 		return nil, false, err
 	}
@@ -383,7 +383,7 @@ func (p *Postgres) ListGenerations(ctx context.Context, accountID int64, q ListQ
 		return nil, false, fmt.Errorf("list generations: %w", err)
 	}
 	defer rows.Close()
-	return scanListed(rows, limit)
+	return ScanListed(rows, limit)
 }
 
 // pgListSQL is the text of a Postgres.ListGenerations page, with the
@@ -406,7 +406,7 @@ func pgListSQL(cursor, requestType, application bool) string {
 	if application {
 		where += ` AND g.application = ` + next()
 	}
-	return `SELECT ` + listColumns + `
+	return `SELECT ` + ListColumns + `
 	 FROM generations g
 	 LEFT JOIN feedback r ON r.account_id = g.account_id AND r.generation_id = g.id AND r.end_user = $1
 	 WHERE ` + where + `

@@ -33,7 +33,7 @@ func TestOpenPostgres_InstancesStartingAtOnceMigrateOnce(t *testing.T) {
 		is.NoErr(errs[i]) // every instance opens
 		defer dbs[i].Close()
 	}
-	ms, err := loadMigrations(pgMigrationFiles, "pgmigrations")
+	ms, err := LoadMigrations(pgMigrationFiles, "pgmigrations")
 	is.NoErr(err)
 	is.Equal(queryInt(t, dbs[0], `SELECT COUNT(*) FROM schema_migrations`), int64(len(ms))) // each migration recorded once
 	// They agree on the sealing keys, made once by whichever came first.

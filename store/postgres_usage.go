@@ -23,11 +23,11 @@ func (p *Postgres) Spend(ctx context.Context, accountID int64, keyID string, now
 // when keyID is "") have been charged in now's UTC day and month, as
 // committed; Total is the account's total_used.
 func (p *Postgres) PeriodSpend(ctx context.Context, accountID int64, keyID string, now time.Time) (Spend, error) {
-	ctx, cancel := p.readCtx(ctx)
+	ctx, cancel := p.ReadCtx(ctx)
 	defer cancel()
 	var sp Spend
-	from := dayNumber(startOfMonth(now))
-	pd := periodOf(now)
+	from := DayNumber(StartOfMonth(now))
+	pd := PeriodOf(now)
 	err := p.r.QueryRow(ctx, `SELECT
 		(SELECT total_used_micros FROM accounts WHERE id = $1),
 		COALESCE(SUM(cost_micros) FILTER (WHERE day = $3), 0),
@@ -35,10 +35,10 @@ func (p *Postgres) PeriodSpend(ctx context.Context, accountID int64, keyID strin
 		COALESCE(SUM(cost_micros) FILTER (WHERE key_id = $5 AND day = $3), 0),
 		COALESCE(SUM(cost_micros) FILTER (WHERE key_id = $5 AND day >= $2 AND day < $4), 0)
 		FROM spend_daily WHERE account_id = $1 AND day >= $2`,
-		accountID, from, pd.day, pd.monthEnd, keyID).
+		accountID, from, pd.Day, pd.MonthEnd, keyID).
 		Scan(&nullableInt{&sp.Total}, &sp.AccountDay, &sp.AccountMonth, &sp.KeyDay, &sp.KeyMonth)
 	if err != nil {
-		return Spend{}, fmt.Errorf("spend: %w", p.readErr(ctx, err))
+		return Spend{}, fmt.Errorf("spend: %w", p.ReadErr(ctx, err))
 	}
 	if keyID == "" {
 		sp.KeyDay, sp.KeyMonth = 0, 0
@@ -65,14 +65,14 @@ func (n *nullableInt) Scan(src any) error {
 // backfill on PostgreSQL). Every instance may run it: passes at once
 // delete the same rows, one after the other.
 func (p *Postgres) StartUpkeep(opts UpkeepOptions) error {
-	opts = opts.withDefaults()
+	opts = opts.WithDefaults()
 	log := opts.Logger
 	if log == nil {
 		log = p.log
 	}
 	busy := func() bool { return p.pending.Load() >= int64(max(p.batchSize/2, 1)) }
-	pp := &pacer{target: opts.ChunkTime, size: 2000, ledgerBusy: busy}
-	return p.upkeep.start(func(ctx context.Context) { runRetention(ctx, p, p.now, opts, pp, log) })
+	pp := &Pacer{Target: opts.ChunkTime, Size: 2000, LedgerBusy: busy}
+	return p.upkeep.Start(func(ctx context.Context) { RunRetention(ctx, p, p.now, opts, pp, log) })
 }
 
-func (p *Postgres) stopUpkeep() { p.upkeep.stop() }
+func (p *Postgres) stopUpkeep() { p.upkeep.Stop() }

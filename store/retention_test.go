@@ -95,13 +95,13 @@ func TestRetention_DeletesDetailOnly(t *testing.T) {
 	now := time.Date(2025, 3, 20, 6, 0, 0, 0, time.UTC)
 	clock.Set(now)
 	retention := 60 * 24 * time.Hour
-	cutoff := ms(now.Add(-retention))
+	cutoff := Millis(now.Add(-retention))
 	old := count(t, s, `SELECT COUNT(*) FROM generations WHERE created_at < ?`, cutoff)
 	kept := count(t, s, `SELECT COUNT(*) FROM generations WHERE created_at >= ?`, cutoff)
 	oldFeedback := count(t, s, `SELECT COUNT(*) FROM feedback f JOIN generations g ON g.id = f.generation_id WHERE g.created_at < ?`, cutoff)
 	is.True(old > 400 && kept > 400 && oldFeedback > 0) // the workload straddles the cutoff
 
-	p := &pacer{target: time.Millisecond, size: 100} // many small transactions
+	p := &Pacer{Target: time.Millisecond, Size: 100} // many small transactions
 	is.NoErr(prunePass(ctx, s, s.now, retention, p, s.log))
 
 	is.Equal(count(t, s, `SELECT COUNT(*) FROM generations WHERE created_at < ?`, cutoff), 0) // old detail gone
@@ -113,14 +113,14 @@ func TestRetention_DeletesDetailOnly(t *testing.T) {
 	is.Equal(count(t, s, `SELECT COUNT(*) FROM spend_daily`), spend) // nor spend
 	pruned, err := s.PrunedBefore(ctx)
 	is.NoErr(err)
-	is.Equal(ms(pruned), cutoff) // the mark the lookups read
+	is.Equal(Millis(pruned), cutoff) // the mark the lookups read
 
 	// A later pass with a shorter window only moves the mark forward; a
 	// longer one does not move it back.
 	is.NoErr(prunePass(ctx, s, s.now, 90*24*time.Hour, p, s.log))
 	pruned, err = s.PrunedBefore(ctx)
 	is.NoErr(err)
-	is.Equal(ms(pruned), cutoff)
+	is.Equal(Millis(pruned), cutoff)
 
 	_, err = s.Generation(ctx, accounts[0].ID, "gen-000001")
 	is.True(errors.Is(err, ErrNotFound)) // a pruned generation is not found
@@ -153,7 +153,7 @@ func TestUpkeep_BackfillThenRetention(t *testing.T) {
 	is.True(!s.rollupsComplete.Load())
 	is.NoErr(s.StartUpkeep(UpkeepOptions{Retention: 30 * 24 * time.Hour, ChunkTime: time.Millisecond, Interval: time.Millisecond}))
 	is.True(s.StartUpkeep(UpkeepOptions{}) != nil) // only once
-	cutoff := ms(clock.Now().Add(-30 * 24 * time.Hour))
+	cutoff := Millis(clock.Now().Add(-30 * 24 * time.Hour))
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
 		if count(t, s, `SELECT COUNT(*) FROM generations WHERE created_at < ?`, cutoff) == 0 {

@@ -79,11 +79,11 @@ func usageFromGenerations(t testing.TB, s DB, accountID int64, q UsageQuery) []B
 	where, args := `account_id = ?`, []any{accountID}
 	if !q.Start.IsZero() {
 		where += ` AND created_at >= ?`
-		args = append(args, ms(q.Start))
+		args = append(args, Millis(q.Start))
 	}
 	if !q.End.IsZero() {
 		where += ` AND created_at < ?`
-		args = append(args, ms(q.End))
+		args = append(args, Millis(q.End))
 	}
 	expr := scanExprs[q.GroupBy]
 	if q.GroupBy == GroupByDay {
@@ -250,7 +250,7 @@ func checkAllUsage(t *testing.T, s DB, r *rand.Rand, accounts []Account, random 
 }
 
 func TestWholeMonths(t *testing.T) {
-	d := func(y int, m time.Month, day int) int32 { return dayNumber(time.Date(y, m, day, 0, 0, 0, 0, time.UTC)) }
+	d := func(y int, m time.Month, day int) int32 { return DayNumber(time.Date(y, m, day, 0, 0, 0, 0, time.UTC)) }
 	tests := []struct {
 		name           string
 		from, to       int32
@@ -358,7 +358,7 @@ func TestBackfill_DatabaseFromBeforeRollups(t *testing.T) {
 
 	// Part of the way through, with new calls recorded meanwhile: they are
 	// rolled up by the ledger, the old ones by the backfill, each once.
-	var rs rollupSums
+	var rs RollupSums
 	ch, err := s.backfillChunk(ctx, 500, 1_000_000, &rs, nil)
 	is.NoErr(err)
 	is.Equal(ch.rolled, 500)
@@ -405,7 +405,7 @@ func TestBackfill_NewDatabaseIsComplete(t *testing.T) {
 }
 
 func TestSpanParts(t *testing.T) {
-	d := func(y int, m time.Month, day int) int32 { return dayNumber(time.Date(y, m, day, 0, 0, 0, 0, time.UTC)) }
+	d := func(y int, m time.Month, day int) int32 { return DayNumber(time.Date(y, m, day, 0, 0, 0, 0, time.UTC)) }
 	tests := []struct {
 		name     string
 		from, to int32
@@ -452,7 +452,7 @@ func TestBackfill_TwoProcessesCountOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var rs rollupSums
+			var rs RollupSums
 			for {
 				// At most 300 rowids, and fewer once 50 daily rows are
 				// summed: many small chunks, so the two race often.

@@ -22,24 +22,24 @@ type Spend struct {
 }
 
 // period is a UTC day and the month containing it, as day numbers.
-type period struct {
-	day                  int32
-	monthStart, monthEnd int32 // [monthStart, monthEnd)
+type Period struct {
+	Day                  int32
+	MonthStart, MonthEnd int32 // [monthStart, monthEnd)
 }
 
-func periodOf(t time.Time) period {
-	m := startOfMonth(t)
-	return period{day: dayNumber(t), monthStart: dayNumber(m), monthEnd: dayNumber(m.AddDate(0, 1, 0))}
+func PeriodOf(t time.Time) Period {
+	m := StartOfMonth(t)
+	return Period{Day: DayNumber(t), MonthStart: DayNumber(m), MonthEnd: DayNumber(m.AddDate(0, 1, 0))}
 }
 
 // dayNumber is t's UTC day as a count of days since 1970-01-01, the day
 // column of spend_daily.
-func dayNumber(t time.Time) int32 {
+func DayNumber(t time.Time) int32 {
 	return int32(floorDiv(t.Unix(), 86400))
 }
 
 // startOfMonth is 00:00 UTC on the first day of t's UTC month.
-func startOfMonth(t time.Time) time.Time {
+func StartOfMonth(t time.Time) time.Time {
 	y, m, _ := t.UTC().Date()
 	return time.Date(y, m, 1, 0, 0, 0, 0, time.UTC)
 }

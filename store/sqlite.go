@@ -24,7 +24,7 @@ import (
 // Store is svcgw's SQLite database, the embedded default (see DB). It is
 // safe for concurrent use.
 type Store struct {
-	policy
+	Policy
 	path string
 	w    *sql.DB // the one writer connection
 	r    *sql.DB // read-only pool: account endpoints and commands
@@ -46,7 +46,7 @@ type Store struct {
 
 	spend spendTracker // charges per account and key, queued ones included
 
-	upkeep upkeepState
+	upkeep UpkeepState
 	// feed tells each commit's roll-up sums to the usage answers kept
 	// (FollowUsage).
 	feed usageFeed
@@ -119,7 +119,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{path: path}
-	s.init(opts, s, sqliteCharges{s})
+	s.Init(opts, s, sqliteCharges{s})
 	readers := opts.Readers
 	if readers <= 0 {
 		readers = 4
@@ -148,7 +148,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		s.w.Close()
 		return nil, err
 	}
-	if err := migrate(ctx, sqliteMigrator{s.w}, ms, s.now, s.log); err != nil {
+	if err := Migrate(ctx, sqliteMigrator{s.w}, ms, s.now, s.log); err != nil {
 		s.w.Close()
 		return nil, err
 	}
@@ -177,9 +177,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		s.w.Close()
 		return nil, err
 	}
-	if s.keyStmt, err = s.call.PrepareContext(ctx, keySQL); err == nil {
-		if s.budgetStmt, err = s.call.PrepareContext(ctx, budgetSQL); err == nil {
-			s.changesStmt, err = s.call.PrepareContext(ctx, keyChangesSQL)
+	if s.keyStmt, err = s.call.PrepareContext(ctx, KeySQL); err == nil {
+		if s.budgetStmt, err = s.call.PrepareContext(ctx, BudgetSQL); err == nil {
+			s.changesStmt, err = s.call.PrepareContext(ctx, KeyChangesSQL)
 		}
 	}
 	if err != nil {
@@ -203,14 +203,14 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s.afterCommit = s.maybeCheckpoint
-	if bulkWriter(s.batchSize) {
+	if BulkWriter(s.batchSize) {
 		if s.bulk, err = beginBulkLoad(ctx, path, s.w); err != nil {
 			abandon()
 			return nil, err
 		}
 	}
 
-	s.start()
+	s.StartLedger()
 	return s, nil
 }
 
@@ -241,7 +241,7 @@ func checkWAL(ctx context.Context, db *sql.DB) error {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.stopUpkeep() // before the writer connection goes away
-		errs := []error{s.stop()}
+		errs := []error{s.StopLedger()}
 		for _, st := range s.stmts {
 			errs = append(errs, st.Close())
 		}
@@ -265,19 +265,19 @@ func (s *Store) Close() error {
 var migrationFiles embed.FS
 
 // sqliteDialect is SQLite's (see dialect).
-var sqliteDialect = dialect{keyOrder: "k.rowid"}
+var sqliteDialect = Dialect{KeyOrder: "k.rowid"}
 
-func (s *Store) dialect() dialect { return sqliteDialect }
+func (s *Store) Dialect() Dialect { return sqliteDialect }
 
 // readers is the pool of account reads and commands.
-func (s *Store) readers() conn { return sqlConn{s.r} }
+func (s *Store) Readers() Conn { return sqlConn{s.r} }
 
-func (s *Store) readErr(ctx context.Context, err error) error { return readErr(ctx, err) }
+func (s *Store) ReadErr(ctx context.Context, err error) error { return readErr(ctx, err) }
 
 // writeTx runs fn in a transaction on the writer connection (BEGIN
 // IMMEDIATE: it holds the database's write lock from the start), and
 // commits it when fn returns nil. what names the change in errors.
-func (s *Store) writeTx(ctx context.Context, what string, fn func(tx conn) error) error {
+func (s *Store) WriteTx(ctx context.Context, what string, fn func(tx Conn) error) error {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("%s: begin: %w", what, err)
@@ -293,7 +293,7 @@ func (s *Store) writeTx(ctx context.Context, what string, fn func(tx conn) error
 }
 
 // keyChanges reads the count of key changes (see authCache).
-func (s *Store) keyChanges(ctx context.Context) (int64, error) {
+func (s *Store) KeyChanges(ctx context.Context) (int64, error) {
 	var n int64
 	err := s.changesStmt.QueryRowContext(ctx).Scan(&n)
 	return n, readErr(ctx, err)
@@ -301,13 +301,13 @@ func (s *Store) keyChanges(ctx context.Context) (int64, error) {
 
 // budgetRow reads budgetSQL for the account, with the statement prepared
 // on the call path's pool.
-func (s *Store) budgetRow(ctx context.Context, accountID int64) scanner {
+func (s *Store) BudgetRow(ctx context.Context, accountID int64) Scanner {
 	return s.budgetStmt.QueryRowContext(ctx, accountID)
 }
 
 // activeKey reads the active key whose secret hashes to hash.
-func (s *Store) activeKey(ctx context.Context, hash string) (Key, error) {
-	k, err := scanKey(s.keyStmt.QueryRowContext(ctx, hash))
+func (s *Store) ActiveKey(ctx context.Context, hash string) (Key, error) {
+	k, err := ScanKey(s.keyStmt.QueryRowContext(ctx, hash))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Key{}, ErrNotFound
 	}
@@ -315,14 +315,14 @@ func (s *Store) activeKey(ctx context.Context, hash string) (Key, error) {
 }
 
 // sqliteMigrations are SQLite's migrations (store/migrations), in order.
-func sqliteMigrations() ([]migration, error) { return loadMigrations(migrationFiles, "migrations") }
+func sqliteMigrations() ([]Migration, error) { return LoadMigrations(migrationFiles, "migrations") }
 
 // sqliteMigrator runs migrations on db, each in an immediate transaction
 // (the writer's _txlock), so that two processes opening the same new file
 // take turns.
 type sqliteMigrator struct{ db *sql.DB }
 
-func (m sqliteMigrator) beginMigration(ctx context.Context) (migrationTx, error) {
+func (m sqliteMigrator) BeginMigration(ctx context.Context) (MigrationTx, error) {
 	tx, err := m.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err
@@ -340,18 +340,18 @@ func (m sqliteMigrator) beginMigration(ctx context.Context) (migrationTx, error)
 
 type sqliteMigrationTx struct{ tx *sql.Tx }
 
-func (t sqliteMigrationTx) queryInt(ctx context.Context, q string, args ...any) (n int64, err error) {
+func (t sqliteMigrationTx) QueryInt(ctx context.Context, q string, args ...any) (n int64, err error) {
 	err = t.tx.QueryRowContext(ctx, q, args...).Scan(&n)
 	return n, err
 }
 
-func (t sqliteMigrationTx) exec(ctx context.Context, q string, args ...any) error {
+func (t sqliteMigrationTx) Exec(ctx context.Context, q string, args ...any) error {
 	_, err := t.tx.ExecContext(ctx, q, args...)
 	return err
 }
 
-func (t sqliteMigrationTx) commit(context.Context) error { return t.tx.Commit() }
-func (t sqliteMigrationTx) rollback(context.Context)     { t.tx.Rollback() }
+func (t sqliteMigrationTx) Commit(context.Context) error { return t.tx.Commit() }
+func (t sqliteMigrationTx) Rollback(context.Context)     { t.tx.Rollback() }
 
 // callReaderCacheKiB is the page cache of each call-path reader, an eighth
 // of SQLite's default. What the call path reads again soon (a key, its
@@ -395,7 +395,7 @@ func readErr(ctx context.Context, err error) error {
 		return nil
 	}
 	var se *sqlite.Error
-	if errors.Is(context.Cause(ctx), errQueryTimeout) ||
+	if errors.Is(context.Cause(ctx), ErrQueryTimeout) ||
 		errors.As(err, &se) && (se.Code()&0xff == sqlite3.SQLITE_BUSY || se.Code()&0xff == sqlite3.SQLITE_LOCKED) {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}

@@ -22,7 +22,7 @@ import (
 // It reads what is committed: call Sync first to see generations recorded
 // just before.
 func (s *Store) ListGenerations(ctx context.Context, accountID int64, q ListQuery) ([]ListedGeneration, bool, error) {
-	limit, err := q.limit()
+	limit, err := q.PageLimit()
 	if err != nil {
 		return nil, false, err
 	}
@@ -66,7 +66,7 @@ func (s *Store) ListGenerations(ctx context.Context, accountID int64, q ListQuer
 		return nil, false, fmt.Errorf("list generations: %w", err)
 	}
 	defer rows.Close()
-	return scanListed(rows, limit)
+	return ScanListed(rows, limit)
 }
 
 // The indexes a listing reads (see listSQL).
@@ -144,7 +144,7 @@ func listSQL(cursor, requestType, application bool, index string) string {
 	if application {
 		where += ` AND g.application = ?`
 	}
-	return `SELECT ` + listColumns + `
+	return `SELECT ` + ListColumns + `
 	 FROM ` + from + `
 	 LEFT JOIN feedback r ON r.account_id = g.account_id AND r.generation_id = g.id AND r.end_user = ?
 	 WHERE ` + where + `

@@ -15,9 +15,9 @@ const insertItemSQL = `INSERT INTO output_items (account_id, id, generation_id, 
 // commitBatch). The statement is not prepared: a prepare on the writer
 // would wait for the connection tx holds, and a batch has few items (only
 // streamed Responses calls keep any).
-func (s *Store) insertItems(ctx context.Context, tx *sql.Tx, rows []genRow) error {
+func (s *Store) insertItems(ctx context.Context, tx *sql.Tx, rows []GenRow) error {
 	for i := range rows {
-		g := &rows[i].g
+		g := &rows[i].Gen
 		for _, it := range g.Items {
 			if _, err := tx.ExecContext(ctx, insertItemSQL, g.AccountID, it.ID, g.ID, it.Data); err != nil {
 				return fmt.Errorf("ledger: insert item %q of generation %q: %w", it.ID, g.ID, err)
@@ -32,8 +32,8 @@ func (s *Store) insertItems(ctx context.Context, tx *sql.Tx, rows []genRow) erro
 // absent. An item of a call this instance answered is found even if the
 // ledger had not committed it yet.
 func (s *Store) OutputItems(ctx context.Context, accountID int64, ids []string) (map[string][]byte, error) {
-	return lookUpItems(ctx, ids, s.Sync, 0, func(ctx context.Context, ids []string) (map[string][]byte, error) {
-		ctx, cancel := s.readCtx(ctx)
+	return LookUpItems(ctx, ids, s.Sync, 0, func(ctx context.Context, ids []string) (map[string][]byte, error) {
+		ctx, cancel := s.ReadCtx(ctx)
 		defer cancel()
 		args := make([]any, 0, len(ids)+1)
 		args = append(args, accountID)

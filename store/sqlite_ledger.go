@@ -21,7 +21,7 @@ import (
 
 // storedRow reads the account, cost and creation time of the stored
 // generation id (see policy.stored).
-func (s *Store) storedRow(ctx context.Context, id string) (acct, cost, created int64, err error) {
+func (s *Store) StoredRow(ctx context.Context, id string) (acct, cost, created int64, err error) {
 	err = s.w.QueryRowContext(ctx, `SELECT account_id, cost_micros, created_at FROM generations WHERE id = ?`, id).
 		Scan(&acct, &cost, &created)
 	return acct, cost, created, err
@@ -53,7 +53,7 @@ const insertTuple = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 const insertColumns = 19
 
 func buildInsertSQL() (stmts [insertChunk + 1]string) {
-	for _, n := range upsertChunks {
+	for _, n := range UpsertChunks {
 		stmts[n] = insertSQLOf(n)
 	}
 	return stmts
@@ -81,10 +81,10 @@ func insertSQLFor(size int) string {
 
 // insertChunkFor is the size of the next INSERT when n rows are left.
 func (s *Store) insertChunkFor(n int) int {
-	if n >= bulkInsertChunk && bulkWriter(s.batchSize) {
+	if n >= bulkInsertChunk && BulkWriter(s.batchSize) {
 		return bulkInsertChunk
 	}
-	return chunkFor(n)
+	return ChunkFor(n)
 }
 
 // stmt returns the prepared statement of query, preparing it on the
@@ -124,7 +124,7 @@ var concurrentSumRows = 4096
 
 // commitBatch inserts the rows, applies one debit per account and one
 // spend_daily upsert per (account, key, day), all in one transaction.
-func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) error {
+func (s *Store) CommitBatch(ctx context.Context, rows []GenRow, agg *BatchSums) error {
 	// Prepare the statements this batch needs (once: they are cached)
 	// before the transaction takes the writer's only connection. Parsing
 	// them again for every batch was a quarter of the ledger's CPU.
@@ -162,14 +162,14 @@ func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) 
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			agg.sum(rows)
+			agg.Sum(rows)
 		}()
 		summed = func() { <-done }
 		// The caller reuses agg and rows once this returns.
 		defer func() { summed() }()
 	} else {
-		agg.sum(rows)
-		if err := s.prepareRollups(ctx, &agg.rollup); err != nil {
+		agg.Sum(rows)
+		if err := s.prepareRollups(ctx, &agg.Rollup); err != nil {
 			return err
 		}
 	}
@@ -201,7 +201,7 @@ func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) 
 	for start := 0; start < len(rows); {
 		chunk := rows[start : start+s.insertChunkFor(len(rows)-start)]
 		start += len(chunk)
-		s.yieldCommit(len(rows))
+		s.YieldCommit(len(rows))
 		var err error
 		if len(chunk) == bulkInsertChunk {
 			err = bulk.exec(ctx, chunk)
@@ -215,7 +215,7 @@ func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) 
 		}
 		if err != nil {
 			if len(chunk) == 1 {
-				return fmt.Errorf("ledger: insert generation %q: %w", chunk[0].g.ID, err)
+				return fmt.Errorf("ledger: insert generation %q: %w", chunk[0].Gen.ID, err)
 			}
 			return fmt.Errorf("ledger: insert %d generations: %w", len(chunk), err)
 		}
@@ -236,25 +236,25 @@ func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) 
 		}
 	}
 	debit := tx.StmtContext(ctx, s.stmts[debitSQL])
-	for acct, cost := range agg.debits {
+	for acct, cost := range agg.Debits {
 		if cost == 0 {
 			continue
 		}
-		s.yieldCommit(len(rows))
+		s.YieldCommit(len(rows))
 		if _, err := debit.ExecContext(ctx, cost, cost, acct); err != nil {
 			return fmt.Errorf("ledger: debit account %d: %w", acct, err)
 		}
 	}
 	spend := tx.StmtContext(ctx, s.stmts[spendSQL])
-	for k, sum := range agg.spend {
-		s.yieldCommit(len(rows))
-		if _, err := spend.ExecContext(ctx, k.account, k.key, int64(k.day), sum.requests, sum.cost); err != nil {
-			return fmt.Errorf("ledger: spend of account %d: %w", k.account, err)
+	for k, sum := range agg.Spend {
+		s.YieldCommit(len(rows))
+		if _, err := spend.ExecContext(ctx, k.Account, k.Key, int64(k.Day), sum.Requests, sum.Cost); err != nil {
+			return fmt.Errorf("ledger: spend of account %d: %w", k.Account, err)
 		}
 	}
 	// The usage roll-ups, in the same transaction as the rows they sum.
-	if err := agg.rollup.write(ctx, func(ctx context.Context, q string, args []any) error {
-		s.yieldCommit(len(rows))
+	if err := agg.Rollup.Write(ctx, func(ctx context.Context, q string, args []any) error {
+		s.YieldCommit(len(rows))
 		_, err := tx.StmtContext(ctx, s.stmts[q]).ExecContext(ctx, args...)
 		return err
 	}); err != nil {
@@ -265,13 +265,13 @@ func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) 
 			return fmt.Errorf("ledger: commit: %w", err) // rolled back by the deferred Rollback
 		}
 	}
-	s.yieldCommit(len(rows))
+	s.YieldCommit(len(rows))
 	s.feed.committing()
 	if err := tx.Commit(); err != nil {
 		s.feed.committed(nil) // it may have taken effect
-		return fmt.Errorf("ledger: commit: %w: %w", errUncertain, err)
+		return fmt.Errorf("ledger: commit: %w: %w", ErrUncertain, err)
 	}
-	s.feed.committed(&agg.rollup)
+	s.feed.committed(&agg.Rollup)
 	return nil
 }
 
@@ -279,8 +279,8 @@ func (s *Store) commitBatch(ctx context.Context, rows []genRow, agg *batchSums) 
 // order, as the driver takes them (string, int64, bool, nil): any other
 // type database/sql converts by reflection, for every argument of every
 // row.
-func (r *genRow) appendValues(dst []any) []any {
-	g := &r.g
+func (r *GenRow) appendValues(dst []any) []any {
+	g := &r.Gen
 	var keyID any // NULL
 	if g.KeyID != "" {
 		keyID = g.KeyID
@@ -289,14 +289,14 @@ func (r *genRow) appendValues(dst []any) []any {
 		g.ID, g.AccountID, keyID, g.Application, g.Surface, g.Model, g.RequestType, g.Tier,
 		g.Streamed, g.FinishReason, int64(g.PromptTokens), int64(g.CompletionTokens),
 		int64(g.CachedPromptTokens), int64(g.CacheCreationTokens), int64(g.ReasoningTokens),
-		r.costMicros, g.LatencyMS, g.GenerationTimeMS, r.createdMS)
+		r.CostMicros, g.LatencyMS, g.GenerationTimeMS, r.CreatedMS)
 }
 
 // unstorable reports whether err is the database rejecting a row as such
 // (a constraint, a value it cannot hold; a parent a bulk batch's
 // checkParents did not find): committing it again can never succeed. Any
 // other failure is the database's, and worth retrying.
-func (s *Store) unstorable(err error) bool {
+func (s *Store) Unstorable(err error) bool {
 	if errors.Is(err, errMissingParent) {
 		return true
 	}
@@ -312,7 +312,7 @@ func (s *Store) unstorable(err error) bool {
 }
 
 // faultReason says in a few words why a ledger commit failed, for operators.
-func (s *Store) faultReason(err error) string {
+func (s *Store) FaultReason(err error) string {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return "a commit did not finish in time: is another process holding the database's write lock?"
 	}
@@ -341,22 +341,22 @@ func (s *Store) faultReason(err error) string {
 // statement cache, the upserts that writing rs will use, or with rs nil
 // every size of both (each is prepared once: a 64-row upsert takes a while
 // to parse). Like every s.stmt call, it must run outside a transaction.
-func (s *Store) prepareRollups(ctx context.Context, rs *rollupSums) error {
-	daily, periods := 2*upsertChunks[0]-1, 2*upsertChunks[0]-1 // every size
+func (s *Store) prepareRollups(ctx context.Context, rs *RollupSums) error {
+	daily, periods := 2*UpsertChunks[0]-1, 2*UpsertChunks[0]-1 // every size
 	if rs != nil {
-		daily, periods = len(rs.daily), len(rs.periods)
+		daily, periods = len(rs.Daily), len(rs.Periods)
 	}
 	for _, t := range [...]struct {
 		rows   int
 		bySize map[int]string
-	}{{daily, dailyUpsertSQL}, {periods, periodUpsertSQL}} {
+	}{{daily, DailyUpsertSQL}, {periods, PeriodUpsertSQL}} {
 		for n := t.rows; n > 0; {
-			size := chunkFor(n)
+			size := ChunkFor(n)
 			if _, err := s.stmt(ctx, t.bySize[size]); err != nil {
 				return fmt.Errorf("ledger: prepare roll-ups: %w", err)
 			}
 			n -= min(n, size)
-			if size == upsertChunks[0] {
+			if size == UpsertChunks[0] {
 				n %= size // the rest of full chunks all use this one
 			}
 		}

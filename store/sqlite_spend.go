@@ -27,7 +27,7 @@ func (s *Store) Spend(ctx context.Context, accountID int64, keyID string, now ti
 	if err != nil {
 		return Spend{}, err
 	}
-	p := periodOf(now)
+	p := PeriodOf(now)
 	a.mu.Lock()
 	sp.Total = a.total
 	sp.AccountDay, sp.AccountMonth = a.period(p)
@@ -55,7 +55,7 @@ func (s *Store) PeriodSpend(ctx context.Context, accountID int64, keyID string, 
 	if err != nil {
 		return Spend{}, err
 	}
-	p := periodOf(now)
+	p := PeriodOf(now)
 	sp.Total = e.total
 	sp.AccountDay, sp.AccountMonth = e.period(p)
 	if keyID != "" {
@@ -70,13 +70,13 @@ func (s *Store) PeriodSpend(ctx context.Context, accountID int64, keyID string, 
 // sqliteCharges is the spend tracker as the ledger's charge counter.
 type sqliteCharges struct{ s *Store }
 
-func (c sqliteCharges) record(r genRow) genRow {
-	c.s.spend.record(c.s, r.g.AccountID, r.g.KeyID, r.costMicros, r.g.CreatedAt)
+func (c sqliteCharges) Record(r GenRow) GenRow {
+	c.s.spend.record(c.s, r.Gen.AccountID, r.Gen.KeyID, r.CostMicros, r.Gen.CreatedAt)
 	return r
 }
 
-func (c sqliteCharges) unrecord(r genRow) {
-	c.s.spend.unrecord(r.g.AccountID, r.g.KeyID, r.costMicros, r.g.CreatedAt)
+func (c sqliteCharges) Unrecord(r GenRow) {
+	c.s.spend.unrecord(r.Gen.AccountID, r.Gen.KeyID, r.CostMicros, r.Gen.CreatedAt)
 }
 
 // spendKey names an entry of the spend tracker: an account's (key "") or a
@@ -211,11 +211,11 @@ func (e *spendEntry) add(cost int64, at time.Time) {
 	if e.days == nil {
 		e.days = make(map[int32]int64)
 	}
-	d := dayNumber(at)
+	d := DayNumber(at)
 	e.days[d] += cost
 	if len(e.days) > 64 {
 		// Keep the current and the previous month: caps look at no more.
-		oldest := dayNumber(startOfMonth(startOfMonth(at).AddDate(0, 0, -1)))
+		oldest := DayNumber(StartOfMonth(StartOfMonth(at).AddDate(0, 0, -1)))
 		for day := range e.days {
 			if day < oldest {
 				delete(e.days, day)
@@ -226,10 +226,10 @@ func (e *spendEntry) add(cost int64, at time.Time) {
 
 // period returns the charges of p's day and of p's month. Callers hold
 // e.mu (or own e).
-func (e *spendEntry) period(p period) (dayTotal, monthTotal int64) {
-	dayTotal = e.days[p.day]
+func (e *spendEntry) period(p Period) (dayTotal, monthTotal int64) {
+	dayTotal = e.days[p.Day]
 	for d, c := range e.days {
-		if d >= p.monthStart && d < p.monthEnd {
+		if d >= p.MonthStart && d < p.MonthEnd {
 			monthTotal += c
 		}
 	}
@@ -240,9 +240,9 @@ func (e *spendEntry) period(p period) (dayTotal, monthTotal int64) {
 // account its total_used and its charges per day over all keys, for a key
 // its own charges per day, from the start of the month before now's.
 func (s *Store) loadSpend(ctx context.Context, k spendKey, now time.Time) (*spendEntry, error) {
-	ctx, cancel := s.readCtx(ctx)
+	ctx, cancel := s.ReadCtx(ctx)
 	defer cancel()
-	from := dayNumber(startOfMonth(startOfMonth(now).AddDate(0, 0, -1)))
+	from := DayNumber(StartOfMonth(StartOfMonth(now).AddDate(0, 0, -1)))
 	e := &spendEntry{days: make(map[int32]int64)}
 	var (
 		rows *sql.Rows

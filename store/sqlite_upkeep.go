@@ -20,41 +20,41 @@ import (
 // do not. The upkeep logs its progress and its failures, having no caller
 // to return them to.
 func (s *Store) StartUpkeep(opts UpkeepOptions) error {
-	opts = opts.withDefaults()
+	opts = opts.WithDefaults()
 	log := opts.Logger
 	if log == nil {
 		log = s.log
 	}
-	return s.upkeep.start(func(ctx context.Context) { s.runUpkeep(ctx, opts, log) })
+	return s.upkeep.Start(func(ctx context.Context) { s.runUpkeep(ctx, opts, log) })
 }
 
 // stopUpkeep cancels the upkeep and waits for it to return; the
 // transaction it was in is rolled back and resumed at the next start.
-func (s *Store) stopUpkeep() { s.upkeep.stop() }
+func (s *Store) stopUpkeep() { s.upkeep.Stop() }
 
 func (s *Store) runUpkeep(ctx context.Context, opts UpkeepOptions, log *slog.Logger) {
 	busy := func() bool { return s.pending.Load() >= int64(max(s.batchSize/2, 1)) }
 	// The backfill's pacer counts usage_daily rows written per chunk,
 	// retention's generations deleted per transaction.
-	bp := &pacer{target: opts.ChunkTime, size: 4000, ledgerBusy: busy}
-	pp := &pacer{target: opts.ChunkTime, size: 2000, ledgerBusy: busy}
+	bp := &Pacer{Target: opts.ChunkTime, Size: 4000, LedgerBusy: busy}
+	pp := &Pacer{Target: opts.ChunkTime, Size: 2000, LedgerBusy: busy}
 	for !s.rollupsComplete.Load() {
 		if err := s.runBackfill(ctx, bp, log); err != nil {
 			if ctx.Err() != nil {
 				return
 			}
 			log.Error("usage roll-ups: backfill failed; retrying", "retry_in", opts.RetryDelay.String(), "error", err)
-			if !sleep(ctx, opts.RetryDelay) {
+			if !Sleep(ctx, opts.RetryDelay) {
 				return
 			}
 		}
 	}
-	runRetention(ctx, s, s.now, opts, pp, log)
+	RunRetention(ctx, s, s.now, opts, pp, log)
 }
 
 // runBackfill rolls up every generation recorded before the roll-ups
 // existed, chunk by chunk, logging its progress.
-func (s *Store) runBackfill(ctx context.Context, p *pacer, log *slog.Logger) error {
+func (s *Store) runBackfill(ctx context.Context, p *Pacer, log *slog.Logger) error {
 	b, err := readBackfill(ctx, s.w)
 	if err != nil {
 		return err
@@ -67,14 +67,14 @@ func (s *Store) runBackfill(ctx context.Context, p *pacer, log *slog.Logger) err
 	log.Info("usage roll-ups: rolling up the generations recorded before this version, in the background",
 		"generations", b.through-b.after)
 	var (
-		rs    rollupSums
+		rs    RollupSums
 		total int
 	)
 	// Reading costs processor time but holds no lock: it rests three times
 	// as long as each step took, like the writing (p.pause).
-	rest := func(took time.Duration) bool { return sleep(ctx, 3*took) }
+	rest := func(took time.Duration) bool { return Sleep(ctx, 3*took) }
 	for {
-		c, err := s.backfillChunk(ctx, backfillLimit, int(p.size), &rs, rest)
+		c, err := s.backfillChunk(ctx, backfillLimit, int(p.Size), &rs, rest)
 		if err != nil {
 			return err
 		}
@@ -90,7 +90,7 @@ func (s *Store) runBackfill(ctx context.Context, p *pacer, log *slog.Logger) err
 			lastLog = time.Now()
 			log.Info("usage roll-ups: backfill progress", "done", total, "left", left)
 		}
-		if !p.pause(ctx, c.wrote, c.rows) {
+		if !p.Pause(ctx, c.wrote, c.rows) {
 			return ctx.Err()
 		}
 	}

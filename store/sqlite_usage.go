@@ -4,13 +4,15 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"sync"
+	"sync/atomic"
 )
 
 // usageBackfilling is Usage's read while a backfill may be running (here
 // or in another process): its progress, the roll-ups and the generations
 // it has not reached are read in one snapshot, so that every generation is
 // counted exactly once.
-func (s *Store) usageBackfilling(ctx context.Context, accountID int64, q UsageQuery, scanExpr string, from, to int32) (map[string]*usageSums, error) {
+func (s *Store) UsageBackfilling(ctx context.Context, accountID int64, q UsageQuery, scanExpr string, from, to int32) (map[string]*UsageSums, error) {
 	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, fmt.Errorf("usage: begin: %w", err)
@@ -20,7 +22,7 @@ func (s *Store) usageBackfilling(ctx context.Context, accountID int64, q UsageQu
 	if err != nil {
 		return nil, fmt.Errorf("usage: %w", err)
 	}
-	sums, err := usageRollups(ctx, sqlConn{tx}, accountID, q.GroupBy, from, to)
+	sums, err := UsageRollups(ctx, sqlConn{tx}, accountID, q.GroupBy, from, to)
 	if err != nil {
 		return nil, err
 	}
@@ -34,15 +36,15 @@ func (s *Store) usageBackfilling(ctx context.Context, accountID int64, q UsageQu
 
 // usageScan adds to sums the account's generations in q's window that the
 // backfill bf has not rolled up yet.
-func usageScan(ctx context.Context, tx *sql.Tx, accountID int64, expr string, q UsageQuery, bf backfill, sums map[string]*usageSums) error {
+func usageScan(ctx context.Context, tx *sql.Tx, accountID int64, expr string, q UsageQuery, bf backfill, sums map[string]*UsageSums) error {
 	where, args := `account_id = ? AND rowid > ? AND rowid <= ?`, []any{accountID, bf.after, bf.through}
 	if !q.Start.IsZero() {
 		where += ` AND created_at >= ?`
-		args = append(args, ms(q.Start))
+		args = append(args, Millis(q.Start))
 	}
 	if !q.End.IsZero() {
 		where += ` AND created_at < ?`
-		args = append(args, ms(q.End))
+		args = append(args, Millis(q.End))
 	}
 	rows, err := tx.QueryContext(ctx,
 		`SELECT `+expr+` AS bucket, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens),
@@ -56,15 +58,15 @@ func usageScan(ctx context.Context, tx *sql.Tx, accountID int64, expr string, q 
 	for rows.Next() {
 		var (
 			bucket string
-			v      usageSums
+			v      UsageSums
 		)
-		if err := rows.Scan(&bucket, &v.requests, &v.input, &v.output, &v.cached, &v.cacheWrite, &v.reasoning, &v.cost); err != nil {
+		if err := rows.Scan(&bucket, &v.Requests, &v.Input, &v.Output, &v.Cached, &v.CacheWrite, &v.Reasoning, &v.Cost); err != nil {
 			return fmt.Errorf("usage: scan: %w", err)
 		}
 		if sums[bucket] == nil {
-			sums[bucket] = &usageSums{}
+			sums[bucket] = &UsageSums{}
 		}
-		sums[bucket].plus(v)
+		sums[bucket].Plus(v)
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("usage: generations not rolled up yet: %w", err)
@@ -75,7 +77,7 @@ func usageScan(ctx context.Context, tx *sql.Tx, accountID int64, expr string, q 
 // usageByDayBackfilling is UsageByDay's read while a backfill may be
 // running: its progress, the roll-ups and the generations it has not
 // reached, in one snapshot (see usageBackfilling).
-func (s *Store) usageByDayBackfilling(ctx context.Context, accountID int64, q UsageQuery, scanExpr string, from, to int32) (map[dayCell]*usageSums, error) {
+func (s *Store) UsageByDayBackfilling(ctx context.Context, accountID int64, q UsageQuery, scanExpr string, from, to int32) (map[DayCell]*UsageSums, error) {
 	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, fmt.Errorf("usage by day: begin: %w", err)
@@ -85,7 +87,7 @@ func (s *Store) usageByDayBackfilling(ctx context.Context, accountID int64, q Us
 	if err != nil {
 		return nil, fmt.Errorf("usage by day: %w", err)
 	}
-	sums, err := usageDayRollups(ctx, sqlConn{tx}, accountID, q.GroupBy, from, to)
+	sums, err := UsageDayRollups(ctx, sqlConn{tx}, accountID, q.GroupBy, from, to)
 	if err != nil {
 		return nil, err
 	}
@@ -99,15 +101,15 @@ func (s *Store) usageByDayBackfilling(ctx context.Context, accountID int64, q Us
 
 // usageDayScan adds to sums the account's generations in q's window that
 // the backfill bf has not rolled up yet.
-func usageDayScan(ctx context.Context, tx *sql.Tx, accountID int64, expr string, q UsageQuery, bf backfill, sums map[dayCell]*usageSums) error {
+func usageDayScan(ctx context.Context, tx *sql.Tx, accountID int64, expr string, q UsageQuery, bf backfill, sums map[DayCell]*UsageSums) error {
 	where, args := `account_id = ? AND rowid > ? AND rowid <= ?`, []any{accountID, bf.after, bf.through}
 	if !q.Start.IsZero() {
 		where += ` AND created_at >= ?`
-		args = append(args, ms(q.Start))
+		args = append(args, Millis(q.Start))
 	}
 	if !q.End.IsZero() {
 		where += ` AND created_at < ?`
-		args = append(args, ms(q.End))
+		args = append(args, Millis(q.End))
 	}
 	rows, err := tx.QueryContext(ctx,
 		`SELECT created_at / 86400000 AS day, `+expr+` AS bucket, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens),
@@ -120,16 +122,16 @@ func usageDayScan(ctx context.Context, tx *sql.Tx, accountID int64, expr string,
 	defer rows.Close()
 	for rows.Next() {
 		var (
-			c dayCell
-			v usageSums
+			c DayCell
+			v UsageSums
 		)
-		if err := rows.Scan(&c.day, &c.bucket, &v.requests, &v.input, &v.output, &v.cached, &v.cacheWrite, &v.reasoning, &v.cost); err != nil {
+		if err := rows.Scan(&c.Day, &c.Bucket, &v.Requests, &v.Input, &v.Output, &v.Cached, &v.CacheWrite, &v.Reasoning, &v.Cost); err != nil {
 			return fmt.Errorf("usage by day: scan: %w", err)
 		}
 		if sums[c] == nil {
-			sums[c] = &usageSums{}
+			sums[c] = &UsageSums{}
 		}
-		sums[c].plus(v)
+		sums[c].Plus(v)
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("usage by day: generations not rolled up yet: %w", err)
@@ -180,4 +182,45 @@ func (s *Store) ReadUsage(read func() error) (seq uint64, exact bool, err error)
 		return v / 2, false, err
 	}
 	return v / 2, complete && v%2 == 0 && s.feed.version.Load() == v, nil
+}
+
+// usageFeed is the Store's usage feed.
+type usageFeed struct {
+	// version is twice the commits told, plus one while a COMMIT is in
+	// flight (between committing and committed).
+	version atomic.Uint64
+
+	mu     sync.Mutex
+	follow map[int]func(UsageCommit)
+	next   int
+	hasAny atomic.Bool // follow is not empty
+}
+
+// committing marks a COMMIT in flight: reads overlapping it cannot tell
+// whether they saw it.
+func (f *usageFeed) committing() { f.version.Add(1) }
+
+// committed tells the followers of the commit that committing began: rs
+// holds its roll-up sums, or is nil when its outcome is unknown.
+func (f *usageFeed) committed(rs *RollupSums) {
+	defer f.version.Add(1)
+	if !f.hasAny.Load() {
+		return
+	}
+	c := UsageCommit{Seq: f.version.Load()/2 + 1, Lost: rs == nil}
+	if rs != nil {
+		c.Deltas = make([]UsageDelta, 0, len(rs.Daily))
+		for k, v := range rs.Daily {
+			c.Deltas = append(c.Deltas, UsageDelta{
+				AccountID: k.Account, Day: k.Day, KeyID: k.Key, Application: k.App, RequestType: k.Type,
+				Requests: v.Requests, InputTokens: v.Input, OutputTokens: v.Output, CachedInputTokens: v.Cached,
+				CacheWriteTokens: v.CacheWrite, ReasoningTokens: v.Reasoning, CostMicros: v.Cost,
+			})
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, fn := range f.follow {
+		fn(c)
+	}
 }

@@ -37,7 +37,7 @@ type UpkeepOptions struct {
 }
 
 // upkeepState is the upkeep goroutine, if started.
-type upkeepState struct {
+type UpkeepState struct {
 	mu      sync.Mutex
 	started bool
 	stopped bool
@@ -49,7 +49,7 @@ type upkeepState struct {
 var errUpkeepStarted = errors.New("upkeep already started")
 
 // withDefaults fills in the defaults of the zero fields.
-func (opts UpkeepOptions) withDefaults() UpkeepOptions {
+func (opts UpkeepOptions) WithDefaults() UpkeepOptions {
 	if opts.Interval <= 0 {
 		opts.Interval = time.Minute
 	}
@@ -63,7 +63,7 @@ func (opts UpkeepOptions) withDefaults() UpkeepOptions {
 }
 
 // start runs run in the upkeep goroutine, which stop cancels.
-func (u *upkeepState) start(run func(ctx context.Context)) error {
+func (u *UpkeepState) Start(run func(ctx context.Context)) error {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	switch {
@@ -81,7 +81,7 @@ func (u *upkeepState) start(run func(ctx context.Context)) error {
 	return nil
 }
 
-func (u *upkeepState) stop() {
+func (u *UpkeepState) Stop() {
 	u.mu.Lock()
 	u.stopped = true
 	started := u.started
@@ -94,7 +94,7 @@ func (u *upkeepState) stop() {
 
 // runRetention deletes the generations older than opts.Retention every
 // opts.Interval until ctx ends; it returns at once when there is none.
-func runRetention(ctx context.Context, pr pruner, now func() time.Time, opts UpkeepOptions, pp *pacer, log *slog.Logger) {
+func RunRetention(ctx context.Context, pr pruner, now func() time.Time, opts UpkeepOptions, pp *Pacer, log *slog.Logger) {
 	if opts.Retention <= 0 {
 		return
 	}
@@ -106,12 +106,12 @@ func runRetention(ctx context.Context, pr pruner, now func() time.Time, opts Upk
 				return
 			}
 			log.Error("retention: pass failed; retrying", "retry_in", opts.RetryDelay.String(), "error", err)
-			if !sleep(ctx, opts.RetryDelay) {
+			if !Sleep(ctx, opts.RetryDelay) {
 				return
 			}
 			continue
 		}
-		if !sleep(ctx, opts.Interval) {
+		if !Sleep(ctx, opts.Interval) {
 			return
 		}
 	}
@@ -131,8 +131,8 @@ type pruner interface {
 
 // prunePass deletes every generation older than retention, account by
 // account, chunk by chunk.
-func prunePass(ctx context.Context, s pruner, now func() time.Time, retention time.Duration, p *pacer, log *slog.Logger) error {
-	cutoff := ms(now().Add(-retention))
+func prunePass(ctx context.Context, s pruner, now func() time.Time, retention time.Duration, p *Pacer, log *slog.Logger) error {
+	cutoff := Millis(now().Add(-retention))
 	if err := s.startPrune(ctx, cutoff); err != nil {
 		return err
 	}
@@ -143,7 +143,7 @@ func prunePass(ctx context.Context, s pruner, now func() time.Time, retention ti
 	var total int
 	for _, id := range accounts {
 		for {
-			limit := int(max(min(p.size, 20000), 100))
+			limit := int(max(min(p.Size, 20000), 100))
 			began := time.Now()
 			n, err := s.pruneChunk(ctx, id, cutoff, limit)
 			if err != nil {
@@ -153,14 +153,14 @@ func prunePass(ctx context.Context, s pruner, now func() time.Time, retention ti
 			if n < limit {
 				break
 			}
-			if !p.pause(ctx, time.Since(began), n) {
+			if !p.Pause(ctx, time.Since(began), n) {
 				return ctx.Err()
 			}
 		}
 	}
 	if total > 0 {
 		log.Info("retention: deleted generation detail", "generations", total,
-			"created_before", fromMS(cutoff).Format(time.RFC3339))
+			"created_before", FromMillis(cutoff).Format(time.RFC3339))
 	}
 	return nil
 }
@@ -168,28 +168,28 @@ func prunePass(ctx context.Context, s pruner, now func() time.Time, retention ti
 // pacer sizes upkeep transactions to take about target each, and pauses
 // between them three times as long as the last one took, and then for as
 // long as the ledger is busy.
-type pacer struct {
-	target time.Duration
-	size   int64 // rows (or rowids) per transaction
+type Pacer struct {
+	Target time.Duration
+	Size   int64 // rows (or rowids) per transaction
 	// ledgerBusy reports whether the ledger has generations waiting to be
 	// committed: the upkeep lets it have the writer first. Nil: never.
-	ledgerBusy func() bool
+	LedgerBusy func() bool
 }
 
 // pause adapts the size to a transaction of n rows that took took, then
 // sleeps; it reports false if ctx ended first.
-func (p *pacer) pause(ctx context.Context, took time.Duration, n int) bool {
+func (p *Pacer) Pause(ctx context.Context, took time.Duration, n int) bool {
 	switch {
-	case took > 2*p.target:
-		p.size = max(p.size/2, 100)
-	case took < p.target/2 && int64(n) >= p.size/2:
-		p.size = min(p.size*2, 100000)
+	case took > 2*p.Target:
+		p.Size = max(p.Size/2, 100)
+	case took < p.Target/2 && int64(n) >= p.Size/2:
+		p.Size = min(p.Size*2, 100000)
 	}
-	if !sleep(ctx, max(3*took, time.Millisecond)) {
+	if !Sleep(ctx, max(3*took, time.Millisecond)) {
 		return false
 	}
-	for p.ledgerBusy != nil && p.ledgerBusy() {
-		if !sleep(ctx, 5*time.Millisecond) {
+	for p.LedgerBusy != nil && p.LedgerBusy() {
+		if !Sleep(ctx, 5*time.Millisecond) {
 			return false
 		}
 	}
@@ -205,7 +205,7 @@ func formatDays(d time.Duration) string {
 }
 
 // sleep waits for d or ctx, reporting false if ctx ended first.
-func sleep(ctx context.Context, d time.Duration) bool {
+func Sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

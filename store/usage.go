@@ -86,7 +86,7 @@ func IsDayBound(t time.Time) bool {
 // (see StartUpkeep), the generations not reached yet are summed from the
 // generations table in the same read transaction, so the answer is exact
 // then too, only slower.
-func (s *policy) Usage(ctx context.Context, accountID int64, q UsageQuery) ([]Bucket, error) {
+func (s *Policy) Usage(ctx context.Context, accountID int64, q UsageQuery) ([]Bucket, error) {
 	scanExpr, ok := scanExprs[q.GroupBy]
 	if !ok {
 		return nil, fmt.Errorf("usage: group by %q: %w", q.GroupBy, ErrInvalid)
@@ -95,11 +95,11 @@ func (s *policy) Usage(ctx context.Context, accountID int64, q UsageQuery) ([]Bu
 	if err != nil {
 		return nil, fmt.Errorf("usage: %w", err)
 	}
-	var sums map[string]*usageSums
-	if bf, ok := s.db.(backfiller); ok && !s.rollupsComplete.Load() {
-		sums, err = bf.usageBackfilling(ctx, accountID, q, scanExpr, from, to)
+	var sums map[string]*UsageSums
+	if bf, ok := s.db.(Backfiller); ok && !s.rollupsComplete.Load() {
+		sums, err = bf.UsageBackfilling(ctx, accountID, q, scanExpr, from, to)
 	} else {
-		sums, err = usageRollups(ctx, s.db.readers(), accountID, q.GroupBy, from, to)
+		sums, err = UsageRollups(ctx, s.db.Readers(), accountID, q.GroupBy, from, to)
 	}
 	if err != nil {
 		return nil, err
@@ -111,9 +111,9 @@ func (s *policy) Usage(ctx context.Context, accountID int64, q UsageQuery) ([]Bu
 // before the usage roll-ups existed (SQLite's, made by an older svcgw):
 // until its backfill is complete (rollupsComplete), usage reads add those
 // up from the generations themselves.
-type backfiller interface {
-	usageBackfilling(ctx context.Context, accountID int64, q UsageQuery, scanExpr string, from, to int32) (map[string]*usageSums, error)
-	usageByDayBackfilling(ctx context.Context, accountID int64, q UsageQuery, scanExpr string, from, to int32) (map[dayCell]*usageSums, error)
+type Backfiller interface {
+	UsageBackfilling(ctx context.Context, accountID int64, q UsageQuery, scanExpr string, from, to int32) (map[string]*UsageSums, error)
+	UsageByDayBackfilling(ctx context.Context, accountID int64, q UsageQuery, scanExpr string, from, to int32) (map[DayCell]*UsageSums, error)
 }
 
 // dayRange checks q's bounds and returns them as the days [from, to), an
@@ -161,12 +161,12 @@ const periodSums = `requests, input_tokens, output_tokens, cached_input_tokens, 
 // usageRollups sums the account's usage_periods rows of the grouping over
 // the days [from, to) (see spanParts). Each part is a range of the primary
 // key; a grouping by day reads day rows only.
-func usageRollups(ctx context.Context, db conn, accountID int64, groupBy string, from, to int32) (map[string]*usageSums, error) {
+func UsageRollups(ctx context.Context, db Conn, accountID int64, groupBy string, from, to int32) (map[string]*UsageSums, error) {
 	query, args := usageRollupsSQL(accountID, groupBy, from, to)
 	if query == "" {
-		return make(map[string]*usageSums), nil
+		return make(map[string]*UsageSums), nil
 	}
-	rows, err := db.query(ctx, query, args...)
+	rows, err := db.Query(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("usage: %w", err)
 	}
@@ -210,25 +210,25 @@ type rowScanner interface {
 // them one at a time as they are asked for, and a report over thousands of
 // buckets then delays a call on the same core by a fraction of a
 // millisecond instead of by its whole length (docs/ledger-scale.md).
-func sumUsageRows(rows rowScanner, groupBy string) (map[string]*usageSums, error) {
-	sums := make(map[string]*usageSums)
+func sumUsageRows(rows rowScanner, groupBy string) (map[string]*UsageSums, error) {
+	sums := make(map[string]*UsageSums)
 	for n := 1; rows.Next(); n++ {
-		if n%yieldRows == 0 {
+		if n%YieldRows == 0 {
 			runtime.Gosched()
 		}
 		var (
 			first  int32
 			bucket string
-			v      usageSums
+			v      UsageSums
 		)
-		if err := rows.Scan(&first, &bucket, &v.requests, &v.input, &v.output, &v.cached, &v.cacheWrite, &v.reasoning, &v.cost); err != nil {
+		if err := rows.Scan(&first, &bucket, &v.Requests, &v.Input, &v.Output, &v.Cached, &v.CacheWrite, &v.Reasoning, &v.Cost); err != nil {
 			return nil, fmt.Errorf("usage: scan: %w", err)
 		}
 		if groupBy == GroupByDay {
 			bucket = dayTime(first).Format(time.DateOnly)
 		}
 		if sum := sums[bucket]; sum != nil {
-			sum.plus(v)
+			sum.Plus(v)
 		} else {
 			sums[bucket] = &v
 		}
@@ -241,7 +241,7 @@ func sumUsageRows(rows rowScanner, groupBy string) (map[string]*usageSums, error
 
 // yieldRows is how many roll-up rows a usage read reads between yields of
 // the processor.
-const yieldRows = 256
+const YieldRows = 256
 
 // spanPart is a range of usage_periods rows of one span: those whose first
 // day is in [from, to).
@@ -278,7 +278,7 @@ func wholeYears(from, to int32) (y0, y1 int32) {
 	y0, y1 = from, to
 	if from != minDay {
 		if y0 = yearStart(from); y0 < from {
-			y0 = dayNumber(dayTime(y0).AddDate(1, 0, 0))
+			y0 = DayNumber(dayTime(y0).AddDate(1, 0, 0))
 		}
 	}
 	if to != maxDay {
@@ -294,7 +294,7 @@ func wholeMonths(from, to int32) (m0, m1 int32) {
 	m0, m1 = from, to
 	if from != minDay {
 		if m0 = monthStart(from); m0 < from {
-			m0 = dayNumber(dayTime(m0).AddDate(0, 1, 0))
+			m0 = DayNumber(dayTime(m0).AddDate(0, 1, 0))
 		}
 	}
 	if to != maxDay {
@@ -305,7 +305,7 @@ func wholeMonths(from, to int32) (m0, m1 int32) {
 
 // bucketsOf renders sums as buckets in bucket order (bytewise, as SQLite's
 // BINARY collation orders them).
-func bucketsOf(sums map[string]*usageSums) []Bucket {
+func bucketsOf(sums map[string]*UsageSums) []Bucket {
 	buckets := make([]Bucket, 0, len(sums))
 	for name, v := range sums {
 		buckets = append(buckets, v.bucket(name))
@@ -315,16 +315,16 @@ func bucketsOf(sums map[string]*usageSums) []Bucket {
 }
 
 // bucket renders the sums as the bucket named name.
-func (v *usageSums) bucket(name string) Bucket {
+func (v *UsageSums) bucket(name string) Bucket {
 	return Bucket{
 		Bucket:            name,
-		Requests:          v.requests,
-		InputTokens:       v.input,
-		OutputTokens:      v.output,
-		TotalTokens:       v.input + v.output,
-		CachedInputTokens: v.cached,
-		CacheWriteTokens:  v.cacheWrite,
-		ReasoningTokens:   v.reasoning,
-		Cost:              fromMicros(v.cost),
+		Requests:          v.Requests,
+		InputTokens:       v.Input,
+		OutputTokens:      v.Output,
+		TotalTokens:       v.Input + v.Output,
+		CachedInputTokens: v.Cached,
+		CacheWriteTokens:  v.CacheWrite,
+		ReasoningTokens:   v.Reasoning,
+		Cost:              fromMicros(v.Cost),
 	}
 }

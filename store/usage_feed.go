@@ -1,10 +1,5 @@
 package store
 
-import (
-	"sync"
-	"sync/atomic"
-)
-
 // The usage feed: what each ledger commit adds to the usage roll-ups, told
 // to whoever keeps usage answers (the account endpoints' answer cache), so
 // that an answer computed once can be kept exact across commits by adding
@@ -54,45 +49,4 @@ type UsageCommit struct {
 	// kept from before it can no longer be brought up to date and must
 	// be dropped. Deltas is empty then.
 	Lost bool
-}
-
-// usageFeed is the Store's usage feed.
-type usageFeed struct {
-	// version is twice the commits told, plus one while a COMMIT is in
-	// flight (between committing and committed).
-	version atomic.Uint64
-
-	mu     sync.Mutex
-	follow map[int]func(UsageCommit)
-	next   int
-	hasAny atomic.Bool // follow is not empty
-}
-
-// committing marks a COMMIT in flight: reads overlapping it cannot tell
-// whether they saw it.
-func (f *usageFeed) committing() { f.version.Add(1) }
-
-// committed tells the followers of the commit that committing began: rs
-// holds its roll-up sums, or is nil when its outcome is unknown.
-func (f *usageFeed) committed(rs *rollupSums) {
-	defer f.version.Add(1)
-	if !f.hasAny.Load() {
-		return
-	}
-	c := UsageCommit{Seq: f.version.Load()/2 + 1, Lost: rs == nil}
-	if rs != nil {
-		c.Deltas = make([]UsageDelta, 0, len(rs.daily))
-		for k, v := range rs.daily {
-			c.Deltas = append(c.Deltas, UsageDelta{
-				AccountID: k.account, Day: k.day, KeyID: k.key, Application: k.app, RequestType: k.typ,
-				Requests: v.requests, InputTokens: v.input, OutputTokens: v.output, CachedInputTokens: v.cached,
-				CacheWriteTokens: v.cacheWrite, ReasoningTokens: v.reasoning, CostMicros: v.cost,
-			})
-		}
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, fn := range f.follow {
-		fn(c)
-	}
 }

@@ -75,7 +75,7 @@ func TestFollowUsage_TellsEachCommittedSumOnce(t *testing.T) {
 		if at.IsZero() {
 			at = clock.Now() // stamped by RecordGeneration
 		}
-		want[UsageDelta{AccountID: a.ID, Day: dayNumber(at), KeyID: k.ID, Application: g.Application,
+		want[UsageDelta{AccountID: a.ID, Day: DayNumber(at), KeyID: k.ID, Application: g.Application,
 			RequestType: "pro", Requests: 1, InputTokens: 100, OutputTokens: 20, CachedInputTokens: 40, ReasoningTokens: 5,
 			CostMicros: map[string]int64{"g1": 100_000, "g2": 200_000, "g3": 400_000}[g.ID]}] = true
 	}

@@ -27,7 +27,7 @@ import (
 // check takes the global queue first, and they run one statement later).
 // BenchmarkLedgerTailNet measures it; TestYieldCPU_RunsWhatTheNetworkWoke
 // holds it.
-func yieldCPU() {
+func YieldCPU() {
 	if runtime.GOMAXPROCS(0) != 1 || noCommitYield.Load() {
 		return
 	}
@@ -45,13 +45,13 @@ func yieldCPU() {
 // saturation"):
 // behind, a commit runs straight through, and the calls that arrive wait
 // for it, a commit of a batch's CPU at most.
-func (s *policy) yieldCommit(batch int) {
+func (s *Policy) YieldCommit(batch int) {
 	behind := s.pending.Load()-int64(batch) >= int64(s.batchSize)
 	if yieldCommitHook != nil {
 		yieldCommitHook(behind)
 	}
 	if !behind {
-		yieldCPU()
+		YieldCPU()
 	}
 }
 

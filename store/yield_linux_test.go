@@ -51,7 +51,7 @@ func TestYieldCPU_RunsWhatTheNetworkWoke(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitReadable(t, server)
-		yieldCPU()
+		YieldCPU()
 		// Mostly the reader has run by now. Once in 61 schedules the
 		// scheduler takes the global run queue first, and the ledger's
 		// wake-up can go before it: then it runs at the next yield, one
@@ -63,7 +63,7 @@ func TestYieldCPU_RunsWhatTheNetworkWoke(t *testing.T) {
 			t.Fatalf("byte %d: the reader had read %d bytes when yieldCPU returned; want it to have run by the next yield", i, n)
 		}
 	}
-	yieldCPU()
+	YieldCPU()
 	if n := got.Load(); n != bytes {
 		t.Fatalf("the reader read %d bytes of %d", n, bytes)
 	}
@@ -110,7 +110,7 @@ func BenchmarkYieldCPU(b *testing.B) {
 			defer goschedYield.Store(false)
 			cpu0 := processCPU()
 			for b.Loop() {
-				yieldCPU()
+				YieldCPU()
 			}
 			b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 		})
