@@ -175,6 +175,6 @@ func (s *Store) loadBackfillState(ctx context.Context, db *sql.DB) error {
 	if err != nil {
 		return err
 	}
-	s.rollupsComplete.Store(b.complete())
+	s.SetRollupsComplete(b.complete())
 	return nil
 }

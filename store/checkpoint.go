@@ -103,9 +103,9 @@ func (s *Store) maybeCheckpoint() {
 	n, err := c.walPages()
 	if err != nil {
 		// Hand the checkpoints back to SQLite rather than let the WAL grow.
-		s.log.Warn("ledger: cannot read the WAL's length; SQLite checkpoints in the commit from now on", "err", err)
+		s.Logger().Warn("ledger: cannot read the WAL's length; SQLite checkpoints in the commit from now on", "err", err)
 		if _, err := s.w.Exec(fmt.Sprintf("PRAGMA wal_autocheckpoint=%d", checkpointPages)); err != nil {
-			s.log.Warn("ledger: turning SQLite's automatic checkpoint back on failed", "err", err)
+			s.Logger().Warn("ledger: turning SQLite's automatic checkpoint back on failed", "err", err)
 		}
 		c.close()
 		s.ckpt = nil
@@ -119,11 +119,11 @@ func (s *Store) maybeCheckpoint() {
 		runtime.GOMAXPROCS(2)
 		defer runtime.GOMAXPROCS(1)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.commitTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), s.CommitTimeout())
 	defer cancel()
 	start := time.Now()
 	if _, err := s.w.ExecContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)"); err != nil {
-		s.log.Warn("ledger: WAL checkpoint failed", "err", err, "wal_pages", n,
+		s.Logger().Warn("ledger: WAL checkpoint failed", "err", err, "wal_pages", n,
 			"took", time.Since(start).Round(time.Microsecond).String())
 	}
 }

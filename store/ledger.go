@@ -779,3 +779,46 @@ const BulkBatchRows = 8192
 // bulkWriter reports whether a store with batches of up to batchSize
 // generations is a bulk writer.
 func BulkWriter(batchSize int) bool { return batchSize >= BulkBatchRows }
+
+// The policy's settings, as Init resolved them from Options, and the
+// state an engine reads or sets.
+
+// Now is the time of Options.Now.
+func (s *Policy) Now() time.Time { return s.now() }
+
+// Logger is Options.Logger (one that discards when none was given).
+func (s *Policy) Logger() *slog.Logger { return s.log }
+
+// BatchSize is the most generations committed in one ledger transaction.
+func (s *Policy) BatchSize() int { return s.batchSize }
+
+// CommitTimeout bounds one ledger commit.
+func (s *Policy) CommitTimeout() time.Duration { return s.commitTimeout }
+
+// QueryTimeout bounds each read on a request's path.
+func (s *Policy) QueryTimeout() time.Duration { return s.queryTimeout }
+
+// CommitHook runs Options.CommitHook, if any, just before a ledger
+// transaction commits: an error fails the commit.
+func (s *Policy) CommitHook() error {
+	if s.commitHook == nil {
+		return nil
+	}
+	return s.commitHook()
+}
+
+// LedgerBusy reports whether the ledger has half a batch or more waiting:
+// background work (retention, a backfill) then pauses longer.
+func (s *Policy) LedgerBusy() bool { return s.pending.Load() >= int64(max(s.batchSize/2, 1)) }
+
+// RollupsComplete reports whether the usage roll-ups cover every
+// generation (see Backfiller).
+func (s *Policy) RollupsComplete() bool { return s.rollupsComplete.Load() }
+
+// SetRollupsComplete records whether the usage roll-ups cover every
+// generation: an engine born with them sets it at open.
+func (s *Policy) SetRollupsComplete(complete bool) { s.rollupsComplete.Store(complete) }
+
+// SetAfterCommit makes the ledger writer call fn after each successful
+// commit (SQLite's WAL checkpoint). It is set before StartLedger.
+func (s *Policy) SetAfterCommit(fn func()) { s.afterCommit = fn }

@@ -83,7 +83,7 @@ func OpenPostgres(ctx context.Context, dsn string, opts Options) (*Postgres, err
 	p := &Postgres{dsn: Redact(dsn)}
 	p.Init(opts, p, pgCharges{p})
 	p.leases = newLeases(p, opts.LeaseTTL)
-	p.rollupsComplete.Store(true) // born with them: nothing to backfill
+	p.SetRollupsComplete(true) // born with them: nothing to backfill
 
 	pool := func(n int, after func(context.Context, *pgx.Conn) error) (*pgxpool.Pool, error) {
 		c := cfg.Copy()
@@ -116,7 +116,7 @@ func OpenPostgres(ctx context.Context, dsn string, opts Options) (*Postgres, err
 		p.w.Close()
 		return nil, err
 	}
-	if err := Migrate(ctx, pgMigrator{p.w}, ms, p.now, p.log); err != nil {
+	if err := Migrate(ctx, pgMigrator{p.w}, ms, p.Now, p.Logger()); err != nil {
 		p.w.Close()
 		return nil, fmt.Errorf("open postgres %s: %w", p.dsn, err)
 	}
@@ -153,7 +153,7 @@ func (p *Postgres) writerSession(cfg *pgxpool.Config) func(context.Context, *pgx
 			if !errors.As(err, &pe) {
 				return err // the connection failed
 			}
-			p.log.Debug("postgres: the server does not take plan_cache_mode; the ledger's statements are planned per commit", "error", err)
+			p.Logger().Debug("postgres: the server does not take plan_cache_mode; the ledger's statements are planned per commit", "error", err)
 		}
 		return nil
 	}

@@ -175,7 +175,7 @@ func (l *leases) release(ctx context.Context, id int64, a *leaseAcct, margin boo
 	for _, c := range cuts {
 		if _, err := l.p.call.Exec(ctx, `UPDATE leases SET granted_micros = $1 WHERE id = $2 AND granted_micros = $3`,
 			c.to, c.id, c.from); err != nil {
-			l.p.log.Warn("leases: giving back an unused slice failed; it stays held until the lease lapses",
+			l.p.Logger().Warn("leases: giving back an unused slice failed; it stays held until the lease lapses",
 				"account_id", id, "error", err)
 		}
 	}
@@ -251,14 +251,14 @@ func (p *Postgres) Admission() Admitter {
 		l.loopDone = make(chan struct{})
 		l.listenDone = make(chan struct{})
 		l.stopCtx, l.stopListen = context.WithCancel(context.Background())
-		ctx, cancel := context.WithTimeout(context.Background(), p.queryTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), p.QueryTimeout())
 		conn, err := l.relock(ctx)
 		if err != nil {
-			p.log.Warn("leases: taking the liveness lock failed; retrying", "error", err)
+			p.Logger().Warn("leases: taking the liveness lock failed; retrying", "error", err)
 		}
 		l.lockConn = conn
 		if err := l.heartbeat(ctx); err != nil {
-			p.log.Warn("leases: first heartbeat failed; retrying", "error", err)
+			p.Logger().Warn("leases: first heartbeat failed; retrying", "error", err)
 		}
 		cancel()
 		go l.loop()
@@ -294,9 +294,9 @@ func (l *leases) loop() {
 		case <-l.stopLoop:
 			return
 		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), l.p.queryTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), l.p.QueryTimeout())
 			if err := l.heartbeat(ctx); err != nil {
-				l.p.log.Warn("leases: heartbeat failed; leases lapse if it goes on", "error", err,
+				l.p.Logger().Warn("leases: heartbeat failed; leases lapse if it goes on", "error", err,
 					"lease_ttl", l.ttl.String())
 			} else {
 				l.shrink(ctx)
@@ -371,7 +371,7 @@ func (l *leases) heartbeat(ctx context.Context) error {
 		return fmt.Errorf("heartbeat: %w", err)
 	}
 	if lapsed {
-		l.p.log.Warn("leases: this instance's leases lapsed (no heartbeat for a lease TTL); granting afresh", "lease_ttl", l.ttl.String())
+		l.p.Logger().Warn("leases: this instance's leases lapsed (no heartbeat for a lease TTL); granting afresh", "lease_ttl", l.ttl.String())
 		l.forget()
 	}
 	l.beaten.Store(true)
@@ -452,7 +452,7 @@ func (l *leases) stop() error {
 		close(l.stopLoop)
 		<-l.loopDone
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), l.p.queryTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), l.p.QueryTimeout())
 	defer cancel()
 	l.stopListen()
 	<-l.listenDone
@@ -575,7 +575,7 @@ func (l *leases) grant(ctx context.Context, a *leaseAcct, accountID, reserved, n
 	now := a.now
 	a.mu.Unlock()
 	if now.IsZero() {
-		now = l.p.now()
+		now = l.p.Now()
 	}
 	p := PeriodOf(now)
 
@@ -696,7 +696,7 @@ func (l *leases) grant(ctx context.Context, a *leaseAcct, accountID, reserved, n
 			if _, err := tx.Exec(ctx, `DELETE FROM instances WHERE id = ANY($1)`, gone); err != nil {
 				return err
 			}
-			l.p.log.Info("leases: took back the leases of instances whose database session ended", "account_id", accountID, "instances", gone)
+			l.p.Logger().Info("leases: took back the leases of instances whose database session ended", "account_id", accountID, "instances", gone)
 		}
 		// The keys' caps.
 		keyCaps := map[string][2]int64{}

@@ -114,7 +114,7 @@ func (l *leases) relock(ctx context.Context) (*pgx.Conn, error) {
 		l.lockChecked = true
 		if also {
 			l.lockless.Store(true)
-			l.p.log.Warn("leases: the database's advisory locks or LISTEN do not work as PostgreSQL's; this instance is live by its heartbeat alone, and a crash holds its leases for the lease TTL",
+			l.p.Logger().Warn("leases: the database's advisory locks or LISTEN do not work as PostgreSQL's; this instance is live by its heartbeat alone, and a crash holds its leases for the lease TTL",
 				"lease_ttl", l.ttl.String())
 			return conn, nil
 		}
@@ -131,7 +131,7 @@ func (l *leases) relock(ctx context.Context) (*pgx.Conn, error) {
 				return fail(err)
 			}
 			l.forget()
-			l.p.log.Warn("leases: this instance's leases were taken back while its database session was gone; granting afresh")
+			l.p.Logger().Warn("leases: this instance's leases were taken back while its database session was gone; granting afresh")
 		}
 	}
 	l.locked.Store(true)
@@ -150,7 +150,7 @@ func (l *leases) writerLock(after func(context.Context, *pgx.Conn) error) func(c
 			if !errors.As(err, &pe) {
 				return err // the connection failed
 			}
-			l.p.log.Debug("postgres: the server refuses advisory locks", "error", err)
+			l.p.Logger().Debug("postgres: the server refuses advisory locks", "error", err)
 		}
 		if after == nil {
 			return nil
@@ -173,7 +173,7 @@ func (l *leases) listen(conn *pgx.Conn) {
 	defer close(l.listenDone)
 	for {
 		if conn == nil {
-			ctx, cancel := context.WithTimeout(l.stopCtx, l.p.queryTimeout)
+			ctx, cancel := context.WithTimeout(l.stopCtx, l.p.QueryTimeout())
 			c, err := l.relock(ctx)
 			cancel()
 			if err != nil {
@@ -192,7 +192,7 @@ func (l *leases) listen(conn *pgx.Conn) {
 			if l.lockless.Load() {
 				return // no lock to keep, no inbox to read
 			}
-			l.p.log.Info("leases: liveness lock held")
+			l.p.Logger().Info("leases: liveness lock held")
 		}
 		ctx, cancel := context.WithTimeout(l.stopCtx, l.heartbeatEvery())
 		n, err := conn.WaitForNotification(ctx)
@@ -204,7 +204,7 @@ func (l *leases) listen(conn *pgx.Conn) {
 		case l.stopCtx.Err() != nil:
 			return
 		case pgconn.Timeout(err) && !conn.IsClosed():
-			ctx, cancel := context.WithTimeout(l.stopCtx, l.p.queryTimeout)
+			ctx, cancel := context.WithTimeout(l.stopCtx, l.p.QueryTimeout())
 			_, err = conn.Exec(ctx, `SELECT 1`)
 			cancel()
 			if err == nil {
@@ -219,7 +219,7 @@ func (l *leases) listen(conn *pgx.Conn) {
 		l.locked.Store(false)
 		_ = conn.Close(context.Background())
 		conn, l.lockConn = nil, nil
-		l.p.log.Warn("leases: the liveness lock's session ended; admitting nothing until it is held again", "error", err)
+		l.p.Logger().Warn("leases: the liveness lock's session ended; admitting nothing until it is held again", "error", err)
 	}
 }
 
@@ -260,7 +260,7 @@ func (l *leases) handle(payload string) {
 // the account to what its calls in progress hold and what it has charged
 // (see release), then answers.
 func (l *leases) giveBack(accountID int64, reply, seq string) {
-	ctx, cancel := context.WithTimeout(context.Background(), l.p.queryTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), l.p.QueryTimeout())
 	defer cancel()
 	l.mu.Lock()
 	a := l.accts[accountID]
@@ -269,7 +269,7 @@ func (l *leases) giveBack(accountID int64, reply, seq string) {
 		l.release(ctx, accountID, a, false)
 	}
 	if _, err := l.p.call.Exec(ctx, `SELECT pg_notify($1, $2)`, reply, "a "+seq); err != nil {
-		l.p.log.Warn("leases: answering a peer's request for an idle slice failed", "account_id", accountID, "error", err)
+		l.p.Logger().Warn("leases: answering a peer's request for an idle slice failed", "account_id", accountID, "error", err)
 	}
 }
 
@@ -301,7 +301,7 @@ func (l *leases) askBack(ctx context.Context, accountID int64, peers []int64, gr
 			b.Queue(`SELECT pg_notify($1, $2)`, inboxOf(k), msg)
 		}
 		if err := l.p.call.SendBatch(ctx, &b).Close(); err != nil {
-			l.p.log.Warn("leases: asking peers for their idle slices failed", "account_id", accountID, "error", err)
+			l.p.Logger().Warn("leases: asking peers for their idle slices failed", "account_id", accountID, "error", err)
 			ch = nil
 		}
 	}

@@ -259,10 +259,8 @@ func (p *Postgres) CommitBatch(ctx context.Context, rows []GenRow, agg *BatchSum
 		queueLeaseCharges(&b, leases)
 	}
 
-	if p.commitHook != nil {
-		if err := p.commitHook(); err != nil {
-			return fmt.Errorf("ledger: commit: %w", err)
-		}
+	if err := p.CommitHook(); err != nil {
+		return fmt.Errorf("ledger: commit: %w", err)
 	}
 	if err := p.refs.check(ctx, p.w, rows); err != nil {
 		return err

@@ -68,11 +68,11 @@ func (p *Postgres) StartUpkeep(opts UpkeepOptions) error {
 	opts = opts.WithDefaults()
 	log := opts.Logger
 	if log == nil {
-		log = p.log
+		log = p.Logger()
 	}
-	busy := func() bool { return p.pending.Load() >= int64(max(p.batchSize/2, 1)) }
+	busy := p.LedgerBusy
 	pp := &Pacer{Target: opts.ChunkTime, Size: 2000, LedgerBusy: busy}
-	return p.upkeep.Start(func(ctx context.Context) { RunRetention(ctx, p, p.now, opts, pp, log) })
+	return p.upkeep.Start(func(ctx context.Context) { RunRetention(ctx, p, p.Now, opts, pp, log) })
 }
 
 func (p *Postgres) stopUpkeep() { p.upkeep.Stop() }

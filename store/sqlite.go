@@ -131,7 +131,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	s.w, err = sql.Open("sqlite", path+"?"+dsnPragmas+
 		"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=temp_store(MEMORY)&_txlock=immediate"+
-		ckptDSN+writerPragmas(s.batchSize, opts.Checkpoint))
+		ckptDSN+writerPragmas(s.BatchSize(), opts.Checkpoint))
 	if err != nil {
 		return nil, fmt.Errorf("open writer: %w", err)
 	}
@@ -148,7 +148,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		s.w.Close()
 		return nil, err
 	}
-	if err := Migrate(ctx, sqliteMigrator{s.w}, ms, s.now, s.log); err != nil {
+	if err := Migrate(ctx, sqliteMigrator{s.w}, ms, s.Now, s.Logger()); err != nil {
 		s.w.Close()
 		return nil, err
 	}
@@ -202,8 +202,8 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		abandon()
 		return nil, err
 	}
-	s.afterCommit = s.maybeCheckpoint
-	if BulkWriter(s.batchSize) {
+	s.SetAfterCommit(s.maybeCheckpoint)
+	if BulkWriter(s.BatchSize()) {
 		if s.bulk, err = beginBulkLoad(ctx, path, s.w); err != nil {
 			abandon()
 			return nil, err

@@ -81,7 +81,7 @@ func insertSQLFor(size int) string {
 
 // insertChunkFor is the size of the next INSERT when n rows are left.
 func (s *Store) insertChunkFor(n int) int {
-	if n >= bulkInsertChunk && BulkWriter(s.batchSize) {
+	if n >= bulkInsertChunk && BulkWriter(s.BatchSize()) {
 		return bulkInsertChunk
 	}
 	return ChunkFor(n)
@@ -260,10 +260,8 @@ func (s *Store) CommitBatch(ctx context.Context, rows []GenRow, agg *BatchSums) 
 	}); err != nil {
 		return fmt.Errorf("ledger: roll-ups: %w", err)
 	}
-	if s.commitHook != nil {
-		if err := s.commitHook(); err != nil {
-			return fmt.Errorf("ledger: commit: %w", err) // rolled back by the deferred Rollback
-		}
+	if err := s.CommitHook(); err != nil {
+		return fmt.Errorf("ledger: commit: %w", err) // rolled back by the deferred Rollback
 	}
 	s.YieldCommit(len(rows))
 	s.feed.committing()

@@ -172,7 +172,7 @@ func (t *spendTracker) apply(s *Store, k spendKey, cost int64, at time.Time) {
 	// server's path the entries were loaded by admission already.)
 	e, err := t.entry(context.Background(), s, k, at)
 	if err != nil {
-		s.log.Error("spend tracking: load failed; spend may be counted twice until restart",
+		s.Logger().Error("spend tracking: load failed; spend may be counted twice until restart",
 			"account_id", k.account, "key_id", k.key, "error", err)
 		t.mu.Lock()
 		e = t.entries[k]

@@ -23,7 +23,7 @@ func (s *Store) StartUpkeep(opts UpkeepOptions) error {
 	opts = opts.WithDefaults()
 	log := opts.Logger
 	if log == nil {
-		log = s.log
+		log = s.Logger()
 	}
 	return s.upkeep.Start(func(ctx context.Context) { s.runUpkeep(ctx, opts, log) })
 }
@@ -33,12 +33,12 @@ func (s *Store) StartUpkeep(opts UpkeepOptions) error {
 func (s *Store) stopUpkeep() { s.upkeep.Stop() }
 
 func (s *Store) runUpkeep(ctx context.Context, opts UpkeepOptions, log *slog.Logger) {
-	busy := func() bool { return s.pending.Load() >= int64(max(s.batchSize/2, 1)) }
+	busy := s.LedgerBusy
 	// The backfill's pacer counts usage_daily rows written per chunk,
 	// retention's generations deleted per transaction.
 	bp := &Pacer{Target: opts.ChunkTime, Size: 4000, LedgerBusy: busy}
 	pp := &Pacer{Target: opts.ChunkTime, Size: 2000, LedgerBusy: busy}
-	for !s.rollupsComplete.Load() {
+	for !s.RollupsComplete() {
 		if err := s.runBackfill(ctx, bp, log); err != nil {
 			if ctx.Err() != nil {
 				return
@@ -49,7 +49,7 @@ func (s *Store) runUpkeep(ctx context.Context, opts UpkeepOptions, log *slog.Log
 			}
 		}
 	}
-	RunRetention(ctx, s, s.now, opts, pp, log)
+	RunRetention(ctx, s, s.Now, opts, pp, log)
 }
 
 // runBackfill rolls up every generation recorded before the roll-ups
@@ -60,7 +60,7 @@ func (s *Store) runBackfill(ctx context.Context, p *Pacer, log *slog.Logger) err
 		return err
 	}
 	if b.complete() {
-		s.rollupsComplete.Store(true)
+		s.SetRollupsComplete(true)
 		return nil
 	}
 	start, lastLog := time.Now(), time.Now()
@@ -81,7 +81,7 @@ func (s *Store) runBackfill(ctx context.Context, p *Pacer, log *slog.Logger) err
 		total += c.rolled
 		left := c.left
 		if left == 0 {
-			s.rollupsComplete.Store(true)
+			s.SetRollupsComplete(true)
 			log.Info("usage roll-ups: complete", "generations", total,
 				"took", time.Since(start).Round(time.Millisecond).String())
 			return nil

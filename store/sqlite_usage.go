@@ -27,7 +27,7 @@ func (s *Store) UsageBackfilling(ctx context.Context, accountID int64, q UsageQu
 		return nil, err
 	}
 	if bf.complete() {
-		s.rollupsComplete.Store(true)
+		s.SetRollupsComplete(true)
 	} else if err := usageScan(ctx, tx, accountID, scanExpr, q, bf, sums); err != nil {
 		return nil, err
 	}
@@ -92,7 +92,7 @@ func (s *Store) UsageByDayBackfilling(ctx context.Context, accountID int64, q Us
 		return nil, err
 	}
 	if bf.complete() {
-		s.rollupsComplete.Store(true)
+		s.SetRollupsComplete(true)
 	} else if err := usageDayScan(ctx, tx, accountID, scanExpr, q, bf, sums); err != nil {
 		return nil, err
 	}
@@ -176,7 +176,7 @@ func (s *Store) FollowUsage(fn func(UsageCommit)) (stop func()) {
 // Each of Usage's and UsageByDay's answers is one SQL statement, so one
 // snapshot; read must make one such call for exact to mean anything.
 func (s *Store) ReadUsage(read func() error) (seq uint64, exact bool, err error) {
-	complete := s.rollupsComplete.Load()
+	complete := s.RollupsComplete()
 	v := s.feed.version.Load()
 	if err := read(); err != nil {
 		return v / 2, false, err
