@@ -2,8 +2,10 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cockroachdb/apd/v3"
@@ -67,37 +69,79 @@ type DB interface {
 	Close() error
 }
 
+// An Engine registers itself with Register, in an init function of its
+// package, and Dial then opens the DSNs it claims:
+//
+//	func init() { store.Register("postgres", isPostgres, dial) }
+//
+// A program links the engines it may open by importing their packages
+// (blank where it needs nothing else of them).
+
+// engines are the engines registered, in order.
 var (
-	_ DB = (*Store)(nil)
-	_ DB = (*Postgres)(nil)
+	enginesMu sync.RWMutex
+	engines   []registered
 )
 
-// IsPostgres reports whether dsn names a PostgreSQL database: a URL with
-// the postgres:// or postgresql:// scheme. Anything else is a SQLite file.
-func IsPostgres(dsn string) bool {
-	scheme, _, ok := strings.Cut(dsn, "://")
-	return ok && (strings.EqualFold(scheme, "postgres") || strings.EqualFold(scheme, "postgresql"))
+type registered struct {
+	name   string
+	claims func(dsn string) bool
+	open   func(ctx context.Context, dsn string, opts Options) (DB, error)
 }
 
-// Dial opens the database dsn names: OpenPostgres for a postgres:// or
-// postgresql:// URL, else Open for a SQLite file path. Both create the
-// schema, or bring it up to date, first.
-func Dial(ctx context.Context, dsn string, opts Options) (DB, error) {
-	if IsPostgres(dsn) {
-		return OpenPostgres(ctx, dsn, opts)
+// Register makes open the way Dial opens every DSN claims reports true
+// for. name names the engine in errors. It panics when name is registered
+// twice, as database/sql.Register does.
+func Register(name string, claims func(dsn string) bool, open func(ctx context.Context, dsn string, opts Options) (DB, error)) {
+	enginesMu.Lock()
+	defer enginesMu.Unlock()
+	for _, e := range engines {
+		if e.name == name {
+			panic("store: engine " + name + " registered twice")
+		}
 	}
-	return Open(ctx, dsn, opts)
+	engines = append(engines, registered{name, claims, open})
+}
+
+// Dial opens the database dsn names with the registered engine that claims
+// it (store/sqlite: a file path; store/postgres: a postgres:// or
+// postgresql:// URL), which creates the schema, or brings it up to date,
+// first.
+func Dial(ctx context.Context, dsn string, opts Options) (DB, error) {
+	enginesMu.RLock()
+	var open func(ctx context.Context, dsn string, opts Options) (DB, error)
+	var names []string
+	for _, e := range engines {
+		names = append(names, e.name)
+		if open == nil && e.claims(dsn) {
+			open = e.open
+		}
+	}
+	enginesMu.RUnlock()
+	if open == nil {
+		return nil, fmt.Errorf("open %s: %w: no engine claims it (registered: %s)", Redact(dsn), ErrInvalid, strings.Join(names, ", "))
+	}
+	return open(ctx, dsn, opts)
+}
+
+// IsURL reports whether dsn is a URL (scheme://...) rather than a file
+// path: the PostgreSQL engine claims postgres:// and postgresql:// URLs, the
+// SQLite engine every DSN that is not a URL.
+func IsURL(dsn string) bool {
+	scheme, _, ok := strings.Cut(dsn, "://")
+	return ok && scheme != "" && !strings.ContainsAny(scheme, `/\`)
 }
 
 // Redact returns dsn with any password replaced by "xxxxx", for logs and
-// messages.
+// messages: a URL's, in its user info or its password parameter. A file
+// path is returned as it is.
 func Redact(dsn string) string {
-	if !IsPostgres(dsn) {
+	if !IsURL(dsn) {
 		return dsn
 	}
 	u, err := url.Parse(dsn)
 	if err != nil {
-		return "postgres://(unparsable URL)"
+		return "(unparsable URL)"
 	}
 	if q := u.Query(); q.Has("password") {
 		q.Set("password", "xxxxx")

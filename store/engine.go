@@ -43,8 +43,3 @@ type Engine interface {
 	// dialect is the engine's variant of the policy's queries.
 	Dialect() Dialect
 }
-
-var (
-	_ Engine = (*Store)(nil)
-	_ Engine = (*Postgres)(nil)
-)

@@ -1,6 +1,8 @@
-package store
+package sqlite
 
 import (
+	"github.com/svcgw/svcgw/store"
+
 	"context"
 	"log/slog"
 	"time"
@@ -19,7 +21,7 @@ import (
 // for the ledger. serve starts the upkeep; short-lived commands (the CLI)
 // do not. The upkeep logs its progress and its failures, having no caller
 // to return them to.
-func (s *Store) StartUpkeep(opts UpkeepOptions) error {
+func (s *Store) StartUpkeep(opts store.UpkeepOptions) error {
 	opts = opts.WithDefaults()
 	log := opts.Logger
 	if log == nil {
@@ -32,29 +34,29 @@ func (s *Store) StartUpkeep(opts UpkeepOptions) error {
 // transaction it was in is rolled back and resumed at the next start.
 func (s *Store) stopUpkeep() { s.upkeep.Stop() }
 
-func (s *Store) runUpkeep(ctx context.Context, opts UpkeepOptions, log *slog.Logger) {
+func (s *Store) runUpkeep(ctx context.Context, opts store.UpkeepOptions, log *slog.Logger) {
 	busy := s.LedgerBusy
 	// The backfill's pacer counts usage_daily rows written per chunk,
 	// retention's generations deleted per transaction.
-	bp := &Pacer{Target: opts.ChunkTime, Size: 4000, LedgerBusy: busy}
-	pp := &Pacer{Target: opts.ChunkTime, Size: 2000, LedgerBusy: busy}
+	bp := &store.Pacer{Target: opts.ChunkTime, Size: 4000, LedgerBusy: busy}
+	pp := &store.Pacer{Target: opts.ChunkTime, Size: 2000, LedgerBusy: busy}
 	for !s.RollupsComplete() {
 		if err := s.runBackfill(ctx, bp, log); err != nil {
 			if ctx.Err() != nil {
 				return
 			}
 			log.Error("usage roll-ups: backfill failed; retrying", "retry_in", opts.RetryDelay.String(), "error", err)
-			if !Sleep(ctx, opts.RetryDelay) {
+			if !store.Sleep(ctx, opts.RetryDelay) {
 				return
 			}
 		}
 	}
-	RunRetention(ctx, s, s.Now, opts, pp, log)
+	store.RunRetention(ctx, s, s.Now, opts, pp, log)
 }
 
 // runBackfill rolls up every generation recorded before the roll-ups
 // existed, chunk by chunk, logging its progress.
-func (s *Store) runBackfill(ctx context.Context, p *Pacer, log *slog.Logger) error {
+func (s *Store) runBackfill(ctx context.Context, p *store.Pacer, log *slog.Logger) error {
 	b, err := readBackfill(ctx, s.w)
 	if err != nil {
 		return err
@@ -67,12 +69,12 @@ func (s *Store) runBackfill(ctx context.Context, p *Pacer, log *slog.Logger) err
 	log.Info("usage roll-ups: rolling up the generations recorded before this version, in the background",
 		"generations", b.through-b.after)
 	var (
-		rs    RollupSums
+		rs    store.RollupSums
 		total int
 	)
 	// Reading costs processor time but holds no lock: it rests three times
 	// as long as each step took, like the writing (p.pause).
-	rest := func(took time.Duration) bool { return Sleep(ctx, 3*took) }
+	rest := func(took time.Duration) bool { return store.Sleep(ctx, 3*took) }
 	for {
 		c, err := s.backfillChunk(ctx, backfillLimit, int(p.Size), &rs, rest)
 		if err != nil {
@@ -100,3 +102,10 @@ func (s *Store) runBackfill(ctx context.Context, p *Pacer, log *slog.Logger) err
 // sooner once its sums fill the pacer's number of usage_daily rows, which
 // adapts so that writing them takes about ChunkTime.
 const backfillLimit = 1 << 20
+
+// CompleteBackfill rolls up at once, in chunks, the generations an older
+// svcgw recorded before the usage roll-ups existed (what StartUpkeep does
+// in the background): svcgw db copy runs it before it copies the roll-ups.
+func (s *Store) CompleteBackfill(ctx context.Context, log *slog.Logger) error {
+	return s.runBackfill(ctx, &store.Pacer{Target: 200 * time.Millisecond, Size: 4000}, log)
+}

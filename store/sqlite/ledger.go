@@ -1,6 +1,8 @@
-package store
+package sqlite
 
 import (
+	"github.com/svcgw/svcgw/store"
+
 	"context"
 	"database/sql"
 	"errors"
@@ -53,7 +55,7 @@ const insertTuple = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 const insertColumns = 19
 
 func buildInsertSQL() (stmts [insertChunk + 1]string) {
-	for _, n := range UpsertChunks {
+	for _, n := range store.UpsertChunks {
 		stmts[n] = insertSQLOf(n)
 	}
 	return stmts
@@ -81,10 +83,10 @@ func insertSQLFor(size int) string {
 
 // insertChunkFor is the size of the next INSERT when n rows are left.
 func (s *Store) insertChunkFor(n int) int {
-	if n >= bulkInsertChunk && BulkWriter(s.BatchSize()) {
+	if n >= bulkInsertChunk && store.BulkWriter(s.BatchSize()) {
 		return bulkInsertChunk
 	}
-	return ChunkFor(n)
+	return store.ChunkFor(n)
 }
 
 // stmt returns the prepared statement of query, preparing it on the
@@ -124,7 +126,7 @@ var concurrentSumRows = 4096
 
 // commitBatch inserts the rows, applies one debit per account and one
 // spend_daily upsert per (account, key, day), all in one transaction.
-func (s *Store) CommitBatch(ctx context.Context, rows []GenRow, agg *BatchSums) error {
+func (s *Store) CommitBatch(ctx context.Context, rows []store.GenRow, agg *store.BatchSums) error {
 	// Prepare the statements this batch needs (once: they are cached)
 	// before the transaction takes the writer's only connection. Parsing
 	// them again for every batch was a quarter of the ledger's CPU.
@@ -209,7 +211,7 @@ func (s *Store) CommitBatch(ctx context.Context, rows []GenRow, agg *BatchSums) 
 		} else {
 			args = args[:0]
 			for i := range chunk {
-				args = chunk[i].appendValues(args)
+				args = appendValues(args, &chunk[i])
 			}
 			_, err = tx.StmtContext(ctx, s.stmts[insertSQLFor(len(chunk))]).ExecContext(ctx, args...)
 		}
@@ -267,7 +269,7 @@ func (s *Store) CommitBatch(ctx context.Context, rows []GenRow, agg *BatchSums) 
 	s.feed.committing()
 	if err := tx.Commit(); err != nil {
 		s.feed.committed(nil) // it may have taken effect
-		return fmt.Errorf("ledger: commit: %w: %w", ErrUncertain, err)
+		return fmt.Errorf("ledger: commit: %w: %w", store.ErrUncertain, err)
 	}
 	s.feed.committed(&agg.Rollup)
 	return nil
@@ -277,7 +279,7 @@ func (s *Store) CommitBatch(ctx context.Context, rows []GenRow, agg *BatchSums) 
 // order, as the driver takes them (string, int64, bool, nil): any other
 // type database/sql converts by reflection, for every argument of every
 // row.
-func (r *GenRow) appendValues(dst []any) []any {
+func appendValues(dst []any, r *store.GenRow) []any {
 	g := &r.Gen
 	var keyID any // NULL
 	if g.KeyID != "" {
@@ -339,22 +341,22 @@ func (s *Store) FaultReason(err error) string {
 // statement cache, the upserts that writing rs will use, or with rs nil
 // every size of both (each is prepared once: a 64-row upsert takes a while
 // to parse). Like every s.stmt call, it must run outside a transaction.
-func (s *Store) prepareRollups(ctx context.Context, rs *RollupSums) error {
-	daily, periods := 2*UpsertChunks[0]-1, 2*UpsertChunks[0]-1 // every size
+func (s *Store) prepareRollups(ctx context.Context, rs *store.RollupSums) error {
+	daily, periods := 2*store.UpsertChunks[0]-1, 2*store.UpsertChunks[0]-1 // every size
 	if rs != nil {
 		daily, periods = len(rs.Daily), len(rs.Periods)
 	}
 	for _, t := range [...]struct {
 		rows   int
 		bySize map[int]string
-	}{{daily, DailyUpsertSQL}, {periods, PeriodUpsertSQL}} {
+	}{{daily, store.DailyUpsertSQL}, {periods, store.PeriodUpsertSQL}} {
 		for n := t.rows; n > 0; {
-			size := ChunkFor(n)
+			size := store.ChunkFor(n)
 			if _, err := s.stmt(ctx, t.bySize[size]); err != nil {
 				return fmt.Errorf("ledger: prepare roll-ups: %w", err)
 			}
 			n -= min(n, size)
-			if size == UpsertChunks[0] {
+			if size == store.UpsertChunks[0] {
 				n %= size // the rest of full chunks all use this one
 			}
 		}

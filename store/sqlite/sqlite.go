@@ -1,10 +1,12 @@
-package store
+package sqlite
 
 // The SQLite engine: Store, its connections, migrations and the engine
 // methods the policy calls (engine.go); its ledger batch is in
 // sqlite_ledger.go.
 
 import (
+	"github.com/svcgw/svcgw/store"
+
 	"context"
 	"database/sql"
 	"embed"
@@ -24,7 +26,7 @@ import (
 // Store is svcgw's SQLite database, the embedded default (see DB). It is
 // safe for concurrent use.
 type Store struct {
-	Policy
+	store.Policy
 	path string
 	w    *sql.DB // the one writer connection
 	r    *sql.DB // read-only pool: account endpoints and commands
@@ -46,7 +48,7 @@ type Store struct {
 
 	spend spendTracker // charges per account and key, queued ones included
 
-	upkeep UpkeepState
+	upkeep store.UpkeepState
 	// feed tells each commit's roll-up sums to the usage answers kept
 	// (FollowUsage).
 	feed usageFeed
@@ -71,7 +73,7 @@ const DefaultReaderIdleTime = time.Minute
 
 // readerIdleTime is the account readers' idle time as
 // sql.DB.SetConnMaxIdleTime takes it (0: no limit).
-func readerIdleTime(o Options) time.Duration {
+func readerIdleTime(o store.Options) time.Duration {
 	switch {
 	case o.ReaderIdleTime == 0:
 		return DefaultReaderIdleTime
@@ -104,15 +106,15 @@ const dsnPragmas = "_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)"
 // Open opens (creating if needed) the database at path, checks that it is
 // in WAL mode, applies any pending migrations and starts the ledger writer.
 // Close the Store when done.
-func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+func Open(ctx context.Context, path string, opts store.Options) (*Store, error) {
 	if path == "" || strings.ContainsRune(path, '?') || strings.HasPrefix(path, "file:") {
 		// The driver splits its DSN at the first '?', and a file: URI would
 		// bypass the pragmas below.
-		return nil, fmt.Errorf("open store %q: %w: want a plain file path", path, ErrInvalid)
+		return nil, fmt.Errorf("open store %q: %w: want a plain file path", path, store.ErrInvalid)
 	}
 	if opts.Existing {
 		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("open store %s: %w", path, ErrNoDatabase)
+			return nil, fmt.Errorf("open store %s: %w", path, store.ErrNoDatabase)
 		}
 	}
 	if err := checkBulkLoad(path); err != nil {
@@ -148,7 +150,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		s.w.Close()
 		return nil, err
 	}
-	if err := Migrate(ctx, sqliteMigrator{s.w}, ms, s.Now, s.Logger()); err != nil {
+	if err := store.Migrate(ctx, sqliteMigrator{s.w}, ms, s.Now, s.Logger()); err != nil {
 		s.w.Close()
 		return nil, err
 	}
@@ -177,9 +179,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		s.w.Close()
 		return nil, err
 	}
-	if s.keyStmt, err = s.call.PrepareContext(ctx, KeySQL); err == nil {
-		if s.budgetStmt, err = s.call.PrepareContext(ctx, BudgetSQL); err == nil {
-			s.changesStmt, err = s.call.PrepareContext(ctx, KeyChangesSQL)
+	if s.keyStmt, err = s.call.PrepareContext(ctx, store.KeySQL); err == nil {
+		if s.budgetStmt, err = s.call.PrepareContext(ctx, store.BudgetSQL); err == nil {
+			s.changesStmt, err = s.call.PrepareContext(ctx, store.KeyChangesSQL)
 		}
 	}
 	if err != nil {
@@ -203,7 +205,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s.SetAfterCommit(s.maybeCheckpoint)
-	if BulkWriter(s.BatchSize()) {
+	if store.BulkWriter(s.BatchSize()) {
 		if s.bulk, err = beginBulkLoad(ctx, path, s.w); err != nil {
 			abandon()
 			return nil, err
@@ -265,19 +267,19 @@ func (s *Store) Close() error {
 var migrationFiles embed.FS
 
 // sqliteDialect is SQLite's (see dialect).
-var sqliteDialect = Dialect{KeyOrder: "k.rowid"}
+var sqliteDialect = store.Dialect{KeyOrder: "k.rowid"}
 
-func (s *Store) Dialect() Dialect { return sqliteDialect }
+func (s *Store) Dialect() store.Dialect { return sqliteDialect }
 
 // readers is the pool of account reads and commands.
-func (s *Store) Readers() Conn { return sqlConn{s.r} }
+func (s *Store) Readers() store.Conn { return sqlConn{s.r} }
 
 func (s *Store) ReadErr(ctx context.Context, err error) error { return readErr(ctx, err) }
 
 // writeTx runs fn in a transaction on the writer connection (BEGIN
 // IMMEDIATE: it holds the database's write lock from the start), and
 // commits it when fn returns nil. what names the change in errors.
-func (s *Store) WriteTx(ctx context.Context, what string, fn func(tx Conn) error) error {
+func (s *Store) WriteTx(ctx context.Context, what string, fn func(tx store.Conn) error) error {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("%s: begin: %w", what, err)
@@ -301,28 +303,30 @@ func (s *Store) KeyChanges(ctx context.Context) (int64, error) {
 
 // budgetRow reads budgetSQL for the account, with the statement prepared
 // on the call path's pool.
-func (s *Store) BudgetRow(ctx context.Context, accountID int64) Scanner {
+func (s *Store) BudgetRow(ctx context.Context, accountID int64) store.Scanner {
 	return s.budgetStmt.QueryRowContext(ctx, accountID)
 }
 
 // activeKey reads the active key whose secret hashes to hash.
-func (s *Store) ActiveKey(ctx context.Context, hash string) (Key, error) {
-	k, err := ScanKey(s.keyStmt.QueryRowContext(ctx, hash))
+func (s *Store) ActiveKey(ctx context.Context, hash string) (store.Key, error) {
+	k, err := store.ScanKey(s.keyStmt.QueryRowContext(ctx, hash))
 	if errors.Is(err, sql.ErrNoRows) {
-		return Key{}, ErrNotFound
+		return store.Key{}, store.ErrNotFound
 	}
 	return k, readErr(ctx, err)
 }
 
 // sqliteMigrations are SQLite's migrations (store/migrations), in order.
-func sqliteMigrations() ([]Migration, error) { return LoadMigrations(migrationFiles, "migrations") }
+func sqliteMigrations() ([]store.Migration, error) {
+	return store.LoadMigrations(migrationFiles, "migrations")
+}
 
 // sqliteMigrator runs migrations on db, each in an immediate transaction
 // (the writer's _txlock), so that two processes opening the same new file
 // take turns.
 type sqliteMigrator struct{ db *sql.DB }
 
-func (m sqliteMigrator) BeginMigration(ctx context.Context) (MigrationTx, error) {
+func (m sqliteMigrator) BeginMigration(ctx context.Context) (store.MigrationTx, error) {
 	tx, err := m.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err
@@ -395,17 +399,17 @@ func readErr(ctx context.Context, err error) error {
 		return nil
 	}
 	var se *sqlite.Error
-	if errors.Is(context.Cause(ctx), ErrQueryTimeout) ||
+	if errors.Is(context.Cause(ctx), store.ErrQueryTimeout) ||
 		errors.As(err, &se) && (se.Code()&0xff == sqlite3.SQLITE_BUSY || se.Code()&0xff == sqlite3.SQLITE_LOCKED) {
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 	}
 	return err
 }
 
 // Pools reports each connection pool's statistics: connections in use and
 // idle, and how often and how long callers waited for one.
-func (s *Store) Pools() []Pool {
-	return []Pool{
+func (s *Store) Pools() []store.Pool {
+	return []store.Pool{
 		{Name: "writer", DBStats: s.w.Stats()},
 		{Name: "readers", DBStats: s.r.Stats()},
 		{Name: "call_readers", DBStats: s.call.Stats()},
@@ -413,7 +417,7 @@ func (s *Store) Pools() []Pool {
 }
 
 // Admission returns the Store itself: one process serves a SQLite file.
-func (s *Store) Admission() Admitter { return s }
+func (s *Store) Admission() store.Admitter { return s }
 
 // Instances is 1: one svcgw serve per SQLite file.
 func (s *Store) Instances() int { return 1 }

@@ -1,6 +1,8 @@
-package store
+package sqlite
 
 import (
+	"github.com/svcgw/svcgw/store"
+
 	"context"
 	"database/sql"
 	"database/sql/driver"
@@ -137,7 +139,7 @@ import (
 // and, for a bulk writer where SQLite checkpoints in the commit, its
 // threshold.
 func writerPragmas(batchSize int, checkpoint string) string {
-	if !BulkWriter(batchSize) {
+	if !store.BulkWriter(batchSize) {
 		return fmt.Sprintf("&_pragma=cache_size(-%d)", servingCacheKiB)
 	}
 	p := fmt.Sprintf("&_pragma=cache_size(-%d)", batchSize*writerCacheBytesPerRow/1024)
@@ -195,7 +197,7 @@ func (b *bulkInsert) begin(ctx context.Context, db *sql.DB) (err error) {
 }
 
 // exec inserts rows, bulkInsertChunk of them, in the batch's transaction.
-func (b *bulkInsert) exec(ctx context.Context, rows []GenRow) error {
+func (b *bulkInsert) exec(ctx context.Context, rows []store.GenRow) error {
 	if b.args == nil {
 		b.args = make([]driver.NamedValue, bulkInsertChunk*insertColumns)
 		for i := range b.args {
@@ -205,7 +207,7 @@ func (b *bulkInsert) exec(ctx context.Context, rows []GenRow) error {
 	args := b.args[:len(rows)*insertColumns]
 	var v [insertColumns]any
 	for i := range rows {
-		rows[i].appendValues(v[:0])
+		appendValues(v[:0], &rows[i])
 		a := args[i*insertColumns : (i+1)*insertColumns]
 		for j := range a {
 			a[j].Value = v[j]
@@ -286,7 +288,7 @@ const (
 // generations, spend_daily and the roll-ups check, which the batch ran
 // without). agg holds the batch's sums: its debits name every account of
 // the batch, its spend every key.
-func (s *Store) checkParents(ctx context.Context, tx *sql.Tx, agg *BatchSums) error {
+func (s *Store) checkParents(ctx context.Context, tx *sql.Tx, agg *store.BatchSums) error {
 	accts := make([]int64, 0, len(agg.Debits))
 	for id := range agg.Debits {
 		accts = append(accts, id)

@@ -1,6 +1,8 @@
-package store
+package sqlite
 
 import (
+	"github.com/svcgw/svcgw/store"
+
 	"context"
 	"database/sql"
 	"fmt"
@@ -56,7 +58,7 @@ const backfillReadStep = 2048
 // above backfill_through (rowids only grow while the backfill runs: nothing
 // deletes generations until it is complete, see StartUpkeep), and the
 // ledger rolls those up itself.
-func (s *Store) backfillChunk(ctx context.Context, limit int64, maxRows int, rs *RollupSums, rest func(time.Duration) bool) (c chunk, err error) {
+func (s *Store) backfillChunk(ctx context.Context, limit int64, maxRows int, rs *store.RollupSums, rest func(time.Duration) bool) (c chunk, err error) {
 	b, err := readBackfill(ctx, s.r)
 	if err != nil {
 		return chunk{}, fmt.Errorf("backfill: %w", err)
@@ -136,7 +138,7 @@ type chunk struct {
 
 // backfillRead adds the generations with after < rowid <= upto to rs, in
 // one short read, giving up the processor every few hundred rows.
-func (s *Store) backfillRead(ctx context.Context, after, upto int64, rs *RollupSums) (int, error) {
+func (s *Store) backfillRead(ctx context.Context, after, upto int64, rs *store.RollupSums) (int, error) {
 	rows, err := s.r.QueryContext(ctx,
 		`SELECT account_id, COALESCE(key_id, ''), application, request_type,
 		        prompt_tokens, completion_tokens, cached_prompt_tokens, cache_creation_tokens, reasoning_tokens,
@@ -148,17 +150,17 @@ func (s *Store) backfillRead(ctx context.Context, after, upto int64, rs *RollupS
 	defer rows.Close()
 	n := 0
 	for rows.Next() {
-		if n%YieldRows == YieldRows-1 {
+		if n%store.YieldRows == store.YieldRows-1 {
 			runtime.Gosched()
 		}
-		var r GenRow
+		var r store.GenRow
 		g := &r.Gen
 		if err := rows.Scan(&g.AccountID, &g.KeyID, &g.Application, &g.RequestType,
 			&g.PromptTokens, &g.CompletionTokens, &g.CachedPromptTokens, &g.CacheCreationTokens, &g.ReasoningTokens,
 			&r.CostMicros, &r.CreatedMS); err != nil {
 			return 0, fmt.Errorf("backfill: scan: %w", err)
 		}
-		g.CreatedAt = FromMillis(r.CreatedMS)
+		g.CreatedAt = store.FromMillis(r.CreatedMS)
 		rs.Add(&r)
 		n++
 	}

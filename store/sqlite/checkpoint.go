@@ -1,6 +1,8 @@
-package store
+package sqlite
 
 import (
+	"github.com/svcgw/svcgw/store"
+
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -114,7 +116,7 @@ func (s *Store) maybeCheckpoint() {
 	if n < checkpointPages {
 		return
 	}
-	YieldCPU()
+	store.YieldCPU()
 	if c.aside && runtime.GOMAXPROCS(0) == 1 {
 		runtime.GOMAXPROCS(2)
 		defer runtime.GOMAXPROCS(1)

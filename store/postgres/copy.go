@@ -1,6 +1,9 @@
-package store
+package postgres
 
 import (
+	"github.com/svcgw/svcgw/store"
+	"github.com/svcgw/svcgw/store/sqlite"
+
 	"context"
 	"fmt"
 	"log/slog"
@@ -88,20 +91,20 @@ func CopyToPostgres(ctx context.Context, from, dsn string, log *slog.Logger) (Co
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	lock, err := LockServe(from)
+	lock, err := sqlite.LockServe(from)
 	if err != nil {
 		return CopyResult{}, fmt.Errorf("%s: %w; stop svcgw serve on it before copying", from, err)
 	}
 	defer lock.Release()
-	src, err := Open(ctx, from, Options{Existing: true, Logger: log})
+	src, err := sqlite.Open(ctx, from, store.Options{Existing: true, Logger: log})
 	if err != nil {
 		return CopyResult{}, err
 	}
 	defer src.Close()
-	if err := src.runBackfill(ctx, &Pacer{Target: 200 * time.Millisecond, Size: 4000}, log); err != nil {
+	if err := src.CompleteBackfill(ctx, log); err != nil {
 		return CopyResult{}, fmt.Errorf("roll up the generations of %s: %w", from, err)
 	}
-	dst, err := OpenPostgres(ctx, dsn, Options{Logger: log})
+	dst, err := Open(ctx, dsn, store.Options{Logger: log})
 	if err != nil {
 		return CopyResult{}, err
 	}
@@ -113,7 +116,7 @@ func CopyToPostgres(ctx context.Context, from, dsn string, log *slog.Logger) (Co
 			return err
 		}
 		if n > 0 {
-			return fmt.Errorf("%s already holds svcgw data: copy into an empty database: %w", dst.dsn, ErrConflict)
+			return fmt.Errorf("%s already holds svcgw data: copy into an empty database: %w", dst.dsn, store.ErrConflict)
 		}
 		for _, t := range copyTables {
 			if err := copyRows(ctx, src, tx, t); err != nil {
@@ -121,7 +124,7 @@ func CopyToPostgres(ctx context.Context, from, dsn string, log *slog.Logger) (Co
 			}
 		}
 		var pruned int64
-		if err := src.r.QueryRowContext(ctx, `SELECT pruned_before FROM ledger_upkeep WHERE id = 1`).Scan(&pruned); err != nil {
+		if err := src.Readers().QueryRow(ctx, `SELECT pruned_before FROM ledger_upkeep WHERE id = 1`).Scan(&pruned); err != nil {
 			return fmt.Errorf("copy ledger_upkeep: %w", err)
 		}
 		if _, err := tx.Exec(ctx, `UPDATE ledger_upkeep SET pruned_before = $1 WHERE id = 1`, pruned); err != nil {
@@ -143,7 +146,7 @@ func CopyToPostgres(ctx context.Context, from, dsn string, log *slog.Logger) (Co
 	figure := func(table, expr string) error {
 		c := CopyCheck{Table: table, What: expr}
 		q := `SELECT COALESCE(` + expr + `, 0) FROM ` + table
-		if err := src.r.QueryRowContext(ctx, q).Scan(&c.Source); err != nil {
+		if err := src.Readers().QueryRow(ctx, q).Scan(&c.Source); err != nil {
 			return fmt.Errorf("verify %s %s in %s: %w", table, expr, from, err)
 		}
 		if err := dst.r.QueryRow(ctx, q).Scan(&c.Dest); err != nil {
@@ -176,8 +179,8 @@ func CopyToPostgres(ctx context.Context, from, dsn string, log *slog.Logger) (Co
 }
 
 // copyRows streams table t from src into tx with COPY.
-func copyRows(ctx context.Context, src *Store, tx pgx.Tx, t copyTable) error {
-	rows, err := src.r.QueryContext(ctx, `SELECT `+strings.Join(t.cols, ", ")+` FROM `+t.name+` ORDER BY `+t.order)
+func copyRows(ctx context.Context, src *sqlite.Store, tx pgx.Tx, t copyTable) error {
+	rows, err := src.Readers().Query(ctx, `SELECT `+strings.Join(t.cols, ", ")+` FROM `+t.name+` ORDER BY `+t.order)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,8 @@
-package store
+package postgres
 
 import (
+	"github.com/svcgw/svcgw/store"
+
 	"context"
 	"database/sql"
 	"embed"
@@ -31,8 +33,8 @@ import (
 // 2), plus the connection that holds the instance's liveness lock and
 // listens for its peers' requests (postgres_lease_peers.go): at most 9
 // connections per instance.
-type Postgres struct {
-	Policy
+type Store struct {
+	store.Policy
 	dsn  string // redacted
 	w    *pgxpool.Pool
 	r    *pgxpool.Pool
@@ -41,28 +43,28 @@ type Postgres struct {
 	leases *leases
 	refs   ledgerRefs // the ledger writer's
 
-	upkeep    UpkeepState
+	upkeep    store.UpkeepState
 	closeOnce sync.Once
 	closeErr  error
 }
 
-//go:embed pgmigrations/*.sql
+//go:embed migrations/*.sql
 var pgMigrationFiles embed.FS
 
 // pgWritePool is the writer pool's size: the ledger writer, and one more
 // connection for other writes (credits, keys, feedback, upkeep).
 const pgWritePool = 2
 
-// OpenPostgres connects to the PostgreSQL database dsn names (a postgres://
+// Open connects to the PostgreSQL database dsn names (a postgres://
 // or postgresql:// URL, with any libpq parameter pgx accepts), applies any
 // pending migrations and starts the ledger writer. Migrations are safe when
 // several instances start at once: each runs in a transaction holding an
 // advisory lock, and a migration already recorded is skipped. Close the
 // store when done.
-func OpenPostgres(ctx context.Context, dsn string, opts Options) (*Postgres, error) {
+func Open(ctx context.Context, dsn string, opts store.Options) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("open postgres %s: %w: %w", Redact(dsn), ErrInvalid, err)
+		return nil, fmt.Errorf("open postgres %s: %w: %w", store.Redact(dsn), store.ErrInvalid, err)
 	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = 10 * time.Second
@@ -80,7 +82,7 @@ func OpenPostgres(ctx context.Context, dsn string, opts Options) (*Postgres, err
 	if opts.QueueSize <= 0 {
 		opts.QueueSize = 16384
 	}
-	p := &Postgres{dsn: Redact(dsn)}
+	p := &Store{dsn: store.Redact(dsn)}
 	p.Init(opts, p, pgCharges{p})
 	p.leases = newLeases(p, opts.LeaseTTL)
 	p.SetRollupsComplete(true) // born with them: nothing to backfill
@@ -108,15 +110,15 @@ func OpenPostgres(ctx context.Context, dsn string, opts Options) (*Postgres, err
 		}
 		if table == nil {
 			p.w.Close()
-			return nil, fmt.Errorf("open postgres %s: %w", p.dsn, ErrNoDatabase)
+			return nil, fmt.Errorf("open postgres %s: %w", p.dsn, store.ErrNoDatabase)
 		}
 	}
-	ms, err := LoadMigrations(pgMigrationFiles, "pgmigrations")
+	ms, err := store.LoadMigrations(pgMigrationFiles, "migrations")
 	if err != nil {
 		p.w.Close()
 		return nil, err
 	}
-	if err := Migrate(ctx, pgMigrator{p.w}, ms, p.Now, p.Logger()); err != nil {
+	if err := store.Migrate(ctx, pgMigrator{p.w}, ms, p.Now, p.Logger()); err != nil {
 		p.w.Close()
 		return nil, fmt.Errorf("open postgres %s: %w", p.dsn, err)
 	}
@@ -143,7 +145,7 @@ func OpenPostgres(ctx context.Context, dsn string, opts Options) (*Postgres, err
 // It is a session setting, not a startup parameter, so a server that does
 // not know it (a PostgreSQL-wire database) still connects: the SET fails
 // and is ignored. A DSN that sets plan_cache_mode keeps its own.
-func (p *Postgres) writerSession(cfg *pgxpool.Config) func(context.Context, *pgx.Conn) error {
+func (p *Store) writerSession(cfg *pgxpool.Config) func(context.Context, *pgx.Conn) error {
 	if _, set := cfg.ConnConfig.RuntimeParams["plan_cache_mode"]; set {
 		return nil
 	}
@@ -168,12 +170,12 @@ func cmpOr(n, def int) int {
 }
 
 // Path is the database's URL, its password redacted.
-func (p *Postgres) Path() string { return p.dsn }
+func (p *Store) Path() string { return p.dsn }
 
 // Close stops the upkeep and the lease loop, waits for the ledger writer to
 // commit what is queued (see Store.Close), gives back this instance's
 // leases and rate-limit slices, and closes the pools. It is idempotent.
-func (p *Postgres) Close() error {
+func (p *Store) Close() error {
 	p.closeOnce.Do(func() {
 		p.stopUpkeep()
 		errs := []error{p.StopLedger(), p.leases.stop()}
@@ -194,7 +196,7 @@ const pgAdvisoryLock = 0x73766367
 // and each finds what the others applied.
 type pgMigrator struct{ db *pgxpool.Pool }
 
-func (m pgMigrator) BeginMigration(ctx context.Context) (MigrationTx, error) {
+func (m pgMigrator) BeginMigration(ctx context.Context) (store.MigrationTx, error) {
 	tx, err := m.db.Begin(ctx)
 	if err != nil {
 		return nil, err
@@ -241,7 +243,7 @@ const (
 )
 
 // unstorable reports whether err is PostgreSQL rejecting a row as such.
-func (p *Postgres) Unstorable(err error) bool {
+func (p *Store) Unstorable(err error) bool {
 	if errors.Is(err, errNoReference) {
 		return true
 	}
@@ -254,7 +256,7 @@ func (p *Postgres) Unstorable(err error) bool {
 }
 
 // faultReason says in a few words why a ledger commit failed.
-func (p *Postgres) FaultReason(err error) string {
+func (p *Store) FaultReason(err error) string {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return "a commit did not finish in time: is the database server overloaded, or a lock held?"
 	}
@@ -284,12 +286,12 @@ func (p *Postgres) FaultReason(err error) string {
 // readErr marks err, from a read run under readCtx, as ErrUnavailable when
 // the read ran out of time or could not reach the server: the caller may
 // retry later. A caller's own cancellation stays what it is.
-func (p *Postgres) ReadErr(ctx context.Context, err error) error {
+func (p *Store) ReadErr(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(context.Cause(ctx), ErrQueryTimeout) {
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	if errors.Is(context.Cause(ctx), store.ErrQueryTimeout) {
+		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 	}
 	if ctx.Err() != nil {
 		return err
@@ -298,13 +300,13 @@ func (p *Postgres) ReadErr(ctx context.Context, err error) error {
 	if errors.As(err, &pe) {
 		switch pe.Code[:2] {
 		case "08", "53", "57":
-			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+			return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 		}
 		return err
 	}
 	var ne net.Error
 	if errors.As(err, &ne) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) {
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 	}
 	return err
 }
@@ -313,10 +315,10 @@ func (p *Postgres) ReadErr(ctx context.Context, err error) error {
 func noRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
 
 // Pools reports each pgx pool's statistics, as the SQLite store's.
-func (p *Postgres) Pools() []Pool {
-	stat := func(name string, pl *pgxpool.Pool) Pool {
+func (p *Store) Pools() []store.Pool {
+	stat := func(name string, pl *pgxpool.Pool) store.Pool {
 		st := pl.Stat()
-		return Pool{Name: name, DBStats: sql.DBStats{
+		return store.Pool{Name: name, DBStats: sql.DBStats{
 			MaxOpenConnections: int(st.MaxConns()),
 			OpenConnections:    int(st.TotalConns()),
 			InUse:              int(st.AcquiredConns()),
@@ -325,5 +327,5 @@ func (p *Postgres) Pools() []Pool {
 			WaitDuration:       st.EmptyAcquireWaitTime(),
 		}}
 	}
-	return []Pool{stat("writer", p.w), stat("readers", p.r), stat("call_readers", p.call)}
+	return []store.Pool{stat("writer", p.w), stat("readers", p.r), stat("call_readers", p.call)}
 }

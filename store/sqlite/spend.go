@@ -1,6 +1,8 @@
-package store
+package sqlite
 
 import (
+	"github.com/svcgw/svcgw/store"
+
 	"context"
 	"database/sql"
 	"errors"
@@ -21,13 +23,13 @@ import (
 // serving a database file. An account or key is loaded before any charge of
 // it is queued (RecordGeneration loads it first), so the load sees every
 // earlier charge committed and none in flight.
-func (s *Store) Spend(ctx context.Context, accountID int64, keyID string, now time.Time) (Spend, error) {
-	var sp Spend
+func (s *Store) Spend(ctx context.Context, accountID int64, keyID string, now time.Time) (store.Spend, error) {
+	var sp store.Spend
 	a, err := s.spend.entry(ctx, s, spendKey{account: accountID}, now)
 	if err != nil {
-		return Spend{}, err
+		return store.Spend{}, err
 	}
-	p := PeriodOf(now)
+	p := store.PeriodOf(now)
 	a.mu.Lock()
 	sp.Total = a.total
 	sp.AccountDay, sp.AccountMonth = a.period(p)
@@ -37,7 +39,7 @@ func (s *Store) Spend(ctx context.Context, accountID int64, keyID string, now ti
 	}
 	k, err := s.spend.entry(ctx, s, spendKey{account: accountID, key: keyID}, now)
 	if err != nil {
-		return Spend{}, err
+		return store.Spend{}, err
 	}
 	k.mu.Lock()
 	sp.KeyDay, sp.KeyMonth = k.period(p)
@@ -49,18 +51,18 @@ func (s *Store) Spend(ctx context.Context, accountID int64, keyID string, now ti
 // when keyID is "") have been charged in now's UTC day and month, as
 // committed; Total is the account's total_used. It is for operators (the
 // CLI); the server asks Spend, which also counts what is queued.
-func (s *Store) PeriodSpend(ctx context.Context, accountID int64, keyID string, now time.Time) (Spend, error) {
-	var sp Spend
+func (s *Store) PeriodSpend(ctx context.Context, accountID int64, keyID string, now time.Time) (store.Spend, error) {
+	var sp store.Spend
 	e, err := s.loadSpend(ctx, spendKey{account: accountID}, now)
 	if err != nil {
-		return Spend{}, err
+		return store.Spend{}, err
 	}
-	p := PeriodOf(now)
+	p := store.PeriodOf(now)
 	sp.Total = e.total
 	sp.AccountDay, sp.AccountMonth = e.period(p)
 	if keyID != "" {
 		if e, err = s.loadSpend(ctx, spendKey{account: accountID, key: keyID}, now); err != nil {
-			return Spend{}, err
+			return store.Spend{}, err
 		}
 		sp.KeyDay, sp.KeyMonth = e.period(p)
 	}
@@ -70,12 +72,12 @@ func (s *Store) PeriodSpend(ctx context.Context, accountID int64, keyID string, 
 // sqliteCharges is the spend tracker as the ledger's charge counter.
 type sqliteCharges struct{ s *Store }
 
-func (c sqliteCharges) Record(r GenRow) GenRow {
+func (c sqliteCharges) Record(r store.GenRow) store.GenRow {
 	c.s.spend.record(c.s, r.Gen.AccountID, r.Gen.KeyID, r.CostMicros, r.Gen.CreatedAt)
 	return r
 }
 
-func (c sqliteCharges) Unrecord(r GenRow) {
+func (c sqliteCharges) Unrecord(r store.GenRow) {
 	c.s.spend.unrecord(r.Gen.AccountID, r.Gen.KeyID, r.CostMicros, r.Gen.CreatedAt)
 }
 
@@ -211,11 +213,11 @@ func (e *spendEntry) add(cost int64, at time.Time) {
 	if e.days == nil {
 		e.days = make(map[int32]int64)
 	}
-	d := DayNumber(at)
+	d := store.DayNumber(at)
 	e.days[d] += cost
 	if len(e.days) > 64 {
 		// Keep the current and the previous month: caps look at no more.
-		oldest := DayNumber(StartOfMonth(StartOfMonth(at).AddDate(0, 0, -1)))
+		oldest := store.DayNumber(store.StartOfMonth(store.StartOfMonth(at).AddDate(0, 0, -1)))
 		for day := range e.days {
 			if day < oldest {
 				delete(e.days, day)
@@ -226,7 +228,7 @@ func (e *spendEntry) add(cost int64, at time.Time) {
 
 // period returns the charges of p's day and of p's month. Callers hold
 // e.mu (or own e).
-func (e *spendEntry) period(p Period) (dayTotal, monthTotal int64) {
+func (e *spendEntry) period(p store.Period) (dayTotal, monthTotal int64) {
 	dayTotal = e.days[p.Day]
 	for d, c := range e.days {
 		if d >= p.MonthStart && d < p.MonthEnd {
@@ -242,7 +244,7 @@ func (e *spendEntry) period(p Period) (dayTotal, monthTotal int64) {
 func (s *Store) loadSpend(ctx context.Context, k spendKey, now time.Time) (*spendEntry, error) {
 	ctx, cancel := s.ReadCtx(ctx)
 	defer cancel()
-	from := DayNumber(StartOfMonth(StartOfMonth(now).AddDate(0, 0, -1)))
+	from := store.DayNumber(store.StartOfMonth(store.StartOfMonth(now).AddDate(0, 0, -1)))
 	e := &spendEntry{days: make(map[int32]int64)}
 	var (
 		rows *sql.Rows

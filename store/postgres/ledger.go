@@ -1,6 +1,8 @@
-package store
+package postgres
 
 import (
+	"github.com/svcgw/svcgw/store"
+
 	"cmp"
 	"context"
 	"errors"
@@ -64,7 +66,7 @@ type ledgerRefs struct {
 // check returns an error wrapping errNoReference when a row names an
 // account or key that does not exist, after asking the database about
 // those it has not seen; any other error is the database's.
-func (r *ledgerRefs) check(ctx context.Context, db *pgxpool.Pool, rows []GenRow) error {
+func (r *ledgerRefs) check(ctx context.Context, db *pgxpool.Pool, rows []store.GenRow) error {
 	if r.accounts == nil {
 		r.accounts, r.keys = make(map[int64]struct{}), make(map[string]struct{})
 	}
@@ -154,7 +156,7 @@ type sumColumns struct {
 	requests, input, output, cached, cacheWrite, reasoning, cost []int64
 }
 
-func (c *sumColumns) add(v UsageSums) {
+func (c *sumColumns) add(v store.UsageSums) {
 	c.requests = append(c.requests, v.Requests)
 	c.input = append(c.input, v.Input)
 	c.output = append(c.output, v.Output)
@@ -172,7 +174,7 @@ func (c *sumColumns) args() []any {
 // failure before the batch is sent, or one the server reports, means
 // nothing was written; a failure of the connection after it was sent may
 // hide a commit that took effect, and wraps errUncertain.
-func (p *Postgres) CommitBatch(ctx context.Context, rows []GenRow, agg *BatchSums) error {
+func (p *Store) CommitBatch(ctx context.Context, rows []store.GenRow, agg *store.BatchSums) error {
 	agg.Sum(rows)
 	n := len(rows)
 	gid := make([]string, 0, n)
@@ -229,11 +231,11 @@ func (p *Postgres) CommitBatch(ctx context.Context, rows []GenRow, agg *BatchSum
 		debits[i] = agg.Debits[a]
 	}
 
-	sk := make([]SpendDay, 0, len(agg.Spend))
+	sk := make([]store.SpendDay, 0, len(agg.Spend))
 	for k := range agg.Spend {
 		sk = append(sk, k)
 	}
-	slices.SortFunc(sk, func(a, b SpendDay) int {
+	slices.SortFunc(sk, func(a, b store.SpendDay) int {
 		return cmp.Or(cmp.Compare(a.Account, b.Account), strings.Compare(a.Key, b.Key), cmp.Compare(a.Day, b.Day))
 	})
 	var (
@@ -292,17 +294,17 @@ func (p *Postgres) CommitBatch(ctx context.Context, rows []GenRow, agg *BatchSum
 	}
 	// The connection failed with the batch sent: the server may have
 	// committed it.
-	return fmt.Errorf("ledger: commit: %w: %w", ErrUncertain, first)
+	return fmt.Errorf("ledger: commit: %w: %w", store.ErrUncertain, first)
 }
 
 // queueRollups queues the upserts of rs's roll-up rows, in primary-key
 // order (see rollupSums.write).
-func queueRollups(b *pgx.Batch, rs *RollupSums) {
-	dks := make([]DailyKey, 0, len(rs.Daily))
+func queueRollups(b *pgx.Batch, rs *store.RollupSums) {
+	dks := make([]store.DailyKey, 0, len(rs.Daily))
 	for k := range rs.Daily {
 		dks = append(dks, k)
 	}
-	slices.SortFunc(dks, CompareDaily)
+	slices.SortFunc(dks, store.CompareDaily)
 	var (
 		acct      []int64
 		day       []int32
@@ -318,11 +320,11 @@ func queueRollups(b *pgx.Batch, rs *RollupSums) {
 		b.Queue(pgUpsertDaily, append([]any{acct, day, key, app, typ}, dailySums.args()...)...)
 	}
 
-	pks := make([]PeriodKey, 0, len(rs.Periods))
+	pks := make([]store.PeriodKey, 0, len(rs.Periods))
 	for k := range rs.Periods {
 		pks = append(pks, k)
 	}
-	slices.SortFunc(pks, ComparePeriod)
+	slices.SortFunc(pks, store.ComparePeriod)
 	var (
 		pAcct              []int64
 		axis, span, bucket []string
@@ -340,7 +342,7 @@ func queueRollups(b *pgx.Batch, rs *RollupSums) {
 
 // storedRow reads the account, cost and creation time of the stored
 // generation id.
-func (p *Postgres) StoredRow(ctx context.Context, id string) (acct, cost, created int64, err error) {
+func (p *Store) StoredRow(ctx context.Context, id string) (acct, cost, created int64, err error) {
 	err = p.w.QueryRow(ctx, `SELECT account_id, cost_micros, created_at FROM generations WHERE id = $1`, id).
 		Scan(&acct, &cost, &created)
 	return acct, cost, created, err
@@ -349,12 +351,12 @@ func (p *Postgres) StoredRow(ctx context.Context, id string) (acct, cost, create
 // ListGenerations returns a page of the account's generations, newest
 // first (see Store.ListGenerations). Among generations of the same
 // millisecond, the one inserted last comes first.
-func (p *Postgres) ListGenerations(ctx context.Context, accountID int64, q ListQuery) ([]ListedGeneration, bool, error) {
+func (p *Store) ListGenerations(ctx context.Context, accountID int64, q store.ListQuery) ([]store.ListedGeneration, bool, error) {
 	limit, err := q.PageLimit()
 	if err != nil {
 		return nil, false, err
 	}
-	args := []any{ReviewEndUser, accountID}
+	args := []any{store.ReviewEndUser, accountID}
 	if q.Before != "" {
 		// A row never changes once written, so the cursor read and the
 		// page need not share a snapshot.
@@ -362,7 +364,7 @@ func (p *Postgres) ListGenerations(ctx context.Context, accountID int64, q ListQ
 		err := p.r.QueryRow(ctx, `SELECT created_at, seq FROM generations WHERE id = $1 AND account_id = $2`,
 			q.Before, accountID).Scan(&created, &seq)
 		if noRows(err) {
-			return nil, false, fmt.Errorf("list generations: cursor %q: %w", q.Before, ErrNotFound)
+			return nil, false, fmt.Errorf("list generations: cursor %q: %w", q.Before, store.ErrNotFound)
 		}
 		if err != nil {
 			return nil, false, fmt.Errorf("list generations: cursor: %w", err)
@@ -381,7 +383,7 @@ func (p *Postgres) ListGenerations(ctx context.Context, accountID int64, q ListQ
 		return nil, false, fmt.Errorf("list generations: %w", err)
 	}
 	defer rows.Close()
-	return ScanListed(rows, limit)
+	return store.ScanListed(rows, limit)
 }
 
 // pgListSQL is the text of a Postgres.ListGenerations page, with the
@@ -404,7 +406,7 @@ func pgListSQL(cursor, requestType, application bool) string {
 	if application {
 		where += ` AND g.application = ` + next()
 	}
-	return `SELECT ` + ListColumns + `
+	return `SELECT ` + store.ListColumns + `
 	 FROM generations g
 	 LEFT JOIN feedback r ON r.account_id = g.account_id AND r.generation_id = g.id AND r.end_user = $1
 	 WHERE ` + where + `

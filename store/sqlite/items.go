@@ -1,6 +1,8 @@
-package store
+package sqlite
 
 import (
+	"github.com/svcgw/svcgw/store"
+
 	"context"
 	"database/sql"
 	"fmt"
@@ -15,7 +17,7 @@ const insertItemSQL = `INSERT INTO output_items (account_id, id, generation_id, 
 // commitBatch). The statement is not prepared: a prepare on the writer
 // would wait for the connection tx holds, and a batch has few items (only
 // streamed Responses calls keep any).
-func (s *Store) insertItems(ctx context.Context, tx *sql.Tx, rows []GenRow) error {
+func (s *Store) insertItems(ctx context.Context, tx *sql.Tx, rows []store.GenRow) error {
 	for i := range rows {
 		g := &rows[i].Gen
 		for _, it := range g.Items {
@@ -32,7 +34,7 @@ func (s *Store) insertItems(ctx context.Context, tx *sql.Tx, rows []GenRow) erro
 // absent. An item of a call this instance answered is found even if the
 // ledger had not committed it yet.
 func (s *Store) OutputItems(ctx context.Context, accountID int64, ids []string) (map[string][]byte, error) {
-	return LookUpItems(ctx, ids, s.Sync, 0, func(ctx context.Context, ids []string) (map[string][]byte, error) {
+	return store.LookUpItems(ctx, ids, s.Sync, 0, func(ctx context.Context, ids []string) (map[string][]byte, error) {
 		ctx, cancel := s.ReadCtx(ctx)
 		defer cancel()
 		args := make([]any, 0, len(ids)+1)

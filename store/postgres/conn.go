@@ -1,6 +1,8 @@
-package store
+package postgres
 
 import (
+	"github.com/svcgw/svcgw/store"
+
 	"context"
 	"database/sql"
 	"fmt"
@@ -15,16 +17,16 @@ import (
 // pgq), write transactions, and the reads of the call path.
 
 // pgDialect is PostgreSQL's (see dialect).
-var pgDialect = Dialect{ForUpdate: " FOR UPDATE", KeyOrder: "k.seq"}
+var pgDialect = store.Dialect{ForUpdate: " FOR UPDATE", KeyOrder: "k.seq"}
 
-func (p *Postgres) Dialect() Dialect { return pgDialect }
+func (p *Store) Dialect() store.Dialect { return pgDialect }
 
 // readers is the pool of account reads and commands.
-func (p *Postgres) Readers() Conn { return pgConn{p.r} }
+func (p *Store) Readers() store.Conn { return pgConn{p.r} }
 
 // writeTx runs fn in a transaction on the writer pool, and commits it
 // when fn returns nil. what names the change in errors.
-func (p *Postgres) WriteTx(ctx context.Context, what string, fn func(tx Conn) error) error {
+func (p *Store) WriteTx(ctx context.Context, what string, fn func(tx store.Conn) error) error {
 	tx, err := p.w.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("%s: begin: %w", what, err)
@@ -49,11 +51,11 @@ type pgConn struct {
 	}
 }
 
-func (c pgConn) QueryRow(ctx context.Context, q string, args ...any) Scanner {
+func (c pgConn) QueryRow(ctx context.Context, q string, args ...any) store.Scanner {
 	return pgRow{c.db.QueryRow(ctx, pgq(q), args...)}
 }
 
-func (c pgConn) Query(ctx context.Context, q string, args ...any) (Rows, error) {
+func (c pgConn) Query(ctx context.Context, q string, args ...any) (store.Rows, error) {
 	return c.db.Query(ctx, pgq(q), args...)
 }
 
@@ -93,29 +95,29 @@ func pgq(q string) string {
 }
 
 // pgBudgetSQL is budgetSQL with PostgreSQL's placeholders.
-var pgBudgetSQL = pgq(BudgetSQL)
+var pgBudgetSQL = pgq(store.BudgetSQL)
 
 // budgetRow reads budgetSQL for the account, on the call path's pool.
-func (p *Postgres) BudgetRow(ctx context.Context, accountID int64) Scanner {
+func (p *Store) BudgetRow(ctx context.Context, accountID int64) store.Scanner {
 	return pgRow{p.call.QueryRow(ctx, pgBudgetSQL, accountID)}
 }
 
 // keyChanges reads the count of key changes (see authCache).
-func (p *Postgres) KeyChanges(ctx context.Context) (int64, error) {
+func (p *Store) KeyChanges(ctx context.Context) (int64, error) {
 	var n int64
-	err := p.call.QueryRow(ctx, KeyChangesSQL).Scan(&n)
+	err := p.call.QueryRow(ctx, store.KeyChangesSQL).Scan(&n)
 	return n, p.ReadErr(ctx, err)
 }
 
 // pgKeySQL is keySQL with PostgreSQL's placeholders.
-var pgKeySQL = pgq(KeySQL)
+var pgKeySQL = pgq(store.KeySQL)
 
 // activeKey reads the active key whose secret hashes to hash, on the call
 // path's pool.
-func (p *Postgres) ActiveKey(ctx context.Context, hash string) (Key, error) {
-	k, err := ScanKey(p.call.QueryRow(ctx, pgKeySQL, hash))
+func (p *Store) ActiveKey(ctx context.Context, hash string) (store.Key, error) {
+	k, err := store.ScanKey(p.call.QueryRow(ctx, pgKeySQL, hash))
 	if noRows(err) {
-		return Key{}, ErrNotFound
+		return store.Key{}, store.ErrNotFound
 	}
 	return k, p.ReadErr(ctx, err)
 }

@@ -1,6 +1,8 @@
-package store
+package sqlite
 
 import (
+	"github.com/svcgw/svcgw/store"
+
 	"context"
 	"database/sql"
 )
@@ -14,11 +16,11 @@ type sqlConn struct {
 	}
 }
 
-func (c sqlConn) QueryRow(ctx context.Context, q string, args ...any) Scanner {
+func (c sqlConn) QueryRow(ctx context.Context, q string, args ...any) store.Scanner {
 	return c.db.QueryRowContext(ctx, q, args...)
 }
 
-func (c sqlConn) Query(ctx context.Context, q string, args ...any) (Rows, error) {
+func (c sqlConn) Query(ctx context.Context, q string, args ...any) (store.Rows, error) {
 	r, err := c.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err

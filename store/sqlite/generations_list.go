@@ -1,6 +1,8 @@
-package store
+package sqlite
 
 import (
+	"github.com/svcgw/svcgw/store"
+
 	"context"
 	"database/sql"
 	"errors"
@@ -21,7 +23,7 @@ import (
 //
 // It reads what is committed: call Sync first to see generations recorded
 // just before.
-func (s *Store) ListGenerations(ctx context.Context, accountID int64, q ListQuery) ([]ListedGeneration, bool, error) {
+func (s *Store) ListGenerations(ctx context.Context, accountID int64, q store.ListQuery) ([]store.ListedGeneration, bool, error) {
 	limit, err := q.PageLimit()
 	if err != nil {
 		return nil, false, err
@@ -34,14 +36,14 @@ func (s *Store) ListGenerations(ctx context.Context, accountID int64, q ListQuer
 	}
 	defer tx.Rollback()
 
-	args := []any{ReviewEndUser, accountID}
+	args := []any{store.ReviewEndUser, accountID}
 	if q.Before != "" {
 		var created, rowid int64
 		err := tx.QueryRowContext(ctx,
 			`SELECT created_at, rowid FROM generations WHERE id = ? AND account_id = ?`,
 			q.Before, accountID).Scan(&created, &rowid)
 		if errors.Is(err, sql.ErrNoRows) {
-			return nil, false, fmt.Errorf("list generations: cursor %q: %w", q.Before, ErrNotFound)
+			return nil, false, fmt.Errorf("list generations: cursor %q: %w", q.Before, store.ErrNotFound)
 		}
 		if err != nil {
 			return nil, false, fmt.Errorf("list generations: cursor: %w", err)
@@ -66,7 +68,7 @@ func (s *Store) ListGenerations(ctx context.Context, accountID int64, q ListQuer
 		return nil, false, fmt.Errorf("list generations: %w", err)
 	}
 	defer rows.Close()
-	return ScanListed(rows, limit)
+	return store.ScanListed(rows, limit)
 }
 
 // The indexes a listing reads (see listSQL).
@@ -78,7 +80,7 @@ const (
 
 // listIndexFor is the index a listing of q reads when it has at most one
 // filter.
-func listIndexFor(q ListQuery) string {
+func listIndexFor(q store.ListQuery) string {
 	switch {
 	case q.Application != "":
 		return indexByApplication
@@ -98,7 +100,7 @@ const rareProbe = 10_000
 // that the walk tests the other filter on as few rows as may be: the
 // application's when neither has fewer than rareProbe. SQLite keeps no
 // statistics of its own here to choose by (PostgreSQL's planner does).
-func rarerIndex(ctx context.Context, tx *sql.Tx, accountID int64, q ListQuery) (string, error) {
+func rarerIndex(ctx context.Context, tx *sql.Tx, accountID int64, q store.ListQuery) (string, error) {
 	count := func(index, column, value string) (int, error) {
 		var n int
 		err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM generations INDEXED BY `+index+`
@@ -144,7 +146,7 @@ func listSQL(cursor, requestType, application bool, index string) string {
 	if application {
 		where += ` AND g.application = ?`
 	}
-	return `SELECT ` + ListColumns + `
+	return `SELECT ` + store.ListColumns + `
 	 FROM ` + from + `
 	 LEFT JOIN feedback r ON r.account_id = g.account_id AND r.generation_id = g.id AND r.end_user = ?
 	 WHERE ` + where + `

@@ -1,6 +1,8 @@
-package store
+package postgres
 
 import (
+	"github.com/svcgw/svcgw/store"
+
 	"context"
 	"fmt"
 	"time"
@@ -15,19 +17,19 @@ import (
 // database; call Sync first to count this instance's queued charges). It
 // is for reports: with several instances, admission does not read spend
 // but holds leases (see Lease).
-func (p *Postgres) Spend(ctx context.Context, accountID int64, keyID string, now time.Time) (Spend, error) {
+func (p *Store) Spend(ctx context.Context, accountID int64, keyID string, now time.Time) (store.Spend, error) {
 	return p.PeriodSpend(ctx, accountID, keyID, now)
 }
 
 // PeriodSpend reads from the database what the account and the key (none
 // when keyID is "") have been charged in now's UTC day and month, as
 // committed; Total is the account's total_used.
-func (p *Postgres) PeriodSpend(ctx context.Context, accountID int64, keyID string, now time.Time) (Spend, error) {
+func (p *Store) PeriodSpend(ctx context.Context, accountID int64, keyID string, now time.Time) (store.Spend, error) {
 	ctx, cancel := p.ReadCtx(ctx)
 	defer cancel()
-	var sp Spend
-	from := DayNumber(StartOfMonth(now))
-	pd := PeriodOf(now)
+	var sp store.Spend
+	from := store.DayNumber(store.StartOfMonth(now))
+	pd := store.PeriodOf(now)
 	err := p.r.QueryRow(ctx, `SELECT
 		(SELECT total_used_micros FROM accounts WHERE id = $1),
 		COALESCE(SUM(cost_micros) FILTER (WHERE day = $3), 0),
@@ -38,7 +40,7 @@ func (p *Postgres) PeriodSpend(ctx context.Context, accountID int64, keyID strin
 		accountID, from, pd.Day, pd.MonthEnd, keyID).
 		Scan(&nullableInt{&sp.Total}, &sp.AccountDay, &sp.AccountMonth, &sp.KeyDay, &sp.KeyMonth)
 	if err != nil {
-		return Spend{}, fmt.Errorf("spend: %w", p.ReadErr(ctx, err))
+		return store.Spend{}, fmt.Errorf("spend: %w", p.ReadErr(ctx, err))
 	}
 	if keyID == "" {
 		sp.KeyDay, sp.KeyMonth = 0, 0
@@ -64,15 +66,15 @@ func (n *nullableInt) Scan(src any) error {
 // StartUpkeep starts retention (see Store.StartUpkeep; there is no
 // backfill on PostgreSQL). Every instance may run it: passes at once
 // delete the same rows, one after the other.
-func (p *Postgres) StartUpkeep(opts UpkeepOptions) error {
+func (p *Store) StartUpkeep(opts store.UpkeepOptions) error {
 	opts = opts.WithDefaults()
 	log := opts.Logger
 	if log == nil {
 		log = p.Logger()
 	}
 	busy := p.LedgerBusy
-	pp := &Pacer{Target: opts.ChunkTime, Size: 2000, LedgerBusy: busy}
-	return p.upkeep.Start(func(ctx context.Context) { RunRetention(ctx, p, p.Now, opts, pp, log) })
+	pp := &store.Pacer{Target: opts.ChunkTime, Size: 2000, LedgerBusy: busy}
+	return p.upkeep.Start(func(ctx context.Context) { store.RunRetention(ctx, p, p.Now, opts, pp, log) })
 }
 
-func (p *Postgres) stopUpkeep() { p.upkeep.Stop() }
+func (p *Store) stopUpkeep() { p.upkeep.Stop() }

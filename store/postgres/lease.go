@@ -1,6 +1,8 @@
-package store
+package postgres
 
 import (
+	"github.com/svcgw/svcgw/store"
+
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -58,7 +60,7 @@ const pgNowMS = `(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT`
 // lease has room", with the constraint that bound the last grant (the
 // balance or a cap) as the one that refuses.
 type leases struct {
-	p   *Postgres
+	p   *Store
 	id  string // this instance's id
 	ttl time.Duration
 
@@ -231,19 +233,19 @@ const (
 	limMonth
 )
 
-func newLeases(p *Postgres, ttl time.Duration) *leases {
+func newLeases(p *Store, ttl time.Duration) *leases {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	host, _ := os.Hostname()
 	return &leases{p: p, id: fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b)),
-		ttl: OrDefault(ttl, DefaultLeaseTTL), accts: make(map[int64]*leaseAcct),
+		ttl: store.OrDefault(ttl, DefaultLeaseTTL), accts: make(map[int64]*leaseAcct),
 		lockKey: newLockKey(), asks: make(map[uint64]chan struct{})}
 }
 
 // Admission returns the instance's balance leases and starts its
 // heartbeat: the instance joins the ones the rate limits are shared among.
 // Only svcgw serve asks; the admin commands hold no leases.
-func (p *Postgres) Admission() Admitter {
+func (p *Store) Admission() store.Admitter {
 	l := p.leases
 	l.started.Do(func() {
 		l.instances.Store(1)
@@ -275,7 +277,7 @@ func (p *Postgres) Admission() Admitter {
 // Instances is how many svcgw serve instances have been seen on the
 // database within the last three heartbeats, this one included (1 before
 // its first heartbeat): the rate limits are divided among them.
-func (p *Postgres) Instances() int {
+func (p *Store) Instances() int {
 	if n := p.leases.instances.Load(); n > 1 {
 		return int(n)
 	}
@@ -406,7 +408,7 @@ func (l *leases) valid() bool {
 // Health is the store's health (see policy.Health) with the leases' state:
 // an instance that may not spend its leases admits no billable call, so it
 // is not ready.
-func (p *Postgres) Health(ctx context.Context) Health {
+func (p *Store) Health(ctx context.Context) store.Health {
 	h := p.Policy.Health(ctx)
 	h.Leases = p.leases.health()
 	return h
@@ -420,17 +422,17 @@ func (l *leases) health() error {
 	}
 	if !l.lockless.Load() && !l.locked.Load() {
 		return fmt.Errorf("leases: %w: this instance's liveness lock is not held (its sessions ended); it admits no call until it takes it again",
-			ErrUnavailable)
+			store.ErrUnavailable)
 	}
 	l.aliveMu.Lock()
 	alive := l.alive
 	l.aliveMu.Unlock()
 	switch {
 	case alive.IsZero():
-		return fmt.Errorf("leases: %w: no heartbeat has succeeded yet; this instance admits no call until one does", ErrUnavailable)
+		return fmt.Errorf("leases: %w: no heartbeat has succeeded yet; this instance admits no call until one does", store.ErrUnavailable)
 	case !time.Now().Before(alive):
 		return fmt.Errorf("leases: %w: no heartbeat has kept this instance's leases live since %s (lease TTL %s); it admits no call until one succeeds",
-			ErrUnavailable, alive.Add(-l.ttl+l.ttl/10).UTC().Format(time.RFC3339), l.ttl)
+			store.ErrUnavailable, alive.Add(-l.ttl+l.ttl/10).UTC().Format(time.RFC3339), l.ttl)
 	}
 	return nil
 }
@@ -496,7 +498,7 @@ func (l *leases) account(id int64) *leaseAcct {
 
 // Budget grants or tops up the account's leases for a call asking nothing
 // (see LeaseBudget).
-func (l *leases) Budget(ctx context.Context, accountID int64) (Budget, error) {
+func (l *leases) Budget(ctx context.Context, accountID int64) (store.Budget, error) {
 	return l.LeaseBudget(ctx, accountID, 0, 0)
 }
 
@@ -516,7 +518,7 @@ func (l *leases) Budget(ctx context.Context, accountID int64) (Budget, error) {
 // has been free for lockGrace is gone, and the second grant takes its
 // leases back. Short then means the money is really gone: the balance
 // less what every live instance holds cannot cover what was asked.
-func (l *leases) LeaseBudget(ctx context.Context, accountID int64, reserved, need int64) (Budget, error) {
+func (l *leases) LeaseBudget(ctx context.Context, accountID int64, reserved, need int64) (store.Budget, error) {
 	a := l.account(accountID)
 	ctx, cancel := l.p.ReadCtx(ctx)
 	defer cancel()
@@ -537,7 +539,7 @@ func (l *leases) LeaseBudget(ctx context.Context, accountID int64, reserved, nee
 		}
 	}
 	if err != nil {
-		return Budget{}, fmt.Errorf("lease: %w", l.p.ReadErr(ctx, err))
+		return store.Budget{}, fmt.Errorf("lease: %w", l.p.ReadErr(ctx, err))
 	}
 	return b, nil
 }
@@ -565,7 +567,7 @@ type granted struct {
 // grant is LeaseBudget's transaction; it takes back, for good, the
 // account's leases of the peers in reclaim whose liveness lock is still
 // free. Callers hold a.renew.
-func (l *leases) grant(ctx context.Context, a *leaseAcct, accountID, reserved, need int64, reclaim []string) (Budget, granted, error) {
+func (l *leases) grant(ctx context.Context, a *leaseAcct, accountID, reserved, need int64, reclaim []string) (store.Budget, granted, error) {
 	a.mu.Lock()
 	keyIDs := make([]string, 0, len(a.keys))
 	for k := range a.keys {
@@ -577,10 +579,10 @@ func (l *leases) grant(ctx context.Context, a *leaseAcct, accountID, reserved, n
 	if now.IsZero() {
 		now = l.p.Now()
 	}
-	p := PeriodOf(now)
+	p := store.PeriodOf(now)
 
 	var (
-		out   Budget
+		out   store.Budget
 		info  granted
 		apply func()
 	)
@@ -594,7 +596,7 @@ func (l *leases) grant(ctx context.Context, a *leaseAcct, accountID, reserved, n
 		if err := tx.QueryRow(ctx, `SELECT balance_micros, total_used_micros, daily_cap_micros, monthly_cap_micros, `+pgNowMS+`
 			FROM accounts WHERE id = $1 FOR UPDATE`, accountID).Scan(&balance, &used, &daily, &monthly, &dbNow); err != nil {
 			if noRows(err) {
-				return fmt.Errorf("account %d: %w", accountID, ErrNotFound)
+				return fmt.Errorf("account %d: %w", accountID, store.ErrNotFound)
 			}
 			return err
 		}
@@ -740,7 +742,7 @@ func (l *leases) grant(ctx context.Context, a *leaseAcct, accountID, reserved, n
 		held := max(m.granted-m.charged, accUsed-m.charged, 0)
 		room := [3]int64{balance - others[""] - held, noRoom, noRoom}
 		for i, c := range caps {
-			if c != NoCap {
+			if c != store.NoCap {
 				s := acctSpent.day
 				if i == 1 {
 					s = acctSpent.month
@@ -759,15 +761,15 @@ func (l *leases) grant(ctx context.Context, a *leaseAcct, accountID, reserved, n
 		keyLeases := map[string]lease{}
 		for _, k := range keyIDs {
 			kc, ok := keyCaps[k]
-			if !ok || (kc[0] == NoCap && kc[1] == NoCap) {
-				keyLeases[k] = lease{caps: [2]int64{NoCap, NoCap}}
+			if !ok || (kc[0] == store.NoCap && kc[1] == store.NoCap) {
+				keyLeases[k] = lease{caps: [2]int64{store.NoCap, store.NoCap}}
 				continue
 			}
 			m := mine[k]
 			held := max(m.granted-m.charged, keyUsed[k]-m.charged, 0)
 			room := [3]int64{noRoom, noRoom, noRoom}
 			for i, c := range kc {
-				if c != NoCap {
+				if c != store.NoCap {
 					s := perKey[k].day
 					if i == 1 {
 						s = perKey[k].month
@@ -801,11 +803,11 @@ func (l *leases) grant(ctx context.Context, a *leaseAcct, accountID, reserved, n
 			a.grants++
 			a.day = p.Day
 		}
-		out = Budget{Credits: balance + used, DailyCap: caps[0], MonthlyCap: caps[1], Leased: true, Short: short}
+		out = store.Budget{Credits: balance + used, DailyCap: caps[0], MonthlyCap: caps[1], Leased: true, Short: short}
 		return nil
 	})
 	if err != nil {
-		return Budget{}, granted{}, err
+		return store.Budget{}, granted{}, err
 	}
 	apply()
 	return out, info, nil
@@ -863,7 +865,7 @@ func (l *leases) upsert(ctx context.Context, tx pgx.Tx, accountID int64, keyID s
 // capOf is a nullable cap column as a cap.
 func capOf(c *int64) int64 {
 	if c == nil {
-		return NoCap
+		return store.NoCap
 	}
 	return *c
 }
@@ -873,7 +875,7 @@ func capOf(c *int64) int64 {
 // under it as the period's spend (see leases). It reads memory; only a
 // key this instance has not served yet, or leases that lapsed (the
 // heartbeat failing), cost a grant first.
-func (l *leases) Spend(ctx context.Context, accountID int64, keyID string, now time.Time) (Spend, error) {
+func (l *leases) Spend(ctx context.Context, accountID int64, keyID string, now time.Time) (store.Spend, error) {
 	if !l.valid() {
 		// The heartbeat has not succeeded for most of a TTL: the
 		// leases may have lapsed for the others. One heartbeat now,
@@ -888,14 +890,14 @@ func (l *leases) Spend(ctx context.Context, accountID int64, keyID string, now t
 			}
 			return nil, l.heartbeat(ctx)
 		}); err != nil {
-			return Spend{}, fmt.Errorf("lease: %w: %w", ErrUnavailable, err)
+			return store.Spend{}, fmt.Errorf("lease: %w: %w", store.ErrUnavailable, err)
 		}
 	}
 	a := l.account(accountID)
 	a.mu.Lock()
 	a.now = now
 	_, known := a.keys[keyID]
-	newDay := a.renewed && a.day != DayNumber(now)
+	newDay := a.renewed && a.day != store.DayNumber(now)
 	ready := a.renewed && (keyID == "" || known) && !newDay
 	a.mu.Unlock()
 	if !ready {
@@ -908,7 +910,7 @@ func (l *leases) Spend(ctx context.Context, accountID int64, keyID string, now t
 		a.renew.Lock()
 		a.mu.Lock()
 		if keyID != "" && a.keys[keyID] == nil {
-			a.keys[keyID] = &lease{caps: [2]int64{NoCap, NoCap}}
+			a.keys[keyID] = &lease{caps: [2]int64{store.NoCap, store.NoCap}}
 		}
 		a.mu.Unlock()
 		// A key served here for the first time gets its share of what
@@ -918,25 +920,25 @@ func (l *leases) Spend(ctx context.Context, accountID int64, keyID string, now t
 		cancel()
 		a.renew.Unlock()
 		if err != nil {
-			return Spend{}, fmt.Errorf("lease: %w", l.p.ReadErr(ctx, err))
+			return store.Spend{}, fmt.Errorf("lease: %w", l.p.ReadErr(ctx, err))
 		}
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	room := a.acct.granted - a.acct.used
-	sp := Spend{Total: a.credits - room - a.acct.slack[limBalance]}
-	if a.caps[0] != NoCap {
+	sp := store.Spend{Total: a.credits - room - a.acct.slack[limBalance]}
+	if a.caps[0] != store.NoCap {
 		sp.AccountDay = a.caps[0] - room - a.acct.slack[limDay]
 	}
-	if a.caps[1] != NoCap {
+	if a.caps[1] != store.NoCap {
 		sp.AccountMonth = a.caps[1] - room - a.acct.slack[limMonth]
 	}
 	if k := a.keys[keyID]; keyID != "" && k != nil && k.id != 0 {
 		room := k.granted - k.used
-		if k.caps[0] != NoCap {
+		if k.caps[0] != store.NoCap {
 			sp.KeyDay = k.caps[0] - room - k.slack[limDay]
 		}
-		if k.caps[1] != NoCap {
+		if k.caps[1] != store.NoCap {
 			sp.KeyMonth = k.caps[1] - room - k.slack[limMonth]
 		}
 	}
@@ -944,7 +946,7 @@ func (l *leases) Spend(ctx context.Context, accountID int64, keyID string, now t
 }
 
 // record counts a charge against the leases it was admitted on.
-func (l *leases) record(r *GenRow) {
+func (l *leases) record(r *store.GenRow) {
 	l.mu.Lock()
 	a := l.accts[r.Gen.AccountID]
 	l.mu.Unlock()
@@ -964,7 +966,7 @@ func (l *leases) record(r *GenRow) {
 }
 
 // unrecord takes back a charge the ledger dropped.
-func (l *leases) unrecord(r *GenRow) {
+func (l *leases) unrecord(r *store.GenRow) {
 	l.mu.Lock()
 	a := l.accts[r.Gen.AccountID]
 	l.mu.Unlock()
@@ -983,10 +985,10 @@ func (l *leases) unrecord(r *GenRow) {
 
 // pgCharges is the ledger's charge counter on PostgreSQL: a charge is
 // counted against the instance's leases of its account and key.
-type pgCharges struct{ p *Postgres }
+type pgCharges struct{ p *Store }
 
-func (c pgCharges) Record(r GenRow) GenRow { c.p.leases.record(&r); return r }
-func (c pgCharges) Unrecord(r GenRow)      { c.p.leases.unrecord(&r) }
+func (c pgCharges) Record(r store.GenRow) store.GenRow { c.p.leases.record(&r); return r }
+func (c pgCharges) Unrecord(r store.GenRow)            { c.p.leases.unrecord(&r) }
 
 // queueLeaseCharges queues, in a ledger batch, the charges taken off the
 // leases they were made against (lease id → micro-dollars).

@@ -1,6 +1,8 @@
-package store
+package postgres
 
 import (
+	"github.com/svcgw/svcgw/store"
+
 	"context"
 	"fmt"
 
@@ -9,7 +11,7 @@ import (
 
 // queueItems queues the insert of a batch's items (PostgreSQL's
 // commitBatch), if it has any.
-func queueItems(b *pgx.Batch, rows []GenRow) {
+func queueItems(b *pgx.Batch, rows []store.GenRow) {
 	var acct []int64
 	var ids, gens []string
 	var data [][]byte
@@ -30,8 +32,8 @@ func queueItems(b *pgx.Batch, rows []GenRow) {
 // OutputItems returns the account's kept items among ids (see
 // Store.OutputItems). An item another instance recorded moments ago is
 // looked up once more after itemRetry.
-func (p *Postgres) OutputItems(ctx context.Context, accountID int64, ids []string) (map[string][]byte, error) {
-	return LookUpItems(ctx, ids, p.Sync, ItemRetry, func(ctx context.Context, ids []string) (map[string][]byte, error) {
+func (p *Store) OutputItems(ctx context.Context, accountID int64, ids []string) (map[string][]byte, error) {
+	return store.LookUpItems(ctx, ids, p.Sync, store.ItemRetry, func(ctx context.Context, ids []string) (map[string][]byte, error) {
 		ctx, cancel := p.ReadCtx(ctx)
 		defer cancel()
 		rows, err := p.r.Query(ctx, `SELECT id, data FROM output_items WHERE account_id = $1 AND id = ANY($2)`, accountID, ids)

@@ -1,6 +1,8 @@
-package store
+package sqlite
 
 import (
+	"github.com/svcgw/svcgw/store"
+
 	"context"
 	"database/sql"
 	"fmt"
@@ -12,7 +14,7 @@ import (
 // or in another process): its progress, the roll-ups and the generations
 // it has not reached are read in one snapshot, so that every generation is
 // counted exactly once.
-func (s *Store) UsageBackfilling(ctx context.Context, accountID int64, q UsageQuery, scanExpr string, from, to int32) (map[string]*UsageSums, error) {
+func (s *Store) UsageBackfilling(ctx context.Context, accountID int64, q store.UsageQuery, scanExpr string, from, to int32) (map[string]*store.UsageSums, error) {
 	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, fmt.Errorf("usage: begin: %w", err)
@@ -22,7 +24,7 @@ func (s *Store) UsageBackfilling(ctx context.Context, accountID int64, q UsageQu
 	if err != nil {
 		return nil, fmt.Errorf("usage: %w", err)
 	}
-	sums, err := UsageRollups(ctx, sqlConn{tx}, accountID, q.GroupBy, from, to)
+	sums, err := store.UsageRollups(ctx, sqlConn{tx}, accountID, q.GroupBy, from, to)
 	if err != nil {
 		return nil, err
 	}
@@ -36,15 +38,15 @@ func (s *Store) UsageBackfilling(ctx context.Context, accountID int64, q UsageQu
 
 // usageScan adds to sums the account's generations in q's window that the
 // backfill bf has not rolled up yet.
-func usageScan(ctx context.Context, tx *sql.Tx, accountID int64, expr string, q UsageQuery, bf backfill, sums map[string]*UsageSums) error {
+func usageScan(ctx context.Context, tx *sql.Tx, accountID int64, expr string, q store.UsageQuery, bf backfill, sums map[string]*store.UsageSums) error {
 	where, args := `account_id = ? AND rowid > ? AND rowid <= ?`, []any{accountID, bf.after, bf.through}
 	if !q.Start.IsZero() {
 		where += ` AND created_at >= ?`
-		args = append(args, Millis(q.Start))
+		args = append(args, store.Millis(q.Start))
 	}
 	if !q.End.IsZero() {
 		where += ` AND created_at < ?`
-		args = append(args, Millis(q.End))
+		args = append(args, store.Millis(q.End))
 	}
 	rows, err := tx.QueryContext(ctx,
 		`SELECT `+expr+` AS bucket, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens),
@@ -58,13 +60,13 @@ func usageScan(ctx context.Context, tx *sql.Tx, accountID int64, expr string, q 
 	for rows.Next() {
 		var (
 			bucket string
-			v      UsageSums
+			v      store.UsageSums
 		)
 		if err := rows.Scan(&bucket, &v.Requests, &v.Input, &v.Output, &v.Cached, &v.CacheWrite, &v.Reasoning, &v.Cost); err != nil {
 			return fmt.Errorf("usage: scan: %w", err)
 		}
 		if sums[bucket] == nil {
-			sums[bucket] = &UsageSums{}
+			sums[bucket] = &store.UsageSums{}
 		}
 		sums[bucket].Plus(v)
 	}
@@ -77,7 +79,7 @@ func usageScan(ctx context.Context, tx *sql.Tx, accountID int64, expr string, q 
 // usageByDayBackfilling is UsageByDay's read while a backfill may be
 // running: its progress, the roll-ups and the generations it has not
 // reached, in one snapshot (see usageBackfilling).
-func (s *Store) UsageByDayBackfilling(ctx context.Context, accountID int64, q UsageQuery, scanExpr string, from, to int32) (map[DayCell]*UsageSums, error) {
+func (s *Store) UsageByDayBackfilling(ctx context.Context, accountID int64, q store.UsageQuery, scanExpr string, from, to int32) (map[store.DayCell]*store.UsageSums, error) {
 	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, fmt.Errorf("usage by day: begin: %w", err)
@@ -87,7 +89,7 @@ func (s *Store) UsageByDayBackfilling(ctx context.Context, accountID int64, q Us
 	if err != nil {
 		return nil, fmt.Errorf("usage by day: %w", err)
 	}
-	sums, err := UsageDayRollups(ctx, sqlConn{tx}, accountID, q.GroupBy, from, to)
+	sums, err := store.UsageDayRollups(ctx, sqlConn{tx}, accountID, q.GroupBy, from, to)
 	if err != nil {
 		return nil, err
 	}
@@ -101,15 +103,15 @@ func (s *Store) UsageByDayBackfilling(ctx context.Context, accountID int64, q Us
 
 // usageDayScan adds to sums the account's generations in q's window that
 // the backfill bf has not rolled up yet.
-func usageDayScan(ctx context.Context, tx *sql.Tx, accountID int64, expr string, q UsageQuery, bf backfill, sums map[DayCell]*UsageSums) error {
+func usageDayScan(ctx context.Context, tx *sql.Tx, accountID int64, expr string, q store.UsageQuery, bf backfill, sums map[store.DayCell]*store.UsageSums) error {
 	where, args := `account_id = ? AND rowid > ? AND rowid <= ?`, []any{accountID, bf.after, bf.through}
 	if !q.Start.IsZero() {
 		where += ` AND created_at >= ?`
-		args = append(args, Millis(q.Start))
+		args = append(args, store.Millis(q.Start))
 	}
 	if !q.End.IsZero() {
 		where += ` AND created_at < ?`
-		args = append(args, Millis(q.End))
+		args = append(args, store.Millis(q.End))
 	}
 	rows, err := tx.QueryContext(ctx,
 		`SELECT created_at / 86400000 AS day, `+expr+` AS bucket, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens),
@@ -122,14 +124,14 @@ func usageDayScan(ctx context.Context, tx *sql.Tx, accountID int64, expr string,
 	defer rows.Close()
 	for rows.Next() {
 		var (
-			c DayCell
-			v UsageSums
+			c store.DayCell
+			v store.UsageSums
 		)
 		if err := rows.Scan(&c.Day, &c.Bucket, &v.Requests, &v.Input, &v.Output, &v.Cached, &v.CacheWrite, &v.Reasoning, &v.Cost); err != nil {
 			return fmt.Errorf("usage by day: scan: %w", err)
 		}
 		if sums[c] == nil {
-			sums[c] = &UsageSums{}
+			sums[c] = &store.UsageSums{}
 		}
 		sums[c].Plus(v)
 	}
@@ -144,12 +146,12 @@ func usageDayScan(ctx context.Context, tx *sql.Tx, accountID int64, expr string,
 // outcome has become unknown: UsageCommit.Lost) and before the Syncs
 // waiting for it return. fn must return quickly: the writer waits for it.
 // stop ends the calls.
-func (s *Store) FollowUsage(fn func(UsageCommit)) (stop func()) {
+func (s *Store) FollowUsage(fn func(store.UsageCommit)) (stop func()) {
 	f := &s.feed
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.follow == nil {
-		f.follow = make(map[int]func(UsageCommit))
+		f.follow = make(map[int]func(store.UsageCommit))
 	}
 	id := f.next
 	f.next++
@@ -191,7 +193,7 @@ type usageFeed struct {
 	version atomic.Uint64
 
 	mu     sync.Mutex
-	follow map[int]func(UsageCommit)
+	follow map[int]func(store.UsageCommit)
 	next   int
 	hasAny atomic.Bool // follow is not empty
 }
@@ -202,16 +204,16 @@ func (f *usageFeed) committing() { f.version.Add(1) }
 
 // committed tells the followers of the commit that committing began: rs
 // holds its roll-up sums, or is nil when its outcome is unknown.
-func (f *usageFeed) committed(rs *RollupSums) {
+func (f *usageFeed) committed(rs *store.RollupSums) {
 	defer f.version.Add(1)
 	if !f.hasAny.Load() {
 		return
 	}
-	c := UsageCommit{Seq: f.version.Load()/2 + 1, Lost: rs == nil}
+	c := store.UsageCommit{Seq: f.version.Load()/2 + 1, Lost: rs == nil}
 	if rs != nil {
-		c.Deltas = make([]UsageDelta, 0, len(rs.Daily))
+		c.Deltas = make([]store.UsageDelta, 0, len(rs.Daily))
 		for k, v := range rs.Daily {
-			c.Deltas = append(c.Deltas, UsageDelta{
+			c.Deltas = append(c.Deltas, store.UsageDelta{
 				AccountID: k.Account, Day: k.Day, KeyID: k.Key, Application: k.App, RequestType: k.Type,
 				Requests: v.Requests, InputTokens: v.Input, OutputTokens: v.Output, CachedInputTokens: v.Cached,
 				CacheWriteTokens: v.CacheWrite, ReasoningTokens: v.Reasoning, CostMicros: v.Cost,

@@ -1,6 +1,8 @@
-package store
+package sqlite
 
 import (
+	"github.com/svcgw/svcgw/store"
+
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -47,15 +49,15 @@ type BackupResult struct {
 func Backup(ctx context.Context, path, dest string, skipCheck bool) (BackupResult, error) {
 	started := time.Now()
 	if path == "" || strings.ContainsRune(path, '?') || strings.HasPrefix(path, "file:") {
-		return BackupResult{}, fmt.Errorf("backup %q: %w: want a plain file path", path, ErrInvalid)
+		return BackupResult{}, fmt.Errorf("backup %q: %w: want a plain file path", path, store.ErrInvalid)
 	}
 	if st, err := os.Stat(path); err != nil {
 		return BackupResult{}, fmt.Errorf("backup: %w", err)
 	} else if !st.Mode().IsRegular() {
-		return BackupResult{}, fmt.Errorf("backup: %s: %w: not a database file", path, ErrInvalid)
+		return BackupResult{}, fmt.Errorf("backup: %s: %w: not a database file", path, store.ErrInvalid)
 	}
 	if _, err := os.Lstat(dest); err == nil {
-		return BackupResult{}, fmt.Errorf("backup: %s: %w: it already exists (a backup never replaces a file)", dest, ErrInvalid)
+		return BackupResult{}, fmt.Errorf("backup: %s: %w: it already exists (a backup never replaces a file)", dest, store.ErrInvalid)
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return BackupResult{}, fmt.Errorf("backup: %w", err)
 	}
@@ -95,7 +97,7 @@ func Backup(ctx context.Context, path, dest string, skipCheck bool) (BackupResul
 	// A hard link gives the copy its name atomically and fails if dest has
 	// appeared meanwhile, where a rename would replace it.
 	if err := os.Link(tmp, dest); errors.Is(err, fs.ErrExist) {
-		return BackupResult{}, fmt.Errorf("backup: %s: %w: it appeared during the backup (a backup never replaces a file)", dest, ErrInvalid)
+		return BackupResult{}, fmt.Errorf("backup: %s: %w: it appeared during the backup (a backup never replaces a file)", dest, store.ErrInvalid)
 	} else if err != nil {
 		// A file system without hard links: rename, having looked once
 		// more that dest does not exist.
