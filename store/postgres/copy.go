@@ -23,7 +23,7 @@ type CopyCheck struct {
 // OK reports whether the copy has the source's figure.
 func (c CopyCheck) OK() bool { return c.Source == c.Dest }
 
-// CopyResult describes a copy CopyToPostgres made.
+// CopyResult describes a copy CopyFromSQLite made.
 type CopyResult struct {
 	Checks []CopyCheck
 	Took   time.Duration
@@ -76,7 +76,7 @@ var copySums = []struct{ table, expr string }{
 	{"ledger_upkeep", "MAX(pruned_before)"},
 }
 
-// CopyToPostgres copies the SQLite database at from, every row of every
+// CopyFromSQLite copies the SQLite database at from, every row of every
 // table (accounts, keys, credits, generations, spend, roll-ups, feedback,
 // sealing keys, kept output items, retention's mark), into the PostgreSQL database dsn names,
 // in one transaction, and then compares every table's rows and the sums of
@@ -86,7 +86,7 @@ var copySums = []struct{ table, expr string }{
 // brought up to date first as svcgw serve would, its usage roll-ups
 // backfilled if an older version made it. A copy that does not verify is
 // an error (the figures are in the result all the same).
-func CopyToPostgres(ctx context.Context, from, dsn string, log *slog.Logger) (CopyResult, error) {
+func CopyFromSQLite(ctx context.Context, from, dsn string, log *slog.Logger) (CopyResult, error) {
 	start := time.Now()
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
