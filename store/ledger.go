@@ -807,6 +807,9 @@ func (s *Policy) CommitHook() error {
 	return s.commitHook()
 }
 
+// Pending is how many generations are queued and not yet settled.
+func (s *Policy) Pending() int64 { return s.pending.Load() }
+
 // LedgerBusy reports whether the ledger has half a batch or more waiting:
 // background work (retention, a backfill) then pauses longer.
 func (s *Policy) LedgerBusy() bool { return s.pending.Load() >= int64(max(s.batchSize/2, 1)) }

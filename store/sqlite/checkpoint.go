@@ -1,8 +1,6 @@
 package sqlite
 
 import (
-	"github.com/svcgw/svcgw/store"
-
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -116,7 +114,7 @@ func (s *Store) maybeCheckpoint() {
 	if n < checkpointPages {
 		return
 	}
-	store.YieldCPU()
+	yieldCPU()
 	if c.aside && runtime.GOMAXPROCS(0) == 1 {
 		runtime.GOMAXPROCS(2)
 		defer runtime.GOMAXPROCS(1)

@@ -203,7 +203,7 @@ func (s *Store) CommitBatch(ctx context.Context, rows []store.GenRow, agg *store
 	for start := 0; start < len(rows); {
 		chunk := rows[start : start+s.insertChunkFor(len(rows)-start)]
 		start += len(chunk)
-		s.YieldCommit(len(rows))
+		s.yieldCommit(len(rows))
 		var err error
 		if len(chunk) == bulkInsertChunk {
 			err = bulk.exec(ctx, chunk)
@@ -242,21 +242,21 @@ func (s *Store) CommitBatch(ctx context.Context, rows []store.GenRow, agg *store
 		if cost == 0 {
 			continue
 		}
-		s.YieldCommit(len(rows))
+		s.yieldCommit(len(rows))
 		if _, err := debit.ExecContext(ctx, cost, cost, acct); err != nil {
 			return fmt.Errorf("ledger: debit account %d: %w", acct, err)
 		}
 	}
 	spend := tx.StmtContext(ctx, s.stmts[spendSQL])
 	for k, sum := range agg.Spend {
-		s.YieldCommit(len(rows))
+		s.yieldCommit(len(rows))
 		if _, err := spend.ExecContext(ctx, k.Account, k.Key, int64(k.Day), sum.Requests, sum.Cost); err != nil {
 			return fmt.Errorf("ledger: spend of account %d: %w", k.Account, err)
 		}
 	}
 	// The usage roll-ups, in the same transaction as the rows they sum.
 	if err := agg.Rollup.Write(ctx, func(ctx context.Context, q string, args []any) error {
-		s.YieldCommit(len(rows))
+		s.yieldCommit(len(rows))
 		_, err := tx.StmtContext(ctx, s.stmts[q]).ExecContext(ctx, args...)
 		return err
 	}); err != nil {
@@ -265,7 +265,7 @@ func (s *Store) CommitBatch(ctx context.Context, rows []store.GenRow, agg *store
 	if err := s.CommitHook(); err != nil {
 		return fmt.Errorf("ledger: commit: %w", err) // rolled back by the deferred Rollback
 	}
-	s.YieldCommit(len(rows))
+	s.yieldCommit(len(rows))
 	s.feed.committing()
 	if err := tx.Commit(); err != nil {
 		s.feed.committed(nil) // it may have taken effect

@@ -1,4 +1,4 @@
-package store
+package sqlite
 
 import (
 	"os"
@@ -27,7 +27,7 @@ import (
 // check takes the global queue first, and they run one statement later).
 // BenchmarkLedgerTailNet measures it; TestYieldCPU_RunsWhatTheNetworkWoke
 // holds it.
-func YieldCPU() {
+func yieldCPU() {
 	if runtime.GOMAXPROCS(0) != 1 || noCommitYield.Load() {
 		return
 	}
@@ -45,13 +45,13 @@ func YieldCPU() {
 // saturation"):
 // behind, a commit runs straight through, and the calls that arrive wait
 // for it, a commit of a batch's CPU at most.
-func (s *Policy) YieldCommit(batch int) {
-	behind := s.pending.Load()-int64(batch) >= int64(s.batchSize)
+func (s *Store) yieldCommit(batch int) {
+	behind := s.Pending()-int64(batch) >= int64(s.BatchSize())
 	if yieldCommitHook != nil {
 		yieldCommitHook(behind)
 	}
 	if !behind {
-		YieldCPU()
+		yieldCPU()
 	}
 }
 
