@@ -31,6 +31,10 @@ type Rows interface {
 // dialect is what differs in the text of the queries the policy writes
 // once.
 type Dialect struct {
+	// Name names the engine's SQL: "sqlite", "postgres". The conformance
+	// suite (storetest) picks by it the text of its few checks whose SQL
+	// differs.
+	Name string
 	// forUpdate ends a read, in a write transaction, of rows the
 	// transaction then changes: " FOR UPDATE" on PostgreSQL, which locks
 	// them against other writers; nothing on SQLite, whose write

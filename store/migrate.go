@@ -15,9 +15,9 @@ import (
 
 // migration is one embedded migration file, named NNNN_name.sql.
 type Migration struct {
-	version int
-	name    string
-	sql     string
+	Version int
+	Name    string
+	SQL     string
 }
 
 // loadMigrations returns the migrations NNNN_name.sql of dir in fsys, in
@@ -39,15 +39,15 @@ func LoadMigrations(fsys fs.FS, dir string) ([]Migration, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read migration %s: %w", base, err)
 		}
-		list = append(list, Migration{version: version, name: strings.TrimSuffix(base, ".sql"), sql: string(body)})
+		list = append(list, Migration{Version: version, Name: strings.TrimSuffix(base, ".sql"), SQL: string(body)})
 	}
 	if len(list) == 0 {
 		return nil, errors.New("no migrations embedded")
 	}
-	sort.Slice(list, func(i, j int) bool { return list[i].version < list[j].version })
+	sort.Slice(list, func(i, j int) bool { return list[i].Version < list[j].Version })
 	for i := 1; i < len(list); i++ {
-		if list[i].version == list[i-1].version {
-			return nil, fmt.Errorf("migrations %s and %s share a version", list[i-1].name, list[i].name)
+		if list[i].Version == list[i-1].Version {
+			return nil, fmt.Errorf("migrations %s and %s share a version", list[i-1].Name, list[i].Name)
 		}
 	}
 	return list, nil
@@ -77,7 +77,7 @@ type MigrationTx interface {
 // forward: a database migrated by a newer svcgw is refused rather than
 // half understood.
 func Migrate(ctx context.Context, db Migrator, ms []Migration, now func() time.Time, log *slog.Logger) error {
-	latest := ms[len(ms)-1].version
+	latest := ms[len(ms)-1].Version
 	for _, m := range ms {
 		if err := applyMigration(ctx, db, m, latest, now, log); err != nil {
 			return err
@@ -92,7 +92,7 @@ func Migrate(ctx context.Context, db Migrator, ms []Migration, now func() time.T
 func applyMigration(ctx context.Context, db Migrator, m Migration, latest int, now func() time.Time, log *slog.Logger) error {
 	tx, err := db.BeginMigration(ctx)
 	if err != nil {
-		return fmt.Errorf("migration %s: begin: %w", m.name, err)
+		return fmt.Errorf("migration %s: begin: %w", m.Name, err)
 	}
 	defer tx.Rollback(ctx)
 	newest, err := tx.QueryInt(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`)
@@ -102,31 +102,31 @@ func applyMigration(ctx context.Context, db Migrator, m Migration, latest int, n
 	if newest > int64(latest) {
 		return fmt.Errorf("database schema version %d is newer than this build's %d", newest, latest)
 	}
-	n, err := tx.QueryInt(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, m.version)
+	n, err := tx.QueryInt(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, m.Version)
 	if err != nil {
-		return fmt.Errorf("migration %s: check: %w", m.name, err)
+		return fmt.Errorf("migration %s: check: %w", m.Name, err)
 	}
 	if n > 0 {
 		return nil
 	}
 	done := func() {}
-	if _, slow := slowMigrations[m.name]; slow {
+	if _, slow := slowMigrations[m.Name]; slow {
 		generations, err := tx.QueryInt(ctx, `SELECT COUNT(*) FROM generations`)
 		if err != nil {
-			return fmt.Errorf("migration %s: count generations: %w", m.name, err)
+			return fmt.Errorf("migration %s: count generations: %w", m.Name, err)
 		}
-		done = announceMigration(log, m.name, generations)
+		done = announceMigration(log, m.Name, generations)
 	}
-	if err := tx.Exec(ctx, m.sql); err != nil {
-		return fmt.Errorf("migration %s: %w", m.name, err)
+	if err := tx.Exec(ctx, m.SQL); err != nil {
+		return fmt.Errorf("migration %s: %w", m.Name, err)
 	}
 	done()
 	if err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
-		m.version, m.name, Millis(now())); err != nil {
-		return fmt.Errorf("migration %s: record: %w", m.name, err)
+		m.Version, m.Name, Millis(now())); err != nil {
+		return fmt.Errorf("migration %s: record: %w", m.Name, err)
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("migration %s: commit: %w", m.name, err)
+		return fmt.Errorf("migration %s: commit: %w", m.Name, err)
 	}
 	return nil
 }

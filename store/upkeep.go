@@ -94,14 +94,14 @@ func (u *UpkeepState) Stop() {
 
 // runRetention deletes the generations older than opts.Retention every
 // opts.Interval until ctx ends; it returns at once when there is none.
-func RunRetention(ctx context.Context, pr pruner, now func() time.Time, opts UpkeepOptions, pp *Pacer, log *slog.Logger) {
+func RunRetention(ctx context.Context, pr Pruner, now func() time.Time, opts UpkeepOptions, pp *Pacer, log *slog.Logger) {
 	if opts.Retention <= 0 {
 		return
 	}
 	log.Info("retention: generation records older than the window are deleted in the background",
 		"window", formatDays(opts.Retention))
 	for {
-		if err := prunePass(ctx, pr, now, opts.Retention, pp, log); err != nil {
+		if err := PrunePass(ctx, pr, now, opts.Retention, pp, log); err != nil {
 			if ctx.Err() != nil {
 				return
 			}
@@ -117,8 +117,8 @@ func RunRetention(ctx context.Context, pr pruner, now func() time.Time, opts Upk
 	}
 }
 
-// pruner is what retention needs of a database.
-type pruner interface {
+// Pruner is what retention needs of a database.
+type Pruner interface {
 	// startPrune records that detail before cutoff (Unix ms) is being
 	// deleted; the mark only moves forward.
 	startPrune(ctx context.Context, cutoff int64) error
@@ -129,9 +129,9 @@ type pruner interface {
 	pruneChunk(ctx context.Context, accountID, cutoff int64, limit int) (int, error)
 }
 
-// prunePass deletes every generation older than retention, account by
+// PrunePass deletes every generation older than retention, account by
 // account, chunk by chunk.
-func prunePass(ctx context.Context, s pruner, now func() time.Time, retention time.Duration, p *Pacer, log *slog.Logger) error {
+func PrunePass(ctx context.Context, s Pruner, now func() time.Time, retention time.Duration, p *Pacer, log *slog.Logger) error {
 	cutoff := Millis(now().Add(-retention))
 	if err := s.startPrune(ctx, cutoff); err != nil {
 		return err

@@ -17,7 +17,7 @@ import (
 // pgq), write transactions, and the reads of the call path.
 
 // pgDialect is PostgreSQL's (see dialect).
-var pgDialect = store.Dialect{ForUpdate: " FOR UPDATE", KeyOrder: "k.seq"}
+var pgDialect = store.Dialect{Name: "postgres", ForUpdate: " FOR UPDATE", KeyOrder: "k.seq"}
 
 func (p *Store) Dialect() store.Dialect { return pgDialect }
 

@@ -267,7 +267,7 @@ func (s *Store) Close() error {
 var migrationFiles embed.FS
 
 // sqliteDialect is SQLite's (see dialect).
-var sqliteDialect = store.Dialect{KeyOrder: "k.rowid"}
+var sqliteDialect = store.Dialect{Name: "sqlite", KeyOrder: "k.rowid"}
 
 func (s *Store) Dialect() store.Dialect { return sqliteDialect }
 
