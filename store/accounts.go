@@ -10,7 +10,7 @@ import (
 	"github.com/cockroachdb/apd/v3"
 )
 
-// Account is a billing account: a prepaid balance that generations debit
+// Account is a billing Account: a prepaid balance that generations debit
 // and credits raise, shared by all of its keys.
 type Account struct {
 	ID   int64
@@ -184,7 +184,7 @@ type Budget struct {
 // fields.
 const NoCap = -1
 
-// budgetSQL reads an account's credits and caps (Budget).
+// BudgetSQL reads an account's credits and caps (Budget).
 const BudgetSQL = `SELECT balance_micros + total_used_micros, daily_cap_micros, monthly_cap_micros FROM accounts WHERE id = ?`
 
 // Budget reads the account's credits and caps. It is one indexed read; the

@@ -4,7 +4,7 @@ import (
 	"context"
 )
 
-// conn is a connection pool or a transaction of either engine, for the
+// Conn is a connection pool or a transaction of either engine, for the
 // queries the policy writes once: their text uses ? placeholders (the
 // PostgreSQL engine rewrites them, pgq), and a query that finds no row
 // fails with sql.ErrNoRows on both.
@@ -15,12 +15,12 @@ type Conn interface {
 	Exec(ctx context.Context, q string, args ...any) (int64, error)
 }
 
-// scanner is what *sql.Row and *sql.Rows have in common.
+// Scanner is what *sql.Row and *sql.Rows have in common.
 type Scanner interface {
 	Scan(dest ...any) error
 }
 
-// rows is a query's result, read row by row.
+// Rows is a query's result, read row by row.
 type Rows interface {
 	Next() bool
 	Scan(dest ...any) error
@@ -28,18 +28,18 @@ type Rows interface {
 	Close()
 }
 
-// dialect is what differs in the text of the queries the policy writes
+// Dialect is what differs in the text of the queries the policy writes
 // once.
 type Dialect struct {
 	// Name names the engine's SQL: "sqlite", "postgres". The conformance
 	// suite (storetest) picks by it the text of its few checks whose SQL
 	// differs.
 	Name string
-	// forUpdate ends a read, in a write transaction, of rows the
+	// ForUpdate ends a read, in a write transaction, of rows the
 	// transaction then changes: " FOR UPDATE" on PostgreSQL, which locks
 	// them against other writers; nothing on SQLite, whose write
 	// transaction holds the whole database.
 	ForUpdate string
-	// keyOrder orders api_keys k of the same created_at by insertion.
+	// KeyOrder orders api_keys k of the same created_at by insertion.
 	KeyOrder string
 }

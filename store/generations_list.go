@@ -55,7 +55,7 @@ func (q ListQuery) PageLimit() (int, error) {
 	return limit, nil
 }
 
-// listColumns are what a page reads of each generation g (scanListed):
+// ListColumns are what a page reads of each generation g (ScanListed):
 // its columns, its ratings up and down, and the review r's rating and
 // comment.
 const ListColumns = `g.id, g.account_id, COALESCE(g.key_id, ''), g.application, g.surface, g.model,
@@ -68,7 +68,7 @@ const ListColumns = `g.id, g.account_id, COALESCE(g.key_id, ''), g.application, 
 	          WHERE f.account_id = g.account_id AND f.generation_id = g.id AND f.rating = 'down'),
 	        COALESCE(r.rating, ''), COALESCE(r.comment, '')`
 
-// scanListed reads a ListGenerations page of at most limit rows from rows
+// ScanListed reads a ListGenerations page of at most limit rows from rows
 // (the query's limit+1 rows: one more says whether older ones follow).
 func ScanListed(rows rowScanner, limit int) ([]ListedGeneration, bool, error) {
 	out := make([]ListedGeneration, 0, limit)

@@ -211,10 +211,10 @@ func (s *Policy) Health(ctx context.Context) Health {
 	return h
 }
 
-// errQueryTimeout is the cause of a read's own deadline (QueryTimeout).
+// ErrQueryTimeout is the cause of a read's own deadline (QueryTimeout).
 var ErrQueryTimeout = errors.New("query timeout")
 
-// readCtx bounds a read on a request's path by QueryTimeout.
+// ReadCtx bounds a read on a request's path by QueryTimeout.
 func (s *Policy) ReadCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeoutCause(ctx, s.queryTimeout, ErrQueryTimeout)
 }

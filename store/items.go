@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Output items (migrations 0008_output_items, pgmigrations 0005).
+// Output items (SQLite migration 0008_output_items, PostgreSQL 0006_output_items).
 //
 // A streamed call's output items are kept so that a later call of the same
 // account may name one by id alone (the Responses API's item_reference: a
@@ -26,13 +26,13 @@ type Item struct {
 // names at most one per input item, and the server bounds those.
 const maxItemLookup = 4096
 
-// itemRetry is how long OutputItems waits before looking up once more the
+// ItemRetry is how long OutputItems waits before looking up once more the
 // ids it did not find, on PostgreSQL: an item of a call that another
 // instance answered moments ago may still be in that instance's ledger
 // queue (Options.BatchInterval, 20 ms by default, then the commit).
 const ItemRetry = 100 * time.Millisecond
 
-// lookUpItems runs query for ids, then, for those it did not find, commits
+// LookUpItems runs query for ids, then, for those it did not find, commits
 // this instance's pending records (sync) and asks again, and on a store
 // shared with other instances (retry > 0) once more after retry.
 func LookUpItems(ctx context.Context, ids []string, sync func(context.Context) error, retry time.Duration,

@@ -49,7 +49,7 @@ const (
 	base62    = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 )
 
-// keyColumns are the columns scanKey reads, from api_keys k joined with
+// keyColumns are the columns ScanKey reads, from api_keys k joined with
 // accounts a.
 const keyColumns = `k.id, k.account_id, a.name, k.name, k.created_at, k.revoked_at,
 	k.daily_cap_micros, k.monthly_cap_micros, k.rpm_limit, k.tpm_limit`
@@ -248,7 +248,7 @@ func (s *Policy) RevokeKey(ctx context.Context, keyID string) (Key, error) {
 	return k, nil
 }
 
-// keyChangesSQL reads the count of key changes; bumpKeyChangesSQL adds one
+// KeyChangesSQL reads the count of key changes; bumpKeyChangesSQL adds one
 // to it, in the transaction of every change to a key that authentication
 // caches (see authCache).
 const (
@@ -256,8 +256,8 @@ const (
 	bumpKeyChangesSQL = `UPDATE key_changes SET n = n + 1 WHERE id = 1`
 )
 
-// keySQL reads the active key whose secret hashes to the argument
-// (activeKey).
+// KeySQL reads the active key whose secret hashes to the argument
+// (ActiveKey).
 const KeySQL = `SELECT ` + keyColumns + `
 	 FROM api_keys k JOIN accounts a ON a.id = k.account_id
 	 WHERE k.secret_sha256 = ? AND k.revoked_at IS NULL`

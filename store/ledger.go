@@ -50,7 +50,7 @@ type Generation struct {
 	Items []Item
 }
 
-// genRow is a Generation converted to its stored form, done at enqueue
+// GenRow is a Generation converted to its stored form, done at enqueue
 // time so that bad values are caught where the caller can be named.
 type GenRow struct {
 	Gen        Generation
@@ -218,7 +218,7 @@ func (s *Policy) syncAfter(ctx context.Context, patience time.Duration) error {
 	}
 }
 
-// policy is what svcgw decides, written once for every engine, which both
+// Policy is what svcgw decides, written once for every engine, which both
 // engine types (Store, Postgres) embed: the batched ledger writer (the
 // queue of generations recorded and not yet settled, the writer goroutine
 // that commits them in batches and retries what the database fails to
@@ -258,7 +258,7 @@ type Policy struct {
 
 	// rollupsComplete is set once the usage roll-ups cover every
 	// generation (at once on an engine whose databases were born with
-	// them): no backfill is pending (see Usage, backfiller).
+	// them): no backfill is pending (see Usage, Backfiller).
 	rollupsComplete atomic.Bool
 
 	auth authCache // recent authentications
@@ -268,7 +268,7 @@ type Policy struct {
 	authReads singleflight.Group
 }
 
-// chargeCounter counts each charge from the moment it is recorded until it
+// ChargeCounter counts each charge from the moment it is recorded until it
 // is committed (and after), and takes back one the ledger drops.
 //
 // Rows go in and out by value: through a pointer, the interface call made
@@ -636,7 +636,7 @@ func (s *Policy) flush(by time.Time, batch []GenRow, agg *BatchSums) error {
 	return nil
 }
 
-// commit runs commitBatch with a deadline, marking the time it began for
+// commit runs CommitBatch with a deadline, marking the time it began for
 // CheckLedger, which treats a commit running past CommitTimeout as failing
 // even when its deadline cannot interrupt it.
 func (s *Policy) commit(by time.Time, rows []GenRow, agg *BatchSums) error {
@@ -679,7 +679,7 @@ func (s *Policy) abandon() {
 	q.failWaiters(err)
 }
 
-// batchSums is the scratch space of commitBatch, reused between batches:
+// BatchSums is the scratch space of CommitBatch, reused between batches:
 // the debit of each account and the spend of each (account, key, day).
 type BatchSums struct {
 	Debits map[int64]int64
@@ -723,7 +723,7 @@ func (s *Policy) drop(r GenRow, err error) {
 	s.logDrop(r.Gen, err)
 }
 
-// errUncertain marks a failure of the COMMIT itself. Before it nothing can
+// ErrUncertain marks a failure of the COMMIT itself. Before it nothing can
 // have taken effect (the transaction is rolled back); a COMMIT that reports
 // an error may, rarely, have succeeded.
 var ErrUncertain = errors.New("outcome uncertain")
@@ -773,10 +773,10 @@ func scanGeneration(row Scanner, id string) (Generation, error) {
 	return g, nil
 }
 
-// bulkBatchRows is the smallest BatchSize that makes a bulk writer.
+// BulkBatchRows is the smallest BatchSize that makes a bulk writer.
 const BulkBatchRows = 8192
 
-// bulkWriter reports whether a store with batches of up to batchSize
+// BulkWriter reports whether a store with batches of up to batchSize
 // generations is a bulk writer.
 func BulkWriter(batchSize int) bool { return batchSize >= BulkBatchRows }
 

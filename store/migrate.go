@@ -13,14 +13,14 @@ import (
 	"time"
 )
 
-// migration is one embedded migration file, named NNNN_name.sql.
+// Migration is one embedded migration file, named NNNN_name.sql.
 type Migration struct {
 	Version int
 	Name    string
 	SQL     string
 }
 
-// loadMigrations returns the migrations NNNN_name.sql of dir in fsys, in
+// LoadMigrations returns the migrations NNNN_name.sql of dir in fsys, in
 // version order.
 func LoadMigrations(fsys fs.FS, dir string) ([]Migration, error) {
 	names, err := fs.Glob(fsys, dir+"/*.sql")
@@ -56,14 +56,14 @@ func LoadMigrations(fsys fs.FS, dir string) ([]Migration, error) {
 // migrator is what migrate needs of an engine: a transaction for each
 // migration.
 type Migrator interface {
-	// beginMigration begins one migration's transaction, holding what
+	// BeginMigration begins one migration's transaction, holding what
 	// keeps other processes from migrating at the same time (SQLite's
 	// write lock, a PostgreSQL advisory lock), with the table
 	// schema_migrations created if it was not.
 	BeginMigration(ctx context.Context) (MigrationTx, error)
 }
 
-// migrationTx is one migration's transaction. Its queries are written with
+// MigrationTx is one migration's transaction. Its queries are written with
 // ? placeholders.
 type MigrationTx interface {
 	QueryInt(ctx context.Context, q string, args ...any) (int64, error)
@@ -72,7 +72,7 @@ type MigrationTx interface {
 	Rollback(ctx context.Context)
 }
 
-// migrate applies every migration of ms not yet recorded in
+// Migrate applies every migration of ms not yet recorded in
 // schema_migrations, each in its own transaction. Migrations only go
 // forward: a database migrated by a newer svcgw is refused rather than
 // half understood.

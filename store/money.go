@@ -30,7 +30,7 @@ func fromMicros(v int64) apd.Decimal { return money.Micros(v).Decimal() }
 // ms converts t to the stored form: Unix milliseconds.
 func Millis(t time.Time) int64 { return t.UnixMilli() }
 
-// fromMS converts a stored time back to a UTC time.Time.
+// FromMillis converts a stored time back to a UTC time.Time.
 func FromMillis(v int64) time.Time { return time.UnixMilli(v).UTC() }
 
 // maxNameLen bounds account names and key labels, in bytes.

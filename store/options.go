@@ -99,7 +99,7 @@ type Options struct {
 	Checkpoint string
 }
 
-// orDefault is d, or def when d is not positive.
+// OrDefault is d, or def when d is not positive.
 func OrDefault(d, def time.Duration) time.Duration {
 	if d <= 0 {
 		return def

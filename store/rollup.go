@@ -23,7 +23,7 @@ import (
 //     number of buckets (keys, applications, request types, days shown),
 //     not with the calls ever made.
 //
-// Both are aggregated in Go per batch (rollupSums), like spend_daily, and
+// Both are aggregated in Go per batch (RollupSums), like spend_daily, and
 // written with multi-row upserts.
 
 // The axes of usage_periods: the groupings of /usage.
@@ -41,7 +41,7 @@ const (
 	spanYear  = "year"
 )
 
-// usageSums are the figures of one roll-up row.
+// UsageSums are the figures of one roll-up row.
 type UsageSums struct {
 	Requests   int64
 	Input      int64 // prompt tokens, cached and cache-write ones included
@@ -73,7 +73,7 @@ func (u *UsageSums) Plus(v UsageSums) {
 	u.Cost += v.Cost
 }
 
-// dailyKey is the key of a usage_daily row.
+// DailyKey is the key of a usage_daily row.
 type DailyKey struct {
 	Account int64
 	Day     int32
@@ -82,7 +82,7 @@ type DailyKey struct {
 	Type    string
 }
 
-// periodKey is the key of a usage_periods row.
+// PeriodKey is the key of a usage_periods row.
 type PeriodKey struct {
 	Account int64
 	Axis    string
@@ -91,7 +91,7 @@ type PeriodKey struct {
 	Bucket  string
 }
 
-// rollupSums is the roll-up of one batch of generations, reused between
+// RollupSums is the roll-up of one batch of generations, reused between
 // batches. The zero value is ready to use.
 type RollupSums struct {
 	Daily   map[DailyKey]UsageSums
@@ -127,7 +127,7 @@ func (rs *RollupSums) Reset() {
 	clear(rs.Periods)
 }
 
-// add counts r in its usage_daily row; derivePeriods then derives the
+// add counts r in its usage_daily row; DerivePeriods then derives the
 // usage_periods rows from those, so a batch costs one map update per
 // generation and ten per distinct daily row.
 func (rs *RollupSums) Add(r *GenRow) {
@@ -138,7 +138,7 @@ func (rs *RollupSums) Add(r *GenRow) {
 	rs.Daily[k] = sum
 }
 
-// derivePeriods fills periods from daily; call it once all the rows are
+// DerivePeriods fills periods from daily; call it once all the rows are
 // added, before write.
 func (rs *RollupSums) DerivePeriods() {
 	for k, v := range rs.Daily {
@@ -171,7 +171,7 @@ func (rs *RollupSums) periodsOf(day int32) (month, year int32) {
 	return rs.lastMonth, rs.lastYear
 }
 
-// monthStart is the day number of the first day of day's UTC month.
+// MonthStart is the day number of the first day of day's UTC month.
 func monthStart(day int32) int32 {
 	return DayNumber(StartOfMonth(dayTime(day)))
 }
@@ -186,12 +186,12 @@ func dayTime(day int32) time.Time {
 	return time.Unix(int64(day)*86400, 0).UTC()
 }
 
-// upsertChunks are the row counts of the multi-row upserts: a batch's rows
+// UpsertChunks are the row counts of the multi-row upserts: a batch's rows
 // go in chunks of 64, and the rest in powers of two, so that seven
 // statements per table cover every count.
 var UpsertChunks = [...]int{64, 32, 16, 8, 4, 2, 1}
 
-// dailyUpsertSQL and periodUpsertSQL hold the upsert text per chunk size.
+// DailyUpsertSQL and PeriodUpsertSQL hold the upsert text per chunk size.
 var DailyUpsertSQL, PeriodUpsertSQL = buildUpsertSQL(
 	`INSERT INTO usage_daily (account_id, day, key_id, application, request_type,`,
 	`(account_id, day, key_id, application, request_type)`, 5),
@@ -232,7 +232,7 @@ func (rs *RollupSums) Write(ctx context.Context, exec execFunc) error {
 	for _, k := range dks {
 		v := rs.Daily[k]
 		// Values as the driver takes them (int64, not int32: see
-		// commitBatch).
+		// CommitBatch).
 		args = append(args, k.Account, int64(k.Day), k.Key, k.App, k.Type,
 			v.Requests, v.Input, v.Output, v.Cached, v.CacheWrite, v.Reasoning, v.Cost)
 	}
@@ -260,13 +260,13 @@ func (rs *RollupSums) Write(ctx context.Context, exec execFunc) error {
 	return nil
 }
 
-// compareDaily orders usage_daily keys as the table's primary key does.
+// CompareDaily orders usage_daily keys as the table's primary key does.
 func CompareDaily(a, b DailyKey) int {
 	return cmp.Or(cmp.Compare(a.Account, b.Account), cmp.Compare(a.Day, b.Day), strings.Compare(a.Key, b.Key),
 		strings.Compare(a.App, b.App), strings.Compare(a.Type, b.Type))
 }
 
-// comparePeriod orders usage_periods keys as the table's primary key does.
+// ComparePeriod orders usage_periods keys as the table's primary key does.
 func ComparePeriod(a, b PeriodKey) int {
 	return cmp.Or(cmp.Compare(a.Account, b.Account), strings.Compare(a.Axis, b.Axis), strings.Compare(a.Span, b.Span),
 		cmp.Compare(a.First, b.First), strings.Compare(a.Bucket, b.Bucket))
@@ -290,7 +290,7 @@ func execChunks(ctx context.Context, exec execFunc, bySize map[int]string, args 
 	return nil
 }
 
-// chunkFor is the largest upsert chunk size not above n (n > 0).
+// ChunkFor is the largest upsert chunk size not above n (n > 0).
 func ChunkFor(n int) int {
 	for _, size := range UpsertChunks {
 		if size <= n {

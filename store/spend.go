@@ -21,7 +21,7 @@ type Spend struct {
 	KeyDay, KeyMonth int64
 }
 
-// period is a UTC day and the month containing it, as day numbers.
+// Period is a UTC day and the month containing it, as day numbers.
 type Period struct {
 	Day                  int32
 	MonthStart, MonthEnd int32 // [monthStart, monthEnd)
@@ -32,13 +32,13 @@ func PeriodOf(t time.Time) Period {
 	return Period{Day: DayNumber(t), MonthStart: DayNumber(m), MonthEnd: DayNumber(m.AddDate(0, 1, 0))}
 }
 
-// dayNumber is t's UTC day as a count of days since 1970-01-01, the day
+// DayNumber is t's UTC day as a count of days since 1970-01-01, the day
 // column of spend_daily.
 func DayNumber(t time.Time) int32 {
 	return int32(floorDiv(t.Unix(), 86400))
 }
 
-// startOfMonth is 00:00 UTC on the first day of t's UTC month.
+// StartOfMonth is 00:00 UTC on the first day of t's UTC month.
 func StartOfMonth(t time.Time) time.Time {
 	y, m, _ := t.UTC().Date()
 	return time.Date(y, m, 1, 0, 0, 0, 0, time.UTC)

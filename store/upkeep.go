@@ -36,7 +36,7 @@ type UpkeepOptions struct {
 	Logger *slog.Logger
 }
 
-// upkeepState is the upkeep goroutine, if started.
+// UpkeepState is the upkeep goroutine, if started.
 type UpkeepState struct {
 	mu      sync.Mutex
 	started bool
@@ -48,7 +48,7 @@ type UpkeepState struct {
 // errUpkeepStarted means StartUpkeep was called twice.
 var errUpkeepStarted = errors.New("upkeep already started")
 
-// withDefaults fills in the defaults of the zero fields.
+// WithDefaults fills in the defaults of the zero fields.
 func (opts UpkeepOptions) WithDefaults() UpkeepOptions {
 	if opts.Interval <= 0 {
 		opts.Interval = time.Minute
@@ -92,7 +92,7 @@ func (u *UpkeepState) Stop() {
 	}
 }
 
-// runRetention deletes the generations older than opts.Retention every
+// RunRetention deletes the generations older than opts.Retention every
 // opts.Interval until ctx ends; it returns at once when there is none.
 func RunRetention(ctx context.Context, pr Pruner, now func() time.Time, opts UpkeepOptions, pp *Pacer, log *slog.Logger) {
 	if opts.Retention <= 0 {
@@ -165,13 +165,13 @@ func PrunePass(ctx context.Context, s Pruner, now func() time.Time, retention ti
 	return nil
 }
 
-// pacer sizes upkeep transactions to take about target each, and pauses
+// Pacer sizes upkeep transactions to take about target each, and pauses
 // between them three times as long as the last one took, and then for as
 // long as the ledger is busy.
 type Pacer struct {
 	Target time.Duration
 	Size   int64 // rows (or rowids) per transaction
-	// ledgerBusy reports whether the ledger has generations waiting to be
+	// LedgerBusy reports whether the ledger has generations waiting to be
 	// committed: the upkeep lets it have the writer first. Nil: never.
 	LedgerBusy func() bool
 }

@@ -107,7 +107,7 @@ func (s *Policy) Usage(ctx context.Context, accountID int64, q UsageQuery) ([]Bu
 	return bucketsOf(sums), nil
 }
 
-// backfiller is an engine whose database may hold generations recorded
+// Backfiller is an engine whose database may hold generations recorded
 // before the usage roll-ups existed (SQLite's, made by an older svcgw):
 // until its backfill is complete (rollupsComplete), usage reads add those
 // up from the generations themselves.
@@ -158,7 +158,7 @@ func clampDay(t time.Time) int32 {
 
 const periodSums = `requests, input_tokens, output_tokens, cached_input_tokens, cache_write_tokens, reasoning_tokens, cost_micros`
 
-// usageRollups sums the account's usage_periods rows of the grouping over
+// UsageRollups sums the account's usage_periods rows of the grouping over
 // the days [from, to) (see spanParts). Each part is a range of the primary
 // key; a grouping by day reads day rows only.
 func UsageRollups(ctx context.Context, db Conn, accountID int64, groupBy string, from, to int32) (map[string]*UsageSums, error) {
@@ -174,7 +174,7 @@ func UsageRollups(ctx context.Context, db Conn, accountID int64, groupBy string,
 	return sumUsageRows(rows, groupBy)
 }
 
-// usageRollupsSQL is the query of usageRollups, "" when the range is empty.
+// usageRollupsSQL is the query of UsageRollups, "" when the range is empty.
 func usageRollupsSQL(accountID int64, groupBy string, from, to int32) (string, []any) {
 	parts := []spanPart{{spanDay, from, to}}
 	if groupBy != GroupByDay {
@@ -239,7 +239,7 @@ func sumUsageRows(rows rowScanner, groupBy string) (map[string]*UsageSums, error
 	return sums, nil
 }
 
-// yieldRows is how many roll-up rows a usage read reads between yields of
+// YieldRows is how many roll-up rows a usage read reads between yields of
 // the processor.
 const YieldRows = 256
 

@@ -49,13 +49,13 @@ func (s *Policy) UsageByDay(ctx context.Context, accountID int64, q UsageQuery) 
 	return dayBucketsOf(sums), nil
 }
 
-// dayCell names one cell of a day × axis report.
+// DayCell names one cell of a day × axis report.
 type DayCell struct {
 	Day    int32
 	Bucket string
 }
 
-// usageDayRollups sums the account's day rows of the axis over [from, to).
+// UsageDayRollups sums the account's day rows of the axis over [from, to).
 func UsageDayRollups(ctx context.Context, db Conn, accountID int64, axis string, from, to int32) (map[DayCell]*UsageSums, error) {
 	if from >= to {
 		return make(map[DayCell]*UsageSums), nil

@@ -1,10 +1,6 @@
 package postgres
 
 import (
-	"github.com/svcgw/svcgw/store/storetest"
-
-	"github.com/svcgw/svcgw/store"
-
 	"context"
 	"os"
 	"strconv"
@@ -13,8 +9,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
 	"github.com/svcgw/svcgw/internal/pgtest"
+	"github.com/svcgw/svcgw/store"
+	"github.com/svcgw/svcgw/store/storetest"
 )
 
 // BenchmarkPostgresLedgerCommit measures what the ledger costs PostgreSQL

@@ -1,8 +1,6 @@
 package postgres
 
 import (
-	"github.com/svcgw/svcgw/store"
-
 	"context"
 	"database/sql"
 	"fmt"
@@ -11,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/svcgw/svcgw/store"
 )
 
 // How the policy's queries run on PostgreSQL: the engine's conn (pgConn,
@@ -24,7 +23,7 @@ func (p *Store) Dialect() store.Dialect { return pgDialect }
 // readers is the pool of account reads and commands.
 func (p *Store) Readers() store.Conn { return pgConn{p.r} }
 
-// writeTx runs fn in a transaction on the writer pool, and commits it
+// WriteTx runs fn in a transaction on the writer pool, and commits it
 // when fn returns nil. what names the change in errors.
 func (p *Store) WriteTx(ctx context.Context, what string, fn func(tx store.Conn) error) error {
 	tx, err := p.w.Begin(ctx)
@@ -94,25 +93,25 @@ func pgq(q string) string {
 	return b.String()
 }
 
-// pgBudgetSQL is budgetSQL with PostgreSQL's placeholders.
+// pgBudgetSQL is BudgetSQL with PostgreSQL's placeholders.
 var pgBudgetSQL = pgq(store.BudgetSQL)
 
-// budgetRow reads budgetSQL for the account, on the call path's pool.
+// BudgetRow reads BudgetSQL for the account, on the call path's pool.
 func (p *Store) BudgetRow(ctx context.Context, accountID int64) store.Scanner {
 	return pgRow{p.call.QueryRow(ctx, pgBudgetSQL, accountID)}
 }
 
-// keyChanges reads the count of key changes (see authCache).
+// KeyChanges reads the count of key changes (see authCache).
 func (p *Store) KeyChanges(ctx context.Context) (int64, error) {
 	var n int64
 	err := p.call.QueryRow(ctx, store.KeyChangesSQL).Scan(&n)
 	return n, p.ReadErr(ctx, err)
 }
 
-// pgKeySQL is keySQL with PostgreSQL's placeholders.
+// pgKeySQL is KeySQL with PostgreSQL's placeholders.
 var pgKeySQL = pgq(store.KeySQL)
 
-// activeKey reads the active key whose secret hashes to hash, on the call
+// ActiveKey reads the active key whose secret hashes to hash, on the call
 // path's pool.
 func (p *Store) ActiveKey(ctx context.Context, hash string) (store.Key, error) {
 	k, err := store.ScanKey(p.call.QueryRow(ctx, pgKeySQL, hash))

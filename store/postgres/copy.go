@@ -1,9 +1,6 @@
 package postgres
 
 import (
-	"github.com/svcgw/svcgw/store"
-	"github.com/svcgw/svcgw/store/sqlite"
-
 	"context"
 	"fmt"
 	"log/slog"
@@ -11,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/svcgw/svcgw/store"
+	"github.com/svcgw/svcgw/store/sqlite"
 )
 
 // CopyCheck is one figure svcgw db copy compares between the SQLite

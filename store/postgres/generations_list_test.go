@@ -1,16 +1,14 @@
 package postgres
 
 import (
-	"github.com/svcgw/svcgw/store/storetest"
-
-	"github.com/svcgw/svcgw/store"
-
 	"context"
 	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/svcgw/svcgw/internal/pgtest"
+	"github.com/svcgw/svcgw/store"
+	"github.com/svcgw/svcgw/store/storetest"
 )
 
 // TestListGenerations_PlanReadsTheFilterIndexOnPostgres is the same on

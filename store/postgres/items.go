@@ -1,16 +1,15 @@
 package postgres
 
 import (
-	"github.com/svcgw/svcgw/store"
-
 	"context"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/svcgw/svcgw/store"
 )
 
 // queueItems queues the insert of a batch's items (PostgreSQL's
-// commitBatch), if it has any.
+// CommitBatch), if it has any.
 func queueItems(b *pgx.Batch, rows []store.GenRow) {
 	var acct []int64
 	var ids, gens []string
@@ -31,7 +30,7 @@ func queueItems(b *pgx.Batch, rows []store.GenRow) {
 
 // OutputItems returns the account's kept items among ids (see
 // Store.OutputItems). An item another instance recorded moments ago is
-// looked up once more after itemRetry.
+// looked up once more after ItemRetry.
 func (p *Store) OutputItems(ctx context.Context, accountID int64, ids []string) (map[string][]byte, error) {
 	return store.LookUpItems(ctx, ids, p.Sync, store.ItemRetry, func(ctx context.Context, ids []string) (map[string][]byte, error) {
 		ctx, cancel := p.ReadCtx(ctx)

@@ -1,8 +1,6 @@
 package postgres
 
 import (
-	"github.com/svcgw/svcgw/store"
-
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/svcgw/svcgw/store"
 	"golang.org/x/sync/singleflight"
 )
 
@@ -38,7 +37,7 @@ import (
 // once per refresh interval while calls come) or when a call would
 // otherwise be refused. A grant short of money asks the peers holding
 // slices of the account for their idle part and takes back the leases of
-// a peer whose database sessions have all ended (postgres_lease_peers.go),
+// a peer whose database sessions have all ended (lease_peers.go),
 // so that it comes back Short only when the money is gone. A lease is live
 // while its instance's heartbeat and liveness lock are: one cut off from
 // the database stops admitting locally before the others count its leases
@@ -87,7 +86,7 @@ type leases struct {
 	// Admission.Hold, given by the server through ShrinkWith).
 	hold atomic.Pointer[func(accountID int64, fn func(reserved int64))]
 
-	// The liveness lock and inbox (postgres_lease_peers.go).
+	// The liveness lock and inbox (lease_peers.go).
 	lockKey     int64
 	locked      atomic.Bool // the lock is held (by lockConn's session)
 	lockless    atomic.Bool // no lock: live by the heartbeat alone

@@ -1,10 +1,6 @@
 package postgres
 
 import (
-	"github.com/svcgw/svcgw/store/storetest"
-
-	"github.com/svcgw/svcgw/store"
-
 	"context"
 	"errors"
 	"fmt"
@@ -17,9 +13,10 @@ import (
 	"github.com/cockroachdb/apd/v3"
 	"github.com/jackc/pgx/v5"
 	"github.com/matryer/is"
-
 	"github.com/svcgw/svcgw/internal/pgtest"
 	"github.com/svcgw/svcgw/money"
+	"github.com/svcgw/svcgw/store"
+	"github.com/svcgw/svcgw/store/storetest"
 )
 
 // admitLocally is billing's balance check against one instance's leases,

@@ -1,8 +1,6 @@
 package postgres
 
 import (
-	"github.com/svcgw/svcgw/store"
-
 	"cmp"
 	"context"
 	"errors"
@@ -13,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/svcgw/svcgw/store"
 )
 
 // The ledger on PostgreSQL. A batch is one implicit transaction of a few
@@ -170,10 +169,10 @@ func (c *sumColumns) args() []any {
 	return []any{c.requests, c.input, c.output, c.cached, c.cacheWrite, c.reasoning, c.cost}
 }
 
-// commitBatch commits rows in one implicit transaction (see above). A
+// CommitBatch commits rows in one implicit transaction (see above). A
 // failure before the batch is sent, or one the server reports, means
 // nothing was written; a failure of the connection after it was sent may
-// hide a commit that took effect, and wraps errUncertain.
+// hide a commit that took effect, and wraps ErrUncertain.
 func (p *Store) CommitBatch(ctx context.Context, rows []store.GenRow, agg *store.BatchSums) error {
 	agg.Sum(rows)
 	n := len(rows)
@@ -298,7 +297,7 @@ func (p *Store) CommitBatch(ctx context.Context, rows []store.GenRow, agg *store
 }
 
 // queueRollups queues the upserts of rs's roll-up rows, in primary-key
-// order (see rollupSums.write).
+// order (see RollupSums.write).
 func queueRollups(b *pgx.Batch, rs *store.RollupSums) {
 	dks := make([]store.DailyKey, 0, len(rs.Daily))
 	for k := range rs.Daily {
@@ -340,7 +339,7 @@ func queueRollups(b *pgx.Batch, rs *store.RollupSums) {
 	}
 }
 
-// storedRow reads the account, cost and creation time of the stored
+// StoredRow reads the account, cost and creation time of the stored
 // generation id.
 func (p *Store) StoredRow(ctx context.Context, id string) (acct, cost, created int64, err error) {
 	err = p.w.QueryRow(ctx, `SELECT account_id, cost_micros, created_at FROM generations WHERE id = $1`, id).

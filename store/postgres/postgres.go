@@ -1,8 +1,14 @@
+// Package postgres is svcgw's PostgreSQL engine (see store): a database
+// that several svcgw serve instances share. Store implements store.Engine
+// and store.DB over the policy it embeds, and adds what several writers
+// need: balance leases (Admission, lease.go) and the live instances the
+// rate limits are shared among (Instances). Importing the package
+// registers it for store.Dial, for postgres:// and postgresql:// URLs.
+// CopyFromSQLite copies a SQLite database into an empty one (svcgw db
+// copy).
 package postgres
 
 import (
-	"github.com/svcgw/svcgw/store"
-
 	"context"
 	"database/sql"
 	"embed"
@@ -15,9 +21,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/svcgw/svcgw/store"
 )
 
-// Postgres is svcgw's database on a PostgreSQL server, which several svcgw
+// Store is svcgw's database on a PostgreSQL server, which several svcgw
 // serve instances may share (see DB; docs/ledger.md, "Several instances on
 // PostgreSQL", has the design). It is safe for concurrent use.
 //
@@ -31,7 +38,7 @@ import (
 // and other writes (2), account reads and commands (Options.Readers, 4)
 // and the call path, lease grants and the heartbeat (Options.CallReaders,
 // 2), plus the connection that holds the instance's liveness lock and
-// listens for its peers' requests (postgres_lease_peers.go): at most 9
+// listens for its peers' requests (lease_peers.go): at most 9
 // connections per instance.
 type Store struct {
 	store.Policy
@@ -255,7 +262,7 @@ func (p *Store) Unstorable(err error) bool {
 	return class == pgClassData || class == pgClassConstraint
 }
 
-// faultReason says in a few words why a ledger commit failed.
+// FaultReason says in a few words why a ledger commit failed.
 func (p *Store) FaultReason(err error) string {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return "a commit did not finish in time: is the database server overloaded, or a lock held?"
@@ -283,7 +290,7 @@ func (p *Store) FaultReason(err error) string {
 	return "a commit failed"
 }
 
-// readErr marks err, from a read run under readCtx, as ErrUnavailable when
+// ReadErr marks err, from a read run under ReadCtx, as ErrUnavailable when
 // the read ran out of time or could not reach the server: the caller may
 // retry later. A caller's own cancellation stays what it is.
 func (p *Store) ReadErr(ctx context.Context, err error) error {

@@ -1,10 +1,6 @@
 package postgres
 
 import (
-	"github.com/svcgw/svcgw/store/storetest"
-
-	"github.com/svcgw/svcgw/store"
-
 	"context"
 	"strings"
 	"sync"
@@ -12,8 +8,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/matryer/is"
-
 	"github.com/svcgw/svcgw/internal/pgtest"
+	"github.com/svcgw/svcgw/store"
+	"github.com/svcgw/svcgw/store/storetest"
 )
 
 func TestOpenPostgres_InstancesStartingAtOnceMigrateOnce(t *testing.T) {
@@ -37,7 +34,7 @@ func TestOpenPostgres_InstancesStartingAtOnceMigrateOnce(t *testing.T) {
 		is.NoErr(errs[i]) // every instance opens
 		defer dbs[i].Close()
 	}
-	ms, err := store.LoadMigrations(pgMigrationFiles, "pgmigrations")
+	ms, err := store.LoadMigrations(pgMigrationFiles, "migrations")
 	is.NoErr(err)
 	is.Equal(storetest.QueryInt(t, dbs[0], `SELECT COUNT(*) FROM schema_migrations`), int64(len(ms))) // each migration recorded once
 	// They agree on the sealing keys, made once by whichever came first.

@@ -1,11 +1,11 @@
 package postgres
 
 import (
-	"github.com/svcgw/svcgw/store"
-
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/svcgw/svcgw/store"
 )
 
 // Spend and upkeep on PostgreSQL. The roll-ups are complete from the

@@ -1,13 +1,13 @@
 package sqlite
 
 import (
-	"github.com/svcgw/svcgw/store"
-
 	"context"
 	"database/sql"
 	"fmt"
 	"runtime"
 	"time"
+
+	"github.com/svcgw/svcgw/store"
 )
 
 // backfill is the progress of the roll-up backfill (ledger_upkeep): the

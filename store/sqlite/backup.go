@@ -1,8 +1,6 @@
 package sqlite
 
 import (
-	"github.com/svcgw/svcgw/store"
-
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -14,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/svcgw/svcgw/store"
 )
 
 // BackupResult describes a copy Backup made.

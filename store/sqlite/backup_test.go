@@ -1,10 +1,6 @@
 package sqlite
 
 import (
-	"github.com/svcgw/svcgw/store/storetest"
-
-	"github.com/svcgw/svcgw/store"
-
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +12,8 @@ import (
 	"time"
 
 	"github.com/matryer/is"
+	"github.com/svcgw/svcgw/store"
+	"github.com/svcgw/svcgw/store/storetest"
 )
 
 // TestBackup_UnderLoad copies the database while the ledger commits

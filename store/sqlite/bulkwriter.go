@@ -1,8 +1,6 @@
 package sqlite
 
 import (
-	"github.com/svcgw/svcgw/store"
-
 	"context"
 	"database/sql"
 	"database/sql/driver"
@@ -14,9 +12,11 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/svcgw/svcgw/store"
 )
 
-// A bulk writer: a store whose batches may hold bulkBatchRows generations
+// A bulk writer: a store whose batches may hold BulkBatchRows generations
 // or more (a bulk load such as bench/seed's, 131,072 a batch); svcgw serve
 // never makes one.
 //

@@ -1,10 +1,6 @@
 package sqlite
 
 import (
-	"github.com/svcgw/svcgw/store/storetest"
-
-	"github.com/svcgw/svcgw/store"
-
 	"bufio"
 	"context"
 	"database/sql"
@@ -21,8 +17,9 @@ import (
 	"time"
 
 	"github.com/matryer/is"
-
 	"github.com/svcgw/svcgw/money"
+	"github.com/svcgw/svcgw/store"
+	"github.com/svcgw/svcgw/store/storetest"
 )
 
 // writerPragma reads a pragma's value on the writer connection.

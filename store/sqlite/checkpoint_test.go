@@ -1,10 +1,6 @@
 package sqlite
 
 import (
-	"github.com/svcgw/svcgw/store/storetest"
-
-	"github.com/svcgw/svcgw/store"
-
 	"context"
 	"errors"
 	"log/slog"
@@ -15,6 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/svcgw/svcgw/store"
+	"github.com/svcgw/svcgw/store/storetest"
 )
 
 // TestCheckpointModes commits 300 batches of 40 generations (~6,000 WAL

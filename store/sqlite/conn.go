@@ -1,10 +1,10 @@
 package sqlite
 
 import (
-	"github.com/svcgw/svcgw/store"
-
 	"context"
 	"database/sql"
+
+	"github.com/svcgw/svcgw/store"
 )
 
 // sqlConn is a conn of database/sql (SQLite): a pool or a transaction.

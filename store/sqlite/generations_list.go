@@ -1,12 +1,12 @@
 package sqlite
 
 import (
-	"github.com/svcgw/svcgw/store"
-
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+
+	"github.com/svcgw/svcgw/store"
 )
 
 // ListGenerations returns a page of the account's generations, newest

@@ -1,14 +1,13 @@
 package sqlite
 
 import (
-	"github.com/svcgw/svcgw/store/storetest"
-
-	"github.com/svcgw/svcgw/store"
-
 	"context"
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/svcgw/svcgw/store"
+	"github.com/svcgw/svcgw/store/storetest"
 )
 
 // TestListGenerations_PlanReadsTheFilterIndex pins that a page is read

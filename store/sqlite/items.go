@@ -1,12 +1,12 @@
 package sqlite
 
 import (
-	"github.com/svcgw/svcgw/store"
-
 	"context"
 	"database/sql"
 	"fmt"
 	"strings"
+
+	"github.com/svcgw/svcgw/store"
 )
 
 // insertItemSQL keeps one item; a batch committed again after an uncertain
@@ -14,7 +14,7 @@ import (
 const insertItemSQL = `INSERT INTO output_items (account_id, id, generation_id, data) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`
 
 // insertItems inserts the items of a batch's generations in tx (SQLite's
-// commitBatch). The statement is not prepared: a prepare on the writer
+// CommitBatch). The statement is not prepared: a prepare on the writer
 // would wait for the connection tx holds, and a batch has few items (only
 // streamed Responses calls keep any).
 func (s *Store) insertItems(ctx context.Context, tx *sql.Tx, rows []store.GenRow) error {

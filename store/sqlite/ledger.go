@@ -1,8 +1,6 @@
 package sqlite
 
 import (
-	"github.com/svcgw/svcgw/store"
-
 	"context"
 	"database/sql"
 	"errors"
@@ -10,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/svcgw/svcgw/store"
 	sqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
@@ -21,7 +20,7 @@ import (
 // (yield.go). A bulk writer's batches take the driver connection
 // (bulkwriter.go).
 
-// storedRow reads the account, cost and creation time of the stored
+// StoredRow reads the account, cost and creation time of the stored
 // generation id (see policy.stored).
 func (s *Store) StoredRow(ctx context.Context, id string) (acct, cost, created int64, err error) {
 	err = s.w.QueryRowContext(ctx, `SELECT account_id, cost_micros, created_at FROM generations WHERE id = ?`, id).
@@ -34,7 +33,7 @@ func (s *Store) StoredRow(ctx context.Context, id string) (acct, cost, created i
 const insertChunk = 64
 
 // insertSQL holds the INSERT statement text for each chunk size, which are
-// the roll-ups' (upsertChunks: 64 and the powers of two below it, chunkFor).
+// the roll-ups' (UpsertChunks: 64 and the powers of two below it, ChunkFor).
 // Seven statements cover every batch: a prepared statement of n rows holds
 // a program of ~3.5 KB a row in SQLite's memory, so one per count from 1 to
 // 64 held 7 MB on the writer connection, against ~0.4 MB for these seven.
@@ -118,13 +117,13 @@ const (
 )
 
 // concurrentSumRows is the fewest rows of a batch whose sums are made
-// concurrently with its INSERTs (see commitBatch): below it, starting a
+// concurrently with its INSERTs (see CommitBatch): below it, starting a
 // goroutine and preparing every roll-up upsert cost more than they save.
 // Only batches of a bulk writer reach it (store/bulkwriter.go). A variable
 // for TestBulkWriter, which lowers it.
 var concurrentSumRows = 4096
 
-// commitBatch inserts the rows, applies one debit per account and one
+// CommitBatch inserts the rows, applies one debit per account and one
 // spend_daily upsert per (account, key, day), all in one transaction.
 func (s *Store) CommitBatch(ctx context.Context, rows []store.GenRow, agg *store.BatchSums) error {
 	// Prepare the statements this batch needs (once: they are cached)
@@ -311,7 +310,7 @@ func (s *Store) Unstorable(err error) bool {
 	return false
 }
 
-// faultReason says in a few words why a ledger commit failed, for operators.
+// FaultReason says in a few words why a ledger commit failed, for operators.
 func (s *Store) FaultReason(err error) string {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return "a commit did not finish in time: is another process holding the database's write lock?"

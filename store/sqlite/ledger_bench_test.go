@@ -1,10 +1,6 @@
 package sqlite
 
 import (
-	"github.com/svcgw/svcgw/store/storetest"
-
-	"github.com/svcgw/svcgw/store"
-
 	"context"
 	"fmt"
 	"os"
@@ -12,6 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/svcgw/svcgw/store"
+	"github.com/svcgw/svcgw/store/storetest"
 )
 
 // BenchmarkRecordGeneration measures the ledger's sustained throughput: the
@@ -84,7 +83,7 @@ func BenchmarkRecordGeneration_ManyKeys(b *testing.B) {
 	}
 }
 
-// BenchmarkCommitBatch is one commit of the ledger writer (commitBatch)
+// BenchmarkCommitBatch is one commit of the ledger writer (CommitBatch)
 // of a batch of 128 generations of one key, about what a commit holds at
 // saturation (bench/run.sh (a): ~6,500 calls/s, one commit every 20 ms),
 // on a growing table: the CPU a committed generation costs, without the

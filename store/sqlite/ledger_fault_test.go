@@ -1,10 +1,6 @@
 package sqlite
 
 import (
-	"github.com/svcgw/svcgw/store/storetest"
-
-	"github.com/svcgw/svcgw/store"
-
 	"context"
 	"database/sql"
 	"errors"
@@ -17,6 +13,8 @@ import (
 	"time"
 
 	"github.com/matryer/is"
+	"github.com/svcgw/svcgw/store"
+	"github.com/svcgw/svcgw/store/storetest"
 )
 
 // fault is a switchable ledger fault, installed as Options.CommitHook.

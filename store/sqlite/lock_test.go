@@ -1,8 +1,6 @@
 package sqlite
 
 import (
-	"github.com/svcgw/svcgw/store"
-
 	"errors"
 	"os"
 	"path/filepath"
@@ -11,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/matryer/is"
+	"github.com/svcgw/svcgw/store"
 )
 
 func TestLockServe(t *testing.T) {

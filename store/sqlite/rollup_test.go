@@ -1,10 +1,6 @@
 package sqlite
 
 import (
-	"github.com/svcgw/svcgw/store/storetest"
-
-	"github.com/svcgw/svcgw/store"
-
 	"context"
 	"database/sql"
 	"fmt"
@@ -17,6 +13,8 @@ import (
 	"time"
 
 	"github.com/matryer/is"
+	"github.com/svcgw/svcgw/store"
+	"github.com/svcgw/svcgw/store/storetest"
 )
 
 // openLegacyDB creates a database at path with the schema svcgw had before

@@ -1,14 +1,14 @@
 package sqlite
 
 import (
-	"github.com/svcgw/svcgw/store"
-
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/svcgw/svcgw/store"
 )
 
 // Spend returns what the account and the key (none when keyID is "") have
@@ -102,7 +102,7 @@ type spendEntry struct {
 	mu     sync.Mutex
 	loaded bool
 	total  int64 // account entries only: every charge ever
-	// days holds the charge of each UTC day (by dayNumber) from the start of
+	// days holds the charge of each UTC day (by DayNumber) from the start of
 	// the month before the one the entry was loaded in; older days are
 	// pruned as time goes on, so it stays under about 65 entries.
 	days map[int32]int64
@@ -226,7 +226,7 @@ func (e *spendEntry) add(cost int64, at time.Time) {
 	}
 }
 
-// period returns the charges of p's day and of p's month. Callers hold
+// Period returns the charges of p's day and of p's month. Callers hold
 // e.mu (or own e).
 func (e *spendEntry) period(p store.Period) (dayTotal, monthTotal int64) {
 	dayTotal = e.days[p.Day]

@@ -1,12 +1,32 @@
+// Package sqlite is svcgw's SQLite engine (see store): one database file,
+// the embedded default, for one svcgw serve. Store implements store.Engine
+// and store.DB over the policy it embeds; importing the package registers
+// it for store.Dial, for every DSN that is not a URL.
+//
+// The database is opened with modernc.org/sqlite (no cgo) in WAL mode. The
+// Store holds one writer connection (every write is serialised through it,
+// with BEGIN IMMEDIATE) and separate pools of read-only connections (the
+// account reads', the call path's), so readers never wait for the ledger
+// and the ledger never waits for readers. WAL mode with synchronous=NORMAL
+// survives a killed process without corruption; a power loss may also lose
+// the last commits, never consistency. (A bulk writer, such as
+// bench/seed's, runs its load with synchronous=OFF, which a power loss
+// during the load can corrupt: such a database is refused until loaded
+// again; see bulkwriter.go.)
+//
+// Spend is kept in memory (spend.go): it is exact only while one Store (one
+// svcgw serve) records generations for a database, which LockServe makes
+// sure of; other processes (the CLI) may add credits, set caps and create
+// keys. What only SQLite has is here too: WAL checkpoints (checkpoint.go),
+// the bulk writer, the backfill of roll-ups for a database an older svcgw
+// made (backfill.go), Backup, the usage feed (FollowUsage), the commit's
+// yields (yield.go) and the serve lock (lock.go).
+//
+// The Store's file: its connections, migrations and the engine methods the
+// policy calls; its ledger batch is in ledger.go.
 package sqlite
 
-// The SQLite engine: Store, its connections, migrations and the engine
-// methods the policy calls (engine.go); its ledger batch is in
-// sqlite_ledger.go.
-
 import (
-	"github.com/svcgw/svcgw/store"
-
 	"context"
 	"database/sql"
 	"embed"
@@ -18,6 +38,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/svcgw/svcgw/store"
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
 	sqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -276,7 +297,7 @@ func (s *Store) Readers() store.Conn { return sqlConn{s.r} }
 
 func (s *Store) ReadErr(ctx context.Context, err error) error { return readErr(ctx, err) }
 
-// writeTx runs fn in a transaction on the writer connection (BEGIN
+// WriteTx runs fn in a transaction on the writer connection (BEGIN
 // IMMEDIATE: it holds the database's write lock from the start), and
 // commits it when fn returns nil. what names the change in errors.
 func (s *Store) WriteTx(ctx context.Context, what string, fn func(tx store.Conn) error) error {
@@ -294,20 +315,20 @@ func (s *Store) WriteTx(ctx context.Context, what string, fn func(tx store.Conn)
 	return nil
 }
 
-// keyChanges reads the count of key changes (see authCache).
+// KeyChanges reads the count of key changes (see authCache).
 func (s *Store) KeyChanges(ctx context.Context) (int64, error) {
 	var n int64
 	err := s.changesStmt.QueryRowContext(ctx).Scan(&n)
 	return n, readErr(ctx, err)
 }
 
-// budgetRow reads budgetSQL for the account, with the statement prepared
+// BudgetRow reads BudgetSQL for the account, with the statement prepared
 // on the call path's pool.
 func (s *Store) BudgetRow(ctx context.Context, accountID int64) store.Scanner {
 	return s.budgetStmt.QueryRowContext(ctx, accountID)
 }
 
-// activeKey reads the active key whose secret hashes to hash.
+// ActiveKey reads the active key whose secret hashes to hash.
 func (s *Store) ActiveKey(ctx context.Context, hash string) (store.Key, error) {
 	k, err := store.ScanKey(s.keyStmt.QueryRowContext(ctx, hash))
 	if errors.Is(err, sql.ErrNoRows) {
@@ -316,7 +337,7 @@ func (s *Store) ActiveKey(ctx context.Context, hash string) (store.Key, error) {
 	return k, readErr(ctx, err)
 }
 
-// sqliteMigrations are SQLite's migrations (store/migrations), in order.
+// sqliteMigrations are SQLite's migrations (store/sqlite/migrations), in order.
 func sqliteMigrations() ([]store.Migration, error) {
 	return store.LoadMigrations(migrationFiles, "migrations")
 }
@@ -391,7 +412,7 @@ func openCallReaders(ctx context.Context, path string, n int) (*sql.DB, error) {
 	return db, nil
 }
 
-// readErr marks err, from a read run under readCtx, as ErrUnavailable when
+// readErr marks err, from a read run under ReadCtx, as ErrUnavailable when
 // the read ran out of time or found the database locked: the caller may
 // retry later. A caller's own cancellation stays what it is.
 func readErr(ctx context.Context, err error) error {

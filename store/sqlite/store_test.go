@@ -1,16 +1,11 @@
 package sqlite
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-
-	"github.com/svcgw/svcgw/store/storetest"
-
-	"github.com/svcgw/svcgw/store"
-
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -19,6 +14,8 @@ import (
 	"time"
 
 	"github.com/matryer/is"
+	"github.com/svcgw/svcgw/store"
+	"github.com/svcgw/svcgw/store/storetest"
 )
 
 // newTestStore opens a fresh store in t.TempDir() with a test clock and a

@@ -1,10 +1,6 @@
 package sqlite
 
 import (
-	"github.com/svcgw/svcgw/store/storetest"
-
-	"github.com/svcgw/svcgw/store"
-
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -21,6 +17,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/svcgw/svcgw/store"
+	"github.com/svcgw/svcgw/store/storetest"
 )
 
 // BenchmarkLedgerTail measures what the ledger's commits do to the calls

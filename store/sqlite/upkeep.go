@@ -1,11 +1,11 @@
 package sqlite
 
 import (
-	"github.com/svcgw/svcgw/store"
-
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/svcgw/svcgw/store"
 )
 
 // StartUpkeep starts the store's background upkeep, which Close stops:

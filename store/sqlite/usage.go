@@ -1,16 +1,16 @@
 package sqlite
 
 import (
-	"github.com/svcgw/svcgw/store"
-
 	"context"
 	"database/sql"
 	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"github.com/svcgw/svcgw/store"
 )
 
-// usageBackfilling is Usage's read while a backfill may be running (here
+// UsageBackfilling is Usage's read while a backfill may be running (here
 // or in another process): its progress, the roll-ups and the generations
 // it has not reached are read in one snapshot, so that every generation is
 // counted exactly once.
@@ -76,9 +76,9 @@ func usageScan(ctx context.Context, tx *sql.Tx, accountID int64, expr string, q 
 	return nil
 }
 
-// usageByDayBackfilling is UsageByDay's read while a backfill may be
+// UsageByDayBackfilling is UsageByDay's read while a backfill may be
 // running: its progress, the roll-ups and the generations it has not
-// reached, in one snapshot (see usageBackfilling).
+// reached, in one snapshot (see UsageBackfilling).
 func (s *Store) UsageByDayBackfilling(ctx context.Context, accountID int64, q store.UsageQuery, scanExpr string, from, to int32) (map[store.DayCell]*store.UsageSums, error) {
 	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {

@@ -1,10 +1,6 @@
 package sqlite
 
 import (
-	"github.com/svcgw/svcgw/store/storetest"
-
-	"github.com/svcgw/svcgw/store"
-
 	"context"
 	"fmt"
 	"path/filepath"
@@ -13,6 +9,8 @@ import (
 	"time"
 
 	"github.com/matryer/is"
+	"github.com/svcgw/svcgw/store"
+	"github.com/svcgw/svcgw/store/storetest"
 )
 
 // TestLedger_BehindCommitsStraight checks that a commit skips its yields

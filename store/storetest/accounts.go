@@ -1,14 +1,13 @@
 package storetest
 
 import (
-	"github.com/svcgw/svcgw/store"
-
 	"context"
 	"errors"
 	"strings"
 	"testing"
 
 	"github.com/matryer/is"
+	"github.com/svcgw/svcgw/store"
 )
 
 func testEnsureAccount(t *testing.T, open Opener) {

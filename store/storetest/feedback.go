@@ -1,8 +1,6 @@
 package storetest
 
 import (
-	"github.com/svcgw/svcgw/store"
-
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +9,7 @@ import (
 	"time"
 
 	"github.com/matryer/is"
+	"github.com/svcgw/svcgw/store"
 )
 
 const month = 30 * 24 * time.Hour

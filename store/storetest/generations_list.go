@@ -1,8 +1,6 @@
 package storetest
 
 import (
-	"github.com/svcgw/svcgw/store"
-
 	"bytes"
 	"context"
 	"errors"
@@ -15,6 +13,7 @@ import (
 	"time"
 
 	"github.com/matryer/is"
+	"github.com/svcgw/svcgw/store"
 )
 
 // listIDs returns the ids of a page.

@@ -1,14 +1,13 @@
 package storetest
 
 import (
-	"github.com/svcgw/svcgw/store"
-
 	"context"
 	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/matryer/is"
+	"github.com/svcgw/svcgw/store"
 )
 
 // A call's output items are kept with its record: found by id for its own

@@ -1,8 +1,6 @@
 package storetest
 
 import (
-	"github.com/svcgw/svcgw/store"
-
 	"context"
 	"errors"
 	"regexp"
@@ -10,6 +8,7 @@ import (
 	"time"
 
 	"github.com/matryer/is"
+	"github.com/svcgw/svcgw/store"
 )
 
 var (

@@ -1,8 +1,6 @@
 package storetest
 
 import (
-	"github.com/svcgw/svcgw/store"
-
 	"bytes"
 	"context"
 	"errors"
@@ -15,8 +13,8 @@ import (
 	"time"
 
 	"github.com/matryer/is"
-
 	"github.com/svcgw/svcgw/money"
+	"github.com/svcgw/svcgw/store"
 )
 
 // gen returns a generation of the account's key costing cost.

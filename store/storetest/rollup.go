@@ -1,8 +1,6 @@
 package storetest
 
 import (
-	"github.com/svcgw/svcgw/store"
-
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -11,6 +9,7 @@ import (
 	"time"
 
 	"github.com/svcgw/svcgw/money"
+	"github.com/svcgw/svcgw/store"
 )
 
 // checkRollups asserts that every roll-up holds exactly the sums of the

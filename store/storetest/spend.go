@@ -1,14 +1,13 @@
 package storetest
 
 import (
-	"github.com/svcgw/svcgw/store"
-
 	"context"
 	"errors"
 	"testing"
 	"time"
 
 	"github.com/matryer/is"
+	"github.com/svcgw/svcgw/store"
 )
 
 // checkSpendDaily asserts that spend_daily holds exactly the sums of the

@@ -1,14 +1,13 @@
 package storetest
 
 import (
-	"github.com/svcgw/svcgw/store"
-
 	"context"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/matryer/is"
+	"github.com/svcgw/svcgw/store"
 )
 
 func testPools_NameEachPool(t *testing.T, open Opener) {

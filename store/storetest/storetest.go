@@ -1,14 +1,13 @@
 package storetest
 
 import (
-	"github.com/svcgw/svcgw/store"
-
 	"context"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/apd/v3"
+	"github.com/svcgw/svcgw/store"
 )
 
 // testClock is an injectable clock that tests move by hand.

@@ -1,9 +1,6 @@
 package storetest
 
 import (
-	"github.com/svcgw/svcgw/money"
-	"github.com/svcgw/svcgw/store"
-
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +8,8 @@ import (
 	"time"
 
 	"github.com/matryer/is"
+	"github.com/svcgw/svcgw/money"
+	"github.com/svcgw/svcgw/store"
 )
 
 func testUsageByDay(t *testing.T, open Opener) {
