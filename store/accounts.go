@@ -10,7 +10,7 @@ import (
 	"github.com/cockroachdb/apd/v3"
 )
 
-// Account is a billing Account: a prepaid balance that generations debit
+// Account is a billing account: a prepaid balance that generations debit
 // and credits raise, shared by all of its keys.
 type Account struct {
 	ID   int64
