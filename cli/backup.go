@@ -14,7 +14,7 @@ type backupCmd struct {
 }
 
 // Run copies the database named by --db to File while it may be serving:
-// store.Backup, SQLite's VACUUM INTO in one read transaction. It never
+// sqlite.Backup, SQLite's VACUUM INTO in one read transaction. It never
 // creates or migrates the database it copies.
 //
 // backup is SQLite's alone: a PostgreSQL database is backed up with the

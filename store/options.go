@@ -13,7 +13,7 @@ type Options struct {
 	// BatchSize is the most generations committed in one ledger
 	// transaction; default 256 (1024 on PostgreSQL). On SQLite, 8,192 or
 	// more make a bulk writer (a bulk load): its writer gets a page cache
-	// of 256 bytes a generation of a batch (store/bulkwriter.go).
+	// of 256 bytes a generation of a batch (store/sqlite/bulkwriter.go).
 	BatchSize int
 	// BatchInterval is how long the ledger writer waits for a batch to fill
 	// before it commits what it has; default 20ms.
