@@ -26,4 +26,3 @@ func TestMigrations_AppendOnly(t *testing.T) {
 	}
 	storetest.CheckAppendOnly(t, "store/postgres/migrations", ms, shipped)
 }
-

@@ -30,4 +30,3 @@ func TestMigrations_AppendOnly(t *testing.T) {
 	}
 	storetest.CheckAppendOnly(t, "store/sqlite/migrations", ms, shipped)
 }
-
