@@ -11,7 +11,7 @@ import (
 type Conn interface {
 	QueryRow(ctx context.Context, q string, args ...any) Scanner
 	Query(ctx context.Context, q string, args ...any) (Rows, error)
-	// exec runs a statement and reports how many rows it changed.
+	// Exec runs a statement and reports how many rows it changed.
 	Exec(ctx context.Context, q string, args ...any) (int64, error)
 }
 

@@ -14,7 +14,7 @@ type Engine interface {
 	// StoredRow reads the account, cost and creation time of the stored
 	// generation id.
 	StoredRow(ctx context.Context, id string) (acct, cost, created int64, err error)
-	// unstorable reports whether err rejects a row as such (committing it
+	// Unstorable reports whether err rejects a row as such (committing it
 	// again can never succeed), as opposed to a failure of the database.
 	Unstorable(err error) bool
 	// FaultReason says in a few words why a commit failed, for operators.
@@ -32,7 +32,7 @@ type Engine interface {
 	// connections; no account is sql.ErrNoRows.
 	BudgetRow(ctx context.Context, accountID int64) Scanner
 
-	// readers is the pool of account reads and commands.
+	// Readers is the pool of account reads and commands.
 	Readers() Conn
 	// WriteTx runs fn in a write transaction, committed when fn returns
 	// nil; what names the change in the errors of its begin and commit.

@@ -59,7 +59,7 @@ type GenRow struct {
 	// uncertain is set once a commit that held the row failed at its
 	// COMMIT: such a commit may have taken effect all the same (see flush).
 	uncertain bool
-	// lease and keyLease are the balance leases of the account and the
+	// Lease and KeyLease are the balance leases of the account and the
 	// key the charge was made against (Postgres); 0 for none.
 	Lease, KeyLease int64
 }
@@ -274,13 +274,13 @@ type Policy struct {
 // Rows go in and out by value: through a pointer, the interface call made
 // every recorded row escape to the heap (288 bytes a call).
 type ChargeCounter interface {
-	// record counts r's charge and returns r with what it was counted
+	// Record counts r's charge and returns r with what it was counted
 	// against (the leases, on PostgreSQL).
 	Record(r GenRow) GenRow
 	Unrecord(r GenRow)
 }
 
-// init applies opts's ledger settings and their defaults.
+// Init applies opts's ledger settings and their defaults.
 func (s *Policy) Init(opts Options, db Engine, charges ChargeCounter) {
 	s.db, s.charges = db, charges
 	s.now, s.rand, s.log = opts.Now, opts.Rand, opts.Logger
@@ -687,7 +687,7 @@ type BatchSums struct {
 	Rollup RollupSums
 }
 
-// sum empties the sums and adds up rows in them: the debit of each account,
+// Sum empties the sums and adds up rows in them: the debit of each account,
 // the spend of each (account, key, day) and the roll-ups.
 func (agg *BatchSums) Sum(rows []GenRow) {
 	clear(agg.Debits)

@@ -53,7 +53,7 @@ func LoadMigrations(fsys fs.FS, dir string) ([]Migration, error) {
 	return list, nil
 }
 
-// migrator is what migrate needs of an engine: a transaction for each
+// Migrator is what migrate needs of an engine: a transaction for each
 // migration.
 type Migrator interface {
 	// BeginMigration begins one migration's transaction, holding what

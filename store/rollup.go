@@ -117,7 +117,7 @@ func (rs *RollupSums) sum(rows []GenRow) {
 	rs.DerivePeriods()
 }
 
-// reset empties the sums for the next batch.
+// Reset empties the sums for the next batch.
 func (rs *RollupSums) Reset() {
 	if rs.Daily == nil {
 		rs.Daily = make(map[DailyKey]UsageSums)
@@ -127,7 +127,7 @@ func (rs *RollupSums) Reset() {
 	clear(rs.Periods)
 }
 
-// add counts r in its usage_daily row; DerivePeriods then derives the
+// Add counts r in its usage_daily row; DerivePeriods then derives the
 // usage_periods rows from those, so a batch costs one map update per
 // generation and ten per distinct daily row.
 func (rs *RollupSums) Add(r *GenRow) {
@@ -171,7 +171,7 @@ func (rs *RollupSums) periodsOf(day int32) (month, year int32) {
 	return rs.lastMonth, rs.lastYear
 }
 
-// MonthStart is the day number of the first day of day's UTC month.
+// monthStart is the day number of the first day of day's UTC month.
 func monthStart(day int32) int32 {
 	return DayNumber(StartOfMonth(dayTime(day)))
 }
@@ -221,7 +221,7 @@ func buildUpsertSQL(head, conflict string, keyCols int) map[int]string {
 // transaction.
 type execFunc func(ctx context.Context, query string, args []any) error
 
-// write upserts the sums into usage_daily and usage_periods.
+// Write upserts the sums into usage_daily and usage_periods.
 func (rs *RollupSums) Write(ctx context.Context, exec execFunc) error {
 	args := rs.args[:0]
 	dks := rs.dailyKeys[:0]

@@ -62,7 +62,7 @@ func (opts UpkeepOptions) WithDefaults() UpkeepOptions {
 	return opts
 }
 
-// start runs run in the upkeep goroutine, which stop cancels.
+// Start runs run in the upkeep goroutine, which stop cancels.
 func (u *UpkeepState) Start(run func(ctx context.Context)) error {
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -176,7 +176,7 @@ type Pacer struct {
 	LedgerBusy func() bool
 }
 
-// pause adapts the size to a transaction of n rows that took took, then
+// Pause adapts the size to a transaction of n rows that took took, then
 // sleeps; it reports false if ctx ended first.
 func (p *Pacer) Pause(ctx context.Context, took time.Duration, n int) bool {
 	switch {
@@ -204,7 +204,7 @@ func formatDays(d time.Duration) string {
 	return d.String()
 }
 
-// sleep waits for d or ctx, reporting false if ctx ended first.
+// Sleep waits for d or ctx, reporting false if ctx ended first.
 func Sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()

@@ -20,7 +20,7 @@ var pgDialect = store.Dialect{Name: "postgres", ForUpdate: " FOR UPDATE", KeyOrd
 
 func (p *Store) Dialect() store.Dialect { return pgDialect }
 
-// readers is the pool of account reads and commands.
+// Readers is the pool of account reads and commands.
 func (p *Store) Readers() store.Conn { return pgConn{p.r} }
 
 // WriteTx runs fn in a transaction on the writer pool, and commits it

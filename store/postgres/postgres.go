@@ -249,7 +249,7 @@ const (
 	pgClassConstraint = "23"
 )
 
-// unstorable reports whether err is PostgreSQL rejecting a row as such.
+// Unstorable reports whether err is PostgreSQL rejecting a row as such.
 func (p *Store) Unstorable(err error) bool {
 	if errors.Is(err, errNoReference) {
 		return true

@@ -291,7 +291,7 @@ func appendValues(dst []any, r *store.GenRow) []any {
 		r.CostMicros, g.LatencyMS, g.GenerationTimeMS, r.CreatedMS)
 }
 
-// unstorable reports whether err is the database rejecting a row as such
+// Unstorable reports whether err is the database rejecting a row as such
 // (a constraint, a value it cannot hold; a parent a bulk batch's
 // checkParents did not find): committing it again can never succeed. Any
 // other failure is the database's, and worth retrying.

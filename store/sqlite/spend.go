@@ -226,7 +226,7 @@ func (e *spendEntry) add(cost int64, at time.Time) {
 	}
 }
 
-// Period returns the charges of p's day and of p's month. Callers hold
+// period returns the charges of p's day and of p's month. Callers hold
 // e.mu (or own e).
 func (e *spendEntry) period(p store.Period) (dayTotal, monthTotal int64) {
 	dayTotal = e.days[p.Day]

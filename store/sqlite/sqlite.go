@@ -292,7 +292,7 @@ var sqliteDialect = store.Dialect{Name: "sqlite", KeyOrder: "k.rowid"}
 
 func (s *Store) Dialect() store.Dialect { return sqliteDialect }
 
-// readers is the pool of account reads and commands.
+// Readers is the pool of account reads and commands.
 func (s *Store) Readers() store.Conn { return sqlConn{s.r} }
 
 func (s *Store) ReadErr(ctx context.Context, err error) error { return readErr(ctx, err) }

@@ -94,7 +94,7 @@ func EngineSQL(t testing.TB, db store.DB, sqlite, postgres string) string {
 	}
 }
 
-// Engine is db as the engine contract, which every engine's DB is.
+// engine is db as the engine contract, which every engine's DB is.
 func engine(t testing.TB, db store.DB) store.Engine {
 	t.Helper()
 	e, ok := db.(store.Engine)

@@ -170,7 +170,7 @@ func testListGenerations_FeedbackSummary(t *testing.T, open Opener) {
 	is.Equal(page[1].Review.Comment, "wrong answer")
 }
 
-// listCase is one combination of ListGenerations' cursor and filters, as
+// ListCase is one combination of ListGenerations' cursor and filters, as
 // listSQL and pgListSQL take them.
 type ListCase struct{ Cursor, RequestType, Application bool }
 
@@ -178,7 +178,7 @@ func (c ListCase) String() string {
 	return fmt.Sprintf("cursor=%v request_type=%v application=%v", c.Cursor, c.RequestType, c.Application)
 }
 
-// listCases are every combination of a cursor and the two filters.
+// ListCases are every combination of a cursor and the two filters.
 func ListCases() []ListCase {
 	var cs []ListCase
 	for i := range 8 {
@@ -203,7 +203,7 @@ func (c ListCase) Args() []any {
 	return append(args, 51)
 }
 
-// TestListGenerations_FiltersMatchBruteForce pages through every
+// testListGenerations_FiltersMatchBruteForce pages through every
 // combination of filter values, common, rare and absent ones, across
 // generations that share their millisecond, and checks each listing
 // against a filter of all the rows recorded.
@@ -291,7 +291,7 @@ func testOpen_NewDatabaseSaysNothingOfMigrating(t *testing.T, open Opener) {
 	is.True(!strings.Contains(logged.String(), "migrat")) // no generations: nothing to announce
 }
 
-// TestOpen_AnnouncesTheFilterIndexes upgrades a ledger from before the
+// testOpen_AnnouncesTheFilterIndexes upgrades a ledger from before the
 // filter indexes: opening it builds them, after a line that says so and on
 // how many generations, and another when done.
 func testOpen_AnnouncesTheFilterIndexes(t *testing.T, open Opener) {

@@ -17,7 +17,7 @@ import (
 	"github.com/svcgw/svcgw/store"
 )
 
-// gen returns a generation of the account's key costing cost.
+// Gen returns a generation of the account's key costing cost.
 func Gen(t testing.TB, id string, k store.Key, cost string) store.Generation {
 	return store.Generation{
 		ID: id, AccountID: k.AccountID, KeyID: k.ID,
@@ -28,7 +28,7 @@ func Gen(t testing.TB, id string, k store.Key, cost string) store.Generation {
 	}
 }
 
-// micros is the amount s, which must be a whole number of micro-dollars.
+// Micros is the amount s, which must be a whole number of micro-dollars.
 func Micros(t testing.TB, s string) money.Micros {
 	t.Helper()
 	m, err := money.FromDecimal(Dec(t, s))
@@ -198,7 +198,7 @@ func testClose_FlushesQueue(t *testing.T, open Opener) {
 	CheckLedger(t, s2)
 }
 
-// TestLedger_ConcurrentReadersAndWriters runs thousands of RecordGeneration
+// testLedger_ConcurrentReadersAndWriters runs thousands of RecordGeneration
 // calls alongside readers, credit top-ups, feedback, and a second Store on
 // the same file (as the CLI would be): nothing may fail, in particular not
 // with "database is locked".

@@ -6,7 +6,7 @@ import (
 	"sync"
 )
 
-// logBuffer is a log destination the ledger writer and a test can share.
+// LogBuffer is a log destination the ledger writer and a test can share.
 type LogBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
@@ -24,5 +24,5 @@ func (b *LogBuffer) String() string {
 	return b.buf.String()
 }
 
-// count is how many log lines contain s.
+// Count is how many log lines contain s.
 func (b *LogBuffer) Count(s string) int { return strings.Count(b.String(), s) }

@@ -12,7 +12,7 @@ import (
 	"github.com/svcgw/svcgw/store"
 )
 
-// checkRollups asserts that every roll-up holds exactly the sums of the
+// CheckRollups asserts that every roll-up holds exactly the sums of the
 // generations (usage_daily per account, day, key, application and request
 // type; usage_periods per axis, span and bucket), and that spend_daily,
 // which spend caps read, agrees with usage_periods. Only valid once the
@@ -107,7 +107,7 @@ func usageFromGenerations(t testing.TB, s store.DB, accountID int64, q store.Usa
 	return out
 }
 
-// sameBuckets compares two reports field by field (costs by value).
+// SameBuckets compares two reports field by field (costs by value).
 func SameBuckets(got, want []store.Bucket) error {
 	if len(got) != len(want) {
 		return fmt.Errorf("%d buckets, want %d:\n got %v\nwant %v", len(got), len(want), got, want)
@@ -125,7 +125,7 @@ func SameBuckets(got, want []store.Bucket) error {
 	return nil
 }
 
-// usageRanges are day-aligned windows around the generations of
+// UsageRanges are day-aligned windows around the generations of
 // randomWorkload, chosen to cover unbounded sides, single days, weeks, whole
 // and partial months and years, a year's end and empty windows, and random
 // more of them.
@@ -151,7 +151,7 @@ func UsageRanges(r *rand.Rand, first, last time.Time, random int) [][2]time.Time
 	return ranges
 }
 
-// randomWorkload records n generations spread over accounts, keys,
+// RandomWorkload records n generations spread over accounts, keys,
 // applications, request types and ~four months (Nov 2024 – Mar 2025, so a
 // year's end too), with zero-cost (failed) and cached calls, syncing now
 // and then so that batches vary. It returns the accounts.
@@ -218,7 +218,7 @@ func testRollups_EqualGenerations(t *testing.T, open Opener) {
 	CheckAllUsage(t, s, r, accounts, 10)
 }
 
-// checkAllUsage asserts that Usage equals the report over generations for
+// CheckAllUsage asserts that Usage equals the report over generations for
 // every grouping of every account over the ranges of usageRanges.
 func CheckAllUsage(t *testing.T, s store.DB, r *rand.Rand, accounts []store.Account, random int) {
 	t.Helper()

@@ -10,7 +10,7 @@ import (
 	"github.com/svcgw/svcgw/store"
 )
 
-// checkSpendDaily asserts that spend_daily holds exactly the sums of the
+// CheckSpendDaily asserts that spend_daily holds exactly the sums of the
 // generations, per account, key and UTC day.
 func CheckSpendDaily(t testing.TB, s store.DB) {
 	t.Helper()

@@ -10,12 +10,13 @@ import (
 	"github.com/svcgw/svcgw/store"
 )
 
-// testClock is an injectable clock that tests move by hand.
+// Clock is an injectable clock (Options.Now) that tests move by hand.
 type Clock struct {
 	mu sync.Mutex
 	t  time.Time
 }
 
+// NewClock returns a Clock at 2025-03-10 12:00 UTC.
 func NewClock() *Clock {
 	return &Clock{t: time.Date(2025, 3, 10, 12, 0, 0, 0, time.UTC)}
 }
@@ -38,7 +39,7 @@ func (c *Clock) Advance(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-// dec parses a decimal literal or fails the test.
+// Dec parses a decimal literal or fails the test.
 func Dec(t testing.TB, s string) apd.Decimal {
 	t.Helper()
 	d, _, err := apd.NewFromString(s)
@@ -48,7 +49,7 @@ func Dec(t testing.TB, s string) apd.Decimal {
 	return *d
 }
 
-// newAccount creates an account with the given credits and one key.
+// NewAccount creates an account with the given credits and one key.
 func NewAccount(t testing.TB, s store.DB, name, credits string) (store.Account, store.Key, string) {
 	t.Helper()
 	ctx := context.Background()
@@ -68,7 +69,7 @@ func NewAccount(t testing.TB, s store.DB, name, credits string) (store.Account, 
 	return a, k, secret
 }
 
-// checkLedger asserts the reconciliation invariant for every account:
+// CheckLedger asserts the reconciliation invariant for every account:
 // balance = credits - costs and total_used = costs; and that spend_daily
 // holds the generations' sums.
 func CheckLedger(t testing.TB, s store.DB) {
