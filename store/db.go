@@ -11,11 +11,12 @@ import (
 	"github.com/cockroachdb/apd/v3"
 )
 
-// DB is svcgw's database, whichever engine holds it: *Store, SQLite in one
-// file (the embedded default, for one svcgw serve), or *Postgres, a
-// PostgreSQL server that several svcgw serve instances share. The two
-// behave the same to their callers (one test suite runs against both);
-// what differs is said on the methods. The server, the CLI and the account
+// DB is svcgw's database, whichever engine holds it: *sqlite.Store, SQLite
+// in one file (the embedded default, for one svcgw serve), or
+// *postgres.Store, a PostgreSQL server that several svcgw serve instances
+// share. The engines behave the same to their callers (each passes the
+// conformance suite, store/storetest); what differs is said on the
+// methods. The server, the CLI and the account
 // endpoints use only this interface.
 type DB interface {
 	// Accounts.
@@ -51,7 +52,7 @@ type DB interface {
 	OutputItems(ctx context.Context, accountID int64, ids []string) (map[string][]byte, error)
 
 	// Admission is what the server admits calls against (billing's
-	// Ledger): the Store itself on SQLite; the instance's balance leases
+	// Ledger): the sqlite.Store itself; the instance's balance leases
 	// on PostgreSQL, which also start its heartbeat.
 	Admission() Admitter
 	// Instances is how many svcgw serve instances share the database, 1
@@ -72,7 +73,7 @@ type DB interface {
 // An Engine registers itself with Register, in an init function of its
 // package, and Dial then opens the DSNs it claims:
 //
-//	func init() { store.Register("postgres", isPostgres, dial) }
+//	func init() { store.Register("postgres", IsDSN, dial) }
 //
 // A program links the engines it may open by importing their packages
 // (blank where it needs nothing else of them).
@@ -152,7 +153,7 @@ func Redact(dsn string) string {
 
 // Admitter is what the server's admission reads: an account's budget and
 // what its calls have been charged (billing.Ledger). On SQLite it is the
-// Store itself; on PostgreSQL it is the instance's balance leases, and it
+// sqlite.Store itself; on PostgreSQL it is the instance's balance leases, and it
 // also implements LeaseBudget (billing.LeasingLedger).
 type Admitter interface {
 	Budget(ctx context.Context, accountID int64) (Budget, error)

@@ -12,7 +12,7 @@ var (
 	// ErrInvalid means an argument was rejected, such as a non-positive
 	// credit amount, a bad name, or money with more than six decimals.
 	ErrInvalid = errors.New("invalid")
-	// ErrClosed means the Store has been closed.
+	// ErrClosed means the database has been closed.
 	ErrClosed = errors.New("store closed")
 	// ErrUnavailable means the database cannot serve the request now: the
 	// ledger cannot record generations (see CheckLedger), or a read did not

@@ -60,7 +60,7 @@ type GenRow struct {
 	// COMMIT: such a commit may have taken effect all the same (see flush).
 	uncertain bool
 	// Lease and KeyLease are the balance leases of the account and the
-	// key the charge was made against (Postgres); 0 for none.
+	// key the charge was made against (PostgreSQL); 0 for none.
 	Lease, KeyLease int64
 }
 
@@ -218,9 +218,9 @@ func (s *Policy) syncAfter(ctx context.Context, patience time.Duration) error {
 	}
 }
 
-// Policy is what svcgw decides, written once for every engine, which both
-// engine types (Store, Postgres) embed: the batched ledger writer (the
-// queue of generations recorded and not yet settled, the writer goroutine
+// Policy is what svcgw decides, written once for every engine, which each
+// engine's type (sqlite.Store, postgres.Store) embeds: the batched ledger
+// writer (the queue of generations recorded and not yet settled, the writer goroutine
 // that commits them in batches and retries what the database fails to
 // take, the health CheckLedger reports), authentication and its cache,
 // accounts, credits, caps, keys, feedback, sealing keys, usage reports and

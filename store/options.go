@@ -6,7 +6,8 @@ import (
 	"time"
 )
 
-// Options configures a Store. The zero value is usable.
+// Options configures a database, on either engine. The zero value is
+// usable.
 type Options struct {
 	// Now is the clock every stored time comes from; default time.Now.
 	Now func() time.Time
@@ -76,7 +77,7 @@ type Options struct {
 	// Logger receives ledger-writer failures and the start and end of a
 	// migration that takes long on a large ledger; default discards.
 	Logger *slog.Logger
-	// Existing makes Open and OpenPostgres refuse, with ErrNoDatabase, a
+	// Existing makes Dial and the engines' Open refuse, with ErrNoDatabase, a
 	// database svcgw has not created, instead of creating it: the admin
 	// commands set it, so that one run against the wrong --db leaves no
 	// empty ledger behind.
@@ -91,11 +92,12 @@ type Options struct {
 	// LeaseTTL is, on PostgreSQL, how long a balance lease holds without
 	// its instance's heartbeat (every third of it): what a crashed
 	// instance held comes back to the others this long after its last
-	// heartbeat. 0 means DefaultLeaseTTL. SQLite ignores it.
+	// heartbeat. 0 means postgres.DefaultLeaseTTL. SQLite ignores it.
 	LeaseTTL time.Duration
 	// Checkpoint is where the write-ahead log is copied back into the
-	// database file: CheckpointInCommit ("" too), CheckpointAfterCommit or
-	// CheckpointAside (checkpoint.go). PostgreSQL ignores it.
+	// database file: sqlite.CheckpointInCommit ("" too),
+	// sqlite.CheckpointAfterCommit or sqlite.CheckpointAside
+	// (store/sqlite/checkpoint.go). PostgreSQL ignores it.
 	Checkpoint string
 }
 

@@ -43,7 +43,7 @@ SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[
 	$16::bigint[], $17::bigint[], $18::bigint[], $19::bigint[])`
 
 // errNoReference refuses a generation whose account or key does not exist:
-// a row refused as such (Postgres.unstorable), as a foreign key refused it
+// a row refused as such (Store.Unstorable), as a foreign key refused it
 // before migration 0004.
 var errNoReference = errors.New("does not exist")
 
@@ -385,7 +385,7 @@ func (p *Store) ListGenerations(ctx context.Context, accountID int64, q store.Li
 	return store.ScanListed(rows, limit)
 }
 
-// pgListSQL is the text of a Postgres.ListGenerations page, with the
+// pgListSQL is the text of a Store.ListGenerations page, with the
 // placeholders of listSQL: the review's end user, the account, then, with
 // a cursor, its created_at and seq, then the request type and the
 // application when filtered, and the limit. A filtered page is read from
