@@ -2,9 +2,6 @@ package store
 
 import (
 	"cmp"
-	"context"
-	"fmt"
-	"slices"
 	"strings"
 	"time"
 )
@@ -96,12 +93,6 @@ type PeriodKey struct {
 type RollupSums struct {
 	Daily   map[DailyKey]UsageSums
 	Periods map[PeriodKey]UsageSums
-	args    []any
-	// The keys of the maps in primary-key order, reused: upserting in
-	// that order keeps each B-tree seek near the last one (a fifth less
-	// CPU than map order, BenchmarkRecordGeneration_ManyKeys).
-	dailyKeys  []DailyKey
-	periodKeys []PeriodKey
 	// The month and year of the last day asked about: consecutive daily
 	// rows are nearly always of the same day.
 	lastDay, lastMonth, lastYear int32
@@ -186,80 +177,6 @@ func dayTime(day int32) time.Time {
 	return time.Unix(int64(day)*86400, 0).UTC()
 }
 
-// UpsertChunks are the row counts of the multi-row upserts: a batch's rows
-// go in chunks of 64, and the rest in powers of two, so that seven
-// statements per table cover every count.
-var UpsertChunks = [...]int{64, 32, 16, 8, 4, 2, 1}
-
-// DailyUpsertSQL and PeriodUpsertSQL hold the upsert text per chunk size.
-var DailyUpsertSQL, PeriodUpsertSQL = buildUpsertSQL(
-	`INSERT INTO usage_daily (account_id, day, key_id, application, request_type,`,
-	`(account_id, day, key_id, application, request_type)`, 5),
-	buildUpsertSQL(
-		`INSERT INTO usage_periods (account_id, axis, span, first_day, bucket,`,
-		`(account_id, axis, span, first_day, bucket)`, 5)
-
-func buildUpsertSQL(head, conflict string, keyCols int) map[int]string {
-	const sums = ` requests, input_tokens, output_tokens, cached_input_tokens, cache_write_tokens, reasoning_tokens, cost_micros) VALUES `
-	tuple := "(" + strings.TrimSuffix(strings.Repeat("?, ", keyCols+7), ", ") + ")"
-	tail := ` ON CONFLICT ` + conflict + ` DO UPDATE SET
-	requests = requests + excluded.requests,
-	input_tokens = input_tokens + excluded.input_tokens,
-	output_tokens = output_tokens + excluded.output_tokens,
-	cached_input_tokens = cached_input_tokens + excluded.cached_input_tokens,
-	cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens,
-	reasoning_tokens = reasoning_tokens + excluded.reasoning_tokens,
-	cost_micros = cost_micros + excluded.cost_micros`
-	m := make(map[int]string, len(UpsertChunks))
-	for _, n := range UpsertChunks {
-		m[n] = head + sums + strings.TrimSuffix(strings.Repeat(tuple+", ", n), ", ") + tail
-	}
-	return m
-}
-
-// execFunc runs one statement of a roll-up write inside the caller's
-// transaction.
-type execFunc func(ctx context.Context, query string, args []any) error
-
-// Write upserts the sums into usage_daily and usage_periods.
-func (rs *RollupSums) Write(ctx context.Context, exec execFunc) error {
-	args := rs.args[:0]
-	dks := rs.dailyKeys[:0]
-	for k := range rs.Daily {
-		dks = append(dks, k)
-	}
-	slices.SortFunc(dks, CompareDaily)
-	for _, k := range dks {
-		v := rs.Daily[k]
-		// Values as the driver takes them (int64, not int32: see
-		// CommitBatch).
-		args = append(args, k.Account, int64(k.Day), k.Key, k.App, k.Type,
-			v.Requests, v.Input, v.Output, v.Cached, v.CacheWrite, v.Reasoning, v.Cost)
-	}
-	if err := execChunks(ctx, exec, DailyUpsertSQL, args); err != nil {
-		return fmt.Errorf("usage_daily: %w", err)
-	}
-	args = args[:0]
-	pks := rs.periodKeys[:0]
-	for k := range rs.Periods {
-		pks = append(pks, k)
-	}
-	slices.SortFunc(pks, ComparePeriod)
-	for _, k := range pks {
-		v := rs.Periods[k]
-		args = append(args, k.Account, k.Axis, k.Span, int64(k.First), k.Bucket,
-			v.Requests, v.Input, v.Output, v.Cached, v.CacheWrite, v.Reasoning, v.Cost)
-	}
-	if err := execChunks(ctx, exec, PeriodUpsertSQL, args); err != nil {
-		return fmt.Errorf("usage_periods: %w", err)
-	}
-	clear(args[:cap(args)]) // drop references for the GC
-	clear(dks)
-	clear(pks)
-	rs.args, rs.dailyKeys, rs.periodKeys = args[:0], dks[:0], pks[:0]
-	return nil
-}
-
 // CompareDaily orders usage_daily keys as the table's primary key does.
 func CompareDaily(a, b DailyKey) int {
 	return cmp.Or(cmp.Compare(a.Account, b.Account), cmp.Compare(a.Day, b.Day), strings.Compare(a.Key, b.Key),
@@ -270,32 +187,4 @@ func CompareDaily(a, b DailyKey) int {
 func ComparePeriod(a, b PeriodKey) int {
 	return cmp.Or(cmp.Compare(a.Account, b.Account), strings.Compare(a.Axis, b.Axis), strings.Compare(a.Span, b.Span),
 		cmp.Compare(a.First, b.First), strings.Compare(a.Bucket, b.Bucket))
-}
-
-// upsertColumns is the number of columns, so of arguments, per upserted
-// row of either table.
-const upsertColumns = 12
-
-// execChunks upserts the rows in args (upsertColumns arguments each) with
-// the fewest statements of bySize.
-func execChunks(ctx context.Context, exec execFunc, bySize map[int]string, args []any) error {
-	for rows := len(args) / upsertColumns; rows > 0; {
-		size := ChunkFor(rows)
-		if err := exec(ctx, bySize[size], args[:size*upsertColumns]); err != nil {
-			return err
-		}
-		args = args[size*upsertColumns:]
-		rows -= size
-	}
-	return nil
-}
-
-// ChunkFor is the largest upsert chunk size not above n (n > 0).
-func ChunkFor(n int) int {
-	for _, size := range UpsertChunks {
-		if size <= n {
-			return size
-		}
-	}
-	return 1
 }

@@ -20,15 +20,8 @@ const (
 	GroupByAPIKey      = "api_key"
 )
 
-// scanExprs maps each grouping to the SQL expression of its bucket over
-// generations, for the generations a roll-up backfill has not reached yet
-// (see Usage). Only these fixed strings ever reach the query text.
-var scanExprs = map[string]string{
-	GroupByDay:         `strftime('%Y-%m-%d', created_at / 1000, 'unixepoch')`,
-	GroupByRequestType: `request_type`,
-	GroupByApplication: `application`,
-	GroupByAPIKey:      `COALESCE(key_id, '')`,
-}
+// groupings are the groupings Usage knows.
+var groupings = map[string]bool{GroupByDay: true, GroupByRequestType: true, GroupByApplication: true, GroupByAPIKey: true}
 
 // UsageQuery selects and groups an account's usage.
 type UsageQuery struct {
@@ -87,8 +80,7 @@ func IsDayBound(t time.Time) bool {
 // generations table in the same read transaction, so the answer is exact
 // then too, only slower.
 func (s *Policy) Usage(ctx context.Context, accountID int64, q UsageQuery) ([]Bucket, error) {
-	scanExpr, ok := scanExprs[q.GroupBy]
-	if !ok {
+	if !groupings[q.GroupBy] {
 		return nil, fmt.Errorf("usage: group by %q: %w", q.GroupBy, ErrInvalid)
 	}
 	q, from, to, err := dayRange(q)
@@ -97,7 +89,7 @@ func (s *Policy) Usage(ctx context.Context, accountID int64, q UsageQuery) ([]Bu
 	}
 	var sums map[string]*UsageSums
 	if bf, ok := s.db.(Backfiller); ok && !s.rollupsComplete.Load() {
-		sums, err = bf.UsageBackfilling(ctx, accountID, q, scanExpr, from, to)
+		sums, err = bf.UsageBackfilling(ctx, accountID, q, from, to)
 	} else {
 		sums, err = UsageRollups(ctx, s.db.Readers(), accountID, q.GroupBy, from, to)
 	}
@@ -109,11 +101,11 @@ func (s *Policy) Usage(ctx context.Context, accountID int64, q UsageQuery) ([]Bu
 
 // Backfiller is an engine whose database may hold generations recorded
 // before the usage roll-ups existed (SQLite's, made by an older svcgw):
-// until its backfill is complete (rollupsComplete), usage reads add those
+// until its backfill is complete (RollupsComplete), usage reads add those
 // up from the generations themselves.
 type Backfiller interface {
-	UsageBackfilling(ctx context.Context, accountID int64, q UsageQuery, scanExpr string, from, to int32) (map[string]*UsageSums, error)
-	UsageByDayBackfilling(ctx context.Context, accountID int64, q UsageQuery, scanExpr string, from, to int32) (map[DayCell]*UsageSums, error)
+	UsageBackfilling(ctx context.Context, accountID int64, q UsageQuery, from, to int32) (map[string]*UsageSums, error)
+	UsageByDayBackfilling(ctx context.Context, accountID int64, q UsageQuery, from, to int32) (map[DayCell]*UsageSums, error)
 }
 
 // dayRange checks q's bounds and returns them as the days [from, to), an

@@ -29,8 +29,7 @@ func (s *Policy) UsageByDay(ctx context.Context, accountID int64, q UsageQuery) 
 	if q.GroupBy == GroupByDay {
 		return nil, fmt.Errorf("usage by day: group by %q: %w", q.GroupBy, ErrInvalid)
 	}
-	scanExpr, ok := scanExprs[q.GroupBy]
-	if !ok {
+	if !groupings[q.GroupBy] {
 		return nil, fmt.Errorf("usage by day: group by %q: %w", q.GroupBy, ErrInvalid)
 	}
 	q, from, to, err := dayRange(q)
@@ -39,7 +38,7 @@ func (s *Policy) UsageByDay(ctx context.Context, accountID int64, q UsageQuery) 
 	}
 	var sums map[DayCell]*UsageSums
 	if bf, ok := s.db.(Backfiller); ok && !s.rollupsComplete.Load() {
-		sums, err = bf.UsageByDayBackfilling(ctx, accountID, q, scanExpr, from, to)
+		sums, err = bf.UsageByDayBackfilling(ctx, accountID, q, from, to)
 	} else {
 		sums, err = UsageDayRollups(ctx, s.db.Readers(), accountID, q.GroupBy, from, to)
 	}

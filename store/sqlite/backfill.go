@@ -103,7 +103,8 @@ func (s *Store) backfillChunk(ctx context.Context, limit int64, maxRows int, rs 
 	// Each statement is parsed once per chunk (a 64-row upsert takes long
 	// to parse), in the transaction, so it is closed with it.
 	stmts := make(map[string]*sql.Stmt)
-	if err := rs.Write(ctx, func(ctx context.Context, q string, args []any) error {
+	var w rollupWriter
+	if err := w.write(ctx, rs, func(ctx context.Context, q string, args []any) error {
 		runtime.Gosched()
 		st := stmts[q]
 		if st == nil {

@@ -33,7 +33,7 @@ func (s *Store) StoredRow(ctx context.Context, id string) (acct, cost, created i
 const insertChunk = 64
 
 // insertSQL holds the INSERT statement text for each chunk size, which are
-// the roll-ups' (UpsertChunks: 64 and the powers of two below it, ChunkFor).
+// the roll-ups' (upsertChunks: 64 and the powers of two below it, chunkFor).
 // Seven statements cover every batch: a prepared statement of n rows holds
 // a program of ~3.5 KB a row in SQLite's memory, so one per count from 1 to
 // 64 held 7 MB on the writer connection, against ~0.4 MB for these seven.
@@ -54,7 +54,7 @@ const insertTuple = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 const insertColumns = 19
 
 func buildInsertSQL() (stmts [insertChunk + 1]string) {
-	for _, n := range store.UpsertChunks {
+	for _, n := range upsertChunks {
 		stmts[n] = insertSQLOf(n)
 	}
 	return stmts
@@ -85,7 +85,7 @@ func (s *Store) insertChunkFor(n int) int {
 	if n >= bulkInsertChunk && store.BulkWriter(s.BatchSize()) {
 		return bulkInsertChunk
 	}
-	return store.ChunkFor(n)
+	return chunkFor(n)
 }
 
 // stmt returns the prepared statement of query, preparing it on the
@@ -254,7 +254,7 @@ func (s *Store) CommitBatch(ctx context.Context, rows []store.GenRow, agg *store
 		}
 	}
 	// The usage roll-ups, in the same transaction as the rows they sum.
-	if err := agg.Rollup.Write(ctx, func(ctx context.Context, q string, args []any) error {
+	if err := s.rollups.write(ctx, &agg.Rollup, func(ctx context.Context, q string, args []any) error {
 		s.yieldCommit(len(rows))
 		_, err := tx.StmtContext(ctx, s.stmts[q]).ExecContext(ctx, args...)
 		return err
@@ -341,21 +341,21 @@ func (s *Store) FaultReason(err error) string {
 // every size of both (each is prepared once: a 64-row upsert takes a while
 // to parse). Like every s.stmt call, it must run outside a transaction.
 func (s *Store) prepareRollups(ctx context.Context, rs *store.RollupSums) error {
-	daily, periods := 2*store.UpsertChunks[0]-1, 2*store.UpsertChunks[0]-1 // every size
+	daily, periods := 2*upsertChunks[0]-1, 2*upsertChunks[0]-1 // every size
 	if rs != nil {
 		daily, periods = len(rs.Daily), len(rs.Periods)
 	}
 	for _, t := range [...]struct {
 		rows   int
 		bySize map[int]string
-	}{{daily, store.DailyUpsertSQL}, {periods, store.PeriodUpsertSQL}} {
+	}{{daily, dailyUpsertSQL}, {periods, periodUpsertSQL}} {
 		for n := t.rows; n > 0; {
-			size := store.ChunkFor(n)
+			size := chunkFor(n)
 			if _, err := s.stmt(ctx, t.bySize[size]); err != nil {
 				return fmt.Errorf("ledger: prepare roll-ups: %w", err)
 			}
 			n -= min(n, size)
-			if size == store.UpsertChunks[0] {
+			if size == upsertChunks[0] {
 				n %= size // the rest of full chunks all use this one
 			}
 		}

@@ -41,7 +41,7 @@ func TestCommitBatch_SevenInsertStatementsCoverEveryCount(t *testing.T) {
 			inserts++
 		}
 	}
-	is.Equal(inserts, len(store.UpsertChunks)) // 64, 32, …, 1
+	is.Equal(inserts, len(upsertChunks)) // 64, 32, …, 1
 
 	var rows, distinct int
 	is.NoErr(s.r.QueryRowContext(ctx, `SELECT count(*), count(DISTINCT id) FROM generations`).Scan(&rows, &distinct))

@@ -84,6 +84,8 @@ type Store struct {
 	// 1,024-row INSERTs, reused between batches; the ledger goroutine's.
 	args    []any
 	bulkIns bulkInsert
+	// rollups writes each batch's roll-up sums; the ledger goroutine's.
+	rollups rollupWriter
 
 	closeOnce sync.Once
 	closeErr  error

@@ -10,11 +10,22 @@ import (
 	"github.com/svcgw/svcgw/store"
 )
 
+// scanExprs maps each grouping to the SQL expression of its bucket over
+// generations, for the generations a roll-up backfill has not reached yet
+// (see store.Backfiller). Only these fixed strings ever reach the query
+// text.
+var scanExprs = map[string]string{
+	store.GroupByDay:         `strftime('%Y-%m-%d', created_at / 1000, 'unixepoch')`,
+	store.GroupByRequestType: `request_type`,
+	store.GroupByApplication: `application`,
+	store.GroupByAPIKey:      `COALESCE(key_id, '')`,
+}
+
 // UsageBackfilling is Usage's read while a backfill may be running (here
 // or in another process): its progress, the roll-ups and the generations
 // it has not reached are read in one snapshot, so that every generation is
 // counted exactly once.
-func (s *Store) UsageBackfilling(ctx context.Context, accountID int64, q store.UsageQuery, scanExpr string, from, to int32) (map[string]*store.UsageSums, error) {
+func (s *Store) UsageBackfilling(ctx context.Context, accountID int64, q store.UsageQuery, from, to int32) (map[string]*store.UsageSums, error) {
 	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, fmt.Errorf("usage: begin: %w", err)
@@ -30,7 +41,7 @@ func (s *Store) UsageBackfilling(ctx context.Context, accountID int64, q store.U
 	}
 	if bf.complete() {
 		s.SetRollupsComplete(true)
-	} else if err := usageScan(ctx, tx, accountID, scanExpr, q, bf, sums); err != nil {
+	} else if err := usageScan(ctx, tx, accountID, scanExprs[q.GroupBy], q, bf, sums); err != nil {
 		return nil, err
 	}
 	return sums, nil
@@ -79,7 +90,7 @@ func usageScan(ctx context.Context, tx *sql.Tx, accountID int64, expr string, q 
 // UsageByDayBackfilling is UsageByDay's read while a backfill may be
 // running: its progress, the roll-ups and the generations it has not
 // reached, in one snapshot (see UsageBackfilling).
-func (s *Store) UsageByDayBackfilling(ctx context.Context, accountID int64, q store.UsageQuery, scanExpr string, from, to int32) (map[store.DayCell]*store.UsageSums, error) {
+func (s *Store) UsageByDayBackfilling(ctx context.Context, accountID int64, q store.UsageQuery, from, to int32) (map[store.DayCell]*store.UsageSums, error) {
 	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, fmt.Errorf("usage by day: begin: %w", err)
@@ -95,7 +106,7 @@ func (s *Store) UsageByDayBackfilling(ctx context.Context, accountID int64, q st
 	}
 	if bf.complete() {
 		s.SetRollupsComplete(true)
-	} else if err := usageDayScan(ctx, tx, accountID, scanExpr, q, bf, sums); err != nil {
+	} else if err := usageDayScan(ctx, tx, accountID, scanExprs[q.GroupBy], q, bf, sums); err != nil {
 		return nil, err
 	}
 	return sums, nil
