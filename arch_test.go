@@ -13,7 +13,7 @@ import (
 // import only the contract and llm.
 var allowed = map[string][]string{
 	"":                    {"cli"},
-	"cli":                 {"server", "store", "config", "billing", "llm", "upstream", "upstream/openai", "upstream/anthropic", "upstream/gemini", "upstream/fixture", "surfaces/account", "seal", "money", "internal/logtext", "internal/telemetry"},
+	"cli":                 {"server", "store", "store/sqlite", "store/postgres", "config", "billing", "llm", "upstream", "upstream/openai", "upstream/anthropic", "upstream/gemini", "upstream/fixture", "surfaces/account", "seal", "money", "internal/logtext", "internal/telemetry"},
 	"server":              {"surfaces/*", "classify", "upstream", "billing", "store", "seal", "money", "llm", "internal/logtext", "internal/telemetry"},
 	"surfaces/*":          {"surfaces/surface", "llm"}, // chat, messages, gencontent and any surface to come
 	"surfaces/surface":    {"llm"},                     // the Codec contract between server and the surfaces
@@ -29,16 +29,22 @@ var allowed = map[string][]string{
 	"upstream/gemini":     {"upstream", "upstream/internal/protocol", "llm"},
 	"upstream/fixture":    {"upstream", "llm"},
 	"billing":             {"money", "llm"},
-	"store":               {"money"},
-	"config":              {"llm"},
-	"llm":                 {},
-	"money":               {},      // the one money type: micro-dollars (apd only)
-	"seal":                {},      // authenticated encryption of caller-held tokens (golang.org/x/crypto only)
-	"internal/golden":     {"llm"}, // golden-file helpers, imported by the surfaces' tests only
-	"internal/pgtest":     {},      // a throwaway PostgreSQL for tests, imported by tests only
-	"internal/testfill":   {},      // values filled for encoder tests, imported by tests only
-	"internal/logtext":    {},      // the log handler: slog.TextHandler's bytes, cheaper
-	"deploy":              {},      // tests only: the Kubernetes manifests and the systemd unit
+	"store":               {"money"}, // the policy and the engine contract (DB, Engine, Register, Dial)
+	"store/sqlite":        {"store"}, // the SQLite engine
+	// the PostgreSQL engine; svcgw db copy reads the SQLite database it
+	// copies through store/sqlite
+	"store/postgres": {"store", "store/sqlite"},
+	// the engines' conformance suite, imported by their tests only
+	"store/storetest":   {"store", "money"},
+	"config":            {"llm"},
+	"llm":               {},
+	"money":             {},      // the one money type: micro-dollars (apd only)
+	"seal":              {},      // authenticated encryption of caller-held tokens (golang.org/x/crypto only)
+	"internal/golden":   {"llm"}, // golden-file helpers, imported by the surfaces' tests only
+	"internal/pgtest":   {},      // a throwaway PostgreSQL for tests, imported by tests only
+	"internal/testfill": {},      // values filled for encoder tests, imported by tests only
+	"internal/logtext":  {},      // the log handler: slog.TextHandler's bytes, cheaper
+	"deploy":            {},      // tests only: the Kubernetes manifests and the systemd unit
 	// the operator's traces: OTLP export, the GenAI spans, upstream.Tracer
 	"internal/telemetry": {"upstream", "llm"},
 	// a Jaeger for tests, built and started by the test binary, imported by tests only
@@ -54,11 +60,13 @@ var allowed = map[string][]string{
 
 // forbiddenStd are standard packages a module package must not import.
 var forbiddenStd = map[string][]string{
-	"store":    {"net/http"},
-	"billing":  {"net/http"},
-	"money":    {"net/http"},
-	"classify": {"net/http"},
-	"llm":      {"net/http"},
+	"store":          {"net/http"},
+	"store/sqlite":   {"net/http"},
+	"store/postgres": {"net/http"},
+	"billing":        {"net/http"},
+	"money":          {"net/http"},
+	"classify":       {"net/http"},
+	"llm":            {"net/http"},
 }
 
 func TestArchitecture_ImportsFollowDesign(t *testing.T) {

@@ -41,7 +41,7 @@ type Spend struct {
 	KeyDay, KeyMonth         int64 // the key's charges in the day and month
 }
 
-// Ledger is what Admission reads; the server adapts *store.Store to it.
+// Ledger is what Admission reads; the server adapts *sqlite.Store to it.
 type Ledger interface {
 	// Budget reads the account's credits and caps from the database.
 	Budget(ctx context.Context, accountID int64) (Budget, error)

@@ -4,7 +4,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/svcgw/svcgw/store"
+	"github.com/svcgw/svcgw/store/postgres"
+	"github.com/svcgw/svcgw/store/sqlite"
 )
 
 type backupCmd struct {
@@ -13,20 +14,20 @@ type backupCmd struct {
 }
 
 // Run copies the database named by --db to File while it may be serving:
-// store.Backup, SQLite's VACUUM INTO in one read transaction. It never
+// sqlite.Backup, SQLite's VACUUM INTO in one read transaction. It never
 // creates or migrates the database it copies.
 //
 // backup is SQLite's alone: a PostgreSQL database is backed up with the
 // server's own tools (pg_dump, or continuous archiving), which see every
 // instance's writes; svcgw does not reimplement them.
 func (c *backupCmd) Run(e *env) error {
-	if store.IsPostgres(e.global.DB) {
+	if postgres.IsDSN(e.global.DB) {
 		return fmt.Errorf("backup copies a SQLite database; %s is PostgreSQL: back it up with pg_dump (pg_dump -Fc -f svcgw.dump '<url>') or the server's continuous archiving", e.global.where())
 	}
 	if err := checkDir(c.File, "backup"); err != nil {
 		return err
 	}
-	res, err := store.Backup(e.ctx, e.global.DB, c.File, c.NoCheck)
+	res, err := sqlite.Backup(e.ctx, e.global.DB, c.File, c.NoCheck)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/matryer/is"
 
 	"github.com/svcgw/svcgw/store"
+	"github.com/svcgw/svcgw/store/sqlite"
 )
 
 // TestBackup_WhileServing runs svcgw backup against a database that svcgw
@@ -78,7 +79,7 @@ func TestBackup_WhileServing(t *testing.T) {
 	is.Equal(errOut, "")
 
 	// The copy opens, and its ledger reconciles.
-	st, err := store.Open(context.Background(), copyPath, store.Options{})
+	st, err := sqlite.Open(context.Background(), copyPath, store.Options{})
 	is.NoErr(err)
 	defer st.Close()
 	acct, err := st.AccountByName(context.Background(), "default")

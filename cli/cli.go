@@ -29,6 +29,7 @@ import (
 
 	"github.com/svcgw/svcgw/llm"
 	"github.com/svcgw/svcgw/store"
+	"github.com/svcgw/svcgw/store/postgres"
 )
 
 // Globals are the flags every command shares.
@@ -39,7 +40,7 @@ type Globals struct {
 // AfterApply expands a SQLite path as kong's path type would (a
 // postgres:// URL must not be turned into a file path).
 func (g *Globals) AfterApply() error {
-	if !store.IsPostgres(g.DB) {
+	if !postgres.IsDSN(g.DB) {
 		g.DB = kong.ExpandPath(g.DB)
 	}
 	return nil
@@ -206,7 +207,7 @@ func checkDir(path, flag string) error {
 
 // checkDBDir is checkDir for --db, when it is a SQLite file.
 func (e *env) checkDBDir() error {
-	if store.IsPostgres(e.global.DB) {
+	if postgres.IsDSN(e.global.DB) {
 		return nil
 	}
 	return checkDir(e.global.DB, "--db")
@@ -249,7 +250,7 @@ func (e *env) openStore() (store.DB, error) {
 // openError words a failure to open --db: the store's errors for
 // PostgreSQL name the (redacted) URL already.
 func (e *env) openError(err error) error {
-	if store.IsPostgres(e.global.DB) {
+	if postgres.IsDSN(e.global.DB) {
 		return err
 	}
 	return fmt.Errorf("open %s: %w", e.global.where(), err)

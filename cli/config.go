@@ -14,7 +14,8 @@ import (
 	"time"
 
 	"github.com/svcgw/svcgw/config"
-	"github.com/svcgw/svcgw/store"
+	"github.com/svcgw/svcgw/store/postgres"
+	"github.com/svcgw/svcgw/store/sqlite"
 )
 
 type configCmd struct {
@@ -65,12 +66,12 @@ func (c *configReloadCmd) Run(e *env) error {
 	if c.AdminAddr != "" {
 		return c.viaAdmin(e)
 	}
-	if store.IsPostgres(e.global.DB) {
+	if postgres.IsDSN(e.global.DB) {
 		// Instances on PostgreSQL share the database and no lock file:
 		// each is reloaded on its own.
 		return errors.New("on PostgreSQL, reload each instance through its admin listener (--admin-addr) or with SIGHUP")
 	}
-	sv, err := store.ServingProcess(e.global.DB)
+	sv, err := sqlite.ServingProcess(e.global.DB)
 	if err != nil {
 		return fmt.Errorf("%s: %w", e.global.DB, err)
 	}

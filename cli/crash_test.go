@@ -23,6 +23,7 @@ import (
 
 	"github.com/svcgw/svcgw/internal/pgtest"
 	"github.com/svcgw/svcgw/store"
+	"github.com/svcgw/svcgw/store/sqlite"
 )
 
 // serveArgsEnv, when set in the environment, makes the test binary run
@@ -213,7 +214,7 @@ func ledgerCheck(t *testing.T, db string) map[string]bool {
 	is.NoErr(rows.Err())
 
 	// The store opens it again (recovering the WAL, migrations a no-op).
-	st, err := store.Open(context.Background(), db, store.Options{})
+	st, err := sqlite.Open(context.Background(), db, store.Options{})
 	is.NoErr(err) // reopen
 	is.NoErr(st.Close())
 	return ids

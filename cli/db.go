@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/svcgw/svcgw/store"
+	"github.com/svcgw/svcgw/store/postgres"
 )
 
 // dbCmd groups the commands that move a ledger between databases.
@@ -21,10 +22,10 @@ type dbCopyCmd struct {
 // Run copies every table and prints, for each, the rows and sums compared
 // in the source and the copy. A mismatch fails the command.
 func (c *dbCopyCmd) Run(e *env) error {
-	if !store.IsPostgres(c.To) {
+	if !postgres.IsDSN(c.To) {
 		return fmt.Errorf("--to %s: want a postgres:// or postgresql:// URL", c.To)
 	}
-	res, err := store.CopyToPostgres(e.ctx, c.From, c.To, nil)
+	res, err := postgres.CopyFromSQLite(e.ctx, c.From, c.To, nil)
 	if len(res.Checks) > 0 {
 		tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "TABLE\tFIGURE\tSQLITE\tPOSTGRESQL\t")

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/svcgw/svcgw/store"
+	"github.com/svcgw/svcgw/store/postgres"
 	"io/fs"
 	"os"
 )
@@ -18,7 +19,7 @@ type initCmd struct{}
 // On PostgreSQL the database itself must exist (CREATE DATABASE is the
 // server administrator's); init creates svcgw's tables in it.
 func (c *initCmd) Run(e *env) error {
-	if store.IsPostgres(e.global.DB) {
+	if postgres.IsDSN(e.global.DB) {
 		st, err := e.createStore(store.Options{})
 		if err != nil {
 			return err

@@ -291,7 +291,7 @@ func TestPostgres_ThreeInstancesShareOneLedger(t *testing.T) {
 	}
 	t.Logf("killed instance: %d successful responses, %d not in the ledger", len(loads[0].ok), lost)
 	// At most the documented window: what was queued and not committed
-	// (PostgreSQL's ledger queue holds 16,384; see store.OpenPostgres)
+	// (PostgreSQL's ledger queue holds 16,384; see postgres.Open)
 	// plus the calls in flight (cli/crash_test.go explains the bound).
 	is.True(lost <= pgLedgerQueue+loadWorkers)
 

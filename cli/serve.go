@@ -25,6 +25,8 @@ import (
 	"github.com/svcgw/svcgw/seal"
 	"github.com/svcgw/svcgw/server"
 	"github.com/svcgw/svcgw/store"
+	"github.com/svcgw/svcgw/store/postgres"
+	"github.com/svcgw/svcgw/store/sqlite"
 	"github.com/svcgw/svcgw/upstream"
 	"github.com/svcgw/svcgw/upstream/fixture"
 )
@@ -165,12 +167,12 @@ func (c *serveCmd) Run(e *env) (err error) {
 	// spend the same balances without seeing the first one's charges. On
 	// PostgreSQL several instances are the point: balance leases keep them
 	// within the balance together.
-	if !store.IsPostgres(e.global.DB) {
+	if !postgres.IsDSN(e.global.DB) {
 		if err := e.checkDBDir(); err != nil {
 			ln.Close()
 			return err
 		}
-		lock, err := store.LockServe(e.global.DB, c.reloads()...)
+		lock, err := sqlite.LockServe(e.global.DB, c.reloads()...)
 		if err != nil {
 			ln.Close()
 			return fmt.Errorf("%s: %w; stop it first, serve another --db, or move to PostgreSQL to run several (the admin commands work beside it)", e.global.DB, err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/svcgw/svcgw/money"
 	"github.com/svcgw/svcgw/store"
+	"github.com/svcgw/svcgw/store/sqlite"
 	"github.com/svcgw/svcgw/surfaces/account"
 	"github.com/svcgw/svcgw/upstream"
 	"github.com/svcgw/svcgw/upstream/fixture"
@@ -23,7 +24,7 @@ import (
 // spread over 90 days, keys and applications, as bench/seed writes them
 // (smaller), for the account-read flood benchmarks.
 type floodEnv struct {
-	st      *store.Store
+	st      *sqlite.Store
 	secrets []string // the flood's keys, one per client
 	keyIDs  []string
 }
@@ -32,7 +33,7 @@ func newFloodEnv(b *testing.B, calls int) *floodEnv {
 	b.Helper()
 	e := &floodEnv{}
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(b.TempDir(), "svcgw.db"), store.Options{})
+	st, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "svcgw.db"), store.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -16,13 +16,14 @@ import (
 	"github.com/matryer/is"
 
 	"github.com/svcgw/svcgw/store"
+	"github.com/svcgw/svcgw/store/sqlite"
 	"github.com/svcgw/svcgw/surfaces/account"
 )
 
 // countingStore is the SQLite store with its usage queries counted, and
 // held while gate is set (until it is closed).
 type countingStore struct {
-	*store.Store
+	*sqlite.Store
 	queries atomic.Int64
 	entered chan struct{} // one send per query, when set
 	gate    chan struct{}
@@ -53,7 +54,7 @@ func (c *countingStore) UsageByDay(ctx context.Context, accountID int64, q store
 // newCountingGateway is a test gateway on a countingStore.
 func newCountingGateway(t *testing.T, lim account.Limits, adjust func(*countingStore)) (*testGateway, *countingStore) {
 	t.Helper()
-	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "svcgw.db"), store.Options{})
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "svcgw.db"), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/svcgw/svcgw/llm"
 	"github.com/svcgw/svcgw/money"
 	"github.com/svcgw/svcgw/store"
+	"github.com/svcgw/svcgw/store/sqlite"
 	"github.com/svcgw/svcgw/upstream"
 	"github.com/svcgw/svcgw/upstream/fixture"
 )
@@ -311,7 +312,7 @@ func TestAdmission_CreditsAddedByAnotherProcessAreSeenAtOnce(t *testing.T) {
 
 	// `svcgw credits add` runs in another process: a second Store on the
 	// same file stands in for it.
-	other, err := store.Open(context.Background(), gw.Store.(*store.Store).Path(), store.Options{})
+	other, err := sqlite.Open(context.Background(), gw.Store.(*sqlite.Store).Path(), store.Options{})
 	is.NoErr(err)
 	acct, err := other.AccountByName(context.Background(), "broke")
 	is.NoErr(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/svcgw/svcgw/llm"
 	"github.com/svcgw/svcgw/seal"
 	"github.com/svcgw/svcgw/store"
+	"github.com/svcgw/svcgw/store/postgres"
 	"github.com/svcgw/svcgw/upstream"
 	"github.com/svcgw/svcgw/upstream/fixture"
 )
@@ -177,11 +178,11 @@ func TestClients_AISDKStreamedConversation(t *testing.T) {
 		// Short leases: each instance's heartbeat soon counts the other,
 		// and then leases it only its share of the balance.
 		opts := store.Options{LeaseTTL: 900 * time.Millisecond}
-		stA, err := store.OpenPostgres(ctx, dsn, opts)
+		stA, err := postgres.Open(ctx, dsn, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
-		stB, err := store.OpenPostgres(ctx, dsn, opts)
+		stB, err := postgres.Open(ctx, dsn, opts)
 		if err != nil {
 			t.Fatal(err)
 		}

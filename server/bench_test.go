@@ -17,6 +17,7 @@ import (
 
 	"github.com/svcgw/svcgw/internal/logtext"
 	"github.com/svcgw/svcgw/store"
+	"github.com/svcgw/svcgw/store/sqlite"
 	"github.com/svcgw/svcgw/upstream"
 	"github.com/svcgw/svcgw/upstream/fixture"
 	"github.com/svcgw/svcgw/upstream/openai"
@@ -25,20 +26,20 @@ import (
 // benchGateway is the real handler over a temp SQLite file and the instant
 // fixture (or the given router), with a key funded for any number of calls:
 // what one call costs the gateway, without the network.
-func benchGateway(b *testing.B, router ...*upstream.Router) (http.Handler, string, *store.Store) {
+func benchGateway(b *testing.B, router ...*upstream.Router) (http.Handler, string, *sqlite.Store) {
 	return benchGatewayMetrics(b, nil, router...)
 }
 
 // benchGatewayMetrics is benchGateway recording into m (nil: no metrics),
 // as serve --admin-addr does.
-func benchGatewayMetrics(b *testing.B, m *Metrics, router ...*upstream.Router) (http.Handler, string, *store.Store) {
+func benchGatewayMetrics(b *testing.B, m *Metrics, router ...*upstream.Router) (http.Handler, string, *sqlite.Store) {
 	b.Helper()
 	return benchGatewayWith(b, m, nil, router...)
 }
 
 // benchGatewayWith is benchGatewayMetrics with its options adjusted by
 // opt (nil: none).
-func benchGatewayWith(b *testing.B, m *Metrics, opt func(*Options), router ...*upstream.Router) (http.Handler, string, *store.Store) {
+func benchGatewayWith(b *testing.B, m *Metrics, opt func(*Options), router ...*upstream.Router) (http.Handler, string, *sqlite.Store) {
 	b.Helper()
 	ctx := context.Background()
 	opts := store.Options{OnCommit: m.ObserveCommit}
@@ -49,7 +50,7 @@ func benchGatewayWith(b *testing.B, m *Metrics, opt func(*Options), router ...*u
 		// iteration counts is repeatable.
 		opts.BatchSize, opts.QueueSize, opts.BatchInterval = 1<<20, 1<<20, time.Hour
 	}
-	st, err := store.Open(ctx, filepath.Join(b.TempDir(), "bench.db"), opts)
+	st, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "bench.db"), opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -94,7 +95,7 @@ func benchCallMetrics(b *testing.B, m *Metrics, path, body string, header ...str
 
 // benchServe is the benchmark loop of benchCall, on a gateway of the
 // caller's.
-func benchServe(b *testing.B, h http.Handler, key string, st *store.Store, path, body string, header ...string) {
+func benchServe(b *testing.B, h http.Handler, key string, st *sqlite.Store, path, body string, header ...string) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {

@@ -16,6 +16,7 @@ import (
 	"github.com/svcgw/svcgw/llm"
 	"github.com/svcgw/svcgw/money"
 	"github.com/svcgw/svcgw/store"
+	"github.com/svcgw/svcgw/store/sqlite"
 	"github.com/svcgw/svcgw/upstream"
 	"github.com/svcgw/svcgw/upstream/fixture"
 )
@@ -46,7 +47,7 @@ func BenchmarkDashboard_SignIn(b *testing.B) {
 	if seedHere {
 		path = filepath.Join(b.TempDir(), "svcgw.db")
 	}
-	st, err := store.Open(ctx, path, store.Options{BatchSize: 4096})
+	st, err := sqlite.Open(ctx, path, store.Options{BatchSize: 4096})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -101,7 +102,7 @@ func BenchmarkDashboard_SignIn(b *testing.B) {
 }
 
 // seedBench records perDay calls a day for days days for account.
-func seedBench(b *testing.B, st *store.Store, account string, days, perDay int) {
+func seedBench(b *testing.B, st *sqlite.Store, account string, days, perDay int) {
 	ctx := context.Background()
 	acct, _, err := st.EnsureAccount(ctx, account)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/matryer/is"
 
 	"github.com/svcgw/svcgw/store"
+	"github.com/svcgw/svcgw/store/sqlite"
 	"github.com/svcgw/svcgw/upstream"
 	"github.com/svcgw/svcgw/upstream/fixture"
 )
@@ -45,7 +46,7 @@ func withStore(st store.DB) gatewayOption { return func(o *Options) { o.Store = 
 // openGatewayStore opens the gateway's database: SQLite, or PostgreSQL
 // while TestPostgres_GatewayEndToEnd runs the gateway's tests on it.
 var openGatewayStore = func(ctx context.Context, t *testing.T) (store.DB, error) {
-	return store.Open(ctx, filepath.Join(t.TempDir(), "svcgw.db"), store.Options{})
+	return sqlite.Open(ctx, filepath.Join(t.TempDir(), "svcgw.db"), store.Options{})
 }
 
 // newTestGateway starts a gateway; everything is torn down with the test.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/svcgw/svcgw/llm"
 	"github.com/svcgw/svcgw/store"
+	"github.com/svcgw/svcgw/store/sqlite"
 	"github.com/svcgw/svcgw/upstream"
 	"github.com/svcgw/svcgw/upstream/fixture"
 )
@@ -106,7 +107,7 @@ func TestLedgerFailure_RefusesHoldsAndRecordsOnRecovery(t *testing.T) {
 	var f ledgerFault
 	var logs syncLog
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "svcgw.db"), store.Options{
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "svcgw.db"), store.Options{
 		Logger: logger, CommitHook: f.hook, RetryInterval: 20 * time.Millisecond})
 	is.NoErr(err) // open store
 	const inFlight = 8

@@ -23,6 +23,7 @@ import (
 
 	"github.com/svcgw/svcgw/llm"
 	"github.com/svcgw/svcgw/store"
+	"github.com/svcgw/svcgw/store/sqlite"
 	"github.com/svcgw/svcgw/upstream"
 	"github.com/svcgw/svcgw/upstream/fixture"
 )
@@ -38,7 +39,7 @@ type metricsGateway struct {
 func newMetricsGateway(t *testing.T, mo MetricsOptions, opts ...gatewayOption) *metricsGateway {
 	t.Helper()
 	m := NewMetrics(mo)
-	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "svcgw.db"), store.Options{OnCommit: m.ObserveCommit})
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "svcgw.db"), store.Options{OnCommit: m.ObserveCommit})
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
@@ -417,7 +418,7 @@ func (d downStore) Health(ctx context.Context) store.Health {
 // database name; the admin listener and the log have those.
 func TestReadyz_CallersAreNotToldTheDatabasesInternals(t *testing.T) {
 	is := is.New(t)
-	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "svcgw.db"), store.Options{})
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "svcgw.db"), store.Options{})
 	is.NoErr(err) // open store
 	var logs syncLog
 	gw := newTestGateway(t, withStore(downStore{st}), func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })

@@ -16,6 +16,8 @@ import (
 	"github.com/svcgw/svcgw/internal/logtext"
 	"github.com/svcgw/svcgw/internal/pgtest"
 	"github.com/svcgw/svcgw/store"
+	"github.com/svcgw/svcgw/store/postgres"
+	"github.com/svcgw/svcgw/store/sqlite"
 	"github.com/svcgw/svcgw/upstream"
 	"github.com/svcgw/svcgw/upstream/fixture"
 )
@@ -29,7 +31,7 @@ import (
 // PostgreSQL updates within a second, so short runs undercount it).
 func BenchmarkPipeline_ChatStore(b *testing.B) {
 	b.Run("sqlite", func(b *testing.B) {
-		st, err := store.Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"), store.Options{})
+		st, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"), store.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -38,7 +40,7 @@ func BenchmarkPipeline_ChatStore(b *testing.B) {
 	})
 	b.Run("postgres", func(b *testing.B) {
 		dsn := pgtest.DSN(b)
-		st, err := store.OpenPostgres(context.Background(), dsn, store.Options{})
+		st, err := postgres.Open(context.Background(), dsn, store.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}

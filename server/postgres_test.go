@@ -15,6 +15,7 @@ import (
 
 	"github.com/svcgw/svcgw/internal/pgtest"
 	"github.com/svcgw/svcgw/store"
+	"github.com/svcgw/svcgw/store/postgres"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
@@ -50,7 +51,7 @@ func TestPostgres_GatewayEndToEnd(t *testing.T) {
 	pgtest.DSN(t) // skip here, once, without PostgreSQL
 	sqlite := openGatewayStore
 	openGatewayStore = func(ctx context.Context, t *testing.T) (store.DB, error) {
-		return store.OpenPostgres(ctx, pgtest.DSN(t), store.Options{})
+		return postgres.Open(ctx, pgtest.DSN(t), store.Options{})
 	}
 	t.Cleanup(func() { openGatewayStore = sqlite })
 	for _, tc := range tests {
@@ -66,7 +67,7 @@ func TestPostgres_ReadyzNamesALostLivenessLock(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
 	dsn := pgtest.DSN(t)
-	st, err := store.OpenPostgres(ctx, dsn, store.Options{})
+	st, err := postgres.Open(ctx, dsn, store.Options{})
 	is.NoErr(err)
 	gw := newTestGateway(t, withStore(st))
 	admin := httptest.NewServer(gw.Server.Admin(func(context.Context) error { return nil }))

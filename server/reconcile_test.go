@@ -18,7 +18,7 @@ import (
 	"github.com/matryer/is"
 
 	"github.com/svcgw/svcgw/llm"
-	"github.com/svcgw/svcgw/store"
+	"github.com/svcgw/svcgw/store/sqlite"
 	"github.com/svcgw/svcgw/surfaces/account"
 	"github.com/svcgw/svcgw/surfaces/chat"
 	"github.com/svcgw/svcgw/surfaces/gencontent"
@@ -178,7 +178,7 @@ func TestLedger_RollupsReconcileAfterMixedCalls(t *testing.T) {
 	gw.Server.Wait() // every handler has metered its call
 	is.NoErr(gw.Store.Sync(context.Background()))
 
-	db, err := sql.Open("sqlite", gw.Store.(*store.Store).Path()+"?_pragma=query_only(1)")
+	db, err := sql.Open("sqlite", gw.Store.(*sqlite.Store).Path()+"?_pragma=query_only(1)")
 	is.NoErr(err)
 	defer db.Close()
 

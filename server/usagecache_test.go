@@ -16,6 +16,7 @@ import (
 	"github.com/matryer/is"
 
 	"github.com/svcgw/svcgw/store"
+	"github.com/svcgw/svcgw/store/sqlite"
 	"github.com/svcgw/svcgw/surfaces/account"
 )
 
@@ -34,7 +35,7 @@ type keptEnv struct {
 func newKeptEnv(t *testing.T) *keptEnv {
 	t.Helper()
 	e := &keptEnv{clock: &testClock{t: time.Date(2025, 3, 10, 12, 0, 0, 0, time.UTC)}}
-	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "svcgw.db"), store.Options{
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "svcgw.db"), store.Options{
 		Now: e.clock.Now, RetryInterval: 20 * time.Millisecond,
 		CommitHook: func() error {
 			if e.fail.Load() {

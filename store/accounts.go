@@ -29,7 +29,7 @@ type Account struct {
 const accountColumns = `id, name, balance_micros, total_used_micros, daily_cap_micros, monthly_cap_micros, created_at`
 
 // scanAccount reads the accountColumns of one row.
-func scanAccount(sc scanner) (Account, error) {
+func scanAccount(sc Scanner) (Account, error) {
 	var (
 		a                  Account
 		balance, used, cre int64
@@ -48,7 +48,7 @@ func scanAccount(sc scanner) (Account, error) {
 		m := fromMicros(monthly.Int64)
 		a.MonthlyCap = &m
 	}
-	a.CreatedAt = fromMS(cre)
+	a.CreatedAt = FromMillis(cre)
 	return a, nil
 }
 
@@ -56,24 +56,24 @@ func scanAccount(sc scanner) (Account, error) {
 // balance) if it does not exist; created reports which happened. A name
 // that is empty, too long, or has control characters or surrounding spaces
 // is ErrInvalid.
-func (s *policy) EnsureAccount(ctx context.Context, name string) (acct Account, created bool, err error) {
+func (s *Policy) EnsureAccount(ctx context.Context, name string) (acct Account, created bool, err error) {
 	if err := checkName("account name", name); err != nil {
 		return Account{}, false, err
 	}
-	err = s.db.writeTx(ctx, "ensure account", func(tx conn) error {
+	err = s.db.WriteTx(ctx, "ensure account", func(tx Conn) error {
 		// ON CONFLICT DO NOTHING returns no row for an existing name,
 		// which is then read; an account is never deleted.
 		var err error
-		acct, err = scanAccount(tx.queryRow(ctx,
+		acct, err = scanAccount(tx.QueryRow(ctx,
 			`INSERT INTO accounts (name, created_at) VALUES (?, ?)
 			 ON CONFLICT (name) DO NOTHING
 			 RETURNING `+accountColumns,
-			name, ms(s.now())))
+			name, Millis(s.now())))
 		switch {
 		case err == nil:
 			created = true
 		case errors.Is(err, sql.ErrNoRows):
-			acct, err = scanAccount(tx.queryRow(ctx, `SELECT `+accountColumns+` FROM accounts WHERE name = ?`, name))
+			acct, err = scanAccount(tx.QueryRow(ctx, `SELECT `+accountColumns+` FROM accounts WHERE name = ?`, name))
 			if err != nil {
 				return fmt.Errorf("ensure account: select: %w", err)
 			}
@@ -89,8 +89,8 @@ func (s *policy) EnsureAccount(ctx context.Context, name string) (acct Account, 
 }
 
 // AccountByName returns the account called name, or ErrNotFound.
-func (s *policy) AccountByName(ctx context.Context, name string) (Account, error) {
-	a, err := scanAccount(s.db.readers().queryRow(ctx,
+func (s *Policy) AccountByName(ctx context.Context, name string) (Account, error) {
+	a, err := scanAccount(s.db.Readers().QueryRow(ctx,
 		`SELECT `+accountColumns+` FROM accounts WHERE name = ?`, name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Account{}, fmt.Errorf("account %q: %w", name, ErrNotFound)
@@ -103,24 +103,24 @@ func (s *policy) AccountByName(ctx context.Context, name string) (Account, error
 
 // AccountByID returns the account with id, or ErrNotFound. It reads what is
 // committed: call Sync first to see generations recorded just before.
-func (s *policy) AccountByID(ctx context.Context, id int64) (Account, error) {
-	ctx, cancel := s.readCtx(ctx)
+func (s *Policy) AccountByID(ctx context.Context, id int64) (Account, error) {
+	ctx, cancel := s.ReadCtx(ctx)
 	defer cancel()
-	a, err := scanAccount(s.db.readers().queryRow(ctx,
+	a, err := scanAccount(s.db.Readers().QueryRow(ctx,
 		`SELECT `+accountColumns+` FROM accounts WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Account{}, fmt.Errorf("account %d: %w", id, ErrNotFound)
 	}
 	if err != nil {
-		return Account{}, fmt.Errorf("account by id: %w", s.db.readErr(ctx, err))
+		return Account{}, fmt.Errorf("account by id: %w", s.db.ReadErr(ctx, err))
 	}
 	return a, nil
 }
 
 // CountAccounts returns the number of accounts.
-func (s *policy) CountAccounts(ctx context.Context) (int, error) {
+func (s *Policy) CountAccounts(ctx context.Context) (int, error) {
 	var n int
-	if err := s.db.readers().queryRow(ctx, `SELECT COUNT(*) FROM accounts`).Scan(&n); err != nil {
+	if err := s.db.Readers().QueryRow(ctx, `SELECT COUNT(*) FROM accounts`).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count accounts: %w", err)
 	}
 	return n, nil
@@ -130,7 +130,7 @@ func (s *policy) CountAccounts(ctx context.Context) (int, error) {
 // credit_transactions row with note, in one transaction, and returns the
 // updated account. amount must be positive with at most six decimal places
 // (ErrInvalid); an unknown account is ErrNotFound.
-func (s *policy) AddCredits(ctx context.Context, accountID int64, amount apd.Decimal, note string) (Account, error) {
+func (s *Policy) AddCredits(ctx context.Context, accountID int64, amount apd.Decimal, note string) (Account, error) {
 	micros, err := toMicros(amount)
 	if err != nil {
 		return Account{}, fmt.Errorf("add credits: %w", err)
@@ -139,9 +139,9 @@ func (s *policy) AddCredits(ctx context.Context, accountID int64, amount apd.Dec
 		return Account{}, fmt.Errorf("add credits %s: %w: amount must be positive", amount.String(), ErrInvalid)
 	}
 	var a Account
-	err = s.db.writeTx(ctx, "add credits", func(tx conn) error {
+	err = s.db.WriteTx(ctx, "add credits", func(tx Conn) error {
 		var err error
-		a, err = scanAccount(tx.queryRow(ctx,
+		a, err = scanAccount(tx.QueryRow(ctx,
 			`UPDATE accounts SET balance_micros = balance_micros + ? WHERE id = ?
 			 RETURNING `+accountColumns,
 			micros, accountID))
@@ -151,9 +151,9 @@ func (s *policy) AddCredits(ctx context.Context, accountID int64, amount apd.Dec
 		if err != nil {
 			return fmt.Errorf("add credits: update balance: %w", err)
 		}
-		if _, err := tx.exec(ctx,
+		if _, err := tx.Exec(ctx,
 			`INSERT INTO credit_transactions (account_id, amount_micros, note, created_at) VALUES (?, ?, ?, ?)`,
-			accountID, micros, note, ms(s.now())); err != nil {
+			accountID, micros, note, Millis(s.now())); err != nil {
 			return fmt.Errorf("add credits: insert transaction: %w", err)
 		}
 		return nil
@@ -184,25 +184,25 @@ type Budget struct {
 // fields.
 const NoCap = -1
 
-// budgetSQL reads an account's credits and caps (Budget).
-const budgetSQL = `SELECT balance_micros + total_used_micros, daily_cap_micros, monthly_cap_micros FROM accounts WHERE id = ?`
+// BudgetSQL reads an account's credits and caps (Budget).
+const BudgetSQL = `SELECT balance_micros + total_used_micros, daily_cap_micros, monthly_cap_micros FROM accounts WHERE id = ?`
 
 // Budget reads the account's credits and caps. It is one indexed read; the
 // server caches it briefly (see billing.Admission). An unknown account is
 // ErrNotFound; a read past QueryTimeout is ErrUnavailable.
-func (s *policy) Budget(ctx context.Context, accountID int64) (Budget, error) {
+func (s *Policy) Budget(ctx context.Context, accountID int64) (Budget, error) {
 	var (
 		b              Budget
 		daily, monthly sql.NullInt64
 	)
-	ctx, cancel := s.readCtx(ctx)
+	ctx, cancel := s.ReadCtx(ctx)
 	defer cancel()
-	err := s.db.budgetRow(ctx, accountID).Scan(&b.Credits, &daily, &monthly)
+	err := s.db.BudgetRow(ctx, accountID).Scan(&b.Credits, &daily, &monthly)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Budget{}, fmt.Errorf("budget: account %d: %w", accountID, ErrNotFound)
 	}
 	if err != nil {
-		return Budget{}, fmt.Errorf("budget: %w", s.db.readErr(ctx, err))
+		return Budget{}, fmt.Errorf("budget: %w", s.db.ReadErr(ctx, err))
 	}
 	b.DailyCap, b.MonthlyCap = capMicros(daily), capMicros(monthly)
 	return b, nil
@@ -242,12 +242,12 @@ func capColumn(what string, c *apd.Decimal) (sql.NullInt64, error) {
 // updated account. An unknown account is ErrNotFound; a negative cap or one
 // with more than six decimal places is ErrInvalid. A running server sees
 // the change within its budget refresh interval (billing.Admission).
-func (s *policy) UpdateAccountCaps(ctx context.Context, accountID int64, update func(*Caps)) (Account, error) {
+func (s *Policy) UpdateAccountCaps(ctx context.Context, accountID int64, update func(*Caps)) (Account, error) {
 	var a Account
-	err := s.db.writeTx(ctx, "update caps", func(tx conn) error {
+	err := s.db.WriteTx(ctx, "update caps", func(tx Conn) error {
 		var err error
-		a, err = scanAccount(tx.queryRow(ctx,
-			`SELECT `+accountColumns+` FROM accounts WHERE id = ?`+s.db.dialect().forUpdate, accountID))
+		a, err = scanAccount(tx.QueryRow(ctx,
+			`SELECT `+accountColumns+` FROM accounts WHERE id = ?`+s.db.Dialect().ForUpdate, accountID))
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("update caps: account %d: %w", accountID, ErrNotFound)
 		}
@@ -264,7 +264,7 @@ func (s *policy) UpdateAccountCaps(ctx context.Context, accountID int64, update 
 		if err != nil {
 			return fmt.Errorf("update caps: %w", err)
 		}
-		a, err = scanAccount(tx.queryRow(ctx,
+		a, err = scanAccount(tx.QueryRow(ctx,
 			`UPDATE accounts SET daily_cap_micros = ?, monthly_cap_micros = ? WHERE id = ? RETURNING `+accountColumns,
 			daily, monthly, accountID))
 		if err != nil {

@@ -154,7 +154,7 @@ func (c *authCache) clear() {
 // revoked secret is ErrNotFound, without saying which. This is the hot path
 // of every request: one indexed read on the call path's pool, bounded by
 // QueryTimeout (ErrUnavailable past it), unless the key is cached.
-func (s *policy) Authenticate(ctx context.Context, secret string) (Key, error) {
+func (s *Policy) Authenticate(ctx context.Context, secret string) (Key, error) {
 	if !strings.HasPrefix(secret, SecretPrefix) {
 		return Key{}, fmt.Errorf("authenticate: %w", ErrNotFound)
 	}
@@ -187,7 +187,7 @@ const keyChangesFlight = "key_changes"
 // not, the call waits for one read of it (shared by the calls waiting
 // then); once three quarters of the ttl have passed, it is read again
 // beside the calls.
-func (s *policy) checkKeyChanges(ctx context.Context, now time.Time) error {
+func (s *Policy) checkKeyChanges(ctx context.Context, now time.Time) error {
 	if s.auth.ttl <= 0 {
 		return nil // no cache: every call reads its key
 	}
@@ -205,11 +205,11 @@ func (s *policy) checkKeyChanges(ctx context.Context, now time.Time) error {
 }
 
 // readKeyChanges reads the count of key changes into the cache.
-func (s *policy) readKeyChanges(ctx context.Context) error {
+func (s *Policy) readKeyChanges(ctx context.Context) error {
 	at := s.now()
-	ctx, cancel := s.readCtx(ctx)
+	ctx, cancel := s.ReadCtx(ctx)
 	defer cancel()
-	n, err := s.db.keyChanges(ctx)
+	n, err := s.db.KeyChanges(ctx)
 	if err != nil {
 		return fmt.Errorf("read key changes: %w", err)
 	}
@@ -218,11 +218,11 @@ func (s *policy) readKeyChanges(ctx context.Context) error {
 }
 
 // readKey reads the active key whose secret hashes to hash into the cache.
-func (s *policy) readKey(ctx context.Context, hash string) (Key, error) {
+func (s *Policy) readKey(ctx context.Context, hash string) (Key, error) {
 	now, epoch := s.now(), s.auth.begin()
-	ctx, cancel := s.readCtx(ctx)
+	ctx, cancel := s.ReadCtx(ctx)
 	defer cancel()
-	k, err := s.db.activeKey(ctx, hash)
+	k, err := s.db.ActiveKey(ctx, hash)
 	if errors.Is(err, ErrNotFound) {
 		s.auth.forget(hash, epoch)
 		return Key{}, fmt.Errorf("authenticate: %w", ErrNotFound)

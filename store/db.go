@@ -2,18 +2,21 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cockroachdb/apd/v3"
 )
 
-// DB is svcgw's database, whichever engine holds it: *Store, SQLite in one
-// file (the embedded default, for one svcgw serve), or *Postgres, a
-// PostgreSQL server that several svcgw serve instances share. The two
-// behave the same to their callers (one test suite runs against both);
-// what differs is said on the methods. The server, the CLI and the account
+// DB is svcgw's database, whichever engine holds it: *sqlite.Store, SQLite
+// in one file (the embedded default, for one svcgw serve), or
+// *postgres.Store, a PostgreSQL server that several svcgw serve instances
+// share. The engines behave the same to their callers (each passes the
+// conformance suite, store/storetest); what differs is said on the
+// methods. The server, the CLI and the account
 // endpoints use only this interface.
 type DB interface {
 	// Accounts.
@@ -49,7 +52,7 @@ type DB interface {
 	OutputItems(ctx context.Context, accountID int64, ids []string) (map[string][]byte, error)
 
 	// Admission is what the server admits calls against (billing's
-	// Ledger): the Store itself on SQLite; the instance's balance leases
+	// Ledger): the sqlite.Store itself; the instance's balance leases
 	// on PostgreSQL, which also start its heartbeat.
 	Admission() Admitter
 	// Instances is how many svcgw serve instances share the database, 1
@@ -67,41 +70,92 @@ type DB interface {
 	Close() error
 }
 
+// An Engine registers itself with Register, in an init function of its
+// package, and Dial then opens the DSNs it claims:
+//
+//	func init() { store.Register("postgres", IsDSN, dial) }
+//
+// A program links the engines it may open by importing their packages
+// (blank where it needs nothing else of them).
+
+// engines are the engines registered, in order.
 var (
-	_ DB = (*Store)(nil)
-	_ DB = (*Postgres)(nil)
+	enginesMu sync.RWMutex
+	engines   []registered
 )
 
-// IsPostgres reports whether dsn names a PostgreSQL database: a URL with
-// the postgres:// or postgresql:// scheme. Anything else is a SQLite file.
-func IsPostgres(dsn string) bool {
-	scheme, _, ok := strings.Cut(dsn, "://")
-	return ok && (strings.EqualFold(scheme, "postgres") || strings.EqualFold(scheme, "postgresql"))
+type registered struct {
+	name   string
+	claims func(dsn string) bool
+	open   func(ctx context.Context, dsn string, opts Options) (DB, error)
 }
 
-// Dial opens the database dsn names: OpenPostgres for a postgres:// or
-// postgresql:// URL, else Open for a SQLite file path. Both create the
-// schema, or bring it up to date, first.
-func Dial(ctx context.Context, dsn string, opts Options) (DB, error) {
-	if IsPostgres(dsn) {
-		return OpenPostgres(ctx, dsn, opts)
+// Register makes open the way Dial opens every DSN claims reports true
+// for. name names the engine in errors. It panics when name is registered
+// twice, as database/sql.Register does.
+func Register(name string, claims func(dsn string) bool, open func(ctx context.Context, dsn string, opts Options) (DB, error)) {
+	enginesMu.Lock()
+	defer enginesMu.Unlock()
+	for _, e := range engines {
+		if e.name == name {
+			panic("store: engine " + name + " registered twice")
+		}
 	}
-	return Open(ctx, dsn, opts)
+	engines = append(engines, registered{name, claims, open})
+}
+
+// Dial opens the database dsn names with the registered engine that claims
+// it (store/sqlite: a file path; store/postgres: a postgres:// or
+// postgresql:// URL), which creates the schema, or brings it up to date,
+// first.
+func Dial(ctx context.Context, dsn string, opts Options) (DB, error) {
+	enginesMu.RLock()
+	var open func(ctx context.Context, dsn string, opts Options) (DB, error)
+	var names []string
+	for _, e := range engines {
+		names = append(names, e.name)
+		if open == nil && e.claims(dsn) {
+			open = e.open
+		}
+	}
+	enginesMu.RUnlock()
+	if open == nil {
+		return nil, fmt.Errorf("open %s: %w: no engine claims it (registered: %s)", Redact(dsn), ErrInvalid, strings.Join(names, ", "))
+	}
+	return open(ctx, dsn, opts)
+}
+
+// IsURL reports whether dsn is a URL (scheme://...) rather than a file
+// path: the PostgreSQL engine claims postgres:// and postgresql:// URLs, the
+// SQLite engine every DSN that is not a URL.
+func IsURL(dsn string) bool {
+	scheme, _, ok := strings.Cut(dsn, "://")
+	return ok && scheme != "" && !strings.ContainsAny(scheme, `/\`)
 }
 
 // Redact returns dsn with any password replaced by "xxxxx", for logs and
-// messages.
+// messages: a URL's, in its user info or its password parameter. A file
+// path is returned as it is.
 func Redact(dsn string) string {
-	if !IsPostgres(dsn) {
+	if !IsURL(dsn) {
 		return dsn
 	}
 	u, err := url.Parse(dsn)
 	if err != nil {
-		return "postgres://(unparsable URL)"
+		return "(unparsable URL)"
 	}
 	if q := u.Query(); q.Has("password") {
 		q.Set("password", "xxxxx")
 		u.RawQuery = q.Encode()
 	}
 	return u.Redacted()
+}
+
+// Admitter is what the server's admission reads: an account's budget and
+// what its calls have been charged (billing.Ledger). On SQLite it is the
+// sqlite.Store itself; on PostgreSQL it is the instance's balance leases, and it
+// also implements LeaseBudget (billing.LeasingLedger).
+type Admitter interface {
+	Budget(ctx context.Context, accountID int64) (Budget, error)
+	Spend(ctx context.Context, accountID int64, keyID string, now time.Time) (Spend, error)
 }

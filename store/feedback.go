@@ -40,7 +40,7 @@ const MaxFeedbackEndUsers = 100
 // It reads what is committed: call Sync first if the generation may have
 // been recorded just before. Waiting for the database is bounded by
 // QueryTimeout (ErrUnavailable past it).
-func (s *policy) UpsertFeedback(ctx context.Context, accountID int64, f Feedback, maxAge time.Duration) (created bool, err error) {
+func (s *Policy) UpsertFeedback(ctx context.Context, accountID int64, f Feedback, maxAge time.Duration) (created bool, err error) {
 	if f.Rating != "up" && f.Rating != "down" {
 		return false, fmt.Errorf("feedback rating %q: %w", f.Rating, ErrInvalid)
 	}
@@ -54,16 +54,16 @@ func (s *policy) UpsertFeedback(ctx context.Context, accountID int64, f Feedback
 
 	// Bounded like a read: it waits for the writer's connections and
 	// locks, which a failing ledger or another process may hold.
-	ctx, cancel := s.readCtx(ctx)
+	ctx, cancel := s.ReadCtx(ctx)
 	defer cancel()
 	now := s.now()
-	err = s.db.writeTx(ctx, "feedback", func(tx conn) error {
+	err = s.db.WriteTx(ctx, "feedback", func(tx Conn) error {
 		// The generation's row is locked (on an engine whose write
 		// transactions do not hold the whole database), so that two end
 		// users rating it at once are counted one after the other.
 		var genCreated int64
-		err := tx.queryRow(ctx,
-			`SELECT created_at FROM generations WHERE id = ? AND account_id = ?`+s.db.dialect().forUpdate,
+		err := tx.QueryRow(ctx,
+			`SELECT created_at FROM generations WHERE id = ? AND account_id = ?`+s.db.Dialect().ForUpdate,
 			f.ID, accountID).Scan(&genCreated)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("feedback: generation %q: %w", f.ID, ErrNotFound)
@@ -71,11 +71,11 @@ func (s *policy) UpsertFeedback(ctx context.Context, accountID int64, f Feedback
 		if err != nil {
 			return fmt.Errorf("feedback: generation: %w", err)
 		}
-		if maxAge > 0 && now.Sub(fromMS(genCreated)) > maxAge {
+		if maxAge > 0 && now.Sub(FromMillis(genCreated)) > maxAge {
 			return fmt.Errorf("feedback: generation %q is older than %s: %w", f.ID, maxAge, ErrConflict)
 		}
 		var existing, raters int
-		if err := tx.queryRow(ctx,
+		if err := tx.QueryRow(ctx,
 			`SELECT COUNT(*) FILTER (WHERE end_user = ?), COUNT(*) FROM feedback WHERE account_id = ? AND generation_id = ?`,
 			f.EndUser, accountID, f.ID).Scan(&existing, &raters); err != nil {
 			return fmt.Errorf("feedback: lookup: %w", err)
@@ -83,20 +83,20 @@ func (s *policy) UpsertFeedback(ctx context.Context, accountID int64, f Feedback
 		if existing == 0 && raters >= MaxFeedbackEndUsers {
 			return fmt.Errorf("feedback: generation %q has %d end users' ratings: %w", f.ID, raters, ErrLimit)
 		}
-		if _, err := tx.exec(ctx,
+		if _, err := tx.Exec(ctx,
 			`INSERT INTO feedback (account_id, generation_id, end_user, rating, comment, labels, created_at, updated_at)
 			 VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 			 ON CONFLICT (account_id, generation_id, end_user) DO UPDATE SET
 			   rating = excluded.rating, comment = excluded.comment,
 			   labels = excluded.labels, updated_at = excluded.updated_at`,
-			accountID, f.ID, f.EndUser, f.Rating, f.Comment, labels, ms(now), ms(now)); err != nil {
+			accountID, f.ID, f.EndUser, f.Rating, f.Comment, labels, Millis(now), Millis(now)); err != nil {
 			return fmt.Errorf("feedback: upsert: %w", err)
 		}
 		created = existing == 0
 		return nil
 	})
 	if err != nil {
-		return false, s.db.readErr(ctx, err)
+		return false, s.db.ReadErr(ctx, err)
 	}
 	return created, nil
 }

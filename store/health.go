@@ -45,7 +45,7 @@ func (inc *incident) hold(n int64) {
 }
 
 // mono is a monotonic clock reading, never zero.
-func (s *policy) mono() int64 { return int64(time.Since(s.epoch)) + 1 }
+func (s *Policy) mono() int64 { return int64(time.Since(s.epoch)) + 1 }
 
 // CheckLedger reports whether the ledger can take more generations. It is
 // nil while the ledger keeps up; otherwise it wraps ErrUnavailable and says
@@ -72,7 +72,7 @@ func (s *policy) mono() int64 { return int64(time.Since(s.epoch)) + 1 }
 // that it is backed up), so it never holds more than QueueSize plus the
 // calls in flight when it began refusing: about 4,096 × 0.5 KiB plus the
 // calls in flight with the defaults.
-func (s *policy) CheckLedger() error {
+func (s *Policy) CheckLedger() error {
 	err := s.ledgerErr()
 	if err != nil {
 		inc := s.startIncident(err, s.troubleSince())
@@ -83,7 +83,7 @@ func (s *policy) CheckLedger() error {
 }
 
 // ledgerErr is CheckLedger without the counting.
-func (s *policy) ledgerErr() error {
+func (s *Policy) ledgerErr() error {
 	if err := s.ledgerFault(); err != nil {
 		return err
 	}
@@ -96,10 +96,10 @@ func (s *policy) ledgerErr() error {
 
 // ledgerFault is ledgerErr for a failing or stalled ledger only: one that
 // is not committing, as opposed to one that is behind.
-func (s *policy) ledgerFault() error {
+func (s *Policy) ledgerFault() error {
 	if f := s.health.fault.Load(); f != nil {
 		return fmt.Errorf("%w: the ledger has been failing since %s (%s): %w",
-			ErrUnavailable, f.since.UTC().Format(time.RFC3339), s.db.faultReason(f.err), f.err)
+			ErrUnavailable, f.since.UTC().Format(time.RFC3339), s.db.FaultReason(f.err), f.err)
 	}
 	if start := s.health.commitStart.Load(); start != 0 {
 		if d := time.Duration(s.mono() - start); d > s.commitTimeout {
@@ -112,7 +112,7 @@ func (s *policy) ledgerFault() error {
 
 // troubleSince is when the ledger stopped keeping up, as far as is known:
 // when the failing (or still running) commit began, or now.
-func (s *policy) troubleSince() time.Time {
+func (s *Policy) troubleSince() time.Time {
 	if f := s.health.fault.Load(); f != nil {
 		return f.since
 	}
@@ -125,7 +125,7 @@ func (s *policy) troubleSince() time.Time {
 
 // startIncident returns the incident in progress, starting (and logging)
 // one that began at since if there is none.
-func (s *policy) startIncident(cause error, since time.Time) *incident {
+func (s *Policy) startIncident(cause error, since time.Time) *incident {
 	for {
 		if inc := s.health.incident.Load(); inc != nil {
 			return inc
@@ -144,7 +144,7 @@ func (s *policy) startIncident(cause error, since time.Time) *incident {
 // ledgerFailed marks the ledger failing after a commit that began at
 // attempt failed with err: CheckLedger refuses from now on, and waiting
 // Syncs are answered.
-func (s *policy) ledgerFailed(err error, attempt time.Time) {
+func (s *Policy) ledgerFailed(err error, attempt time.Time) {
 	since := attempt // a commit that timed out was failing from its start
 	if f := s.health.fault.Load(); f != nil {
 		since = f.since
@@ -156,7 +156,7 @@ func (s *policy) ledgerFailed(err error, attempt time.Time) {
 
 // ledgerCommitted clears the fault after a commit succeeded, and ends the
 // incident once CheckLedger would admit again.
-func (s *policy) ledgerCommitted() {
+func (s *Policy) ledgerCommitted() {
 	if s.health.fault.Load() != nil {
 		s.health.fault.Store(nil)
 	}
@@ -197,7 +197,7 @@ const healthTimeout = time.Second
 // and that the ledger keeps up (see CheckLedger, whose incident it starts
 // too, so a failing ledger is logged even when no call comes). It counts
 // no refusal.
-func (s *policy) Health(ctx context.Context) Health {
+func (s *Policy) Health(ctx context.Context) Health {
 	h := Health{Ledger: s.ledgerErr(), Pending: s.pending.Load()}
 	if h.Ledger != nil {
 		s.startIncident(h.Ledger, s.troubleSince())
@@ -205,16 +205,16 @@ func (s *policy) Health(ctx context.Context) Health {
 	ctx, cancel := context.WithTimeout(ctx, healthTimeout)
 	defer cancel()
 	var n int
-	if err := s.db.readers().queryRow(ctx, `SELECT COUNT(*) FROM schema_migrations`).Scan(&n); err != nil {
+	if err := s.db.Readers().QueryRow(ctx, `SELECT COUNT(*) FROM schema_migrations`).Scan(&n); err != nil {
 		h.Database = fmt.Errorf("%w: a read did not answer: %w", ErrUnavailable, err)
 	}
 	return h
 }
 
-// errQueryTimeout is the cause of a read's own deadline (QueryTimeout).
-var errQueryTimeout = errors.New("query timeout")
+// ErrQueryTimeout is the cause of a read's own deadline (QueryTimeout).
+var ErrQueryTimeout = errors.New("query timeout")
 
-// readCtx bounds a read on a request's path by QueryTimeout.
-func (s *policy) readCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeoutCause(ctx, s.queryTimeout, errQueryTimeout)
+// ReadCtx bounds a read on a request's path by QueryTimeout.
+func (s *Policy) ReadCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, s.queryTimeout, ErrQueryTimeout)
 }

@@ -49,12 +49,12 @@ const (
 	base62    = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 )
 
-// keyColumns are the columns scanKey reads, from api_keys k joined with
+// keyColumns are the columns ScanKey reads, from api_keys k joined with
 // accounts a.
 const keyColumns = `k.id, k.account_id, a.name, k.name, k.created_at, k.revoked_at,
 	k.daily_cap_micros, k.monthly_cap_micros, k.rpm_limit, k.tpm_limit`
 
-func scanKey(sc scanner) (Key, error) {
+func ScanKey(sc Scanner) (Key, error) {
 	var (
 		k                       Key
 		created                 int64
@@ -65,9 +65,9 @@ func scanKey(sc scanner) (Key, error) {
 		&daily, &monthly, &rpm, &tpm); err != nil {
 		return Key{}, err
 	}
-	k.CreatedAt = fromMS(created)
+	k.CreatedAt = FromMillis(created)
 	if revoked.Valid {
-		k.RevokedAt = fromMS(revoked.Int64)
+		k.RevokedAt = FromMillis(revoked.Int64)
 	}
 	k.Limits.DailyCap = optMoney(daily)
 	k.Limits.MonthlyCap = optMoney(monthly)
@@ -149,7 +149,7 @@ func newSecret(src io.Reader) (string, error) {
 // CreateKey issues a key for the account, labelled name ("default" if
 // empty), and returns its secret, which is not stored and cannot be shown
 // again. An unknown account is ErrNotFound; a bad label is ErrInvalid.
-func (s *policy) CreateKey(ctx context.Context, accountID int64, name string) (secret string, k Key, err error) {
+func (s *Policy) CreateKey(ctx context.Context, accountID int64, name string) (secret string, k Key, err error) {
 	if name == "" {
 		name = "default"
 	}
@@ -164,18 +164,18 @@ func (s *policy) CreateKey(ctx context.Context, accountID int64, name string) (s
 	if err != nil {
 		return "", Key{}, fmt.Errorf("create key: %w", err)
 	}
-	k = Key{ID: id, AccountID: accountID, Name: name, CreatedAt: fromMS(ms(s.now()))}
-	err = s.db.writeTx(ctx, "create key", func(tx conn) error {
-		err := tx.queryRow(ctx, `SELECT name FROM accounts WHERE id = ?`, accountID).Scan(&k.AccountName)
+	k = Key{ID: id, AccountID: accountID, Name: name, CreatedAt: FromMillis(Millis(s.now()))}
+	err = s.db.WriteTx(ctx, "create key", func(tx Conn) error {
+		err := tx.QueryRow(ctx, `SELECT name FROM accounts WHERE id = ?`, accountID).Scan(&k.AccountName)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("create key: account %d: %w", accountID, ErrNotFound)
 		}
 		if err != nil {
 			return fmt.Errorf("create key: account: %w", err)
 		}
-		if _, err := tx.exec(ctx,
+		if _, err := tx.Exec(ctx,
 			`INSERT INTO api_keys (id, account_id, name, secret_sha256, created_at) VALUES (?, ?, ?, ?, ?)`,
-			k.ID, accountID, name, hashSecret(secret), ms(k.CreatedAt)); err != nil {
+			k.ID, accountID, name, hashSecret(secret), Millis(k.CreatedAt)); err != nil {
 			return fmt.Errorf("create key: insert: %w", err)
 		}
 		return nil
@@ -188,12 +188,12 @@ func (s *policy) CreateKey(ctx context.Context, accountID int64, name string) (s
 
 // ListKeys returns the keys of the account, or of every account when
 // accountID is 0, revoked ones included, oldest first.
-func (s *policy) ListKeys(ctx context.Context, accountID int64) ([]Key, error) {
-	rows, err := s.db.readers().query(ctx,
+func (s *Policy) ListKeys(ctx context.Context, accountID int64) ([]Key, error) {
+	rows, err := s.db.Readers().Query(ctx,
 		`SELECT `+keyColumns+`
 		 FROM api_keys k JOIN accounts a ON a.id = k.account_id
 		 WHERE CAST(? AS BIGINT) = 0 OR k.account_id = ?
-		 ORDER BY k.created_at, `+s.db.dialect().keyOrder,
+		 ORDER BY k.created_at, `+s.db.Dialect().KeyOrder,
 		accountID, accountID)
 	if err != nil {
 		return nil, fmt.Errorf("list keys: %w", err)
@@ -201,7 +201,7 @@ func (s *policy) ListKeys(ctx context.Context, accountID int64) ([]Key, error) {
 	defer rows.Close()
 	var keys []Key
 	for rows.Next() {
-		k, err := scanKey(rows)
+		k, err := ScanKey(rows)
 		if err != nil {
 			return nil, fmt.Errorf("list keys: scan: %w", err)
 		}
@@ -221,18 +221,18 @@ const keyByIDSQL = `SELECT ` + keyColumns + ` FROM api_keys k JOIN accounts a ON
 // An unknown id is ErrNotFound. Every other process that serves calls
 // (another instance) stops accepting it within its authentication cache's
 // TTL; this one at once.
-func (s *policy) RevokeKey(ctx context.Context, keyID string) (Key, error) {
+func (s *Policy) RevokeKey(ctx context.Context, keyID string) (Key, error) {
 	var k Key
-	err := s.db.writeTx(ctx, "revoke key", func(tx conn) error {
-		if _, err := tx.exec(ctx, `UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`,
-			ms(s.now()), keyID); err != nil {
+	err := s.db.WriteTx(ctx, "revoke key", func(tx Conn) error {
+		if _, err := tx.Exec(ctx, `UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`,
+			Millis(s.now()), keyID); err != nil {
 			return fmt.Errorf("revoke key: update: %w", err)
 		}
-		if _, err := tx.exec(ctx, bumpKeyChangesSQL); err != nil {
+		if _, err := tx.Exec(ctx, bumpKeyChangesSQL); err != nil {
 			return fmt.Errorf("revoke key: count the change: %w", err)
 		}
 		var err error
-		k, err = scanKey(tx.queryRow(ctx, keyByIDSQL, keyID))
+		k, err = ScanKey(tx.QueryRow(ctx, keyByIDSQL, keyID))
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("revoke key %q: %w", keyID, ErrNotFound)
 		}
@@ -248,17 +248,17 @@ func (s *policy) RevokeKey(ctx context.Context, keyID string) (Key, error) {
 	return k, nil
 }
 
-// keyChangesSQL reads the count of key changes; bumpKeyChangesSQL adds one
+// KeyChangesSQL reads the count of key changes; bumpKeyChangesSQL adds one
 // to it, in the transaction of every change to a key that authentication
 // caches (see authCache).
 const (
-	keyChangesSQL     = `SELECT n FROM key_changes WHERE id = 1`
+	KeyChangesSQL     = `SELECT n FROM key_changes WHERE id = 1`
 	bumpKeyChangesSQL = `UPDATE key_changes SET n = n + 1 WHERE id = 1`
 )
 
-// keySQL reads the active key whose secret hashes to the argument
-// (activeKey).
-const keySQL = `SELECT ` + keyColumns + `
+// KeySQL reads the active key whose secret hashes to the argument
+// (ActiveKey).
+const KeySQL = `SELECT ` + keyColumns + `
 	 FROM api_keys k JOIN accounts a ON a.id = k.account_id
 	 WHERE k.secret_sha256 = ? AND k.revoked_at IS NULL`
 
@@ -268,11 +268,11 @@ const keySQL = `SELECT ` + keyColumns + `
 // negative value, or a cap with more than six decimal places, ErrInvalid.
 // This process applies the change to its next call; every other one
 // within its authentication cache's TTL.
-func (s *policy) UpdateKeyLimits(ctx context.Context, keyID string, update func(*KeyLimits)) (Key, error) {
+func (s *Policy) UpdateKeyLimits(ctx context.Context, keyID string, update func(*KeyLimits)) (Key, error) {
 	var k Key
-	err := s.db.writeTx(ctx, "update key limits", func(tx conn) error {
+	err := s.db.WriteTx(ctx, "update key limits", func(tx Conn) error {
 		var err error
-		k, err = scanKey(tx.queryRow(ctx, keyByIDSQL+s.db.dialect().forUpdate, keyID))
+		k, err = ScanKey(tx.QueryRow(ctx, keyByIDSQL+s.db.Dialect().ForUpdate, keyID))
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("update key limits %q: %w", keyID, ErrNotFound)
 		}
@@ -297,15 +297,15 @@ func (s *policy) UpdateKeyLimits(ctx context.Context, keyID string, update func(
 		if err != nil {
 			return fmt.Errorf("update key limits: %w", err)
 		}
-		if _, err := tx.exec(ctx,
+		if _, err := tx.Exec(ctx,
 			`UPDATE api_keys SET daily_cap_micros = ?, monthly_cap_micros = ?, rpm_limit = ?, tpm_limit = ? WHERE id = ?`,
 			daily, monthly, rpm, tpm, keyID); err != nil {
 			return fmt.Errorf("update key limits: update: %w", err)
 		}
-		if _, err := tx.exec(ctx, bumpKeyChangesSQL); err != nil {
+		if _, err := tx.Exec(ctx, bumpKeyChangesSQL); err != nil {
 			return fmt.Errorf("update key limits: count the change: %w", err)
 		}
-		if k, err = scanKey(tx.queryRow(ctx, keyByIDSQL, keyID)); err != nil {
+		if k, err = ScanKey(tx.QueryRow(ctx, keyByIDSQL, keyID)); err != nil {
 			return fmt.Errorf("update key limits: reread: %w", err)
 		}
 		return nil

@@ -50,18 +50,18 @@ type Generation struct {
 	Items []Item
 }
 
-// genRow is a Generation converted to its stored form, done at enqueue
+// GenRow is a Generation converted to its stored form, done at enqueue
 // time so that bad values are caught where the caller can be named.
-type genRow struct {
-	g          Generation
-	costMicros int64
-	createdMS  int64
+type GenRow struct {
+	Gen        Generation
+	CostMicros int64
+	CreatedMS  int64
 	// uncertain is set once a commit that held the row failed at its
 	// COMMIT: such a commit may have taken effect all the same (see flush).
 	uncertain bool
-	// lease and keyLease are the balance leases of the account and the
-	// key the charge was made against (Postgres); 0 for none.
-	lease, keyLease int64
+	// Lease and KeyLease are the balance leases of the account and the
+	// key the charge was made against (PostgreSQL); 0 for none.
+	Lease, KeyLease int64
 }
 
 // RecordGeneration hands g to the ledger writer, which inserts the row,
@@ -82,7 +82,7 @@ type genRow struct {
 // database rejects as such (a duplicate id, an unknown account or key id),
 // and one recorded after Close. Those are bugs in the caller. Call Sync to
 // wait for the commit.
-func (s *policy) RecordGeneration(g Generation) {
+func (s *Policy) RecordGeneration(g Generation) {
 	row, err := s.toRow(g)
 	if err != nil {
 		s.logDrop(g, err)
@@ -90,12 +90,12 @@ func (s *policy) RecordGeneration(g Generation) {
 	}
 	// Counted before it is queued, so that Spend never misses a charge
 	// the ledger has not committed yet; a drop takes it back.
-	row = s.charges.record(row)
+	row = s.charges.Record(row)
 	q := &s.queue
 	q.mu.Lock()
 	if q.closed {
 		q.mu.Unlock()
-		s.charges.unrecord(row)
+		s.charges.Unrecord(row)
 		s.logDrop(g, ErrClosed)
 		return
 	}
@@ -111,22 +111,22 @@ func (s *policy) RecordGeneration(g Generation) {
 	}
 }
 
-func (s *policy) toRow(g Generation) (genRow, error) {
+func (s *Policy) toRow(g Generation) (GenRow, error) {
 	if g.ID == "" {
-		return genRow{}, fmt.Errorf("%w: empty generation id", ErrInvalid)
+		return GenRow{}, fmt.Errorf("%w: empty generation id", ErrInvalid)
 	}
 	if g.Cost < 0 {
-		return genRow{}, fmt.Errorf("%w: negative cost", ErrInvalid)
+		return GenRow{}, fmt.Errorf("%w: negative cost", ErrInvalid)
 	}
 	if g.CreatedAt.IsZero() {
 		g.CreatedAt = s.now()
 	}
-	return genRow{g: g, costMicros: int64(g.Cost), createdMS: ms(g.CreatedAt)}, nil
+	return GenRow{Gen: g, CostMicros: int64(g.Cost), CreatedMS: Millis(g.CreatedAt)}, nil
 }
 
 // logDrop logs a generation that will never reach the ledger, with what an
 // operator needs to reconcile it by hand (never prompts or completions).
-func (s *policy) logDrop(g Generation, err error) {
+func (s *Policy) logDrop(g Generation, err error) {
 	s.dropped.Add(1)
 	s.log.Error("generation dropped from ledger", append(generationAttrs(g), "error", err)...)
 }
@@ -150,20 +150,20 @@ func generationAttrs(g Generation) []any {
 // so a following read sees it. It returns at once when nothing is pending.
 // While the ledger is failing or stalled (see CheckLedger) it does not wait
 // for the recovery: it returns an error wrapping ErrUnavailable.
-func (s *policy) Sync(ctx context.Context) error { return s.syncAfter(ctx, 0) }
+func (s *Policy) Sync(ctx context.Context) error { return s.syncAfter(ctx, 0) }
 
 // SyncWithin is Sync that leaves the writer up to d to commit on its own
 // (it does at least every batch interval while generations come) before it
 // asks for a commit at once, as Sync does: readers that can wait that long
 // for what was recorded before them then cost the writer no commit of its
 // own (see the account endpoints' shared syncs).
-func (s *policy) SyncWithin(ctx context.Context, d time.Duration) error {
+func (s *Policy) SyncWithin(ctx context.Context, d time.Duration) error {
 	return s.syncAfter(ctx, d)
 }
 
 // syncAfter is Sync, asking the writer for an early commit only after
 // patience (at once when it is not positive).
-func (s *policy) syncAfter(ctx context.Context, patience time.Duration) error {
+func (s *Policy) syncAfter(ctx context.Context, patience time.Duration) error {
 	// pending is raised before a generation is queued and lowered after it
 	// is settled, so zero means everything recorded so far is committed.
 	if s.pending.Load() == 0 {
@@ -218,9 +218,9 @@ func (s *policy) syncAfter(ctx context.Context, patience time.Duration) error {
 	}
 }
 
-// policy is what svcgw decides, written once for every engine, which both
-// engine types (Store, Postgres) embed: the batched ledger writer (the
-// queue of generations recorded and not yet settled, the writer goroutine
+// Policy is what svcgw decides, written once for every engine, which each
+// engine's type (sqlite.Store, postgres.Store) embeds: the batched ledger
+// writer (the queue of generations recorded and not yet settled, the writer goroutine
 // that commits them in batches and retries what the database fails to
 // take, the health CheckLedger reports), authentication and its cache,
 // accounts, credits, caps, keys, feedback, sealing keys, usage reports and
@@ -228,9 +228,9 @@ func (s *policy) syncAfter(ctx context.Context, patience time.Duration) error {
 // engine: how a batch is committed, how a failure is classified, its
 // connections) and charges (how a charge counts before it is committed:
 // in memory on SQLite, against balance leases on PostgreSQL).
-type policy struct {
-	db      engine
-	charges chargeCounter
+type Policy struct {
+	db      Engine
+	charges ChargeCounter
 
 	now  func() time.Time
 	rand io.Reader
@@ -258,7 +258,7 @@ type policy struct {
 
 	// rollupsComplete is set once the usage roll-ups cover every
 	// generation (at once on an engine whose databases were born with
-	// them): no backfill is pending (see Usage, backfiller).
+	// them): no backfill is pending (see Usage, Backfiller).
 	rollupsComplete atomic.Bool
 
 	auth authCache // recent authentications
@@ -268,20 +268,20 @@ type policy struct {
 	authReads singleflight.Group
 }
 
-// chargeCounter counts each charge from the moment it is recorded until it
+// ChargeCounter counts each charge from the moment it is recorded until it
 // is committed (and after), and takes back one the ledger drops.
 //
 // Rows go in and out by value: through a pointer, the interface call made
 // every recorded row escape to the heap (288 bytes a call).
-type chargeCounter interface {
-	// record counts r's charge and returns r with what it was counted
+type ChargeCounter interface {
+	// Record counts r's charge and returns r with what it was counted
 	// against (the leases, on PostgreSQL).
-	record(r genRow) genRow
-	unrecord(r genRow)
+	Record(r GenRow) GenRow
+	Unrecord(r GenRow)
 }
 
-// init applies opts's ledger settings and their defaults.
-func (s *policy) init(opts Options, db engine, charges chargeCounter) {
+// Init applies opts's ledger settings and their defaults.
+func (s *Policy) Init(opts Options, db Engine, charges ChargeCounter) {
 	s.db, s.charges = db, charges
 	s.now, s.rand, s.log = opts.Now, opts.Rand, opts.Logger
 	if s.now == nil {
@@ -298,7 +298,7 @@ func (s *policy) init(opts Options, db engine, charges chargeCounter) {
 		s.batchSize = 256
 	}
 	s.queue.keep = freeBlocks(s.batchSize)
-	s.batchInterval = orDefault(opts.BatchInterval, 20*time.Millisecond)
+	s.batchInterval = OrDefault(opts.BatchInterval, 20*time.Millisecond)
 	s.auth.ttl = opts.AuthCacheTTL
 	if s.auth.ttl == 0 {
 		s.auth.ttl = DefaultAuthCacheTTL
@@ -307,16 +307,16 @@ func (s *policy) init(opts Options, db engine, charges chargeCounter) {
 	if s.queueLimit <= 0 {
 		s.queueLimit = 4096
 	}
-	s.commitTimeout = orDefault(opts.CommitTimeout, 5*time.Second)
-	s.retryInterval = orDefault(opts.RetryInterval, time.Second)
-	s.closeTimeout = orDefault(opts.CloseTimeout, 10*time.Second)
-	s.queryTimeout = orDefault(opts.QueryTimeout, 5*time.Second)
+	s.commitTimeout = OrDefault(opts.CommitTimeout, 5*time.Second)
+	s.retryInterval = OrDefault(opts.RetryInterval, time.Second)
+	s.closeTimeout = OrDefault(opts.CloseTimeout, 10*time.Second)
+	s.queryTimeout = OrDefault(opts.QueryTimeout, 5*time.Second)
 	s.commitHook = opts.CommitHook
 	s.onCommit = opts.OnCommit
 }
 
 // start starts the writer goroutine.
-func (s *policy) start() {
+func (s *Policy) StartLedger() {
 	s.queue.wake = make(chan struct{}, 1)
 	s.done = make(chan struct{})
 	s.epoch = time.Now()
@@ -326,7 +326,7 @@ func (s *policy) start() {
 // stop stops accepting generations and waits for the writer to commit
 // what is queued (or to give up on it, CloseTimeout later); it reports the
 // generations it gave up on.
-func (s *policy) stop() error {
+func (s *Policy) StopLedger() error {
 	s.queue.mu.Lock()
 	s.queue.closed = true
 	s.queue.mu.Unlock()
@@ -363,7 +363,7 @@ type ledgerQueue struct {
 }
 
 // rowBlock is one block of queued rows, 70 KiB.
-type rowBlock [256]genRow
+type rowBlock [256]GenRow
 
 // maxFreeBlocks is how many empty blocks the queue keeps for reuse.
 const maxFreeBlocks = 4
@@ -375,20 +375,20 @@ const maxFreeBlocks = 4
 // and allocating those of the next made a seeding allocate (and zero, and
 // the GC scan) 280 bytes a call, a fifth of what it allocated.
 func freeBlocks(batchSize int) int {
-	if bulkWriter(batchSize) {
+	if BulkWriter(batchSize) {
 		return batchSize / len(rowBlock{})
 	}
 	return maxFreeBlocks
 }
 
 // at is the i-th queued row.
-func (q *ledgerQueue) at(i int) *genRow {
+func (q *ledgerQueue) at(i int) *GenRow {
 	i += q.head
 	return &q.blocks[i/len(rowBlock{})][i%len(rowBlock{})]
 }
 
 // push appends r. Callers hold q.mu.
-func (q *ledgerQueue) push(r genRow) {
+func (q *ledgerQueue) push(r GenRow) {
 	if (q.head+q.n)/len(rowBlock{}) == len(q.blocks) {
 		var b *rowBlock
 		if k := len(q.free); k > 0 {
@@ -447,7 +447,7 @@ func (q *ledgerQueue) state() (n int, syncing, closed bool) {
 }
 
 // peek copies up to max rows from the head into dst.
-func (q *ledgerQueue) peek(dst []genRow, max int) []genRow {
+func (q *ledgerQueue) peek(dst []GenRow, max int) []GenRow {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	n := min(q.n, max)
@@ -462,7 +462,7 @@ func (q *ledgerQueue) peek(dst []genRow, max int) []genRow {
 
 // failed records that a commit of the first k queued rows failed with err.
 func (q *ledgerQueue) failed(k int, err error) {
-	if !errors.Is(err, errUncertain) {
+	if !errors.Is(err, ErrUncertain) {
 		return // rolled back: nothing to remember
 	}
 	q.mu.Lock()
@@ -474,11 +474,11 @@ func (q *ledgerQueue) failed(k int, err error) {
 
 // settle removes the first k queued rows, which the writer has committed or
 // dropped, and wakes the Syncs that were waiting for them.
-func (s *policy) settle(k int) {
+func (s *Policy) settle(k int) {
 	q := &s.queue
 	q.mu.Lock()
 	for i := range k {
-		*q.at(i) = genRow{} // drop references for the GC
+		*q.at(i) = GenRow{} // drop references for the GC
 	}
 	q.head += k
 	q.n -= k
@@ -523,11 +523,11 @@ func (q *ledgerQueue) failWaiters(err error) {
 // RetryInterval, until a commit succeeds. After Close it commits what is
 // queued and exits; rows it still cannot commit CloseTimeout later are
 // logged, one line each, and counted in Close's error.
-func (s *policy) runLedger() {
+func (s *Policy) runLedger() {
 	defer close(s.done)
 	q := &s.queue
-	batch := make([]genRow, 0, min(s.batchSize, 1024)) // grows if BatchSize is larger
-	agg := &batchSums{debits: make(map[int64]int64), spend: make(map[spendDay]spendSum)}
+	batch := make([]GenRow, 0, min(s.batchSize, 1024)) // grows if BatchSize is larger
+	agg := &BatchSums{Debits: make(map[int64]int64), Spend: make(map[SpendDay]SpendSum)}
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	var (
@@ -577,7 +577,7 @@ func (s *policy) runLedger() {
 
 // collect waits until the queue holds a full batch, a Sync waits or Close
 // was called, or BatchInterval passes.
-func (s *policy) collect(timer *time.Timer) {
+func (s *Policy) collect(timer *time.Timer) {
 	timer.Reset(s.batchInterval)
 	defer timer.Stop()
 	for {
@@ -598,13 +598,13 @@ func (s *policy) collect(timer *time.Timer) {
 // other failure (the disk full, the file locked past the deadline, an I/O
 // error) is returned: the rows not yet settled stay queued, still counted
 // in Spend, and are retried.
-func (s *policy) flush(by time.Time, batch []genRow, agg *batchSums) error {
+func (s *Policy) flush(by time.Time, batch []GenRow, agg *BatchSums) error {
 	err := s.commit(by, batch, agg)
 	if err == nil {
 		s.settle(len(batch))
 		return nil
 	}
-	if !s.db.unstorable(err) {
+	if !s.db.Unstorable(err) {
 		s.queue.failed(len(batch), err)
 		return err
 	}
@@ -619,15 +619,15 @@ func (s *policy) flush(by time.Time, batch []genRow, agg *batchSums) error {
 			if committed == nil {
 				committed = make(map[string]bool)
 			}
-			committed[r.g.ID] = true
-		case !s.db.unstorable(err):
+			committed[r.Gen.ID] = true
+		case !s.db.Unstorable(err):
 			s.queue.failed(len(batch)-i, err)
 			return err
-		case r.uncertain && !committed[r.g.ID] && s.stored(by, r):
+		case r.uncertain && !committed[r.Gen.ID] && s.stored(by, r):
 			// A COMMIT that reported failure took effect after all:
 			// the row, its debit and its spend are in.
 			s.log.Warn("ledger: a commit reported as failed had succeeded; not charging it twice",
-				"generation_id", r.g.ID)
+				"generation_id", r.Gen.ID)
 		default:
 			s.drop(*r, err)
 		}
@@ -636,16 +636,16 @@ func (s *policy) flush(by time.Time, batch []genRow, agg *batchSums) error {
 	return nil
 }
 
-// commit runs commitBatch with a deadline, marking the time it began for
+// commit runs CommitBatch with a deadline, marking the time it began for
 // CheckLedger, which treats a commit running past CommitTimeout as failing
 // even when its deadline cannot interrupt it.
-func (s *policy) commit(by time.Time, rows []genRow, agg *batchSums) error {
+func (s *Policy) commit(by time.Time, rows []GenRow, agg *BatchSums) error {
 	ctx, cancel := context.WithDeadline(context.Background(), by)
 	defer cancel()
 	s.health.commitStart.Store(s.mono())
 	defer s.health.commitStart.Store(0)
 	start := time.Now()
-	err := s.db.commitBatch(ctx, rows, agg)
+	err := s.db.CommitBatch(ctx, rows, agg)
 	s.observeCommit(len(rows), start, err)
 	return err
 }
@@ -654,24 +654,24 @@ func (s *policy) commit(by time.Time, rows []genRow, agg *batchSums) error {
 // written it. Only a row whose earlier COMMIT reported failure is asked
 // about: that commit may have taken effect, and retrying it then meets its
 // own row.
-func (s *policy) stored(by time.Time, r *genRow) bool {
+func (s *Policy) stored(by time.Time, r *GenRow) bool {
 	ctx, cancel := context.WithDeadline(context.Background(), by)
 	defer cancel()
-	acct, cost, created, err := s.db.storedRow(ctx, r.g.ID)
-	return err == nil && acct == r.g.AccountID && cost == r.costMicros && created == r.createdMS
+	acct, cost, created, err := s.db.StoredRow(ctx, r.Gen.ID)
+	return err == nil && acct == r.Gen.AccountID && cost == r.CostMicros && created == r.CreatedMS
 }
 
 // abandon logs every row still queued when Close gives up on a ledger that
 // cannot commit, one Error line each with every column, so an operator can
 // enter them by hand, and answers the waiting Syncs.
-func (s *policy) abandon() {
+func (s *Policy) abandon() {
 	q := &s.queue
 	q.mu.Lock()
 	s.lost = q.n
 	for i := range q.n {
 		r := q.at(i)
 		s.log.Error("generation not recorded: the ledger could not commit it before shutdown",
-			append(generationAttrs(r.g), "cost_micros", r.costMicros)...)
+			append(generationAttrs(r.Gen), "cost_micros", r.CostMicros)...)
 	}
 	q.mu.Unlock()
 	err := fmt.Errorf("%w: %d generations could not be recorded before shutdown", ErrUnavailable, s.lost)
@@ -679,56 +679,54 @@ func (s *policy) abandon() {
 	q.failWaiters(err)
 }
 
-// batchSums is the scratch space of commitBatch, reused between batches:
+// BatchSums is the scratch space of CommitBatch, reused between batches:
 // the debit of each account and the spend of each (account, key, day).
-type batchSums struct {
-	debits map[int64]int64
-	spend  map[spendDay]spendSum
-	args   []any // INSERT parameters, reused between batches
-	rollup rollupSums
-	bulk   bulkInsert // a bulk writer's 1,024-row INSERTs
+type BatchSums struct {
+	Debits map[int64]int64
+	Spend  map[SpendDay]SpendSum
+	Rollup RollupSums
 }
 
-// sum empties the sums and adds up rows in them: the debit of each account,
+// Sum empties the sums and adds up rows in them: the debit of each account,
 // the spend of each (account, key, day) and the roll-ups.
-func (agg *batchSums) sum(rows []genRow) {
-	clear(agg.debits)
-	clear(agg.spend)
+func (agg *BatchSums) Sum(rows []GenRow) {
+	clear(agg.Debits)
+	clear(agg.Spend)
 	for i := range rows {
 		r := &rows[i]
-		g := &r.g
-		agg.debits[g.AccountID] += r.costMicros
-		k := spendDay{account: g.AccountID, key: g.KeyID, day: dayNumber(g.CreatedAt)}
-		sum := agg.spend[k]
-		sum.requests++
-		sum.cost += r.costMicros
-		agg.spend[k] = sum
+		g := &r.Gen
+		agg.Debits[g.AccountID] += r.CostMicros
+		k := SpendDay{Account: g.AccountID, Key: g.KeyID, Day: DayNumber(g.CreatedAt)}
+		sum := agg.Spend[k]
+		sum.Requests++
+		sum.Cost += r.CostMicros
+		agg.Spend[k] = sum
 	}
-	agg.rollup.sum(rows)
+	agg.Rollup.sum(rows)
 }
 
-type spendDay struct {
-	account int64
-	key     string
-	day     int32
+type SpendDay struct {
+	Account int64
+	Key     string
+	Day     int32
 }
 
-type spendSum struct {
-	requests int64
-	cost     int64
+type SpendSum struct {
+	Requests int64
+	Cost     int64
 }
 
 // drop logs a generation that can never be stored and takes its charge
 // back from the spend tracker.
-func (s *policy) drop(r genRow, err error) {
-	s.charges.unrecord(r)
-	s.logDrop(r.g, err)
+func (s *Policy) drop(r GenRow, err error) {
+	s.charges.Unrecord(r)
+	s.logDrop(r.Gen, err)
 }
 
-// errUncertain marks a failure of the COMMIT itself. Before it nothing can
+// ErrUncertain marks a failure of the COMMIT itself. Before it nothing can
 // have taken effect (the transaction is rolled back); a COMMIT that reports
 // an error may, rarely, have succeeded.
-var errUncertain = errors.New("outcome uncertain")
+var ErrUncertain = errors.New("outcome uncertain")
 
 const generationColumns = `id, account_id, COALESCE(key_id, ''), application, surface, model,
 	request_type, tier, streamed, finish_reason, prompt_tokens, completion_tokens,
@@ -738,23 +736,23 @@ const generationColumns = `id, account_id, COALESCE(key_id, ''), application, su
 // Generation returns the account's generation with id. An unknown id, or
 // one of another account, is ErrNotFound. It reads what is committed: call
 // Sync first to see a generation recorded just before.
-func (s *policy) Generation(ctx context.Context, accountID int64, id string) (Generation, error) {
-	ctx, cancel := s.readCtx(ctx)
+func (s *Policy) Generation(ctx context.Context, accountID int64, id string) (Generation, error) {
+	ctx, cancel := s.ReadCtx(ctx)
 	defer cancel()
-	g, err := scanGeneration(s.db.readers().queryRow(ctx,
+	g, err := scanGeneration(s.db.Readers().QueryRow(ctx,
 		`SELECT `+generationColumns+` FROM generations WHERE id = ? AND account_id = ?`, id, accountID), id)
-	return g, s.db.readErr(ctx, err)
+	return g, s.db.ReadErr(ctx, err)
 }
 
 // GenerationByID returns the generation with id, whichever account it
 // belongs to. It is for operators (the CLI); callers over HTTP always go
 // through Generation, scoped to their account.
-func (s *policy) GenerationByID(ctx context.Context, id string) (Generation, error) {
-	return scanGeneration(s.db.readers().queryRow(ctx,
+func (s *Policy) GenerationByID(ctx context.Context, id string) (Generation, error) {
+	return scanGeneration(s.db.Readers().QueryRow(ctx,
 		`SELECT `+generationColumns+` FROM generations WHERE id = ?`, id), id)
 }
 
-func scanGeneration(row scanner, id string) (Generation, error) {
+func scanGeneration(row Scanner, id string) (Generation, error) {
 	var (
 		g             Generation
 		cost, created int64
@@ -771,6 +769,59 @@ func scanGeneration(row scanner, id string) (Generation, error) {
 		return Generation{}, fmt.Errorf("generation: %w", err)
 	}
 	g.Cost = money.Micros(cost)
-	g.CreatedAt = fromMS(created)
+	g.CreatedAt = FromMillis(created)
 	return g, nil
 }
+
+// BulkBatchRows is the smallest BatchSize that makes a bulk writer.
+const BulkBatchRows = 8192
+
+// BulkWriter reports whether a store with batches of up to batchSize
+// generations is a bulk writer.
+func BulkWriter(batchSize int) bool { return batchSize >= BulkBatchRows }
+
+// The policy's settings, as Init resolved them from Options, and the
+// state an engine reads or sets.
+
+// Now is the time of Options.Now.
+func (s *Policy) Now() time.Time { return s.now() }
+
+// Logger is Options.Logger (one that discards when none was given).
+func (s *Policy) Logger() *slog.Logger { return s.log }
+
+// BatchSize is the most generations committed in one ledger transaction.
+func (s *Policy) BatchSize() int { return s.batchSize }
+
+// CommitTimeout bounds one ledger commit.
+func (s *Policy) CommitTimeout() time.Duration { return s.commitTimeout }
+
+// QueryTimeout bounds each read on a request's path.
+func (s *Policy) QueryTimeout() time.Duration { return s.queryTimeout }
+
+// CommitHook runs Options.CommitHook, if any, just before a ledger
+// transaction commits: an error fails the commit.
+func (s *Policy) CommitHook() error {
+	if s.commitHook == nil {
+		return nil
+	}
+	return s.commitHook()
+}
+
+// Pending is how many generations are queued and not yet settled.
+func (s *Policy) Pending() int64 { return s.pending.Load() }
+
+// LedgerBusy reports whether the ledger has half a batch or more waiting:
+// background work (retention, a backfill) then pauses longer.
+func (s *Policy) LedgerBusy() bool { return s.pending.Load() >= int64(max(s.batchSize/2, 1)) }
+
+// RollupsComplete reports whether the usage roll-ups cover every
+// generation (see Backfiller).
+func (s *Policy) RollupsComplete() bool { return s.rollupsComplete.Load() }
+
+// SetRollupsComplete records whether the usage roll-ups cover every
+// generation: an engine born with them sets it at open.
+func (s *Policy) SetRollupsComplete(complete bool) { s.rollupsComplete.Store(complete) }
+
+// SetAfterCommit makes the ledger writer call fn after each successful
+// commit (SQLite's WAL checkpoint). It is set before StartLedger.
+func (s *Policy) SetAfterCommit(fn func()) { s.afterCommit = fn }

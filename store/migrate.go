@@ -13,21 +13,21 @@ import (
 	"time"
 )
 
-// migration is one embedded migration file, named NNNN_name.sql.
-type migration struct {
-	version int
-	name    string
-	sql     string
+// Migration is one embedded migration file, named NNNN_name.sql.
+type Migration struct {
+	Version int
+	Name    string
+	SQL     string
 }
 
-// loadMigrations returns the migrations NNNN_name.sql of dir in fsys, in
+// LoadMigrations returns the migrations NNNN_name.sql of dir in fsys, in
 // version order.
-func loadMigrations(fsys fs.FS, dir string) ([]migration, error) {
+func LoadMigrations(fsys fs.FS, dir string) ([]Migration, error) {
 	names, err := fs.Glob(fsys, dir+"/*.sql")
 	if err != nil {
 		return nil, fmt.Errorf("list migrations: %w", err)
 	}
-	var list []migration
+	var list []Migration
 	for _, name := range names {
 		base := path.Base(name)
 		num, _, ok := strings.Cut(base, "_")
@@ -39,45 +39,45 @@ func loadMigrations(fsys fs.FS, dir string) ([]migration, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read migration %s: %w", base, err)
 		}
-		list = append(list, migration{version: version, name: strings.TrimSuffix(base, ".sql"), sql: string(body)})
+		list = append(list, Migration{Version: version, Name: strings.TrimSuffix(base, ".sql"), SQL: string(body)})
 	}
 	if len(list) == 0 {
 		return nil, errors.New("no migrations embedded")
 	}
-	sort.Slice(list, func(i, j int) bool { return list[i].version < list[j].version })
+	sort.Slice(list, func(i, j int) bool { return list[i].Version < list[j].Version })
 	for i := 1; i < len(list); i++ {
-		if list[i].version == list[i-1].version {
-			return nil, fmt.Errorf("migrations %s and %s share a version", list[i-1].name, list[i].name)
+		if list[i].Version == list[i-1].Version {
+			return nil, fmt.Errorf("migrations %s and %s share a version", list[i-1].Name, list[i].Name)
 		}
 	}
 	return list, nil
 }
 
-// migrator is what migrate needs of an engine: a transaction for each
+// Migrator is what migrate needs of an engine: a transaction for each
 // migration.
-type migrator interface {
-	// beginMigration begins one migration's transaction, holding what
+type Migrator interface {
+	// BeginMigration begins one migration's transaction, holding what
 	// keeps other processes from migrating at the same time (SQLite's
 	// write lock, a PostgreSQL advisory lock), with the table
 	// schema_migrations created if it was not.
-	beginMigration(ctx context.Context) (migrationTx, error)
+	BeginMigration(ctx context.Context) (MigrationTx, error)
 }
 
-// migrationTx is one migration's transaction. Its queries are written with
+// MigrationTx is one migration's transaction. Its queries are written with
 // ? placeholders.
-type migrationTx interface {
-	queryInt(ctx context.Context, q string, args ...any) (int64, error)
-	exec(ctx context.Context, q string, args ...any) error
-	commit(ctx context.Context) error
-	rollback(ctx context.Context)
+type MigrationTx interface {
+	QueryInt(ctx context.Context, q string, args ...any) (int64, error)
+	Exec(ctx context.Context, q string, args ...any) error
+	Commit(ctx context.Context) error
+	Rollback(ctx context.Context)
 }
 
-// migrate applies every migration of ms not yet recorded in
+// Migrate applies every migration of ms not yet recorded in
 // schema_migrations, each in its own transaction. Migrations only go
 // forward: a database migrated by a newer svcgw is refused rather than
 // half understood.
-func migrate(ctx context.Context, db migrator, ms []migration, now func() time.Time, log *slog.Logger) error {
-	latest := ms[len(ms)-1].version
+func Migrate(ctx context.Context, db Migrator, ms []Migration, now func() time.Time, log *slog.Logger) error {
+	latest := ms[len(ms)-1].Version
 	for _, m := range ms {
 		if err := applyMigration(ctx, db, m, latest, now, log); err != nil {
 			return err
@@ -89,44 +89,44 @@ func migrate(ctx context.Context, db migrator, ms []migration, now func() time.T
 // applyMigration runs m unless it is already recorded. The check is inside
 // the migration's transaction, so two processes migrating the same
 // database at once cannot both apply it.
-func applyMigration(ctx context.Context, db migrator, m migration, latest int, now func() time.Time, log *slog.Logger) error {
-	tx, err := db.beginMigration(ctx)
+func applyMigration(ctx context.Context, db Migrator, m Migration, latest int, now func() time.Time, log *slog.Logger) error {
+	tx, err := db.BeginMigration(ctx)
 	if err != nil {
-		return fmt.Errorf("migration %s: begin: %w", m.name, err)
+		return fmt.Errorf("migration %s: begin: %w", m.Name, err)
 	}
-	defer tx.rollback(ctx)
-	newest, err := tx.queryInt(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`)
+	defer tx.Rollback(ctx)
+	newest, err := tx.QueryInt(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`)
 	if err != nil {
 		return fmt.Errorf("read schema version: %w", err)
 	}
 	if newest > int64(latest) {
 		return fmt.Errorf("database schema version %d is newer than this build's %d", newest, latest)
 	}
-	n, err := tx.queryInt(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, m.version)
+	n, err := tx.QueryInt(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, m.Version)
 	if err != nil {
-		return fmt.Errorf("migration %s: check: %w", m.name, err)
+		return fmt.Errorf("migration %s: check: %w", m.Name, err)
 	}
 	if n > 0 {
 		return nil
 	}
 	done := func() {}
-	if _, slow := slowMigrations[m.name]; slow {
-		generations, err := tx.queryInt(ctx, `SELECT COUNT(*) FROM generations`)
+	if _, slow := slowMigrations[m.Name]; slow {
+		generations, err := tx.QueryInt(ctx, `SELECT COUNT(*) FROM generations`)
 		if err != nil {
-			return fmt.Errorf("migration %s: count generations: %w", m.name, err)
+			return fmt.Errorf("migration %s: count generations: %w", m.Name, err)
 		}
-		done = announceMigration(log, m.name, generations)
+		done = announceMigration(log, m.Name, generations)
 	}
-	if err := tx.exec(ctx, m.sql); err != nil {
-		return fmt.Errorf("migration %s: %w", m.name, err)
+	if err := tx.Exec(ctx, m.SQL); err != nil {
+		return fmt.Errorf("migration %s: %w", m.Name, err)
 	}
 	done()
-	if err := tx.exec(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
-		m.version, m.name, ms(now())); err != nil {
-		return fmt.Errorf("migration %s: record: %w", m.name, err)
+	if err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
+		m.Version, m.Name, Millis(now())); err != nil {
+		return fmt.Errorf("migration %s: record: %w", m.Name, err)
 	}
-	if err := tx.commit(ctx); err != nil {
-		return fmt.Errorf("migration %s: commit: %w", m.name, err)
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("migration %s: commit: %w", m.Name, err)
 	}
 	return nil
 }

@@ -28,10 +28,10 @@ func toMicros(d apd.Decimal) (int64, error) {
 func fromMicros(v int64) apd.Decimal { return money.Micros(v).Decimal() }
 
 // ms converts t to the stored form: Unix milliseconds.
-func ms(t time.Time) int64 { return t.UnixMilli() }
+func Millis(t time.Time) int64 { return t.UnixMilli() }
 
-// fromMS converts a stored time back to a UTC time.Time.
-func fromMS(v int64) time.Time { return time.UnixMilli(v).UTC() }
+// FromMillis converts a stored time back to a UTC time.Time.
+func FromMillis(v int64) time.Time { return time.UnixMilli(v).UTC() }
 
 // maxNameLen bounds account names and key labels, in bytes.
 const maxNameLen = 128

@@ -26,7 +26,7 @@ type LedgerStats struct {
 }
 
 // LedgerStats reports the ledger writer's state now.
-func (s *policy) LedgerStats() LedgerStats {
+func (s *Policy) LedgerStats() LedgerStats {
 	return LedgerStats{
 		Pending:   s.pending.Load(),
 		Limit:     s.queueLimit,
@@ -46,7 +46,7 @@ type Pool struct {
 }
 
 // observeCommit counts a commit attempt and tells Options.OnCommit of it.
-func (s *policy) observeCommit(rows int, start time.Time, err error) {
+func (s *Policy) observeCommit(rows int, start time.Time, err error) {
 	if err == nil {
 		s.committed.Add(uint64(rows))
 	}

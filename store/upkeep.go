@@ -36,8 +36,8 @@ type UpkeepOptions struct {
 	Logger *slog.Logger
 }
 
-// upkeepState is the upkeep goroutine, if started.
-type upkeepState struct {
+// UpkeepState is the upkeep goroutine, if started.
+type UpkeepState struct {
 	mu      sync.Mutex
 	started bool
 	stopped bool
@@ -48,30 +48,8 @@ type upkeepState struct {
 // errUpkeepStarted means StartUpkeep was called twice.
 var errUpkeepStarted = errors.New("upkeep already started")
 
-// StartUpkeep starts the store's background upkeep, which Close stops:
-//
-//   - first, on a database made before the usage roll-ups existed, it
-//     rolls up the generations recorded before the upgrade, chunk by chunk
-//     (Usage is exact meanwhile: see Usage; backfillChunk explains how);
-//   - then, when opts.Retention is set, it deletes the generations older
-//     than that, every Interval, a few thousand per transaction.
-//
-// Each transaction holds the database's write lock for about ChunkTime;
-// the ledger writer waits for it at most that long, and callers never wait
-// for the ledger. serve starts the upkeep; short-lived commands (the CLI)
-// do not. The upkeep logs its progress and its failures, having no caller
-// to return them to.
-func (s *Store) StartUpkeep(opts UpkeepOptions) error {
-	opts = opts.withDefaults()
-	log := opts.Logger
-	if log == nil {
-		log = s.log
-	}
-	return s.upkeep.start(func(ctx context.Context) { s.runUpkeep(ctx, opts, log) })
-}
-
-// withDefaults fills in the defaults of the zero fields.
-func (opts UpkeepOptions) withDefaults() UpkeepOptions {
+// WithDefaults fills in the defaults of the zero fields.
+func (opts UpkeepOptions) WithDefaults() UpkeepOptions {
 	if opts.Interval <= 0 {
 		opts.Interval = time.Minute
 	}
@@ -84,8 +62,8 @@ func (opts UpkeepOptions) withDefaults() UpkeepOptions {
 	return opts
 }
 
-// start runs run in the upkeep goroutine, which stop cancels.
-func (u *upkeepState) start(run func(ctx context.Context)) error {
+// Start runs run in the upkeep goroutine, which stop cancels.
+func (u *UpkeepState) Start(run func(ctx context.Context)) error {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	switch {
@@ -103,11 +81,7 @@ func (u *upkeepState) start(run func(ctx context.Context)) error {
 	return nil
 }
 
-// stopUpkeep cancels the upkeep and waits for it to return; the
-// transaction it was in is rolled back and resumed at the next start.
-func (s *Store) stopUpkeep() { s.upkeep.stop() }
-
-func (u *upkeepState) stop() {
+func (u *UpkeepState) Stop() {
 	u.mu.Lock()
 	u.stopped = true
 	started := u.started
@@ -118,102 +92,33 @@ func (u *upkeepState) stop() {
 	}
 }
 
-func (s *Store) runUpkeep(ctx context.Context, opts UpkeepOptions, log *slog.Logger) {
-	busy := func() bool { return s.pending.Load() >= int64(max(s.batchSize/2, 1)) }
-	// The backfill's pacer counts usage_daily rows written per chunk,
-	// retention's generations deleted per transaction.
-	bp := &pacer{target: opts.ChunkTime, size: 4000, ledgerBusy: busy}
-	pp := &pacer{target: opts.ChunkTime, size: 2000, ledgerBusy: busy}
-	for !s.rollupsComplete.Load() {
-		if err := s.runBackfill(ctx, bp, log); err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			log.Error("usage roll-ups: backfill failed; retrying", "retry_in", opts.RetryDelay.String(), "error", err)
-			if !sleep(ctx, opts.RetryDelay) {
-				return
-			}
-		}
-	}
-	runRetention(ctx, s, s.now, opts, pp, log)
-}
-
-// runRetention deletes the generations older than opts.Retention every
+// RunRetention deletes the generations older than opts.Retention every
 // opts.Interval until ctx ends; it returns at once when there is none.
-func runRetention(ctx context.Context, pr pruner, now func() time.Time, opts UpkeepOptions, pp *pacer, log *slog.Logger) {
+func RunRetention(ctx context.Context, pr Pruner, now func() time.Time, opts UpkeepOptions, pp *Pacer, log *slog.Logger) {
 	if opts.Retention <= 0 {
 		return
 	}
 	log.Info("retention: generation records older than the window are deleted in the background",
 		"window", formatDays(opts.Retention))
 	for {
-		if err := prunePass(ctx, pr, now, opts.Retention, pp, log); err != nil {
+		if err := PrunePass(ctx, pr, now, opts.Retention, pp, log); err != nil {
 			if ctx.Err() != nil {
 				return
 			}
 			log.Error("retention: pass failed; retrying", "retry_in", opts.RetryDelay.String(), "error", err)
-			if !sleep(ctx, opts.RetryDelay) {
+			if !Sleep(ctx, opts.RetryDelay) {
 				return
 			}
 			continue
 		}
-		if !sleep(ctx, opts.Interval) {
+		if !Sleep(ctx, opts.Interval) {
 			return
 		}
 	}
 }
 
-// runBackfill rolls up every generation recorded before the roll-ups
-// existed, chunk by chunk, logging its progress.
-func (s *Store) runBackfill(ctx context.Context, p *pacer, log *slog.Logger) error {
-	b, err := readBackfill(ctx, s.w)
-	if err != nil {
-		return err
-	}
-	if b.complete() {
-		s.rollupsComplete.Store(true)
-		return nil
-	}
-	start, lastLog := time.Now(), time.Now()
-	log.Info("usage roll-ups: rolling up the generations recorded before this version, in the background",
-		"generations", b.through-b.after)
-	var (
-		rs    rollupSums
-		total int
-	)
-	// Reading costs processor time but holds no lock: it rests three times
-	// as long as each step took, like the writing (p.pause).
-	rest := func(took time.Duration) bool { return sleep(ctx, 3*took) }
-	for {
-		c, err := s.backfillChunk(ctx, backfillLimit, int(p.size), &rs, rest)
-		if err != nil {
-			return err
-		}
-		total += c.rolled
-		left := c.left
-		if left == 0 {
-			s.rollupsComplete.Store(true)
-			log.Info("usage roll-ups: complete", "generations", total,
-				"took", time.Since(start).Round(time.Millisecond).String())
-			return nil
-		}
-		if time.Since(lastLog) >= 10*time.Second {
-			lastLog = time.Now()
-			log.Info("usage roll-ups: backfill progress", "done", total, "left", left)
-		}
-		if !p.pause(ctx, c.wrote, c.rows) {
-			return ctx.Err()
-		}
-	}
-}
-
-// backfillLimit bounds the rowids one backfill chunk reads; the chunk ends
-// sooner once its sums fill the pacer's number of usage_daily rows, which
-// adapts so that writing them takes about ChunkTime.
-const backfillLimit = 1 << 20
-
-// pruner is what retention needs of a database.
-type pruner interface {
+// Pruner is what retention needs of a database.
+type Pruner interface {
 	// startPrune records that detail before cutoff (Unix ms) is being
 	// deleted; the mark only moves forward.
 	startPrune(ctx context.Context, cutoff int64) error
@@ -224,10 +129,10 @@ type pruner interface {
 	pruneChunk(ctx context.Context, accountID, cutoff int64, limit int) (int, error)
 }
 
-// prunePass deletes every generation older than retention, account by
+// PrunePass deletes every generation older than retention, account by
 // account, chunk by chunk.
-func prunePass(ctx context.Context, s pruner, now func() time.Time, retention time.Duration, p *pacer, log *slog.Logger) error {
-	cutoff := ms(now().Add(-retention))
+func PrunePass(ctx context.Context, s Pruner, now func() time.Time, retention time.Duration, p *Pacer, log *slog.Logger) error {
+	cutoff := Millis(now().Add(-retention))
 	if err := s.startPrune(ctx, cutoff); err != nil {
 		return err
 	}
@@ -238,7 +143,7 @@ func prunePass(ctx context.Context, s pruner, now func() time.Time, retention ti
 	var total int
 	for _, id := range accounts {
 		for {
-			limit := int(max(min(p.size, 20000), 100))
+			limit := int(max(min(p.Size, 20000), 100))
 			began := time.Now()
 			n, err := s.pruneChunk(ctx, id, cutoff, limit)
 			if err != nil {
@@ -248,43 +153,43 @@ func prunePass(ctx context.Context, s pruner, now func() time.Time, retention ti
 			if n < limit {
 				break
 			}
-			if !p.pause(ctx, time.Since(began), n) {
+			if !p.Pause(ctx, time.Since(began), n) {
 				return ctx.Err()
 			}
 		}
 	}
 	if total > 0 {
 		log.Info("retention: deleted generation detail", "generations", total,
-			"created_before", fromMS(cutoff).Format(time.RFC3339))
+			"created_before", FromMillis(cutoff).Format(time.RFC3339))
 	}
 	return nil
 }
 
-// pacer sizes upkeep transactions to take about target each, and pauses
+// Pacer sizes upkeep transactions to take about target each, and pauses
 // between them three times as long as the last one took, and then for as
 // long as the ledger is busy.
-type pacer struct {
-	target time.Duration
-	size   int64 // rows (or rowids) per transaction
-	// ledgerBusy reports whether the ledger has generations waiting to be
+type Pacer struct {
+	Target time.Duration
+	Size   int64 // rows (or rowids) per transaction
+	// LedgerBusy reports whether the ledger has generations waiting to be
 	// committed: the upkeep lets it have the writer first. Nil: never.
-	ledgerBusy func() bool
+	LedgerBusy func() bool
 }
 
-// pause adapts the size to a transaction of n rows that took took, then
+// Pause adapts the size to a transaction of n rows that took took, then
 // sleeps; it reports false if ctx ended first.
-func (p *pacer) pause(ctx context.Context, took time.Duration, n int) bool {
+func (p *Pacer) Pause(ctx context.Context, took time.Duration, n int) bool {
 	switch {
-	case took > 2*p.target:
-		p.size = max(p.size/2, 100)
-	case took < p.target/2 && int64(n) >= p.size/2:
-		p.size = min(p.size*2, 100000)
+	case took > 2*p.Target:
+		p.Size = max(p.Size/2, 100)
+	case took < p.Target/2 && int64(n) >= p.Size/2:
+		p.Size = min(p.Size*2, 100000)
 	}
-	if !sleep(ctx, max(3*took, time.Millisecond)) {
+	if !Sleep(ctx, max(3*took, time.Millisecond)) {
 		return false
 	}
-	for p.ledgerBusy != nil && p.ledgerBusy() {
-		if !sleep(ctx, 5*time.Millisecond) {
+	for p.LedgerBusy != nil && p.LedgerBusy() {
+		if !Sleep(ctx, 5*time.Millisecond) {
 			return false
 		}
 	}
@@ -299,8 +204,8 @@ func formatDays(d time.Duration) string {
 	return d.String()
 }
 
-// sleep waits for d or ctx, reporting false if ctx ended first.
-func sleep(ctx context.Context, d time.Duration) bool {
+// Sleep waits for d or ctx, reporting false if ctx ended first.
+func Sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"math"
 	"runtime"
@@ -21,15 +20,8 @@ const (
 	GroupByAPIKey      = "api_key"
 )
 
-// scanExprs maps each grouping to the SQL expression of its bucket over
-// generations, for the generations a roll-up backfill has not reached yet
-// (see Usage). Only these fixed strings ever reach the query text.
-var scanExprs = map[string]string{
-	GroupByDay:         `strftime('%Y-%m-%d', created_at / 1000, 'unixepoch')`,
-	GroupByRequestType: `request_type`,
-	GroupByApplication: `application`,
-	GroupByAPIKey:      `COALESCE(key_id, '')`,
-}
+// groupings are the groupings Usage knows.
+var groupings = map[string]bool{GroupByDay: true, GroupByRequestType: true, GroupByApplication: true, GroupByAPIKey: true}
 
 // UsageQuery selects and groups an account's usage.
 type UsageQuery struct {
@@ -87,20 +79,19 @@ func IsDayBound(t time.Time) bool {
 // (see StartUpkeep), the generations not reached yet are summed from the
 // generations table in the same read transaction, so the answer is exact
 // then too, only slower.
-func (s *policy) Usage(ctx context.Context, accountID int64, q UsageQuery) ([]Bucket, error) {
-	scanExpr, ok := scanExprs[q.GroupBy]
-	if !ok {
+func (s *Policy) Usage(ctx context.Context, accountID int64, q UsageQuery) ([]Bucket, error) {
+	if !groupings[q.GroupBy] {
 		return nil, fmt.Errorf("usage: group by %q: %w", q.GroupBy, ErrInvalid)
 	}
 	q, from, to, err := dayRange(q)
 	if err != nil {
 		return nil, fmt.Errorf("usage: %w", err)
 	}
-	var sums map[string]*usageSums
-	if bf, ok := s.db.(backfiller); ok && !s.rollupsComplete.Load() {
-		sums, err = bf.usageBackfilling(ctx, accountID, q, scanExpr, from, to)
+	var sums map[string]*UsageSums
+	if bf, ok := s.db.(Backfiller); ok && !s.rollupsComplete.Load() {
+		sums, err = bf.UsageBackfilling(ctx, accountID, q, from, to)
 	} else {
-		sums, err = usageRollups(ctx, s.db.readers(), accountID, q.GroupBy, from, to)
+		sums, err = UsageRollups(ctx, s.db.Readers(), accountID, q.GroupBy, from, to)
 	}
 	if err != nil {
 		return nil, err
@@ -108,41 +99,13 @@ func (s *policy) Usage(ctx context.Context, accountID int64, q UsageQuery) ([]Bu
 	return bucketsOf(sums), nil
 }
 
-// backfiller is an engine whose database may hold generations recorded
+// Backfiller is an engine whose database may hold generations recorded
 // before the usage roll-ups existed (SQLite's, made by an older svcgw):
-// until its backfill is complete (rollupsComplete), usage reads add those
+// until its backfill is complete (RollupsComplete), usage reads add those
 // up from the generations themselves.
-type backfiller interface {
-	usageBackfilling(ctx context.Context, accountID int64, q UsageQuery, scanExpr string, from, to int32) (map[string]*usageSums, error)
-	usageByDayBackfilling(ctx context.Context, accountID int64, q UsageQuery, scanExpr string, from, to int32) (map[dayCell]*usageSums, error)
-}
-
-var _ backfiller = (*Store)(nil)
-
-// usageBackfilling is Usage's read while a backfill may be running (here
-// or in another process): its progress, the roll-ups and the generations
-// it has not reached are read in one snapshot, so that every generation is
-// counted exactly once.
-func (s *Store) usageBackfilling(ctx context.Context, accountID int64, q UsageQuery, scanExpr string, from, to int32) (map[string]*usageSums, error) {
-	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return nil, fmt.Errorf("usage: begin: %w", err)
-	}
-	defer tx.Rollback()
-	bf, err := readBackfill(ctx, tx)
-	if err != nil {
-		return nil, fmt.Errorf("usage: %w", err)
-	}
-	sums, err := usageRollups(ctx, sqlConn{tx}, accountID, q.GroupBy, from, to)
-	if err != nil {
-		return nil, err
-	}
-	if bf.complete() {
-		s.rollupsComplete.Store(true)
-	} else if err := usageScan(ctx, tx, accountID, scanExpr, q, bf, sums); err != nil {
-		return nil, err
-	}
-	return sums, nil
+type Backfiller interface {
+	UsageBackfilling(ctx context.Context, accountID int64, q UsageQuery, from, to int32) (map[string]*UsageSums, error)
+	UsageByDayBackfilling(ctx context.Context, accountID int64, q UsageQuery, from, to int32) (map[DayCell]*UsageSums, error)
 }
 
 // dayRange checks q's bounds and returns them as the days [from, to), an
@@ -187,15 +150,15 @@ func clampDay(t time.Time) int32 {
 
 const periodSums = `requests, input_tokens, output_tokens, cached_input_tokens, cache_write_tokens, reasoning_tokens, cost_micros`
 
-// usageRollups sums the account's usage_periods rows of the grouping over
+// UsageRollups sums the account's usage_periods rows of the grouping over
 // the days [from, to) (see spanParts). Each part is a range of the primary
 // key; a grouping by day reads day rows only.
-func usageRollups(ctx context.Context, db conn, accountID int64, groupBy string, from, to int32) (map[string]*usageSums, error) {
+func UsageRollups(ctx context.Context, db Conn, accountID int64, groupBy string, from, to int32) (map[string]*UsageSums, error) {
 	query, args := usageRollupsSQL(accountID, groupBy, from, to)
 	if query == "" {
-		return make(map[string]*usageSums), nil
+		return make(map[string]*UsageSums), nil
 	}
-	rows, err := db.query(ctx, query, args...)
+	rows, err := db.Query(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("usage: %w", err)
 	}
@@ -203,7 +166,7 @@ func usageRollups(ctx context.Context, db conn, accountID int64, groupBy string,
 	return sumUsageRows(rows, groupBy)
 }
 
-// usageRollupsSQL is the query of usageRollups, "" when the range is empty.
+// usageRollupsSQL is the query of UsageRollups, "" when the range is empty.
 func usageRollupsSQL(accountID int64, groupBy string, from, to int32) (string, []any) {
 	parts := []spanPart{{spanDay, from, to}}
 	if groupBy != GroupByDay {
@@ -239,25 +202,25 @@ type rowScanner interface {
 // them one at a time as they are asked for, and a report over thousands of
 // buckets then delays a call on the same core by a fraction of a
 // millisecond instead of by its whole length (docs/ledger-scale.md).
-func sumUsageRows(rows rowScanner, groupBy string) (map[string]*usageSums, error) {
-	sums := make(map[string]*usageSums)
+func sumUsageRows(rows rowScanner, groupBy string) (map[string]*UsageSums, error) {
+	sums := make(map[string]*UsageSums)
 	for n := 1; rows.Next(); n++ {
-		if n%yieldRows == 0 {
+		if n%YieldRows == 0 {
 			runtime.Gosched()
 		}
 		var (
 			first  int32
 			bucket string
-			v      usageSums
+			v      UsageSums
 		)
-		if err := rows.Scan(&first, &bucket, &v.requests, &v.input, &v.output, &v.cached, &v.cacheWrite, &v.reasoning, &v.cost); err != nil {
+		if err := rows.Scan(&first, &bucket, &v.Requests, &v.Input, &v.Output, &v.Cached, &v.CacheWrite, &v.Reasoning, &v.Cost); err != nil {
 			return nil, fmt.Errorf("usage: scan: %w", err)
 		}
 		if groupBy == GroupByDay {
 			bucket = dayTime(first).Format(time.DateOnly)
 		}
 		if sum := sums[bucket]; sum != nil {
-			sum.plus(v)
+			sum.Plus(v)
 		} else {
 			sums[bucket] = &v
 		}
@@ -268,9 +231,9 @@ func sumUsageRows(rows rowScanner, groupBy string) (map[string]*usageSums, error
 	return sums, nil
 }
 
-// yieldRows is how many roll-up rows a usage read reads between yields of
+// YieldRows is how many roll-up rows a usage read reads between yields of
 // the processor.
-const yieldRows = 256
+const YieldRows = 256
 
 // spanPart is a range of usage_periods rows of one span: those whose first
 // day is in [from, to).
@@ -307,7 +270,7 @@ func wholeYears(from, to int32) (y0, y1 int32) {
 	y0, y1 = from, to
 	if from != minDay {
 		if y0 = yearStart(from); y0 < from {
-			y0 = dayNumber(dayTime(y0).AddDate(1, 0, 0))
+			y0 = DayNumber(dayTime(y0).AddDate(1, 0, 0))
 		}
 	}
 	if to != maxDay {
@@ -323,7 +286,7 @@ func wholeMonths(from, to int32) (m0, m1 int32) {
 	m0, m1 = from, to
 	if from != minDay {
 		if m0 = monthStart(from); m0 < from {
-			m0 = dayNumber(dayTime(m0).AddDate(0, 1, 0))
+			m0 = DayNumber(dayTime(m0).AddDate(0, 1, 0))
 		}
 	}
 	if to != maxDay {
@@ -332,49 +295,9 @@ func wholeMonths(from, to int32) (m0, m1 int32) {
 	return m0, m1
 }
 
-// usageScan adds to sums the account's generations in q's window that the
-// backfill bf has not rolled up yet.
-func usageScan(ctx context.Context, tx *sql.Tx, accountID int64, expr string, q UsageQuery, bf backfill, sums map[string]*usageSums) error {
-	where, args := `account_id = ? AND rowid > ? AND rowid <= ?`, []any{accountID, bf.after, bf.through}
-	if !q.Start.IsZero() {
-		where += ` AND created_at >= ?`
-		args = append(args, ms(q.Start))
-	}
-	if !q.End.IsZero() {
-		where += ` AND created_at < ?`
-		args = append(args, ms(q.End))
-	}
-	rows, err := tx.QueryContext(ctx,
-		`SELECT `+expr+` AS bucket, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens),
-		        SUM(cached_prompt_tokens), SUM(cache_creation_tokens), SUM(reasoning_tokens), SUM(cost_micros)
-		 FROM generations WHERE `+where+` GROUP BY bucket`,
-		args...)
-	if err != nil {
-		return fmt.Errorf("usage: generations not rolled up yet: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var (
-			bucket string
-			v      usageSums
-		)
-		if err := rows.Scan(&bucket, &v.requests, &v.input, &v.output, &v.cached, &v.cacheWrite, &v.reasoning, &v.cost); err != nil {
-			return fmt.Errorf("usage: scan: %w", err)
-		}
-		if sums[bucket] == nil {
-			sums[bucket] = &usageSums{}
-		}
-		sums[bucket].plus(v)
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("usage: generations not rolled up yet: %w", err)
-	}
-	return nil
-}
-
 // bucketsOf renders sums as buckets in bucket order (bytewise, as SQLite's
 // BINARY collation orders them).
-func bucketsOf(sums map[string]*usageSums) []Bucket {
+func bucketsOf(sums map[string]*UsageSums) []Bucket {
 	buckets := make([]Bucket, 0, len(sums))
 	for name, v := range sums {
 		buckets = append(buckets, v.bucket(name))
@@ -384,16 +307,16 @@ func bucketsOf(sums map[string]*usageSums) []Bucket {
 }
 
 // bucket renders the sums as the bucket named name.
-func (v *usageSums) bucket(name string) Bucket {
+func (v *UsageSums) bucket(name string) Bucket {
 	return Bucket{
 		Bucket:            name,
-		Requests:          v.requests,
-		InputTokens:       v.input,
-		OutputTokens:      v.output,
-		TotalTokens:       v.input + v.output,
-		CachedInputTokens: v.cached,
-		CacheWriteTokens:  v.cacheWrite,
-		ReasoningTokens:   v.reasoning,
-		Cost:              fromMicros(v.cost),
+		Requests:          v.Requests,
+		InputTokens:       v.Input,
+		OutputTokens:      v.Output,
+		TotalTokens:       v.Input + v.Output,
+		CachedInputTokens: v.Cached,
+		CacheWriteTokens:  v.CacheWrite,
+		ReasoningTokens:   v.Reasoning,
+		Cost:              fromMicros(v.Cost),
 	}
 }

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"runtime"
 	"sort"
@@ -26,23 +25,22 @@ type DayBucket struct {
 // backfill has not reached yet in the same snapshot; sums are exact. It
 // reads what is committed: call Sync first to see generations recorded
 // just before.
-func (s *policy) UsageByDay(ctx context.Context, accountID int64, q UsageQuery) ([]DayBucket, error) {
+func (s *Policy) UsageByDay(ctx context.Context, accountID int64, q UsageQuery) ([]DayBucket, error) {
 	if q.GroupBy == GroupByDay {
 		return nil, fmt.Errorf("usage by day: group by %q: %w", q.GroupBy, ErrInvalid)
 	}
-	scanExpr, ok := scanExprs[q.GroupBy]
-	if !ok {
+	if !groupings[q.GroupBy] {
 		return nil, fmt.Errorf("usage by day: group by %q: %w", q.GroupBy, ErrInvalid)
 	}
 	q, from, to, err := dayRange(q)
 	if err != nil {
 		return nil, fmt.Errorf("usage by day: %w", err)
 	}
-	var sums map[dayCell]*usageSums
-	if bf, ok := s.db.(backfiller); ok && !s.rollupsComplete.Load() {
-		sums, err = bf.usageByDayBackfilling(ctx, accountID, q, scanExpr, from, to)
+	var sums map[DayCell]*UsageSums
+	if bf, ok := s.db.(Backfiller); ok && !s.rollupsComplete.Load() {
+		sums, err = bf.UsageByDayBackfilling(ctx, accountID, q, from, to)
 	} else {
-		sums, err = usageDayRollups(ctx, s.db.readers(), accountID, q.GroupBy, from, to)
+		sums, err = UsageDayRollups(ctx, s.db.Readers(), accountID, q.GroupBy, from, to)
 	}
 	if err != nil {
 		return nil, err
@@ -50,43 +48,18 @@ func (s *policy) UsageByDay(ctx context.Context, accountID int64, q UsageQuery) 
 	return dayBucketsOf(sums), nil
 }
 
-// usageByDayBackfilling is UsageByDay's read while a backfill may be
-// running: its progress, the roll-ups and the generations it has not
-// reached, in one snapshot (see usageBackfilling).
-func (s *Store) usageByDayBackfilling(ctx context.Context, accountID int64, q UsageQuery, scanExpr string, from, to int32) (map[dayCell]*usageSums, error) {
-	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return nil, fmt.Errorf("usage by day: begin: %w", err)
-	}
-	defer tx.Rollback()
-	bf, err := readBackfill(ctx, tx)
-	if err != nil {
-		return nil, fmt.Errorf("usage by day: %w", err)
-	}
-	sums, err := usageDayRollups(ctx, sqlConn{tx}, accountID, q.GroupBy, from, to)
-	if err != nil {
-		return nil, err
-	}
-	if bf.complete() {
-		s.rollupsComplete.Store(true)
-	} else if err := usageDayScan(ctx, tx, accountID, scanExpr, q, bf, sums); err != nil {
-		return nil, err
-	}
-	return sums, nil
+// DayCell names one cell of a day × axis report.
+type DayCell struct {
+	Day    int32
+	Bucket string
 }
 
-// dayCell names one cell of a day × axis report.
-type dayCell struct {
-	day    int32
-	bucket string
-}
-
-// usageDayRollups sums the account's day rows of the axis over [from, to).
-func usageDayRollups(ctx context.Context, db conn, accountID int64, axis string, from, to int32) (map[dayCell]*usageSums, error) {
+// UsageDayRollups sums the account's day rows of the axis over [from, to).
+func UsageDayRollups(ctx context.Context, db Conn, accountID int64, axis string, from, to int32) (map[DayCell]*UsageSums, error) {
 	if from >= to {
-		return make(map[dayCell]*usageSums), nil
+		return make(map[DayCell]*UsageSums), nil
 	}
-	rows, err := db.query(ctx, usageDaySQL, accountID, axis, spanDay, from, to)
+	rows, err := db.Query(ctx, usageDaySQL, accountID, axis, spanDay, from, to)
 	if err != nil {
 		return nil, fmt.Errorf("usage by day: %w", err)
 	}
@@ -99,21 +72,21 @@ const usageDaySQL = `SELECT first_day, bucket, ` + periodSums + ` FROM usage_per
 	WHERE account_id = ? AND axis = ? AND span = ? AND first_day >= ? AND first_day < ?`
 
 // sumDayRows adds up the rows of a usageDaySQL query by day and bucket.
-func sumDayRows(rows rowScanner) (map[dayCell]*usageSums, error) {
-	sums := make(map[dayCell]*usageSums)
+func sumDayRows(rows rowScanner) (map[DayCell]*UsageSums, error) {
+	sums := make(map[DayCell]*UsageSums)
 	for n := 1; rows.Next(); n++ {
-		if n%yieldRows == 0 {
+		if n%YieldRows == 0 {
 			runtime.Gosched() // see sumUsageRows
 		}
 		var (
-			c dayCell
-			v usageSums
+			c DayCell
+			v UsageSums
 		)
-		if err := rows.Scan(&c.day, &c.bucket, &v.requests, &v.input, &v.output, &v.cached, &v.cacheWrite, &v.reasoning, &v.cost); err != nil {
+		if err := rows.Scan(&c.Day, &c.Bucket, &v.Requests, &v.Input, &v.Output, &v.Cached, &v.CacheWrite, &v.Reasoning, &v.Cost); err != nil {
 			return nil, fmt.Errorf("usage by day: scan: %w", err)
 		}
 		if sum := sums[c]; sum != nil {
-			sum.plus(v)
+			sum.Plus(v)
 		} else {
 			sums[c] = &v
 		}
@@ -124,51 +97,11 @@ func sumDayRows(rows rowScanner) (map[dayCell]*usageSums, error) {
 	return sums, nil
 }
 
-// usageDayScan adds to sums the account's generations in q's window that
-// the backfill bf has not rolled up yet.
-func usageDayScan(ctx context.Context, tx *sql.Tx, accountID int64, expr string, q UsageQuery, bf backfill, sums map[dayCell]*usageSums) error {
-	where, args := `account_id = ? AND rowid > ? AND rowid <= ?`, []any{accountID, bf.after, bf.through}
-	if !q.Start.IsZero() {
-		where += ` AND created_at >= ?`
-		args = append(args, ms(q.Start))
-	}
-	if !q.End.IsZero() {
-		where += ` AND created_at < ?`
-		args = append(args, ms(q.End))
-	}
-	rows, err := tx.QueryContext(ctx,
-		`SELECT created_at / 86400000 AS day, `+expr+` AS bucket, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens),
-		        SUM(cached_prompt_tokens), SUM(cache_creation_tokens), SUM(reasoning_tokens), SUM(cost_micros)
-		 FROM generations WHERE `+where+` GROUP BY day, bucket`,
-		args...)
-	if err != nil {
-		return fmt.Errorf("usage by day: generations not rolled up yet: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var (
-			c dayCell
-			v usageSums
-		)
-		if err := rows.Scan(&c.day, &c.bucket, &v.requests, &v.input, &v.output, &v.cached, &v.cacheWrite, &v.reasoning, &v.cost); err != nil {
-			return fmt.Errorf("usage by day: scan: %w", err)
-		}
-		if sums[c] == nil {
-			sums[c] = &usageSums{}
-		}
-		sums[c].plus(v)
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("usage by day: generations not rolled up yet: %w", err)
-	}
-	return nil
-}
-
 // dayBucketsOf renders sums by day, then bucket (bytewise).
-func dayBucketsOf(sums map[dayCell]*usageSums) []DayBucket {
+func dayBucketsOf(sums map[DayCell]*UsageSums) []DayBucket {
 	out := make([]DayBucket, 0, len(sums))
 	for c, v := range sums {
-		out = append(out, DayBucket{Day: dayTime(c.day).Format(time.DateOnly), Bucket: v.bucket(c.bucket)})
+		out = append(out, DayBucket{Day: dayTime(c.Day).Format(time.DateOnly), Bucket: v.bucket(c.Bucket)})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Day != out[j].Day {

@@ -1,10 +1,5 @@
 package store
 
-import (
-	"sync"
-	"sync/atomic"
-)
-
 // The usage feed: what each ledger commit adds to the usage roll-ups, told
 // to whoever keeps usage answers (the account endpoints' answer cache), so
 // that an answer computed once can be kept exact across commits by adding
@@ -54,90 +49,4 @@ type UsageCommit struct {
 	// kept from before it can no longer be brought up to date and must
 	// be dropped. Deltas is empty then.
 	Lost bool
-}
-
-// usageFeed is the Store's usage feed.
-type usageFeed struct {
-	// version is twice the commits told, plus one while a COMMIT is in
-	// flight (between committing and committed).
-	version atomic.Uint64
-
-	mu     sync.Mutex
-	follow map[int]func(UsageCommit)
-	next   int
-	hasAny atomic.Bool // follow is not empty
-}
-
-// FollowUsage calls fn with every ledger commit from now on, in order, on
-// the ledger writer's goroutine, after the commit has succeeded (or its
-// outcome has become unknown: UsageCommit.Lost) and before the Syncs
-// waiting for it return. fn must return quickly: the writer waits for it.
-// stop ends the calls.
-func (s *Store) FollowUsage(fn func(UsageCommit)) (stop func()) {
-	f := &s.feed
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.follow == nil {
-		f.follow = make(map[int]func(UsageCommit))
-	}
-	id := f.next
-	f.next++
-	f.follow[id] = fn
-	f.hasAny.Store(true)
-	return func() {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		delete(f.follow, id)
-		f.hasAny.Store(len(f.follow) > 0)
-	}
-}
-
-// ReadUsage runs read, which reads usage (Usage, UsageByDay), and reports
-// which ledger state it saw: one that holds every commit through seq (the
-// UsageCommit.Seq of the last commit told before read began, 0 for none
-// since Open), and exactly those when exact is set: no COMMIT ran while it
-// read, and the roll-ups are complete (no backfill is running, whose chunks
-// the feed does not tell). An answer read with exact set, plus the deltas
-// of every commit after seq, is the answer a read after those commits
-// would give. Without exact the answer is still right for any reader
-// that needs no commit after seq; it only cannot be kept.
-//
-// Each of Usage's and UsageByDay's answers is one SQL statement, so one
-// snapshot; read must make one such call for exact to mean anything.
-func (s *Store) ReadUsage(read func() error) (seq uint64, exact bool, err error) {
-	complete := s.rollupsComplete.Load()
-	v := s.feed.version.Load()
-	if err := read(); err != nil {
-		return v / 2, false, err
-	}
-	return v / 2, complete && v%2 == 0 && s.feed.version.Load() == v, nil
-}
-
-// committing marks a COMMIT in flight: reads overlapping it cannot tell
-// whether they saw it.
-func (f *usageFeed) committing() { f.version.Add(1) }
-
-// committed tells the followers of the commit that committing began: rs
-// holds its roll-up sums, or is nil when its outcome is unknown.
-func (f *usageFeed) committed(rs *rollupSums) {
-	defer f.version.Add(1)
-	if !f.hasAny.Load() {
-		return
-	}
-	c := UsageCommit{Seq: f.version.Load()/2 + 1, Lost: rs == nil}
-	if rs != nil {
-		c.Deltas = make([]UsageDelta, 0, len(rs.daily))
-		for k, v := range rs.daily {
-			c.Deltas = append(c.Deltas, UsageDelta{
-				AccountID: k.account, Day: k.day, KeyID: k.key, Application: k.app, RequestType: k.typ,
-				Requests: v.requests, InputTokens: v.input, OutputTokens: v.output, CachedInputTokens: v.cached,
-				CacheWriteTokens: v.cacheWrite, ReasoningTokens: v.reasoning, CostMicros: v.cost,
-			})
-		}
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, fn := range f.follow {
-		fn(c)
-	}
 }

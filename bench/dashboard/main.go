@@ -48,6 +48,7 @@ import (
 	"github.com/svcgw/svcgw/money"
 	"github.com/svcgw/svcgw/server"
 	"github.com/svcgw/svcgw/store"
+	"github.com/svcgw/svcgw/store/sqlite"
 	"github.com/svcgw/svcgw/upstream"
 	"github.com/svcgw/svcgw/upstream/fixture"
 	_ "modernc.org/sqlite" // database/sql driver, for the deep cursors
@@ -87,7 +88,7 @@ func seed(args []string) error {
 		return fmt.Errorf("seed: -db is required")
 	}
 	ctx := context.Background()
-	st, err := store.Open(ctx, *db, store.Options{BatchSize: 4096, QueueSize: 65536, BatchInterval: 50 * time.Millisecond})
+	st, err := sqlite.Open(ctx, *db, store.Options{BatchSize: 4096, QueueSize: 65536, BatchInterval: 50 * time.Millisecond})
 	if err != nil {
 		return err
 	}
@@ -209,7 +210,7 @@ func measure(args []string) error {
 		return fmt.Errorf("measure: -db is required")
 	}
 	ctx := context.Background()
-	st, err := store.Open(ctx, *db, store.Options{})
+	st, err := sqlite.Open(ctx, *db, store.Options{})
 	if err != nil {
 		return err
 	}

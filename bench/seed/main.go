@@ -50,6 +50,7 @@ import (
 	"github.com/svcgw/svcgw/llm"
 	"github.com/svcgw/svcgw/money"
 	"github.com/svcgw/svcgw/store"
+	"github.com/svcgw/svcgw/store/sqlite"
 	_ "modernc.org/sqlite" // database/sql driver, for the table sizes
 )
 
@@ -171,7 +172,7 @@ func run() error {
 	// start of the period, so that nothing predates its account.
 	clock := start.Add(-time.Hour)
 	var commits, commitNanos atomic.Int64
-	st, err := store.Open(ctx, *db, store.Options{
+	st, err := sqlite.Open(ctx, *db, store.Options{
 		Now:       func() time.Time { return clock },
 		BatchSize: *batch,
 		// At most three batches wait (see waitQueue below), fewer than
@@ -477,7 +478,7 @@ func tableSizes(ctx context.Context, path string) (map[string]TableSize, error) 
 
 // waitQueue waits until at most limit generations are queued in st's
 // ledger and not yet committed, or the ledger fails.
-func waitQueue(ctx context.Context, st *store.Store, limit int64) error {
+func waitQueue(ctx context.Context, st *sqlite.Store, limit int64) error {
 	for {
 		ls := st.LedgerStats()
 		switch {

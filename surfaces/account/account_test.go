@@ -18,6 +18,7 @@ import (
 	"github.com/svcgw/svcgw/llm"
 	"github.com/svcgw/svcgw/money"
 	"github.com/svcgw/svcgw/store"
+	"github.com/svcgw/svcgw/store/sqlite"
 	"github.com/svcgw/svcgw/surfaces/account"
 )
 
@@ -42,11 +43,11 @@ func (c *testClock) Set(t time.Time) {
 // newTestStore opens a store in t.TempDir() whose ledger never commits on
 // its own (the batch interval is an hour), so every read a handler makes
 // sees a recorded generation only if the handler called Sync.
-func newTestStore(t *testing.T) (*store.Store, *testClock, string) {
+func newTestStore(t *testing.T) (*sqlite.Store, *testClock, string) {
 	t.Helper()
 	clock := &testClock{t: time.Date(2025, 3, 10, 12, 0, 0, 0, time.UTC)}
 	path := filepath.Join(t.TempDir(), "svcgw.db")
-	st, err := store.Open(context.Background(), path, store.Options{Now: clock.Now, BatchInterval: time.Hour})
+	st, err := sqlite.Open(context.Background(), path, store.Options{Now: clock.Now, BatchInterval: time.Hour})
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
@@ -57,7 +58,7 @@ func newTestStore(t *testing.T) (*store.Store, *testClock, string) {
 // env is a handler over a store with two accounts, acme (two keys) and
 // beta (one key), each with 10 USD of credit.
 type env struct {
-	st          *store.Store
+	st          *sqlite.Store
 	clock       *testClock
 	path        string
 	h           *account.Handler

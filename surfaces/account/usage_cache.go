@@ -26,7 +26,7 @@ import (
 // calls/s), the cache keeps each answer as its structured sums (a
 // usageView) and adds to it what each later commit added: the store tells
 // every commit's sums per (account, key, application, request type, day)
-// as it commits (store.Store.FollowUsage), which the cache appends to a log,
+// as it commits (sqlite.Store.FollowUsage), which the cache appends to a log,
 // and a read folds the log's commits since the answer's state into it and
 // renders again only the buckets they changed. Why this stays exact:
 //
@@ -34,7 +34,7 @@ import (
 //     a read asks for its answer after its Sync, so the answer it gets is at
 //     least as new as the ledger its own query would have read.
 //   - A kept answer is one whose query no COMMIT overlapped
-//     (store.Store.ReadUsage), so it is exactly the state after a known
+//     (sqlite.Store.ReadUsage), so it is exactly the state after a known
 //     commit, and the commits after that one are exactly those in the log.
 //   - A commit is told whole, under the cache's lock, and a read folds every
 //     commit up to the last told, so no reader sees half of one. A commit
@@ -53,7 +53,7 @@ import (
 // query.
 
 // usageFeed is what a store whose ledger only this process writes offers
-// (store.Store): each commit's roll-up sums, and which commit a read saw.
+// (sqlite.Store): each commit's roll-up sums, and which commit a read saw.
 type usageFeed interface {
 	FollowUsage(fn func(store.UsageCommit)) (stop func())
 	ReadUsage(read func() error) (seq uint64, exact bool, err error)
