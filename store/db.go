@@ -89,7 +89,8 @@ func Dial(ctx context.Context, dsn string, opts Options) (DB, error) {
 	return Open(ctx, dsn, opts)
 }
 
-// Redact returns dsn with any password replaced by "xxxxx", for logs and
+// Redact returns dsn with any password (the URL's user:password, a
+// password or sslpassword parameter) replaced by "xxxxx", for logs and
 // messages.
 func Redact(dsn string) string {
 	if !IsPostgres(dsn) {
@@ -99,8 +100,14 @@ func Redact(dsn string) string {
 	if err != nil {
 		return "postgres://(unparsable URL)"
 	}
-	if q := u.Query(); q.Has("password") {
-		q.Set("password", "xxxxx")
+	// The URL's query may carry the password, and the TLS client key's
+	// (sslpassword), as libpq and pgx read them.
+	if q := u.Query(); q.Has("password") || q.Has("sslpassword") {
+		for _, k := range [...]string{"password", "sslpassword"} {
+			if q.Has(k) {
+				q.Set(k, "xxxxx")
+			}
+		}
 		u.RawQuery = q.Encode()
 	}
 	return u.Redacted()

@@ -69,6 +69,7 @@ func TestDial_PicksTheEngineByScheme(t *testing.T) {
 	}
 	is.Equal(Redact("postgres://u:pw@h/db"), "postgres://u:xxxxx@h/db")
 	is.Equal(Redact("postgres://u@h/db?password=pw&sslmode=disable"), "postgres://u@h/db?password=xxxxx&sslmode=disable")
+	is.Equal(Redact("postgres://u@h/db?sslmode=verify-full&sslkey=k.pem&sslpassword=kp"), "postgres://u@h/db?sslkey=k.pem&sslmode=verify-full&sslpassword=xxxxx")
 	is.Equal(Redact("svcgw.db"), "svcgw.db")
 }
 
