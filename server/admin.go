@@ -27,7 +27,9 @@ import (
 //	POST /-/reload         re-read the configuration file (reload): 200, or
 //	                       422 with its file:line errors (the old one is kept)
 //
-// reload may be nil: /-/reload is then 404.
+// reload may be nil: /-/reload is then 404. serve puts an AdminGuard in
+// front of it all, which refuses foreign Hosts and other origins' browser
+// requests.
 func (s *Server) Admin(reload func(context.Context) error) http.Handler {
 	mux := http.NewServeMux()
 	if s.metrics != nil {
