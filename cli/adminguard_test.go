@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"os"
@@ -104,4 +105,40 @@ func TestServe_AdminAllowedHostsMistakesStopTheStart(t *testing.T) {
 		_, err := os.Stat(db)
 		is.True(os.IsNotExist(err)) // before any database was made
 	}
+}
+
+// --db-file names the database by a file's contents, for every command.
+func TestCLI_DBFile(t *testing.T) {
+	is := is.New(t)
+	dir := t.TempDir()
+	db := filepath.Join(dir, "svcgw.db")
+	file := filepath.Join(dir, "db")
+	is.NoErr(os.WriteFile(file, []byte(db+"\n"), 0o600))
+	runFile := func(args ...string) (int, string, string) {
+		var out, errb strings.Builder
+		code := Run(context.Background(), append([]string{"--db-file", file}, args...), &out, &errb)
+		return code, out.String(), errb.String()
+	}
+	code, _, errOut := runFile("init")
+	is.Equal(code, 0) // init
+	is.True(strings.Contains(errOut, db))
+	code, _, _ = runFile("keys", "create", "--account", "acme")
+	is.Equal(code, 0) // keys create, in the same database
+	code, out, _ := run(t, db, "keys", "list")
+	is.Equal(code, 0)
+	is.True(strings.Contains(out, "acme")) // as --db names it
+
+	t.Setenv("SVCGW_DB_FILE", file)
+	code, out, _ = func() (int, string, string) {
+		var o, e strings.Builder
+		c := Run(context.Background(), []string{"keys", "list"}, &o, &e)
+		return c, o.String(), e.String()
+	}()
+	is.Equal(code, 0) // SVCGW_DB_FILE
+	is.True(strings.Contains(out, "acme"))
+
+	is.NoErr(os.WriteFile(file, []byte("\n"), 0o600))
+	code, _, errOut = runFile("keys", "list")
+	is.Equal(code, 2) // an empty file
+	is.True(strings.Contains(errOut, "want one line"))
 }
