@@ -26,9 +26,9 @@ import (
 //     browser) passes.
 //   - Origin: a cross-origin browser request is refused, whatever its
 //     method (reads too: on this listener a response is worth stealing
-//     and a profile costs CPU), except a top-level or frame navigation
-//     with GET or HEAD (an operator following a link to /metrics; the
-//     linking page cannot read what it opens). The test is
+//     and a profile costs CPU), except a top-level navigation with GET or
+//     HEAD (an operator following a link to /metrics; the linking page
+//     cannot read what the tab shows). A frame's navigation is refused. The test is
 //     net/http.CrossOriginProtection's: Sec-Fetch-Site same-origin or none
 //     passes, any other value is refused; without it, an Origin whose host
 //     differs from Host is refused. A request with neither header (curl,
@@ -94,11 +94,15 @@ func (g *AdminGuard) Handler(next http.Handler) http.Handler {
 }
 
 // originCheck is net/http.CrossOriginProtection's check, applied to the
-// safe methods too, but for a GET or HEAD navigation.
+// safe methods too, but for a GET or HEAD navigation of a tab.
 func (g *AdminGuard) originCheck(r *http.Request) error {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
-		if r.Method != http.MethodOptions && r.Header.Get("Sec-Fetch-Mode") == "navigate" {
+		// A tab opened on the listener: what it shows, the page that
+		// linked cannot read. A frame is refused: a page could load
+		// profiles in frames of its own, unseen.
+		if r.Method != http.MethodOptions && r.Header.Get("Sec-Fetch-Mode") == "navigate" &&
+			(r.Header.Get("Sec-Fetch-Dest") == "document" || r.Header.Get("Sec-Fetch-Dest") == "") {
 			return nil
 		}
 		// CrossOriginProtection lets every safe method through; ask it

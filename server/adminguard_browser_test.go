@@ -93,6 +93,14 @@ func TestAdminGuard_InChromium(t *testing.T) {
 		is.Equal(reached.Load(), int64(0)) // and the guard: no handler ran
 		is.Equal(reloads.Load(), int64(0))
 	})
+	t.Run("a frame on another origin", func(t *testing.T) {
+		is := is.New(t)
+		tab := newTab(t, browser)
+		do(t, tab, "open a page that frames the listener", chromedp.Navigate(other.URL+"/attack?base="+listener.URL),
+			chromedp.Evaluate[chromedp.Void](`(() => { const f = document.createElement("iframe"); f.onload = () => { window.framed = true; }; f.src = "`+listener.URL+`/debug/pprof/cmdline"; document.body.appendChild(f); })()`))
+		waitFor(t, tab, "the frame", "window.framed === true")
+		is.Equal(reached.Load(), int64(0)) // no handler ran
+	})
 	t.Run("a page rebound to the listener's address", func(t *testing.T) {
 		is := is.New(t)
 		r := attack("http://evil.test" + port + "/attack")
