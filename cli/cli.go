@@ -5,8 +5,8 @@
 //
 // The environment is read by one rule, so that a variable set for one
 // command never changes what another does: settings that mean the same
-// thing for every command have one name everywhere (SVCGW_DB, SVCGW_CONFIG,
-// SVCGW_LOG_LEVEL, SVCGW_LOG_FORMAT); every other flag of serve is read as
+// thing for every command have one name everywhere (SVCGW_DB, SVCGW_DB_FILE,
+// SVCGW_CONFIG, SVCGW_LOG_LEVEL, SVCGW_LOG_FORMAT); every other flag of serve is read as
 // SVCGW_SERVE_<FLAG> (SVCGW_SERVE_RPM); the flags of the other commands
 // (init, keys, credits, usage, generation, backup, config) come from the command
 // line only.
@@ -34,12 +34,31 @@ import (
 
 // Globals are the flags every command shares.
 type Globals struct {
-	DB string `name:"db" default:"svcgw.db" env:"SVCGW_DB" help:"The database: a SQLite file (the default), or a postgres:// URL for a PostgreSQL database that several svcgw serve instances share."`
+	DB     string `name:"db" env:"SVCGW_DB" placeholder:"FILE|URL" help:"The database: a SQLite file (default svcgw.db), or a postgres:// URL for a PostgreSQL database that several svcgw serve instances share. Its password may instead come from PGPASSWORD or a PGPASSFILE (~/.pgpass), or the whole URL from --db-file."`
+	DBFile string `name:"db-file" env:"SVCGW_DB_FILE" type:"existingfile" placeholder:"FILE" help:"Read --db from this file, which holds the URL (or path) alone: a PostgreSQL password kept out of the command line and the environment, e.g. in a mounted Kubernetes Secret or a systemd credential."`
 }
 
-// AfterApply expands a SQLite path as kong's path type would (a
-// postgres:// URL must not be turned into a file path).
+// defaultDB is --db when neither it nor --db-file is given.
+const defaultDB = "svcgw.db"
+
+// AfterApply reads --db-file, and expands a SQLite path as kong's path
+// type would (a postgres:// URL must not be turned into a file path).
 func (g *Globals) AfterApply() error {
+	switch {
+	case g.DBFile != "" && g.DB != "":
+		return errors.New("--db (or SVCGW_DB) and --db-file (or SVCGW_DB_FILE) name the database twice: give one")
+	case g.DB == "" && g.DBFile == "":
+		g.DB = defaultDB
+	case g.DBFile != "":
+		b, err := os.ReadFile(g.DBFile)
+		if err != nil {
+			return fmt.Errorf("--db-file: %w", err)
+		}
+		g.DB = strings.TrimSpace(string(b))
+		if g.DB == "" || strings.ContainsAny(g.DB, "\r\n") {
+			return fmt.Errorf("--db-file %s: want one line, the database's postgres:// URL (or SQLite path)", g.DBFile)
+		}
+	}
 	if !postgres.IsDSN(g.DB) {
 		g.DB = kong.ExpandPath(g.DB)
 	}
@@ -214,13 +233,13 @@ func (e *env) checkDBDir() error {
 }
 
 // noCommand reports whether args name no command: nothing but the global
-// --db (the one flag that takes a value before a command).
+// --db or --db-file (the flags that take a value before a command).
 func noCommand(args []string) bool {
 	for i := 0; i < len(args); i++ {
 		switch a := args[i]; {
-		case a == "--db":
+		case a == "--db" || a == "--db-file":
 			i++ // its value
-		case strings.HasPrefix(a, "--db="):
+		case strings.HasPrefix(a, "--db=") || strings.HasPrefix(a, "--db-file="):
 		default:
 			return false
 		}

@@ -379,7 +379,7 @@ func TestCLI_ServeSettingsInTheEnvironmentDoNotChangeOtherCommands(t *testing.T)
 func TestCLI_EnvironmentVariablesFollowTheRule(t *testing.T) {
 	// Every flag's environment variable is either a global one, or, on
 	// serve, SVCGW_SERVE_<FLAG>; other commands read flags only.
-	global := map[string]bool{"SVCGW_DB": true, "SVCGW_CONFIG": true, "SVCGW_LOG_LEVEL": true, "SVCGW_LOG_FORMAT": true}
+	global := map[string]bool{"SVCGW_DB": true, "SVCGW_DB_FILE": true, "SVCGW_CONFIG": true, "SVCGW_LOG_LEVEL": true, "SVCGW_LOG_FORMAT": true}
 	parser, err := newParser(&root{}, io.Discard, io.Discard)
 	if err != nil {
 		t.Fatal(err)

@@ -122,6 +122,9 @@ func (c *configReloadCmd) viaAdmin(e *env) error {
 	var answer struct {
 		Status string   `json:"status"`
 		Errors []string `json:"errors"`
+		Error  struct {
+			Message string `json:"message"`
+		} `json:"error"` // a refusal's (403)
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&answer); err != nil {
 		return fmt.Errorf("reload through %s: %s, and no JSON answer: %w", url, resp.Status, err)
@@ -136,6 +139,9 @@ func (c *configReloadCmd) viaAdmin(e *env) error {
 		}
 		fmt.Fprintln(e.stderr, "reload refused: svcgw serve keeps the configuration in force")
 		return exitError{code: 1}
+	}
+	if answer.Error.Message != "" {
+		return fmt.Errorf("reload through %s: %s: %s", url, resp.Status, answer.Error.Message)
 	}
 	return fmt.Errorf("reload through %s: %s", url, resp.Status)
 }

@@ -64,8 +64,12 @@ type child struct {
 func startServer(t *testing.T, db string, args ...string) *child {
 	t.Helper()
 	addr := freeAddr(t)
-	argv, _ := json.Marshal(append([]string{"--db", db, "serve", "--addr", addr, "--log-level", "warn"}, args...))
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	args = append([]string{"--db", db, "serve", "--addr", addr, "--log-level", "warn"}, args...)
+	argv, _ := json.Marshal(args)
+	// The arguments are on the child's command line too, after "--" (the
+	// test flags' end), so that its os.Args (ps, /debug/pprof/cmdline)
+	// hold what svcgw serve's would.
+	cmd := exec.Command(os.Args[0], append([]string{"-test.run=^$", "--"}, args...)...)
 	cmd.Env = append(os.Environ(), serveArgsEnv+"="+string(argv))
 	srv := &child{cmd: cmd, addr: addr, stderr: &syncBuffer{}, exited: make(chan error, 1)}
 	cmd.Stderr = srv.stderr

@@ -53,7 +53,8 @@ type serveCmd struct {
 	AdminTLSCert     string        `name:"admin-tls-cert" type:"existingfile" placeholder:"FILE" help:"Serve the admin listener HTTPS with this PEM certificate (may be --tls-cert's); needs --admin-tls-key. Re-read on reload like --tls-cert."`
 	AdminTLSKey      string        `name:"admin-tls-key" type:"existingfile" placeholder:"FILE" help:"The PEM private key of --admin-tls-cert."`
 	ReloadInterval   time.Duration `default:"0s" help:"Also reload (as SIGHUP does) when the contents of --config or of a TLS certificate or key file change, looking this often, e.g. 10s for a Kubernetes ConfigMap or Secret mounted as files; 0 = only on SIGHUP or POST /-/reload."`
-	AdminAddr        string        `help:"Address of the admin listener, e.g. 127.0.0.1:9090: Prometheus /metrics, /readyz naming what is wrong, /debug/pprof/ and POST /-/reload. Off when empty; never reachable on --addr. Keep it off the network callers reach."`
+	AdminAddr        string        `help:"Address of the admin listener, e.g. 127.0.0.1:9090: Prometheus /metrics, /readyz naming what is wrong, /debug/pprof/ and POST /-/reload. Off when empty; never reachable on --addr. Keep it off the network callers reach. Browsers' cross-origin requests are refused on it, and so is a Host that --admin-allowed-hosts does not allow."`
+	AdminHosts       []string      `name:"admin-allowed-hosts" sep:"," placeholder:"NAME,…" help:"Host names the admin listener answers besides IP addresses, localhost, this machine's host name and --admin-addr's own host, e.g. svcgw.monitoring.svc,*.internal.example (* alone: any, which turns off the defence against DNS rebinding). A request with another Host gets 403."`
 	GCFloor          int           `name:"gc-floor" default:"32" help:"Smallest heap the garbage collector lets grow before it collects, in MiB: while the live heap is under half of it, collect at this size instead of at twice the live heap (fewer collections at high request rates); 0 = the Go runtime's own pacing. GOGC or GOMEMLIMIT in the environment overrides it."`
 	MetricsAppLabels int           `name:"metrics-application-labels" default:"0" help:"Label calls, tokens and cost in /metrics with the application (X-Title, Referer host or key name), for at most this many distinct applications; the rest count as \"other\" (0 = no application label)."`
 
@@ -97,6 +98,9 @@ func (c *serveCmd) Run(e *env) (err error) {
 	if c.AdminTLSCert != "" && c.AdminAddr == "" {
 		return fmt.Errorf("--admin-tls-cert needs --admin-addr: there is no admin listener without it")
 	}
+	if len(c.AdminHosts) > 0 && c.AdminAddr == "" {
+		return fmt.Errorf("--admin-allowed-hosts needs --admin-addr: there is no admin listener without it")
+	}
 	// From the start: SIGHUP's default would end the process.
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -104,6 +108,12 @@ func (c *serveCmd) Run(e *env) (err error) {
 	logOut := newLogWriter(e.stderr)
 	defer logOut.Close()
 	log := newLogger(logOut, c.LogLevel, c.LogFormat)
+	var adminGuard *server.AdminGuard
+	if c.AdminAddr != "" {
+		if adminGuard, err = server.NewAdminGuard(log.With("listener", "admin"), c.AdminAddr, c.AdminHosts); err != nil {
+			return err
+		}
+	}
 	credits, err := billing.ParseAmount(c.BootstrapCredits)
 	if err != nil {
 		return fmt.Errorf("--bootstrap-credits: %w", err)
@@ -263,7 +273,7 @@ func (c *serveCmd) Run(e *env) (err error) {
 		side.Add(1)
 		go func() {
 			defer side.Done()
-			admin := h.Admin(func(context.Context) error { return rl.reload("admin") })
+			admin := adminGuard.Handler(h.Admin(func(context.Context) error { return rl.reload("admin") }))
 			// A profile may take its time; a second of grace is plenty
 			// for a scrape.
 			if err := server.Serve(sideCtx, adminLn, admin, server.ServeOptions{Logger: log.With("listener", "admin"), Grace: time.Second, MaxConns: 64, TLS: adminTLS.TLSConfig()}); err != nil {

@@ -3,9 +3,14 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/pprof"
+	"net/url"
+	"os"
 	"strings"
+
+	"github.com/svcgw/svcgw/store"
 )
 
 // Admin returns the handler of the admin listener (serve --admin-addr):
@@ -17,11 +22,14 @@ import (
 //	GET  /metrics          Prometheus metrics (see Metrics); 404 without them
 //	GET  /readyz           readiness, naming the candidates whose breakers are open
 //	GET  /healthz          liveness
-//	     /debug/pprof/…    net/http/pprof: profiles, traces, goroutines
+//	     /debug/pprof/…    net/http/pprof: profiles, traces, goroutines;
+//	                       cmdline with every password in it redacted
 //	POST /-/reload         re-read the configuration file (reload): 200, or
 //	                       422 with its file:line errors (the old one is kept)
 //
-// reload may be nil: /-/reload is then 404.
+// reload may be nil: /-/reload is then 404. serve puts an AdminGuard in
+// front of it all, which refuses foreign Hosts and other origins' browser
+// requests.
 func (s *Server) Admin(reload func(context.Context) error) http.Handler {
 	mux := http.NewServeMux()
 	if s.metrics != nil {
@@ -32,7 +40,7 @@ func (s *Server) Admin(reload func(context.Context) error) http.Handler {
 		writeAdminJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/cmdline", cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
@@ -50,6 +58,41 @@ func (s *Server) Admin(reload func(context.Context) error) http.Handler {
 		})
 	}
 	return s.withRecover(mux)
+}
+
+// cmdline is pprof.Cmdline with every password on the command line
+// replaced by "xxxxx": a --db postgres:// URL may carry one.
+func cmdline(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	args := make([]string, len(os.Args))
+	for i, a := range os.Args {
+		args[i] = redactArg(a)
+	}
+	_, _ = io.WriteString(w, strings.Join(args, "\x00"))
+}
+
+// redactArg is a command-line argument with any password in it replaced
+// by "xxxxx", as store.Redact does it for any URL: its user:password, a
+// password or sslpassword parameter. A flag's value given after '='
+// (--db=postgres://…) is redacted alike.
+func redactArg(arg string) string {
+	prefix, value := "", arg
+	if strings.HasPrefix(arg, "-") {
+		if name, v, ok := strings.Cut(arg, "="); ok {
+			prefix, value = name+"=", v
+		}
+	}
+	if !store.IsURL(value) {
+		return arg
+	}
+	if _, err := url.Parse(value); err != nil && !strings.Contains(value, "@") {
+		return arg // unparsable, but with no user info to hide
+	}
+	if r := store.Redact(value); r != value {
+		return prefix + r
+	}
+	return arg
 }
 
 func writeAdminJSON(w http.ResponseWriter, status int, v any) {

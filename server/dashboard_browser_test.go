@@ -56,10 +56,10 @@ func chromiumPath(t testing.TB) string {
 
 // newBrowser starts one headless Chromium for a test and its subtests, each
 // of which opens its own tab (newTab): a fresh tab has its own
-// sessionStorage, so it starts signed out.
-func newBrowser(t testing.TB) context.Context {
+// sessionStorage, so it starts signed out. extra adds Chromium options.
+func newBrowser(t testing.TB, extra ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+	opts := append(append(chromedp.DefaultExecAllocatorOptions[:], extra...),
 		chromedp.ExecPath(chromiumPath(t)),
 		chromedp.NoSandbox, // tests run as root in CI
 		chromedp.DisableGPU,

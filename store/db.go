@@ -133,9 +133,9 @@ func IsURL(dsn string) bool {
 	return ok && scheme != "" && !strings.ContainsAny(scheme, `/\`)
 }
 
-// Redact returns dsn with any password replaced by "xxxxx", for logs and
-// messages: a URL's, in its user info or its password parameter. A file
-// path is returned as it is.
+// Redact returns dsn with any password (the URL's user:password, a
+// password or sslpassword parameter) replaced by "xxxxx", for logs and
+// messages. A file path is returned as it is.
 func Redact(dsn string) string {
 	if !IsURL(dsn) {
 		return dsn
@@ -144,8 +144,14 @@ func Redact(dsn string) string {
 	if err != nil {
 		return "(unparsable URL)"
 	}
-	if q := u.Query(); q.Has("password") {
-		q.Set("password", "xxxxx")
+	// The URL's query may carry the password, and the TLS client key's
+	// (sslpassword), as libpq and pgx read them.
+	if q := u.Query(); q.Has("password") || q.Has("sslpassword") {
+		for _, k := range [...]string{"password", "sslpassword"} {
+			if q.Has(k) {
+				q.Set(k, "xxxxx")
+			}
+		}
 		u.RawQuery = q.Encode()
 	}
 	return u.Redacted()

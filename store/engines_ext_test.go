@@ -96,5 +96,6 @@ func TestDial_PicksTheEngineByDSN(t *testing.T) {
 
 	is.Equal(store.Redact("postgres://u:pw@h/db"), "postgres://u:xxxxx@h/db")
 	is.Equal(store.Redact("postgres://u@h/db?password=pw&sslmode=disable"), "postgres://u@h/db?password=xxxxx&sslmode=disable")
+	is.Equal(store.Redact("postgres://u@h/db?sslmode=verify-full&sslkey=k.pem&sslpassword=kp"), "postgres://u@h/db?sslkey=k.pem&sslmode=verify-full&sslpassword=xxxxx")
 	is.Equal(store.Redact("svcgw.db"), "svcgw.db")
 }

@@ -16,6 +16,8 @@ package pgtest
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
@@ -102,6 +104,53 @@ func DSN(t testing.TB) string {
 	u := *cluster.base
 	u.Path = "/" + name
 	return u.String()
+}
+
+// passwordGroup is the role whose members the throwaway cluster asks for
+// a password (scram-sha-256); it trusts every other role.
+const passwordGroup = "svcgw_password_login"
+
+// PasswordDSN returns, like DSN, the URL of a new, empty database for t,
+// owned by a new role that must log in with a password: the password is
+// in the URL (user:password@), and returned alone too. On the throwaway
+// cluster a wrong or missing password is refused; on a server of
+// SVCGW_TEST_POSTGRES_URL, its pg_hba.conf decides.
+func PasswordDSN(t testing.TB) (dsn, password string) {
+	t.Helper()
+	dsn = DSN(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := strings.TrimPrefix(u.Path, "/")
+	role := db + "_owner"
+	b := make([]byte, 12)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	password = hex.EncodeToString(b)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, sql := range []string{
+		"DO $$ BEGIN CREATE ROLE " + passwordGroup + " NOLOGIN; EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$",
+		"CREATE ROLE " + role + " LOGIN PASSWORD '" + password + "' IN ROLE " + passwordGroup,
+		"ALTER DATABASE " + db + " OWNER TO " + role,
+	} {
+		if err := cluster.exec(ctx, sql); err != nil {
+			t.Fatalf("password role: %v", err)
+		}
+	}
+	t.Cleanup(func() { // before DSN's: the database goes first, then its owner
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for _, sql := range []string{"DROP DATABASE IF EXISTS " + db + " WITH (FORCE)", "DROP ROLE IF EXISTS " + role} {
+			if err := cluster.exec(ctx, sql); err != nil {
+				t.Logf("drop password role: %v", err)
+			}
+		}
+	})
+	u.User = url.UserPassword(role, password)
+	return u.String(), password
 }
 
 // exec runs one statement on the maintenance database.
@@ -196,6 +245,17 @@ func startCluster(bin string) (*server, error) {
 	if out, err := initdb.CombinedOutput(); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("initdb: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	// Every role but the members of passwordGroup is trusted; those
+	// must give their password (see PasswordDSN).
+	hba := filepath.Join(data, "pg_hba.conf")
+	trusted, err := os.ReadFile(hba)
+	if err == nil {
+		err = os.WriteFile(hba, append([]byte("local all +"+passwordGroup+" scram-sha-256\n"), trusted...), 0o600)
+	}
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("pg_hba.conf: %w", err)
 	}
 	// No TCP: the server listens on a socket in dir only, so clusters of
 	// test binaries running at once never meet. Durability is off: the
