@@ -23,6 +23,10 @@ type EmbedRequest struct {
 	// ignores them.
 	TaskType string
 	Title    string
+	// Account scopes what backends share between calls (as
+	// Request.Account): the router spreads an account's calls among equal
+	// candidates by it.
+	Account string
 	// User is the caller's end-user id (OpenAI's user), if it sent one.
 	User string
 	// InputTokens is svcgw's own count of the inputs, set by the server

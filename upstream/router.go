@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"errors"
+	"fmt"
 	"hash/fnv"
 	"log/slog"
 	"math/rand/v2"
@@ -268,13 +269,112 @@ func (r *Router) Stream(ctx context.Context, t llm.RequestType, tier llm.Tier, r
 	return out, rep, err
 }
 
+// ErrNoEmbeddings is the answer to an embeddings call on a route none of
+// whose upstreams serves embeddings (a configuration of Anthropic
+// upstreams only, say): the endpoint is not offered.
+var ErrNoEmbeddings = &llm.Error{Kind: llm.KindNotFound,
+	Message: "embeddings are not served here: no upstream this gateway is configured with has an embeddings endpoint"}
+
+// Embed sends an embeddings call to the route's candidates (see Router)
+// until one answers, with the same retries, fallback and breakers as a
+// generation. Only candidates whose backend is an Embedder are tried
+// (configuration loading keeps the others off embedding routes); a route
+// without one answers ErrNoEmbeddings. A reply whose
+// vectors do not match the inputs one for one, or whose vectors differ in
+// length from what was asked, is the backend's fault (a 502, and the next
+// candidate); its reported input tokens are bounded like a generation's.
+func (r *Router) Embed(ctx context.Context, t llm.RequestType, tier llm.Tier, req *llm.EmbedRequest) (*llm.Embeddings, Report, error) {
+	var out *llm.Embeddings
+	var embedders []Candidate
+	for _, c := range r.candidates(t, tier) {
+		if _, ok := c.Backend.(Embedder); ok {
+			embedders = append(embedders, c)
+		}
+	}
+	if len(embedders) == 0 {
+		return nil, Report{}, ErrNoEmbeddings
+	}
+	rep, err := r.tryEach(ctx, r.order(embedders, embedAffinity(req)), func(ctx context.Context, c Candidate) error {
+		e, err := c.Backend.(Embedder).Embed(ctx, req)
+		if err != nil {
+			return err
+		}
+		if err := checkEmbeddings(req, e); err != nil {
+			return err
+		}
+		e.Usage = checkUsage(r.opts.Logger, c.Name, embedBounds(req, c.Limits), e.Usage)
+		out = e
+		return nil
+	})
+	return out, rep, err
+}
+
+// checkEmbeddings refuses a reply that does not answer req: a vector per
+// input, each of the length asked for (any one length when none was).
+func checkEmbeddings(req *llm.EmbedRequest, e *llm.Embeddings) error {
+	if e == nil || len(e.Vectors) != len(req.Inputs) {
+		n := 0
+		if e != nil {
+			n = len(e.Vectors)
+		}
+		return &llm.Error{Kind: llm.KindUpstream, Message: "the upstream model returned an invalid reply",
+			Err: fmt.Errorf("embeddings: %d vectors for %d inputs", n, len(req.Inputs))}
+	}
+	want := req.Dimensions
+	for i, v := range e.Vectors {
+		if want == 0 {
+			want = len(v)
+		}
+		if len(v) != want || len(v) == 0 {
+			return &llm.Error{Kind: llm.KindUpstream, Message: "the upstream model returned an invalid reply",
+				Err: fmt.Errorf("embeddings: vector %d has %d dimensions, want %d", i, len(v), want)}
+		}
+	}
+	return nil
+}
+
+// embedBounds are an embeddings call's usage bounds: no output, and input
+// at svcgw's count with generation's margin (usage.go), never above the
+// context length times the inputs.
+func embedBounds(req *llm.EmbedRequest, lim Limits) usageBounds {
+	in := min(inputTextFactor*req.InputTokens+inputOverhead, maxUsageTokens)
+	if lim.ContextLength > 0 {
+		in = min(in, lim.ContextLength*max(len(req.Inputs), 1))
+	}
+	return usageBounds{input: in, output: 0}
+}
+
+// embedAffinity is the key an embeddings call is spread among a group of
+// equals by: its account and first input, so that calls spread evenly and
+// a retried call lands where it went before. Embeddings have no prompt
+// cache to stick to.
+func embedAffinity(req *llm.EmbedRequest) func() uint64 {
+	return func() uint64 {
+		h := fnv.New64a()
+		h.Write([]byte(req.Account))
+		h.Write([]byte{0})
+		if len(req.Inputs) > 0 {
+			in := req.Inputs[0]
+			h.Write([]byte(in.Text))
+			for _, t := range in.Tokens {
+				h.Write([]byte{byte(t), byte(t >> 8), byte(t >> 16), byte(t >> 24)})
+			}
+		}
+		return h.Sum64()
+	}
+}
+
 // try runs attempt against the route's candidates with retries, backoff,
 // fallback and the circuit breaker; it returns nil after the first success,
 // and reports every attempt either way. Each attempt runs with ctx, or
 // with the context the Tracer gave it.
 func (r *Router) try(ctx context.Context, t llm.RequestType, tier llm.Tier, req *llm.Request, attempt func(context.Context, Candidate) error) (Report, error) {
+	return r.tryEach(ctx, r.order(r.candidates(t, tier), func() uint64 { return affinityKey(req) }), attempt)
+}
+
+// tryEach is try over candidates already in order.
+func (r *Router) tryEach(ctx context.Context, cands []Candidate, attempt func(context.Context, Candidate) error) (Report, error) {
 	var rep Report
-	cands := r.order(r.candidates(t, tier), req)
 	if len(cands) == 0 {
 		return rep, errNoCandidates()
 	}
@@ -369,7 +469,7 @@ func backoff(o RouterOptions, n int) time.Duration {
 // breakers first (open ones keep their relative order at the end, so a
 // route whose every candidate is open still tries them), and within each
 // group of equals, the one that owns the call's cacheable prefix first.
-func (r *Router) order(cands []Candidate, req *llm.Request) []Candidate {
+func (r *Router) order(cands []Candidate, affinity func() uint64) []Candidate {
 	if len(cands) <= 1 {
 		return cands
 	}
@@ -384,7 +484,7 @@ func (r *Router) order(cands []Candidate, req *llm.Request) []Candidate {
 		group := cands[i:j]
 		if len(group) > 1 {
 			if !keyed {
-				key, keyed = affinityKey(req), true
+				key, keyed = affinity(), true
 			}
 			group = byAffinity(group, key)
 		}
