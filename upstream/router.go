@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"sort"
 	"sync"
@@ -310,7 +311,8 @@ func (r *Router) Embed(ctx context.Context, t llm.RequestType, tier llm.Tier, re
 }
 
 // checkEmbeddings refuses a reply that does not answer req: a vector per
-// input, each of the length asked for (any one length when none was).
+// input, each of the length asked for (any one length when none was), of
+// finite numbers (JSON has no NaN).
 func checkEmbeddings(req *llm.EmbedRequest, e *llm.Embeddings) error {
 	if e == nil || len(e.Vectors) != len(req.Inputs) {
 		n := 0
@@ -328,6 +330,12 @@ func checkEmbeddings(req *llm.EmbedRequest, e *llm.Embeddings) error {
 		if len(v) != want || len(v) == 0 {
 			return &llm.Error{Kind: llm.KindUpstream, Message: "the upstream model returned an invalid reply",
 				Err: fmt.Errorf("embeddings: vector %d has %d dimensions, want %d", i, len(v), want)}
+		}
+		for _, f := range v {
+			if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
+				return &llm.Error{Kind: llm.KindUpstream, Message: "the upstream model returned an invalid reply",
+					Err: fmt.Errorf("embeddings: vector %d holds %v", i, f)}
+			}
 		}
 	}
 	return nil
