@@ -7,6 +7,7 @@ import (
 	"github.com/svcgw/svcgw/billing"
 	"github.com/svcgw/svcgw/classify"
 	"github.com/svcgw/svcgw/internal/telemetry"
+	"github.com/svcgw/svcgw/llm"
 	"github.com/svcgw/svcgw/surfaces/surface"
 )
 
@@ -32,6 +33,8 @@ type kind interface {
 	codec() surface.Codec
 	// operation names the call's span (telemetry.OperationChat, …).
 	operation() string
+	// newID is the id of the call's generation record.
+	newID() string
 	// decode fills in c from the request's body: for a generation c.req,
 	// for an embeddings call c.embed and c.embedReply, which say how
 	// serve answers it. Its failures are the caller's (invalid_request,
@@ -45,6 +48,9 @@ type generateKind struct{ sf surface.Codec }
 
 func (g *generateKind) codec() surface.Codec { return g.sf }
 func (*generateKind) operation() string      { return telemetry.OperationChat }
+
+// newID is the surface's: the reply carries it (chatcmpl-…, msg_…).
+func (g *generateKind) newID() string { return g.sf.NewID() }
 
 // decode decodes, bounds and classifies a generation.
 func (g *generateKind) decode(s *Server, r *http.Request, c *call, body []byte) error {
@@ -80,6 +86,11 @@ type embedKind struct {
 
 func (e *embedKind) codec() surface.Codec { return e.sf }
 func (*embedKind) operation() string      { return telemetry.OperationEmbeddings }
+
+// newID is emb- and 24 base62 characters. No vendor's embeddings reply
+// carries an id, so the caller learns it from the X-SVC-Generation-Id
+// header (serveEmbed).
+func (*embedKind) newID() string { return llm.NewID("emb-", 24) }
 
 // decode decodes an embeddings call (the surface holds it to its vendor's
 // bounds) and classifies it: type embedding, the tier by effort. Its
@@ -118,7 +129,8 @@ func (s *Server) serveEmbed(w http.ResponseWriter, r *http.Request, c *call) err
 	out.Usage.OutputTokens = 0 // an embedding has none to charge
 	// Recorded before answering, as a generation is.
 	s.meter(ctx, c, meterInput{usage: out.Usage, upstreamFrom: upStart, firstByte: end, end: end})
-	out.Usage = c.usage // what was charged: the caller's usage figures match its bill
+	out.Usage = c.usage                                // what was charged: the caller's usage figures match its bill
+	w.Header()["X-Svc-Generation-Id"] = []string{c.id} // X-SVC-Generation-Id
 	if err := c.embedReply.WriteEmbeddings(w, c.model, out); err != nil {
 		s.log.Debug("write response", "request_id", RequestID(ctx), "err", err)
 	}

@@ -151,7 +151,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, k kind, caller 
 		return c, err
 	}
 	w.Header()["X-Svc-Request-Type"] = requestTypeHeader(c.class.Type) // X-SVC-Request-Type
-	c.id = sf.NewID()
+	c.id = k.newID()
 	c.app = application(r, caller)
 	c.created = c.start
 	c.tpm = s.share(limitOr(caller.Limits.TPM, c.set.tpm))
