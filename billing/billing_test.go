@@ -134,7 +134,7 @@ func TestDefaultPrices(t *testing.T) {
 			t.Run(string(typ)+" "+string(tier), func(t *testing.T) {
 				is := is.New(t)
 				pr := p.Lookup(typ, tier)
-				is.True(pr.Input.Sign() > 0)  // input priced
+				is.True(pr.Input.Sign() > 0) // input priced
 				// output priced, but for embeddings, which have none
 				is.Equal(pr.Output.Sign() > 0, typ != llm.TypeEmbedding)
 				want := billing.NewPrice(pr.Input, pr.Output)
