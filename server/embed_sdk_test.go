@@ -89,7 +89,11 @@ func TestEmbeddingsSDK_OpenAI(t *testing.T) {
 		g := gw.generation(t, id)
 		is.Equal(g.RequestType, "embedding")
 		is.Equal(g.Streamed, false)
-		is.Equal(g.FinishReason, "")
+		var raw struct {
+			Data map[string]json.RawMessage `json:"data"`
+		}
+		gw.getJSON(t, "/svc/v1/generation?id="+id, &raw)
+		is.Equal(string(raw.Data["finish_reason"]), "null") // an embedding has none
 		is.Equal(g.Usage.PromptTokens, want)
 		is.Equal(g.Usage.CompletionTokens, 0)
 		is.Equal(g.TotalCost, embedCharge(llm.TierMedium, want))
