@@ -16,12 +16,11 @@ import (
 // canonical request, model id, estimated input, the output its
 // reservation covers, its request type and tier), and so how serve
 // routes and answers it (serveComplete or serveStream, serveEmbed).
-// Everything else is the
-// pipeline's and the same for every kind: the ledger check, the request
-// rate, reading the body, the request type header, the id, admission
-// (tokens per minute, the reservation against balance and caps),
-// metering, the ledger, the access record, the trace, and the error
-// envelope of every failure before the reply.
+// Everything else is the pipeline's and the same for every kind: the
+// ledger check, the request rate, reading the body, the request type
+// header, admission (tokens per minute, the reservation against balance
+// and caps), metering, the ledger, the access record, the trace, and the
+// error envelope of every failure before the reply.
 //
 // A generation (surface.Generate) and an embeddings call (surface.Embed)
 // are the two kinds. Another one (moderation, images) is one more type
