@@ -365,8 +365,17 @@ func TestTracing_Embeddings(t *testing.T) {
 			t.Fatalf("%s: status %d: %s", c.path, resp.StatusCode, body)
 		}
 		callerSaw(t, resp, body)
-		trace := j.WaitTrace(t, traceID, 3, 20*time.Second)
+		trace := j.WaitTrace(t, traceID, 4, 20*time.Second) // the call, admission, ledger, the attempt(s)
 		call := only(t, trace, func(s jaegertest.Span) bool { return s.OperationName == "embeddings caller-embed" })
+		// The attempt that answered is an embeddings client span too
+		// (the flaky candidate, when it embeds, is tried before it).
+		attempt := only(t, trace, func(s jaegertest.Span) bool { return s.OperationName == "embeddings fixture-model" })
+		wantTags(t, attempt, map[string]any{"gen_ai.operation.name": "embeddings", "span.kind": "client", "svcgw.outcome": "ok"})
+		for _, s := range trace.Spans {
+			if strings.HasPrefix(s.OperationName, "chat ") {
+				t.Errorf("an embeddings call's trace has the span %q", s.OperationName)
+			}
+		}
 		wantTags(t, call, map[string]any{
 			"gen_ai.operation.name":             "embeddings",
 			"gen_ai.request.model":              "caller-embed",

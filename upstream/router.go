@@ -295,7 +295,7 @@ func (r *Router) Embed(ctx context.Context, t llm.RequestType, tier llm.Tier, re
 	if len(embedders) == 0 {
 		return nil, Report{}, ErrNoEmbeddings
 	}
-	rep, err := r.tryEach(ctx, r.order(embedders, embedAffinity(req)), func(ctx context.Context, c Candidate) error {
+	rep, err := r.tryEach(ctx, OperationEmbeddings, r.order(embedders, embedAffinity(req)), func(ctx context.Context, c Candidate) error {
 		e, err := c.Backend.(Embedder).Embed(ctx, req)
 		if err != nil {
 			return err
@@ -377,11 +377,11 @@ func embedAffinity(req *llm.EmbedRequest) func() uint64 {
 // and reports every attempt either way. Each attempt runs with ctx, or
 // with the context the Tracer gave it.
 func (r *Router) try(ctx context.Context, t llm.RequestType, tier llm.Tier, req *llm.Request, attempt func(context.Context, Candidate) error) (Report, error) {
-	return r.tryEach(ctx, r.order(r.candidates(t, tier), func() uint64 { return affinityKey(req) }), attempt)
+	return r.tryEach(ctx, OperationChat, r.order(r.candidates(t, tier), func() uint64 { return affinityKey(req) }), attempt)
 }
 
-// tryEach is try over candidates already in order.
-func (r *Router) tryEach(ctx context.Context, cands []Candidate, attempt func(context.Context, Candidate) error) (Report, error) {
+// tryEach is try over candidates already in order, each attempt an op.
+func (r *Router) tryEach(ctx context.Context, op Operation, cands []Candidate, attempt func(context.Context, Candidate) error) (Report, error) {
 	var rep Report
 	if len(cands) == 0 {
 		return rep, errNoCandidates()
@@ -397,7 +397,7 @@ func (r *Router) tryEach(ctx context.Context, cands []Candidate, attempt func(co
 				// A copy, so that c itself stays on the stack (the
 				// tracer's pointer would move it to the heap, traced or not).
 				cc := c
-				actx = startAttempt(o.Tracer, ctx, &cc, len(rep.Attempts), retry > 0)
+				actx = startAttempt(o.Tracer, ctx, &cc, len(rep.Attempts), retry > 0, op)
 			}
 			start := o.Now()
 			err = attempt(actx, c)

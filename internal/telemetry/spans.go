@@ -73,8 +73,8 @@ const (
 // generation is chat on every surface (chat-completions, the Responses
 // API, messages, generate-content), an embeddings call embeddings.
 const (
-	OperationChat       = "chat"
-	OperationEmbeddings = "embeddings"
+	OperationChat       = string(upstream.OperationChat)
+	OperationEmbeddings = string(upstream.OperationEmbeddings)
 )
 
 // StartCall starts the server span of an inference call of operation
@@ -255,9 +255,9 @@ func EndChild(sp, parent trace.Span, err error) {
 // model, with the upstream's name and protocol. n counts the call's
 // attempts from 0. When the candidate's upstream accepts trace context,
 // the attempt's traceparent goes in ctx for the request to carry.
-func (t *Tracer) StartAttempt(ctx context.Context, c *upstream.Candidate, n int, retry bool) context.Context {
-	ctx, sp := t.tracer.Start(ctx, OperationChat+" "+c.Model, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
-		attribute.String(attrOperation, OperationChat),
+func (t *Tracer) StartAttempt(ctx context.Context, c *upstream.Candidate, n int, retry bool, op upstream.Operation) context.Context {
+	ctx, sp := t.tracer.Start(ctx, string(op)+" "+c.Model, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+		attribute.String(attrOperation, string(op)),
 		attribute.String(attrProvider, provider(c.Protocol)),
 		attribute.String(attrRequestModel, c.Model),
 		attribute.String(attrUpstream, c.Upstream),
