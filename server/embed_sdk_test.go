@@ -309,6 +309,18 @@ func TestEmbeddingsSDK_Gemini(t *testing.T) {
 // noEmbed is a backend that generates but cannot embed.
 type noEmbed struct{ upstream.Backend }
 
+// silentEmbedder embeds as the fixture does but reports no usage, as
+// Gemini's embeddings endpoints do not.
+type silentEmbedder struct{ *fixture.Backend }
+
+func (s silentEmbedder) Embed(ctx context.Context, req *llm.EmbedRequest) (*llm.Embeddings, error) {
+	e, err := s.Backend.Embed(ctx, req)
+	if e != nil {
+		e.Usage = llm.Usage{}
+	}
+	return e, err
+}
+
 func TestEmbeddings_Billing(t *testing.T) {
 	t.Run("no credits: 402, and nothing recorded", func(t *testing.T) {
 		is := is.New(t)
@@ -360,6 +372,22 @@ func TestEmbeddings_Billing(t *testing.T) {
 		is.Equal(emb.Requests, int64(2)) // a batch is one call
 		is.Equal(emb.InputTokens, int64(2*docTokens(embedDocs...)))
 		is.Equal(emb.OutputTokens, int64(0))
+	})
+	t.Run("an upstream that reports no usage: charged svcgw's count, never free", func(t *testing.T) {
+		is := is.New(t)
+		gw := newTestGateway(t, func(o *Options) {
+			o.Router = upstream.NewRouter([]upstream.Candidate{{Name: "silent", Backend: silentEmbedder{fixture.New(fixture.Options{})}}})
+		})
+		client := oaiClient(gw, gw.Key)
+		var hr *http.Response
+		res, err := client.Embeddings.New(context.Background(), openai.EmbeddingNewParams{Model: "m",
+			Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: embedDocs}}, option.WithResponseInto(&hr))
+		is.NoErr(err)
+		want := docTokens(embedDocs...)
+		is.Equal(res.Usage.PromptTokens, int64(want)) // the caller's usage is what it was charged
+		g := gw.generation(t, hr.Header.Get("X-SVC-Generation-Id"))
+		is.Equal(g.Usage.PromptTokens, want)
+		is.Equal(g.TotalCost, embedCharge(llm.TierMedium, want))
 	})
 	t.Run("a route with no upstream that embeds: 404 in the caller's envelope, nothing charged", func(t *testing.T) {
 		is := is.New(t)

@@ -600,7 +600,10 @@ func (s *Server) unreported(ctx context.Context, c *call, u llm.Usage, delivered
 	if u.OutputTokens <= 0 && delivered > 0 {
 		u.OutputTokens = delivered
 	}
-	if u.InputTokens != in || u.OutputTokens != out {
+	// An embeddings reply without usage is the protocol's way, not a
+	// fault: Gemini's embedContent and batchEmbedContents report none, nor
+	// do some compatible servers. It is charged the same way, unlogged.
+	if (u.InputTokens != in || u.OutputTokens != out) && c.embed == nil {
 		s.log.Warn("upstream reported no usage for part of a call; charged svcgw's estimate",
 			"request_id", RequestID(ctx), "backend", c.report.Candidate,
 			"reported_input", in, "reported_output", out,
