@@ -136,10 +136,14 @@ var fallback = route{llm.TypePro, llm.TierMedium}
 //	flash                                       0.10 / 0.40   0.30 / 2.50    1.25 / 10.00
 //	pro, reason, code, json, vision, document   0.30 / 2.50   1.25 / 10.00   2.00 / 12.00
 //	long                                        0.60 / 3.75   2.50 / 15.00   4.00 / 18.00
+//	embedding                                   0.02 / 0      0.10 / 0       0.15 / 0
 //
 // (input / output). Flash is one class cheaper than the baseline; long
 // charges twice the input and one and a half times the output of the
-// baseline, as vendors do past their long-context threshold. Every price
+// baseline, as vendors do past their long-context threshold. Embeddings
+// are charged on their input alone, in the range of the vendors' embedding
+// models (OpenAI's text-embedding-3-small and -large, Gemini's
+// gemini-embedding-001). Every price
 // derives its cache rates from its input rate: a cache read costs 10%, a
 // 5-minute cache write 125% and a one-hour cache write 200%.
 func DefaultPrices() *Prices {
@@ -149,8 +153,9 @@ func DefaultPrices() *Prices {
 		llm.TierLow: {"0.30", "2.50"}, llm.TierMedium: {"1.25", "10.00"}, llm.TierHigh: {"2.00", "12.00"},
 	}
 	table := map[llm.RequestType]rates{
-		llm.TypeFlash: {llm.TierLow: {"0.10", "0.40"}, llm.TierMedium: {"0.30", "2.50"}, llm.TierHigh: {"1.25", "10.00"}},
-		llm.TypeLong:  {llm.TierLow: {"0.60", "3.75"}, llm.TierMedium: {"2.50", "15.00"}, llm.TierHigh: {"4.00", "18.00"}},
+		llm.TypeFlash:     {llm.TierLow: {"0.10", "0.40"}, llm.TierMedium: {"0.30", "2.50"}, llm.TierHigh: {"1.25", "10.00"}},
+		llm.TypeLong:      {llm.TierLow: {"0.60", "3.75"}, llm.TierMedium: {"2.50", "15.00"}, llm.TierHigh: {"4.00", "18.00"}},
+		llm.TypeEmbedding: {llm.TierLow: {"0.02", "0"}, llm.TierMedium: {"0.10", "0"}, llm.TierHigh: {"0.15", "0"}},
 	}
 	p := &Prices{m: make(map[route]*entry, len(llm.RequestTypes)*len(llm.Tiers))}
 	for _, t := range llm.RequestTypes {

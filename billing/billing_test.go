@@ -134,8 +134,9 @@ func TestDefaultPrices(t *testing.T) {
 			t.Run(string(typ)+" "+string(tier), func(t *testing.T) {
 				is := is.New(t)
 				pr := p.Lookup(typ, tier)
-				is.True(pr.Input.Sign() > 0)  // input priced
-				is.True(pr.Output.Sign() > 0) // output priced
+				is.True(pr.Input.Sign() > 0) // input priced
+				// output priced, but for embeddings, which have none
+				is.Equal(pr.Output.Sign() > 0, typ != llm.TypeEmbedding)
 				want := billing.NewPrice(pr.Input, pr.Output)
 				is.Equal(billing.Format(pr.CachedInput), billing.Format(want.CachedInput))
 				is.Equal(billing.Format(pr.CacheWrite), billing.Format(want.CacheWrite))
@@ -157,6 +158,15 @@ func TestDefaultPrices(t *testing.T) {
 		reason := p.Lookup(llm.TypeReason, llm.TierHigh)
 		is.Equal(reason.Input.String(), "2.00")
 		is.Equal(reason.Output.String(), "12.00")
+	})
+	t.Run("embeddings: per million input tokens, reserved on their input alone", func(t *testing.T) {
+		is := is.New(t)
+		e := p.Lookup(llm.TypeEmbedding, llm.TierMedium)
+		is.Equal(e.Input.String(), "0.10")
+		is.Equal(e.Output.String(), "0")
+		is.Equal(p.CostMicros(llm.TypeEmbedding, llm.TierMedium, llm.Usage{InputTokens: 1_000_000}), money.Micros(100_000))
+		is.Equal(p.CostMicros(llm.TypeEmbedding, llm.TierLow, llm.Usage{InputTokens: 1234}), money.Micros(25)) // 24.68, up
+		is.Equal(p.Ceiling(llm.TypeEmbedding, llm.TierLow, nil, 1234, 0), int64(25))
 	})
 }
 

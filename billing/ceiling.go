@@ -49,6 +49,9 @@ func (p *Prices) Ceiling(t llm.RequestType, tier llm.Tier, req *llm.Request, inp
 // cacheBreakpoints reports whether req marks any prompt-cache breakpoint,
 // and whether any asks for the one-hour lifetime.
 func cacheBreakpoints(req *llm.Request) (marked, oneHour bool) {
+	if req == nil { // a call with no prompt to cache: an embedding
+		return false, false
+	}
 	see := func(cc *llm.CacheControl) {
 		if cc != nil {
 			marked = true

@@ -128,6 +128,14 @@ func Classify(in Input) Result {
 	return Result{Type: t, Tier: tier(t, effort, req.Reasoning)}
 }
 
+// Embedding classifies an embeddings call: its type is always embedding
+// (the endpoint decides it, never the content), and its tier the effective
+// effort of the model id and X-SVC-Effort as for a generation (svc-saver
+// low, svc-max high, else the header), medium under auto.
+func Embedding(model string, effort llm.Effort) Result {
+	return Result{Type: llm.TypeEmbedding, Tier: tier(llm.TypeEmbedding, effectiveEffort(normalizeID(model), effort), nil)}
+}
+
 // inputTokens is input, the caller's estimate, or when it is 0 the
 // request's own (not cmp.Or(input, req.InputTokens()), whose arguments
 // are both evaluated: the prompt's every byte read again).

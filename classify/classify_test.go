@@ -312,3 +312,23 @@ func TestClassify_LongWhateverTheScript(t *testing.T) {
 		}
 	}
 }
+
+func TestEmbedding(t *testing.T) {
+	for _, tc := range []struct {
+		model  string
+		effort llm.Effort
+		want   llm.Tier
+	}{
+		{"text-embedding-3-small", "", llm.TierMedium},
+		{"text-embedding-3-small", llm.EffortAuto, llm.TierMedium},
+		{"text-embedding-3-small", llm.EffortLow, llm.TierLow},
+		{"gemini-embedding-001", llm.EffortHigh, llm.TierHigh},
+		{"svc-saver", llm.EffortHigh, llm.TierLow}, // the id pins the effort
+		{"models/SVC-MAX", "", llm.TierHigh},
+	} {
+		t.Run(tc.model+" "+string(tc.effort), func(t *testing.T) {
+			is := is.New(t)
+			is.Equal(classify.Embedding(tc.model, tc.effort), classify.Result{Type: llm.TypeEmbedding, Tier: tc.want})
+		})
+	}
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/svcgw/svcgw/billing"
 	"github.com/svcgw/svcgw/config"
+	"github.com/svcgw/svcgw/llm"
 	"github.com/svcgw/svcgw/upstream"
 	"github.com/svcgw/svcgw/upstream/anthropic"
 	"github.com/svcgw/svcgw/upstream/fixture"
@@ -74,6 +75,13 @@ func buildRouter(cfg *config.Config, log *slog.Logger, fixtureOpts fixture.Optio
 				b, err := backend(c)
 				if err != nil {
 					return nil, err
+				}
+				if _, ok := b.Backend.(upstream.Embedder); t == llm.TypeEmbedding && !ok {
+					// config refuses a protocol without embeddings on
+					// these routes; a backend that still cannot embed is
+					// left out, and the operator told.
+					log.Warn("upstream cannot serve embeddings; left out of the embedding route", "candidate", c.String(), "tier", tier)
+					continue
 				}
 				cands = append(cands, b)
 			}

@@ -117,7 +117,7 @@ func (c *generationCmd) Run(e *env, st store.DB) error {
 		{"request type", rec.RequestType},
 		{"created at", rec.CreatedAt},
 		{"streamed", fmt.Sprint(rec.Streamed)},
-		{"finish reason", rec.FinishReason},
+		{"finish reason", finishText(rec.FinishReason)},
 		{"prompt tokens", fmt.Sprint(rec.Usage.PromptTokens)},
 		{"cached prompt tokens", fmt.Sprint(rec.Usage.CachedPromptTokens)},
 		{"completion tokens", fmt.Sprint(rec.Usage.CompletionTokens)},
@@ -130,4 +130,13 @@ func (c *generationCmd) Run(e *env, st store.DB) error {
 		fmt.Fprintf(tw, "%s\t%s\n", kv[0], kv[1])
 	}
 	return tw.Flush()
+}
+
+// finishText is a record's finish reason as the table shows it: "-" for
+// none (an embedding).
+func finishText(f *string) string {
+	if f == nil {
+		return "-"
+	}
+	return *f
 }

@@ -134,7 +134,8 @@ func Default() *Config {
 			Models: map[string]Model{"fixture": {ContextLength: 200000, MaxCompletionTokens: 32000}},
 		}},
 	}
-	c.Routes = fill(nil, []Candidate{{Upstream: "fixture", Model: "fixture"}})
+	def := []Candidate{{Upstream: "fixture", Model: "fixture"}}
+	c.Routes = fill(nil, def, def)
 	return c
 }
 

@@ -52,12 +52,15 @@ func TestLoad_FullExample(t *testing.T) {
 			is.True(len(cfg.Routes[typ][tier]) > 0) // every pair routed
 		}
 	}
+	is.Equal(cfg.Routes[llm.TypeEmbedding][llm.TierMedium], []Candidate{{Upstream: "openai", Model: "text-embedding-3-small"}})
 
 	flashLow := cfg.Prices[llm.TypeFlash][llm.TierLow]
 	is.Equal(flashLow.Input.String(), "0.10")
 	proMed := cfg.Prices[llm.TypePro][llm.TierMedium]
 	is.Equal(proMed.Output.String(), "10") // default price
 	is.Equal(cfg.Prices[llm.TypeReason][llm.TierHigh].CacheWrite1h.String(), "6")
+	embedHigh := cfg.Prices[llm.TypeEmbedding][llm.TierHigh]
+	is.Equal(embedHigh.Input.String(), "0.02") // input only, and not the default's
 	reasonLow := cfg.Prices[llm.TypeReason][llm.TierLow]
 	is.Equal(reasonLow.Input.String(), "1.25") // default for unpriced tiers
 	is.Equal(cfg.Limits.RPM, 600)
@@ -98,6 +101,8 @@ func TestLoad_ErrorsNameTheirLine(t *testing.T) {
 		{"negative body rate", "upstreams:\n  a:\n    protocol: fixture\n    models: {m: {}}\nroutes:\n  default: [a/m]\nlimits:\n  body_min_rate: -1\n", nil, 8, "body_min_rate"},
 		{"h2c over https", "upstreams:\n  a:\n    protocol: openai\n    base_url: https://x/v1\n    h2c: true\n    models: {m: {}}\nroutes:\n  default: [a/m]\n", nil, 5, "h2c is unencrypted HTTP/2 and needs an http:// base_url"},
 		{"h2c on the fixture", "upstreams:\n  a:\n    protocol: fixture\n    h2c: true\n    models: {m: {}}\nroutes:\n  default: [a/m]\n", nil, 4, "h2c is for upstreams reached over the network"},
+		{"embeddings routed to a protocol without them", "upstreams:\n  a:\n    protocol: fixture\n    models: {m: {}}\n  claude:\n    protocol: anthropic\n    models: {c: {}}\nroutes:\n  default: [a/m]\n  embedding:\n    low: [a/m, claude/c]\n", nil, 11,
+			`candidate "claude/c" in routes.embedding.low: upstream "claude" speaks the anthropic protocol, which has no embeddings endpoint`},
 		{"syntax", "upstreams: [\n", nil, 1, "did not find"},
 		{"bad optional bool", "upstreams:\n  a:\n    protocol: openai\n    base_url: http://x\n    prompt_cache_key: maybe\n    models: {m: {}}\nroutes:\n  default: [a/m]\n", nil, 5, `upstreams.a.prompt_cache_key: want true or false, not "maybe"`},
 		{"map key not a name", "upstreams:\n  ? [a]\n  : {protocol: fixture}\n", nil, 2, "upstreams: want a name as the key, not a list"},
@@ -124,6 +129,48 @@ func TestLoad_ErrorsNameTheirLine(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestLoad_EmbeddingRoutes(t *testing.T) {
+	ups := "upstreams:\n  fx:\n    protocol: fixture\n    models: {m: {}}\n  oa:\n    protocol: openai\n    base_url: http://x/v1\n    models: {gpt: {}, emb: {}}\n"
+	t.Run("the default's fixture candidates serve embeddings when no route is written", func(t *testing.T) {
+		is := is.New(t)
+		cfg, err := Load([]byte(ups+"routes:\n  default: [oa/gpt, fx/m]\n"), env(nil))
+		is.NoErr(err)
+		for _, tier := range llm.Tiers {
+			is.Equal(cfg.Routes[llm.TypeEmbedding][tier], []Candidate{{Upstream: "fx", Model: "m"}})
+		}
+		is.Equal(len(cfg.Routes[llm.TypePro][llm.TierLow]), 2)
+	})
+	t.Run("a vendor's default model never serves embeddings: not offered", func(t *testing.T) {
+		is := is.New(t)
+		cfg, err := Load([]byte(ups+"routes:\n  default: [oa/gpt]\n"), env(nil))
+		is.NoErr(err)
+		is.Equal(len(cfg.Routes[llm.TypeEmbedding][llm.TierMedium]), 0)
+	})
+	t.Run("a written route, per tier", func(t *testing.T) {
+		is := is.New(t)
+		cfg, err := Load([]byte(ups+"routes:\n  default: [oa/gpt]\n  embedding:\n    high: [oa/emb]\n"), env(nil))
+		is.NoErr(err)
+		is.Equal(cfg.Routes[llm.TypeEmbedding][llm.TierHigh], []Candidate{{Upstream: "oa", Model: "emb"}})
+		is.Equal(len(cfg.Routes[llm.TypeEmbedding][llm.TierLow]), 0)
+	})
+	t.Run("prices.default prices generation, not embeddings", func(t *testing.T) {
+		is := is.New(t)
+		cfg, err := Load([]byte(ups+"routes:\n  default: [fx/m]\nprices:\n  default: {input: \"1\", output: \"2\"}\n"), env(nil))
+		is.NoErr(err)
+		is.Equal(len(cfg.Prices[llm.TypeEmbedding]), 0) // the built-in price stands
+		is.Equal(len(cfg.Prices[llm.TypePro]), 3)
+	})
+	t.Run("without a default, embeddings need no route", func(t *testing.T) {
+		is := is.New(t)
+		doc := ups + "routes:\n"
+		for _, typ := range llm.RequestTypes[:len(llm.RequestTypes)-1] {
+			doc += "  " + string(typ) + ": [oa/gpt]\n"
+		}
+		_, err := Load([]byte(doc), env(nil))
+		is.NoErr(err)
+	})
 }
 
 func TestLoad_EnvDefault(t *testing.T) {
@@ -385,7 +432,8 @@ func FuzzLoad(f *testing.F) {
 		if err == nil {
 			for _, typ := range llm.RequestTypes {
 				for _, tier := range llm.Tiers {
-					if len(cfg.Routes[typ][tier]) == 0 {
+					// Embeddings may be not offered; generation is always routed.
+					if len(cfg.Routes[typ][tier]) == 0 && typ != llm.TypeEmbedding {
 						t.Fatalf("loaded, but %s/%s has no route", typ, tier)
 					}
 				}

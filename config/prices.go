@@ -72,8 +72,14 @@ func loadPrices(sec entry) (map[llm.RequestType]map[llm.Tier]Price, Errors) {
 		}
 		prices[typ] = perTier
 	}
-	// The default price fills every tier a type does not price itself.
+	// The default price fills every tier a generation type does not price
+	// itself. Embeddings cost a small fraction of a generation, so a
+	// default written for generation does not price them: they keep
+	// their built-in price unless prices.embedding sets one.
 	for _, t := range llm.RequestTypes {
+		if t == llm.TypeEmbedding {
+			continue
+		}
 		for tier, pr := range defPrices {
 			if prices[t] == nil {
 				prices[t] = map[llm.Tier]Price{}
@@ -133,7 +139,9 @@ func price(path string, e entry, errs *Errors) (Price, bool) {
 	if d := parse("input", fp.Input, true); d != nil {
 		pr.Input = *d
 	}
-	if d := parse("output", fp.Output, true); d != nil {
+	// An embedding has no output: its price is per million input tokens,
+	// and an output rate, if written, is never charged.
+	if d := parse("output", fp.Output, !embeddingRoute(path)); d != nil {
 		pr.Output = *d
 	}
 	pr.CachedInput = parse("cached_input", fp.CachedInput, false)

@@ -64,9 +64,13 @@ func loadRoutes(sec entry, ups map[string]*Upstream) (map[llm.RequestType]map[ll
 		}
 	}
 	if !hasDefault {
-		// Without a default, every pair must be routed explicitly.
+		// Without a default, every pair must be routed explicitly, but
+		// embeddings: left out, they are not offered.
 		var missing []string
 		for _, t := range llm.RequestTypes {
+			if t == llm.TypeEmbedding {
+				continue
+			}
 			for _, tier := range llm.Tiers {
 				if len(routes[t][tier]) == 0 {
 					missing = append(missing, string(t)+"/"+string(tier))
@@ -80,7 +84,17 @@ func loadRoutes(sec entry, ups map[string]*Upstream) (map[llm.RequestType]map[ll
 			errs.addf(sec.line(), "no routes.default, and no route for %s", strings.Join(missing, ", "))
 		}
 	}
-	return fill(routes, def), errs
+	// An embedding route the file does not write takes the default's
+	// fixture candidates only: a vendor's default model is a generation
+	// model, which has no embeddings (the fixture embeds under any model
+	// name). Without one, embeddings are not offered, while generation is.
+	var embedDef []Candidate
+	for _, c := range def {
+		if u := ups[c.Upstream]; u != nil && u.Protocol == ProtocolFixture {
+			embedDef = append(embedDef, c)
+		}
+	}
+	return fill(routes, def, embedDef), errs
 }
 
 // candidates reads a list of "upstream/model" strings (or one string), the
@@ -127,6 +141,9 @@ func candidates(ups map[string]*Upstream, path string, line int, n *yaml.Node, e
 		case u == nil:
 			errs.addf(it.Line, "candidate %q: no upstream named %q", it.Value, up)
 			continue
+		case embeddingRoute(path) && !Embeds(u.Protocol):
+			errs.addf(it.Line, "candidate %q in %s: upstream %q speaks the %s protocol, which has no embeddings endpoint (route embeddings to an openai, gemini or fixture upstream)", it.Value, path, up, u.Protocol)
+			continue
 		case len(u.Models) > 0:
 			if _, ok := u.Models[model]; !ok {
 				errs.addf(it.Line, "candidate %q: upstream %q declares no model %q", it.Value, up, model)
@@ -141,8 +158,17 @@ func candidates(ups map[string]*Upstream, path string, line int, n *yaml.Node, e
 	return out
 }
 
-// fill gives every type × tier not in routes the candidates def.
-func fill(routes map[llm.RequestType]map[llm.Tier][]Candidate, def []Candidate) map[llm.RequestType]map[llm.Tier][]Candidate {
+// embeddingRoute reports whether path (routes.<type>[.<tier>], or
+// prices.…) is the embedding type's.
+func embeddingRoute(path string) bool {
+	_, key, _ := strings.Cut(path, ".")
+	rest, ok := strings.CutPrefix(key, string(llm.TypeEmbedding))
+	return ok && (rest == "" || rest[0] == '.')
+}
+
+// fill gives every type × tier not in routes the candidates def, and an
+// embedding route embedDef (def's fixture candidates), which may be none.
+func fill(routes map[llm.RequestType]map[llm.Tier][]Candidate, def, embedDef []Candidate) map[llm.RequestType]map[llm.Tier][]Candidate {
 	if routes == nil {
 		routes = map[llm.RequestType]map[llm.Tier][]Candidate{}
 	}
@@ -151,7 +177,11 @@ func fill(routes map[llm.RequestType]map[llm.Tier][]Candidate, def []Candidate) 
 			routes[t] = map[llm.Tier][]Candidate{}
 		}
 		for _, tier := range llm.Tiers {
-			if len(routes[t][tier]) == 0 {
+			switch {
+			case len(routes[t][tier]) > 0:
+			case t == llm.TypeEmbedding:
+				routes[t][tier] = embedDef
+			default:
 				routes[t][tier] = def
 			}
 		}

@@ -15,6 +15,14 @@ const (
 	ProtocolFixture   = "fixture"   // the built-in deterministic backend
 )
 
+// Embeds reports whether an upstream of protocol has an embeddings
+// endpoint svcgw calls: OpenAI's /embeddings (and every compatible
+// server's), Gemini's embedContent and batchEmbedContents, the fixture.
+// Anthropic has none.
+func Embeds(protocol string) bool {
+	return protocol == ProtocolOpenAI || protocol == ProtocolGemini || protocol == ProtocolFixture
+}
+
 // Upstream is one server svcgw calls.
 type Upstream struct {
 	Name     string

@@ -13,11 +13,20 @@ type EmbedRequest struct {
 	// dimensions, Gemini's outputDimensionality); 0 means the model's
 	// default.
 	Dimensions int
+	// DefaultDimensions is the length of each vector when Dimensions is 0
+	// and the backend has no model default of its own (the fixture): the
+	// usual default of the caller's surface (1,536 on OpenAI's, 768 on
+	// Gemini's). It is never sent upstream.
+	DefaultDimensions int
 	// TaskType and Title are Gemini's hints (RETRIEVAL_DOCUMENT, …, and
 	// the document's title); a backend whose protocol has no such field
 	// ignores them.
 	TaskType string
 	Title    string
+	// Account scopes what backends share between calls (as
+	// Request.Account): the router spreads an account's calls among equal
+	// candidates by it.
+	Account string
 	// User is the caller's end-user id (OpenAI's user), if it sent one.
 	User string
 	// InputTokens is svcgw's own count of the inputs, set by the server
@@ -41,4 +50,29 @@ type Embeddings struct {
 	// always 0); zero when the upstream did not say, and the server then
 	// charges its own count.
 	Usage Usage
+}
+
+// TokenCount is svcgw's count of in: its token ids, or its text by the
+// estimator generation uses (TextTokens).
+func (in EmbedInput) TokenCount() int {
+	if in.Tokens != nil {
+		return len(in.Tokens)
+	}
+	return TextTokens(in.Text)
+}
+
+// CountInputTokens is svcgw's count of every input of r, and of its
+// title, which a backend that takes one embeds with each input: what the
+// call is reserved, rate-limited and, when the upstream reports no usage,
+// charged on.
+func (r *EmbedRequest) CountInputTokens() int {
+	n := 0
+	title := 0
+	if r.Title != "" {
+		title = TextTokens(r.Title)
+	}
+	for _, in := range r.Inputs {
+		n += in.TokenCount() + title
+	}
+	return n
 }

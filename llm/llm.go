@@ -367,10 +367,15 @@ const (
 	TypeReason   RequestType = "reason"
 	TypeFlash    RequestType = "flash"
 	TypePro      RequestType = "pro"
+	// TypeEmbedding is every embeddings call: its endpoint, not its
+	// content, decides it, so classification never gives it to a
+	// generation.
+	TypeEmbedding RequestType = "embedding"
 )
 
-// RequestTypes lists every request type, in classification priority order.
-var RequestTypes = []RequestType{TypeDocument, TypeVision, TypeCode, TypeJSON, TypeLong, TypeReason, TypeFlash, TypePro}
+// RequestTypes lists every request type: the generation types in
+// classification priority order, then embedding.
+var RequestTypes = []RequestType{TypeDocument, TypeVision, TypeCode, TypeJSON, TypeLong, TypeReason, TypeFlash, TypePro, TypeEmbedding}
 
 // Valid reports whether t is one of the request types.
 func (t RequestType) Valid() bool {

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -124,6 +125,24 @@ const benchChat = `{"model":"svc-fusion","messages":[{"role":"system","content":
 // whole handler: auth, decode, classify, admission, fixture, encode, meter.
 func BenchmarkPipeline_Chat(b *testing.B) {
 	benchCall(b, "/svc/v1/chat/completions", benchChat)
+}
+
+// BenchmarkPipeline_Embeddings is one embeddings call of one short text
+// at the default 1,536 dimensions through the whole pipeline and the
+// fixture: what svcgw's admission, metering and ledger cost an embedding,
+// with the reply's encoding (most of its bytes) included.
+func BenchmarkPipeline_Embeddings(b *testing.B) {
+	benchCall(b, "/svc/v1/embeddings", `{"model":"text-embedding-3-small","input":"The cat sat on the mat."}`)
+}
+
+// BenchmarkPipeline_EmbeddingsBatch is one call of 64 texts at 256
+// dimensions, base64: a retrieval index being filled.
+func BenchmarkPipeline_EmbeddingsBatch(b *testing.B) {
+	texts := make([]string, 64)
+	for i := range texts {
+		texts[i] = fmt.Sprintf("%q", fmt.Sprintf("Document %d of the corpus, a paragraph or so of text to embed.", i))
+	}
+	benchCall(b, "/svc/v1/embeddings", `{"model":"m","dimensions":256,"encoding_format":"base64","input":[`+strings.Join(texts, ",")+`]}`)
 }
 
 func BenchmarkPipeline_ChatStream(b *testing.B) {

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/matryer/is"
+
+	"github.com/svcgw/svcgw/llm"
 )
 
 // TestDashboard_Routes pins where the page answers and that it leaves every
@@ -50,4 +52,26 @@ func TestDashboard_Routes(t *testing.T) {
 		is.Equal(resp.StatusCode, 200)
 		is.True(strings.Contains(string(body), "uPlot"))
 	})
+}
+
+// The dashboard's request-type filter offers every request type,
+// embedding among them.
+func TestDashboard_FilterOffersEveryRequestType(t *testing.T) {
+	gw := newTestGateway(t)
+	resp, body := gw.do(t, http.MethodGet, "/svc/dashboard", "")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	page := string(body)
+	start := strings.Index(page, `<select id="f-type">`)
+	end := strings.Index(page[start:], "</select>")
+	if start < 0 || end < 0 {
+		t.Fatal("no request-type filter on the page")
+	}
+	sel := page[start : start+end]
+	for _, typ := range llm.RequestTypes {
+		if !strings.Contains(sel, "<option>"+string(typ)+"</option>") {
+			t.Errorf("the filter does not offer %s", typ)
+		}
+	}
 }

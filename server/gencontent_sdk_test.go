@@ -395,7 +395,7 @@ func TestGenContentSDK_Errors(t *testing.T) {
 	})
 	t.Run("unknown method", func(t *testing.T) {
 		is := is.New(t)
-		r, body := gw.do(t, http.MethodPost, "/svc/v1beta/models/gemini-2.5-flash:embedContent", `{"contents":[]}`)
+		r, body := gw.do(t, http.MethodPost, "/svc/v1beta/models/gemini-2.5-flash:embedText", `{"text":"hi"}`)
 		is.Equal(r.StatusCode, http.StatusNotFound)
 		is.True(strings.Contains(string(body), `"status":"NOT_FOUND"`))
 	})

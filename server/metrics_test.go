@@ -327,7 +327,9 @@ func TestReadiness_BreakersOpenOnEveryCandidate(t *testing.T) {
 	m := gw.scrape(t)
 	is.Equal(m.value("svcgw_upstream_breaker_open", "candidate", "vendor-a/secret-model"), 1.0)
 	is.Equal(m.value("svcgw_upstream_consecutive_failures", "candidate", "vendor-a/secret-model"), 2.0)
-	is.Equal(m.value("svcgw_routes_blocked"), float64(len(llm.RequestTypes)*len(llm.Tiers)))
+	// Every generation route; embeddings, with no candidate that embeds,
+	// are not offered rather than blocked.
+	is.Equal(m.value("svcgw_routes_blocked"), float64((len(llm.RequestTypes)-1)*len(llm.Tiers)))
 	is.Equal(m.value("svcgw_requests_total", "status_class", "5xx"), 2.0)
 	is.Equal(m.value("svcgw_request_duration_seconds"), 0.0) // no upstream answered
 
@@ -343,7 +345,7 @@ func TestReadiness_BreakersOpenOnEveryCandidate(t *testing.T) {
 	var r readiness
 	is.NoErr(json.Unmarshal(body, &r))
 	is.Equal(r.Status, "unavailable")
-	is.Equal(len(r.BlockedRoutes), len(llm.RequestTypes)*len(llm.Tiers))
+	is.Equal(len(r.BlockedRoutes), (len(llm.RequestTypes)-1)*len(llm.Tiers))
 	is.True(slices.Contains(r.BlockedRoutes, "code/high"))
 	// The admin listener names the candidate too.
 	resp, err := http.Get(gw.AdminURL + "/readyz")

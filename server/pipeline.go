@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -28,9 +27,11 @@ import (
 // away before it ended; the call is still billed for what was generated.
 const FinishCanceled = "canceled"
 
-// call is one inference call on its way through the pipeline.
+// call is one billable call on its way through the pipeline: a
+// generation or an embeddings call (its kind).
 type call struct {
-	sf surface.Codec
+	sf   surface.Codec
+	kind kind
 	// r is the call's request, with the call's span in its context when
 	// traced; rec is its access record (nil outside the middleware).
 	r   *http.Request
@@ -41,16 +42,21 @@ type call struct {
 	// req is the decoded request. A stream drops it once the upstream
 	// reply has begun (the conversation is not needed after that); what
 	// metering needs is kept in model and input.
-	req     *llm.Request
-	model   string
-	input   int // estimated prompt tokens
-	class   classify.Result
-	id      string
-	app     string
-	start   time.Time // request received
-	created time.Time
-	tpm     int64                // the key's tokens per minute; 0: unlimited
-	res     *billing.Reservation // released by meter, or by serve
+	req *llm.Request
+	// embed is an embeddings call's request, and embedReply the encoder
+	// of its reply (both nil for a generation).
+	embed      *llm.EmbedRequest
+	embedReply surface.EmbedReply
+	model      string
+	input      int // estimated prompt tokens
+	reserveOut int // output tokens the reservation covers
+	class      classify.Result
+	id         string
+	app        string
+	start      time.Time // request received
+	created    time.Time
+	tpm        int64                // the key's tokens per minute; 0: unlimited
+	res        *billing.Reservation // released by meter, or by serve
 	// set is the configuration the call started with: its router, prices
 	// and limits, kept to its end whatever a reload does meanwhile.
 	set *settings
@@ -72,15 +78,16 @@ type call struct {
 	firstByte time.Time // the first event ready for the caller, on the metrics' clock (time.Now)
 }
 
-// handleInference serves one inference endpoint of a surface: prepare
-// (ledger check → rate limit → decode → bounds → classify → admit), serve
-// (route → encode → meter → settle), and the call's access record. A
+// handleInference serves one billable endpoint of a surface, of either
+// kind (kind.go): prepare (ledger check → rate limit → read → the kind's
+// decode, bounds and classification → admit), serve (the kind's route
+// and encoding → meter → settle), and the call's access record. A
 // failure before the reply has begun is returned, for withAuth to write in
 // the surface's envelope; a stream's later failures are events of the
 // stream.
-func (s *Server) handleInference(sf surface.Codec) authedHandler {
+func (s *Server) handleInference(k kind) authedHandler {
 	return func(w http.ResponseWriter, r *http.Request, caller *store.Key) error {
-		c, err := s.prepare(w, r, sf, caller)
+		c, err := s.prepare(w, r, k, caller)
 		if err == nil {
 			err = s.serve(w, c.r, c)
 		}
@@ -116,10 +123,11 @@ func (c *call) finish(err error) {
 // 402, say) for the access record; the call is on the heap, not in the
 // frame of handleInference below every stream. It sets X-SVC-Request-Type
 // as soon as the type is known, so even a 402 carries it.
-func (s *Server) prepare(w http.ResponseWriter, r *http.Request, sf surface.Codec, caller *store.Key) (*call, error) {
-	c := &call{sf: sf, caller: caller, set: s.current(), r: r, rec: recordFrom(r.Context())}
+func (s *Server) prepare(w http.ResponseWriter, r *http.Request, k kind, caller *store.Key) (*call, error) {
+	sf := k.codec()
+	c := &call{sf: sf, kind: k, caller: caller, set: s.current(), r: r, rec: recordFrom(r.Context())}
 	if s.tracer != nil && c.rec != nil {
-		c.r = s.traceCall(r, c.rec, sf)
+		c.r = s.traceCall(r, c.rec, sf, k.operation())
 		r = c.r
 	}
 	// A call the ledger could not record would be free: while it cannot
@@ -139,27 +147,11 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, sf surface.Code
 	if err != nil {
 		return c, err
 	}
-	req, err := s.decode(r, sf, caller, body)
-	if err != nil {
+	if err := k.decode(s, r, c, body); err != nil {
 		return c, err
 	}
-	s.openSignatures(req)
-	if err := c.set.bounds.check(sf.Fields(), req); err != nil {
-		return c, err
-	}
-	// What backends share between calls (prompt caches and their keys,
-	// cache affinity) is scoped to the account.
-	req.Account = strconv.FormatInt(caller.AccountID, 10)
-	effort, err := classify.ParseEffort(headerValue(r.Header, "X-Svc-Effort")) // X-SVC-Effort
-	if err != nil {
-		return c, err
-	}
-	c.req, c.model = req, req.Model
-	c.input = req.InputTokens()
-	req.PromptTokens = c.input // what an upstream's reported input is bounded by
-	c.class = classify.Classify(classify.Input{Request: req, Surface: sf.Surface(), Effort: effort, InputTokens: c.input})
 	w.Header()["X-Svc-Request-Type"] = requestTypeHeader(c.class.Type) // X-SVC-Request-Type
-	c.id = sf.NewID()
+	c.id = k.newID()
 	c.app = application(r, caller)
 	c.created = c.start
 	c.tpm = s.share(limitOr(caller.Limits.TPM, c.set.tpm))
@@ -169,11 +161,21 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, sf surface.Code
 	return c, s.admit(r.Context(), c)
 }
 
-// serve routes an admitted call upstream and answers it. A call that
-// fails before meter gives its reservation back; Release is idempotent.
+// serve routes an admitted call upstream and answers it, the way its
+// kind does. A call that fails before meter gives its reservation back;
+// Release is idempotent.
+//
+// The kinds' serving is dispatched here, on what decode filled in,
+// rather than through a method of kind: a stream's handler stack holds
+// every frame below its flushes, and a method of kind between serve and
+// serveStream is one more, which takes it past 8 KiB
+// (TestStream_HandlerStackFitsEightKiB fails; see serveStream).
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, c *call) error {
 	defer c.res.Release()
-	if c.req.Stream {
+	switch {
+	case c.embed != nil:
+		return s.serveEmbed(w, r, c)
+	case c.req.Stream:
 		return s.serveStream(w, r, c)
 	}
 	return s.serveComplete(w, r, c)
@@ -199,13 +201,12 @@ func (s *Server) admitCall(ctx context.Context, c *call) error {
 	if err := s.limiter.AdmitTokens(c.caller.ID, c.tpm, input, c.start); err != nil {
 		return s.sharedLimit(err, limitOr(c.caller.Limits.TPM, c.set.tpm))
 	}
-	output := billing.ReservedOutputTokens(c.req.MaxTokens, c.set.router.Limits().MaxCompletionTokens, c.set.reserveOut)
 	claim := billing.Claim{
 		AccountID:     c.caller.AccountID,
 		KeyID:         c.caller.ID,
 		KeyDailyCap:   capMicros(c.caller.Limits.DailyCap),
 		KeyMonthlyCap: capMicros(c.caller.Limits.MonthlyCap),
-		Amount:        c.set.prices.Ceiling(c.class.Type, c.class.Tier, c.req, input, output),
+		Amount:        c.set.prices.Ceiling(c.class.Type, c.class.Tier, c.req, input, c.reserveOut),
 		Now:           c.start,
 	}
 	res, err := s.admission.Admit(ctx, claim)
@@ -599,7 +600,10 @@ func (s *Server) unreported(ctx context.Context, c *call, u llm.Usage, delivered
 	if u.OutputTokens <= 0 && delivered > 0 {
 		u.OutputTokens = delivered
 	}
-	if u.InputTokens != in || u.OutputTokens != out {
+	// An embeddings reply without usage is the protocol's way, not a
+	// fault: Gemini's embedContent and batchEmbedContents report none, nor
+	// do some compatible servers. It is charged the same way, unlogged.
+	if (u.InputTokens != in || u.OutputTokens != out) && c.embed == nil {
 		s.log.Warn("upstream reported no usage for part of a call; charged svcgw's estimate",
 			"request_id", RequestID(ctx), "backend", c.report.Candidate,
 			"reported_input", in, "reported_output", out,

@@ -47,6 +47,9 @@ func TestPostgres_GatewayEndToEnd(t *testing.T) {
 		{"StreamDisconnectIsMetered", TestChat_StreamDisconnectIsMetered},
 		{"AbsurdUsageIsBounded", TestGateway_AbsurdUpstreamUsageIsBoundedAndCharged},
 		{"UnreportedUsage", TestGateway_UnreportedUsageIsChargedAtTheEstimate},
+		{"EmbeddingsOpenAI", TestEmbeddingsSDK_OpenAI},
+		{"EmbeddingsGemini", TestEmbeddingsSDK_Gemini},
+		{"EmbeddingsBilling", TestEmbeddings_Billing},
 	}
 	pgtest.DSN(t) // skip here, once, without PostgreSQL
 	sqlite := openGatewayStore

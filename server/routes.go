@@ -143,10 +143,13 @@ func healthz(w http.ResponseWriter, _ *http.Request) {
 
 // surfaceRoutes are sf's routes, each under /svc and at its bare path, with
 // sf's envelope. A route whose endpoint sf cannot serve (a count without
-// a Counter, a list without a Lister) is a programming error, refused when
-// the server is built.
+// a Counter, a list without a Lister, embeddings without an EmbedCodec)
+// is a programming error, refused when the server is built.
 func (s *Server) surfaceRoutes(sf surface.Codec) []route {
-	endpoints := map[surface.Endpoint]authedHandler{surface.Generate: s.handleInference(sf)}
+	endpoints := map[surface.Endpoint]authedHandler{surface.Generate: s.handleInference(&generateKind{sf})}
+	if ec, ok := sf.(surface.EmbedCodec); ok {
+		endpoints[surface.Embed] = s.handleInference(&embedKind{sf, ec})
+	}
 	if c, ok := sf.(surface.Counter); ok {
 		endpoints[surface.CountTokens] = s.handleCount(c)
 	}
@@ -172,6 +175,7 @@ func (s *Server) surfaceRoutes(sf surface.Codec) []route {
 // endpointNames are the surface endpoints as docs/routes.md names them.
 var endpointNames = map[surface.Endpoint]string{
 	surface.Generate:    "inference (metered, billed)",
+	surface.Embed:       "embeddings (metered, billed on input)",
 	surface.CountTokens: "count tokens (requests per minute, never billed)",
 	surface.Models:      "models list, or one model",
 }

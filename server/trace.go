@@ -23,8 +23,8 @@ import (
 // to be its children.
 //
 //go:noinline
-func (s *Server) traceCall(r *http.Request, rec *logRecord, sf surface.Codec) *http.Request {
-	ctx, sp := s.tracer.StartCall(r.Context(), r.Header, string(sf.Surface()), r.Pattern, rec.id)
+func (s *Server) traceCall(r *http.Request, rec *logRecord, sf surface.Codec, operation string) *http.Request {
+	ctx, sp := s.tracer.StartCall(r.Context(), r.Header, operation, string(sf.Surface()), r.Pattern, rec.id)
 	rec.span = sp
 	return r.WithContext(ctx)
 }
@@ -48,8 +48,9 @@ func (s *Server) traceRequest(sp trace.Span, c *call) {
 		KeyID:       c.caller.ID,
 		App:         c.app,
 		Request:     c.req,
+		Embed:       c.embed,
 	})
-	if c.req.Stream {
+	if c.req != nil && c.req.Stream {
 		c.capture = s.tracer.NewCapture()
 	}
 }

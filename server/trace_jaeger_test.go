@@ -348,3 +348,51 @@ func wantTags(t *testing.T, s jaegertest.Span, want map[string]any) {
 		}
 	}
 }
+
+// TestTracing_Embeddings: an embeddings call's span is "embeddings
+// {model}", of operation embeddings, with its usage and cost and no
+// inputs, content capture on or not, and no finish reason.
+func TestTracing_Embeddings(t *testing.T) {
+	j := jaegertest.Start(t)
+	gw, _, _ := tracedGateway(t, j, true, io.Discard)
+	for i, c := range []struct{ path, body string }{
+		{"/svc/v1/embeddings", `{"model":"caller-embed","dimensions":16,"input":["` + promptMarker + `","b"]}`},
+		{"/svc/v1beta/models/caller-embed:batchEmbedContents", `{"requests":[{"content":{"parts":[{"text":"` + promptMarker + `"}]},"outputDimensionality":16}]}`},
+	} {
+		traceID := fmt.Sprintf("%032x", 0xe3bed0+i)
+		resp, body := gw.do(t, http.MethodPost, c.path, c.body, "Traceparent", "00-"+traceID+"-00000000000000ab-01")
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: status %d: %s", c.path, resp.StatusCode, body)
+		}
+		callerSaw(t, resp, body)
+		trace := j.WaitTrace(t, traceID, 4, 20*time.Second) // the call, admission, ledger, the attempt(s)
+		call := only(t, trace, func(s jaegertest.Span) bool { return s.OperationName == "embeddings caller-embed" })
+		// The attempt that answered is an embeddings client span too
+		// (the flaky candidate, when it embeds, is tried before it).
+		attempt := only(t, trace, func(s jaegertest.Span) bool { return s.OperationName == "embeddings fixture-model" })
+		wantTags(t, attempt, map[string]any{"gen_ai.operation.name": "embeddings", "span.kind": "client", "svcgw.outcome": "ok"})
+		for _, s := range trace.Spans {
+			if strings.HasPrefix(s.OperationName, "chat ") {
+				t.Errorf("an embeddings call's trace has the span %q", s.OperationName)
+			}
+		}
+		wantTags(t, call, map[string]any{
+			"gen_ai.operation.name":             "embeddings",
+			"gen_ai.request.model":              "caller-embed",
+			"gen_ai.embeddings.dimension.count": float64(16),
+			"svcgw.request_type":                "embedding",
+			"svcgw.streamed":                    false,
+			"gen_ai.usage.output_tokens":        float64(0),
+			"http.response.status_code":         float64(200),
+		})
+		for _, k := range []string{"gen_ai.usage.input_tokens", "svcgw.cost_usd", "svcgw.embeddings.inputs"} {
+			if _, ok := call.Tag(k); !ok {
+				t.Errorf("call span has no %s", k)
+			}
+		}
+		if _, ok := call.Tag("gen_ai.response.finish_reasons"); ok {
+			t.Errorf("an embedding's span has finish reasons")
+		}
+		noContent(t, trace)
+	}
+}

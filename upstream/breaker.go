@@ -82,6 +82,11 @@ func (r *Router) Blocked() []Blocked {
 	for _, t := range llm.RequestTypes {
 		for _, tier := range llm.Tiers {
 			cands := r.candidates(t, tier)
+			if t == llm.TypeEmbedding && !anyEmbedder(cands) {
+				// Embeddings are not offered (no configured upstream
+				// serves them): a call is refused, nothing is blocked.
+				continue
+			}
 			b := Blocked{Type: t, Tier: tier}
 			usable := false
 			for _, c := range cands {
@@ -97,4 +102,14 @@ func (r *Router) Blocked() []Blocked {
 		}
 	}
 	return out
+}
+
+// anyEmbedder reports whether any of cands can serve embeddings.
+func anyEmbedder(cands []Candidate) bool {
+	for _, c := range cands {
+		if _, ok := c.Backend.(Embedder); ok {
+			return true
+		}
+	}
+	return false
 }

@@ -48,6 +48,8 @@ func TestRouter_BlockedWithoutCandidates(t *testing.T) {
 	r := upstream.NewRouter(nil)
 	r.Set(llm.TypePro, llm.TierMedium, []upstream.Candidate{{Name: "only", Backend: answering("ok")}})
 	blocked := r.Blocked()
-	is.Equal(len(blocked), len(llm.RequestTypes)*len(llm.Tiers)-1) // every route but pro/medium has none
+	// Every generation route but pro/medium has none; embeddings, with no
+	// candidate that embeds, are not offered rather than blocked.
+	is.Equal(len(blocked), (len(llm.RequestTypes)-1)*len(llm.Tiers)-1)
 	is.Equal(len(blocked[0].Open), 0)
 }

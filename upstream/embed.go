@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
+	"math"
 
 	"github.com/svcgw/svcgw/llm"
 )
@@ -28,26 +29,25 @@ import (
 // server's, req.InputTokens, or else counted here) with the margin of
 // embedBounds.
 //
-// A route with no Embedder among its candidates fails as a configuration
-// bug (internal), before any attempt.
+// A reply must answer the call: a vector per input, each of the length
+// asked for (of one length among them when none was), of finite numbers;
+// any other is an upstream error, and falls back like one.
+//
+// A route with no Embedder among its candidates answers ErrNoEmbeddings,
+// before any attempt.
 func (r *Router) Embed(ctx context.Context, t llm.RequestType, tier llm.Tier, req *llm.EmbedRequest) (*llm.Embeddings, Report, error) {
 	cands := embedders(r.candidates(t, tier))
 	if len(cands) == 0 {
-		return nil, Report{}, &llm.Error{Kind: llm.KindInternal, Message: "no backend is configured for embeddings"}
+		return nil, Report{}, ErrNoEmbeddings
 	}
 	var out *llm.Embeddings
-	rep, err := r.run(ctx, r.order(cands, func() uint64 { return embedKey(req) }), func(ctx context.Context, c Candidate) error {
+	rep, err := r.tryEach(ctx, OperationEmbeddings, r.order(cands, func() uint64 { return embedKey(req) }), func(ctx context.Context, c Candidate) error {
 		e, err := c.Backend.(Embedder).Embed(ctx, req)
 		if err != nil {
 			return err
 		}
-		if e == nil || len(e.Vectors) != len(req.Inputs) {
-			n := 0
-			if e != nil {
-				n = len(e.Vectors)
-			}
-			return &llm.Error{Kind: llm.KindUpstream, Message: MsgEmbedCount,
-				Err: fmt.Errorf("backend returned %d vectors for %d inputs", n, len(req.Inputs))}
+		if err := checkEmbeddings(req, e); err != nil {
+			return err
 		}
 		e.Usage = checkUsage(r.opts.Logger, c.Name, embedBounds(req), e.Usage)
 		out = e
@@ -57,6 +57,45 @@ func (r *Router) Embed(ctx context.Context, t llm.RequestType, tier llm.Tier, re
 		return nil, rep, err
 	}
 	return out, rep, nil
+}
+
+// ErrNoEmbeddings is the answer to an embeddings call on a route none of
+// whose upstreams serves embeddings (a configuration of Anthropic
+// upstreams only, say): the endpoint is not offered.
+var ErrNoEmbeddings = &llm.Error{Kind: llm.KindNotFound,
+	Message: "embeddings are not served here: no upstream this gateway is configured with has an embeddings endpoint"}
+
+// checkEmbeddings refuses a reply that does not answer req (see Embed).
+func checkEmbeddings(req *llm.EmbedRequest, e *llm.Embeddings) error {
+	if e == nil || len(e.Vectors) != len(req.Inputs) {
+		n := 0
+		if e != nil {
+			n = len(e.Vectors)
+		}
+		return &llm.Error{Kind: llm.KindUpstream, Message: MsgEmbedCount,
+			Err: fmt.Errorf("backend returned %d vectors for %d inputs", n, len(req.Inputs))}
+	}
+	want := req.Dimensions
+	for i, v := range e.Vectors {
+		if want == 0 {
+			want = len(v)
+		}
+		if len(v) != want || len(v) == 0 {
+			msg := MsgMalformed
+			if len(v) < want {
+				msg = MsgEmbedShort
+			}
+			return &llm.Error{Kind: llm.KindUpstream, Message: msg,
+				Err: fmt.Errorf("backend returned vector %d of %d dimensions, want %d", i, len(v), want)}
+		}
+		for _, f := range v {
+			if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
+				return &llm.Error{Kind: llm.KindUpstream, Message: MsgMalformed,
+					Err: fmt.Errorf("backend returned vector %d holding %v", i, f)}
+			}
+		}
+	}
+	return nil
 }
 
 // embedders returns the candidates whose backend serves embeddings.

@@ -273,11 +273,11 @@ func (r *Router) Stream(ctx context.Context, t llm.RequestType, tier llm.Tier, r
 // and reports every attempt either way. Each attempt runs with ctx, or
 // with the context the Tracer gave it.
 func (r *Router) try(ctx context.Context, t llm.RequestType, tier llm.Tier, req *llm.Request, attempt func(context.Context, Candidate) error) (Report, error) {
-	return r.run(ctx, r.order(r.candidates(t, tier), func() uint64 { return affinityKey(req) }), attempt)
+	return r.tryEach(ctx, OperationChat, r.order(r.candidates(t, tier), func() uint64 { return affinityKey(req) }), attempt)
 }
 
-// run is try over cands, already in the order they are tried.
-func (r *Router) run(ctx context.Context, cands []Candidate, attempt func(context.Context, Candidate) error) (Report, error) {
+// tryEach is try over candidates already in order, each attempt an op.
+func (r *Router) tryEach(ctx context.Context, op Operation, cands []Candidate, attempt func(context.Context, Candidate) error) (Report, error) {
 	var rep Report
 	if len(cands) == 0 {
 		return rep, errNoCandidates()
@@ -293,7 +293,7 @@ func (r *Router) run(ctx context.Context, cands []Candidate, attempt func(contex
 				// A copy, so that c itself stays on the stack (the
 				// tracer's pointer would move it to the heap, traced or not).
 				cc := c
-				actx = startAttempt(o.Tracer, ctx, &cc, len(rep.Attempts), retry > 0)
+				actx = startAttempt(o.Tracer, ctx, &cc, len(rep.Attempts), retry > 0, op)
 			}
 			start := o.Now()
 			err = attempt(actx, c)

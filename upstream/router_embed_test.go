@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/svcgw/svcgw/llm"
 	"github.com/svcgw/svcgw/upstream"
+	"github.com/svcgw/svcgw/upstream/fixture"
 	"github.com/svcgw/svcgw/upstream/gemini"
 	"github.com/svcgw/svcgw/upstream/openai"
 )
@@ -72,14 +74,54 @@ func TestRouter_Embed(t *testing.T) {
 		is.Equal(gen.calls.Load(), int32(0))
 	})
 
-	t.Run("a route with no embedder is a configuration error, before any attempt", func(t *testing.T) {
+	t.Run("a route with no embedder does not serve embeddings, before any attempt", func(t *testing.T) {
 		is := is.New(t)
 		r := upstream.NewRouter([]upstream.Candidate{cand("gen", answering("x"))})
 		_, rep, err := r.Embed(context.Background(), llm.TypePro, llm.TierLow, embedReq("a"))
+		is.True(errors.Is(err, upstream.ErrNoEmbeddings))
 		var le *llm.Error
 		is.True(errors.As(err, &le))
-		is.Equal(le.Kind, llm.KindInternal)
+		is.Equal(le.Kind, llm.KindNotFound)
 		is.Equal(len(rep.Attempts), 0)
+		is.Equal(len(r.Blocked()), 0) // not offered, so not blocked
+	})
+
+	t.Run("a vector of another length than asked, or not finite, is the backend's fault", func(t *testing.T) {
+		for name, c := range map[string]struct {
+			v    []float32
+			dims int
+		}{
+			"short": {[]float32{1}, 2}, "long": {[]float32{1, 0, 0}, 2},
+			"NaN": {[]float32{float32(math.NaN()), 0}, 0}, "empty": {[]float32{}, 0},
+		} {
+			t.Run(name, func(t *testing.T) {
+				is := is.New(t)
+				b := &fakeEmbedder{fakeBackend: *answering("x")}
+				b.EmbedFn = func(context.Context, *llm.EmbedRequest) (*llm.Embeddings, error) {
+					return &llm.Embeddings{Vectors: [][]float32{c.v}}, nil
+				}
+				r := upstream.NewRouter([]upstream.Candidate{cand("e", b)})
+				q := embedReq("a")
+				q.Dimensions = c.dims
+				_, _, err := r.Embed(context.Background(), llm.TypePro, llm.TierLow, q)
+				var le *llm.Error
+				is.True(errors.As(err, &le))
+				is.Equal(le.Kind, llm.KindUpstream)
+				is.True(b.embeds.Load() >= 1)
+			})
+		}
+	})
+
+	t.Run("the fixture embeds through the router", func(t *testing.T) {
+		is := is.New(t)
+		r := upstream.NewRouter([]upstream.Candidate{cand("fx", fixture.New(fixture.Options{}))})
+		q := embedReq("a", "b")
+		q.InputTokens = 2
+		out, _, err := r.Embed(context.Background(), llm.TypeEmbedding, llm.TierLow, q)
+		is.NoErr(err)
+		is.Equal(len(out.Vectors), 2)
+		is.Equal(len(out.Vectors[0]), 1536)
+		is.Equal(out.Usage.InputTokens, 2)
 	})
 
 	t.Run("transient failures are retried with backoff", func(t *testing.T) {

@@ -21,7 +21,7 @@ type recordingTracer struct {
 
 type attemptKey struct{}
 
-func (rt *recordingTracer) StartAttempt(ctx context.Context, c *upstream.Candidate, n int, retry bool) context.Context {
+func (rt *recordingTracer) StartAttempt(ctx context.Context, c *upstream.Candidate, n int, retry bool, _ upstream.Operation) context.Context {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	kind := "first"

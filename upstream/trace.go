@@ -5,11 +5,22 @@ import "context"
 // Tracer, when RouterOptions has one, is told of every attempt the router
 // makes (the operator's traces): StartAttempt before it, returning the
 // context the attempt runs with; EndAttempt once its outcome is known,
-// with that context. n counts the call's attempts from 0.
+// with that context. n counts the call's attempts from 0; op is what the
+// attempt does.
 type Tracer interface {
-	StartAttempt(ctx context.Context, c *Candidate, n int, retry bool) context.Context
+	StartAttempt(ctx context.Context, c *Candidate, n int, retry bool, op Operation) context.Context
 	EndAttempt(ctx context.Context, a *Attempt)
 }
+
+// Operation is what an attempt asks of its backend, in the OpenTelemetry
+// GenAI conventions' words (gen_ai.operation.name).
+type Operation string
+
+// The operations: a generation (Complete, Stream) and embeddings (Embed).
+const (
+	OperationChat       Operation = "chat"
+	OperationEmbeddings Operation = "embeddings"
+)
 
 type traceparentKey struct{}
 
@@ -30,8 +41,8 @@ func Traceparent(ctx context.Context) string {
 // frame (see logRetry).
 //
 //go:noinline
-func startAttempt(t Tracer, ctx context.Context, c *Candidate, n int, retry bool) context.Context {
-	return t.StartAttempt(ctx, c, n, retry)
+func startAttempt(t Tracer, ctx context.Context, c *Candidate, n int, retry bool, op Operation) context.Context {
+	return t.StartAttempt(ctx, c, n, retry, op)
 }
 
 //go:noinline

@@ -22,25 +22,30 @@ import (
 // The attributes, as the OpenTelemetry GenAI semantic conventions name
 // them (gen_ai.*, error.type, http.*), and svcgw's own (svcgw.*).
 const (
-	attrOperation      = "gen_ai.operation.name"
-	attrProvider       = "gen_ai.provider.name"
-	attrRequestModel   = "gen_ai.request.model"
-	attrMaxTokens      = "gen_ai.request.max_tokens"
-	attrTemperature    = "gen_ai.request.temperature"
-	attrTopP           = "gen_ai.request.top_p"
-	attrResponseID     = "gen_ai.response.id"
-	attrResponseModel  = "gen_ai.response.model"
-	attrFinishReasons  = "gen_ai.response.finish_reasons"
-	attrInputTokens    = "gen_ai.usage.input_tokens"
-	attrOutputTokens   = "gen_ai.usage.output_tokens"
-	attrCacheRead      = "gen_ai.usage.cache_read.input_tokens"
-	attrCacheWrite     = "gen_ai.usage.cache_creation.input_tokens"
-	attrInputMessages  = "gen_ai.input.messages"
-	attrOutputMessages = "gen_ai.output.messages"
-	attrErrorType      = "error.type"
-	attrStatusCode     = "http.response.status_code"
-	attrMethod         = "http.request.method"
-	attrRoute          = "http.route"
+	attrOperation = "gen_ai.operation.name"
+	// attrEmbedDimensions is the GenAI conventions' name for an
+	// embedding's length; attrEmbedInputs, how many inputs a call
+	// embeds, is svcgw's.
+	attrEmbedDimensions = "gen_ai.embeddings.dimension.count"
+	attrEmbedInputs     = "svcgw.embeddings.inputs"
+	attrProvider        = "gen_ai.provider.name"
+	attrRequestModel    = "gen_ai.request.model"
+	attrMaxTokens       = "gen_ai.request.max_tokens"
+	attrTemperature     = "gen_ai.request.temperature"
+	attrTopP            = "gen_ai.request.top_p"
+	attrResponseID      = "gen_ai.response.id"
+	attrResponseModel   = "gen_ai.response.model"
+	attrFinishReasons   = "gen_ai.response.finish_reasons"
+	attrInputTokens     = "gen_ai.usage.input_tokens"
+	attrOutputTokens    = "gen_ai.usage.output_tokens"
+	attrCacheRead       = "gen_ai.usage.cache_read.input_tokens"
+	attrCacheWrite      = "gen_ai.usage.cache_creation.input_tokens"
+	attrInputMessages   = "gen_ai.input.messages"
+	attrOutputMessages  = "gen_ai.output.messages"
+	attrErrorType       = "error.type"
+	attrStatusCode      = "http.response.status_code"
+	attrMethod          = "http.request.method"
+	attrRoute           = "http.route"
 
 	attrRequestID   = "svcgw.request_id"
 	attrSurface     = "svcgw.surface"
@@ -64,19 +69,22 @@ const (
 	attrBreaker     = "svcgw.breaker_open"
 )
 
-// OperationChat is gen_ai.operation.name of every call svcgw serves
-// today: chat-completions, the Responses API, messages and
-// generate-content are all chat.
-const OperationChat = "chat"
+// The gen_ai.operation.name values of the calls svcgw serves: a
+// generation is chat on every surface (chat-completions, the Responses
+// API, messages, generate-content), an embeddings call embeddings.
+const (
+	OperationChat       = string(upstream.OperationChat)
+	OperationEmbeddings = string(upstream.OperationEmbeddings)
+)
 
-// StartCall starts the server span of an inference call. A W3C
-// traceparent in h makes it a child of the caller's span; without one it
-// begins a trace. The span is named by its operation until Request names
-// the model.
-func (t *Tracer) StartCall(ctx context.Context, h http.Header, surface, route, requestID string) (context.Context, trace.Span) {
+// StartCall starts the server span of an inference call of operation
+// (OperationChat, OperationEmbeddings). A W3C traceparent in h makes it a
+// child of the caller's span; without one it begins a trace. The span is
+// named by its operation until Request names the model.
+func (t *Tracer) StartCall(ctx context.Context, h http.Header, operation, surface, route, requestID string) (context.Context, trace.Span) {
 	ctx = t.prop.Extract(ctx, propagation.HeaderCarrier(h))
-	return t.tracer.Start(ctx, OperationChat, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
-		attribute.String(attrOperation, OperationChat),
+	return t.tracer.Start(ctx, operation, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
+		attribute.String(attrOperation, operation),
 		attribute.String(attrSurface, surface),
 		attribute.String(attrMethod, http.MethodPost),
 		attribute.String(attrRoute, route),
@@ -85,11 +93,12 @@ func (t *Tracer) StartCall(ctx context.Context, h http.Header, surface, route, r
 }
 
 // Call is what the server knows of a call once it is decoded and
-// classified.
+// classified: a generation's Request, or an embeddings call's Embed.
 type Call struct {
 	RequestType, Tier     string
 	AccountID, KeyID, App string
 	Request               *llm.Request
+	Embed                 *llm.EmbedRequest
 }
 
 // Request describes the call on its span: the GenAI request attributes
@@ -97,6 +106,10 @@ type Call struct {
 // svcgw's (type, tier, account, key, application), and the prompt when
 // content capture is on.
 func (t *Tracer) Request(sp trace.Span, c Call) {
+	if c.Embed != nil {
+		t.embedRequest(sp, c)
+		return
+	}
 	req := c.Request
 	sp.SetName(OperationChat + " " + req.Model)
 	attrs := make([]attribute.KeyValue, 0, 12)
@@ -124,6 +137,30 @@ func (t *Tracer) Request(sp trace.Span, c Call) {
 	sp.SetAttributes(attrs...)
 }
 
+// embedRequest is Request for an embeddings call: the span is named
+// "embeddings {model}", with the GenAI request attributes an embeddings
+// call has (the model id, the dimensions asked for) and svcgw's. The
+// inputs are never recorded, content capture or not: they are documents.
+func (t *Tracer) embedRequest(sp trace.Span, c Call) {
+	req := c.Embed
+	sp.SetName(OperationEmbeddings + " " + req.Model)
+	attrs := make([]attribute.KeyValue, 0, 9)
+	attrs = append(attrs,
+		attribute.String(attrRequestModel, req.Model),
+		attribute.String(attrRequestType, c.RequestType),
+		attribute.String(attrTier, c.Tier),
+		attribute.String(attrAccount, c.AccountID),
+		attribute.String(attrKeyID, c.KeyID),
+		attribute.String(attrApplication, c.App),
+		attribute.Bool(attrStreamed, false),
+		attribute.Int(attrEmbedInputs, len(req.Inputs)),
+	)
+	if req.Dimensions > 0 {
+		attrs = append(attrs, attribute.Int(attrEmbedDimensions, req.Dimensions))
+	}
+	sp.SetAttributes(attrs...)
+}
+
 // Result is a metered call's outcome.
 type Result struct {
 	// ResponseID is the id the caller got, the generation's.
@@ -144,10 +181,12 @@ func (t *Tracer) Metered(sp trace.Span, r Result) {
 		attribute.Int(attrInputTokens, r.Usage.InputTokens),
 		attribute.Int(attrOutputTokens, r.Usage.OutputTokens),
 		attribute.Int(attrCacheRead, r.Usage.CachedInputTokens),
-		attribute.StringSlice(attrFinishReasons, []string{r.FinishReason}),
 		attribute.Float64(attrCost, float64(r.CostMicros)/1e6),
 		attribute.Float64(attrTTFT, float64(r.FirstToken.Microseconds())/1e3),
 	)
+	if r.FinishReason != "" { // an embedding has none
+		attrs = append(attrs, attribute.StringSlice(attrFinishReasons, []string{r.FinishReason}))
+	}
 	// The rarer counts only when there are some.
 	if r.Usage.CacheCreationTokens > 0 {
 		attrs = append(attrs, attribute.Int(attrCacheWrite, r.Usage.CacheCreationTokens))
@@ -216,9 +255,9 @@ func EndChild(sp, parent trace.Span, err error) {
 // model, with the upstream's name and protocol. n counts the call's
 // attempts from 0. When the candidate's upstream accepts trace context,
 // the attempt's traceparent goes in ctx for the request to carry.
-func (t *Tracer) StartAttempt(ctx context.Context, c *upstream.Candidate, n int, retry bool) context.Context {
-	ctx, sp := t.tracer.Start(ctx, OperationChat+" "+c.Model, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
-		attribute.String(attrOperation, OperationChat),
+func (t *Tracer) StartAttempt(ctx context.Context, c *upstream.Candidate, n int, retry bool, op upstream.Operation) context.Context {
+	ctx, sp := t.tracer.Start(ctx, string(op)+" "+c.Model, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+		attribute.String(attrOperation, string(op)),
 		attribute.String(attrProvider, provider(c.Protocol)),
 		attribute.String(attrRequestModel, c.Model),
 		attribute.String(attrUpstream, c.Upstream),

@@ -236,11 +236,11 @@ func TestStartAttempt_TraceparentOnlyWhereAllowed(t *testing.T) {
 	tr := &Tracer{provider: tp, tracer: tp.Tracer("t")}
 	ctx, call := tr.tracer.Start(context.Background(), "chat m")
 	defer call.End()
-	closed := tr.StartAttempt(ctx, &upstream.Candidate{Name: "a/m", Upstream: "a", Protocol: "openai", Model: "m"}, 0, false)
+	closed := tr.StartAttempt(ctx, &upstream.Candidate{Name: "a/m", Upstream: "a", Protocol: "openai", Model: "m"}, 0, false, upstream.OperationChat)
 	if got := upstream.Traceparent(closed); got != "" {
 		t.Errorf("traceparent %q for an upstream without trace_context", got)
 	}
-	open := tr.StartAttempt(ctx, &upstream.Candidate{Name: "b/m", Upstream: "b", Protocol: "openai", Model: "m", TraceContext: true}, 1, false)
+	open := tr.StartAttempt(ctx, &upstream.Candidate{Name: "b/m", Upstream: "b", Protocol: "openai", Model: "m", TraceContext: true}, 1, false, upstream.OperationChat)
 	sc := trace.SpanContextFromContext(open)
 	want := "00-" + call.SpanContext().TraceID().String() + "-" + sc.SpanID().String() + "-01"
 	if got := upstream.Traceparent(open); got != want {

@@ -185,11 +185,12 @@ type GenerationUsage struct {
 // GenerationRecord is the contract's generation record (docs/contract.md#account-endpoints), as GET
 // /svc/v1/generation returns it inside "data" (and svcgw generation --json).
 type GenerationRecord struct {
-	ID               string          `json:"id"`
-	RequestType      string          `json:"request_type"`
-	CreatedAt        string          `json:"created_at"`
-	Streamed         bool            `json:"streamed"`
-	FinishReason     string          `json:"finish_reason"`
+	ID          string `json:"id"`
+	RequestType string `json:"request_type"`
+	CreatedAt   string `json:"created_at"`
+	Streamed    bool   `json:"streamed"`
+	// FinishReason is null for a call that has none: an embedding.
+	FinishReason     *string         `json:"finish_reason"`
 	TotalCost        string          `json:"total_cost"`
 	Usage            GenerationUsage `json:"usage"`
 	LatencyMS        int64           `json:"latency_ms"`
@@ -205,7 +206,7 @@ func NewGenerationRecord(g store.Generation) GenerationRecord {
 		RequestType:  g.RequestType,
 		CreatedAt:    g.CreatedAt.UTC().Format(time.RFC3339Nano),
 		Streamed:     g.Streamed,
-		FinishReason: g.FinishReason,
+		FinishReason: finishReason(g.FinishReason),
 		TotalCost:    g.Cost.String(),
 		Usage: GenerationUsage{
 			PromptTokens:       g.PromptTokens,
@@ -219,6 +220,15 @@ func NewGenerationRecord(g store.Generation) GenerationRecord {
 		Application:      g.Application,
 		Model:            g.Model,
 	}
+}
+
+// finishReason is a stored finish reason as the record has it: null when
+// there is none.
+func finishReason(f string) *string {
+	if f == "" {
+		return nil
+	}
+	return &f
 }
 
 // notFound is the 404 of the generation and feedback endpoints. It does not

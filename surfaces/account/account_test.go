@@ -216,6 +216,11 @@ func TestGeneration(t *testing.T) {
 		Cost: money.Micros(1234), LatencyMS: 850, GenerationTimeMS: 700,
 	})
 	e.record(t, at, store.Generation{ID: "msg_beta", AccountID: e.beta.AccountID, KeyID: e.beta.ID, Cost: money.Micros(1_000_000)})
+	e.record(t, at, store.Generation{
+		ID: "emb-abc", AccountID: e.acme.AccountID, KeyID: e.acme.ID, Application: "rag", Surface: "chat",
+		Model: "text-embedding-3-small", RequestType: "embedding", Tier: "medium",
+		PromptTokens: 40, Cost: money.Micros(4), LatencyMS: 3, GenerationTimeMS: 2,
+	})
 
 	tests := []struct {
 		name   string
@@ -230,6 +235,12 @@ func TestGeneration(t *testing.T) {
 			"usage":{"prompt_tokens":1200,"completion_tokens":300,"total_tokens":1500,
 			         "cached_prompt_tokens":1000,"reasoning_tokens":50},
 			"latency_ms":850,"generation_time_ms":700,"application":"my-app","model":"svc-fusion"}}`},
+		{"an embedding: finish_reason null", "/svc/v1/generation?id=emb-abc", e.acme, 200, `{"data":{
+			"id":"emb-abc","request_type":"embedding","created_at":"2025-03-10T12:30:15.25Z",
+			"streamed":false,"finish_reason":null,"total_cost":"0.000004",
+			"usage":{"prompt_tokens":40,"completion_tokens":0,"total_tokens":40,
+			         "cached_prompt_tokens":0,"reasoning_tokens":0},
+			"latency_ms":3,"generation_time_ms":2,"application":"rag","model":"text-embedding-3-small"}}`},
 		{"missing id", "/svc/v1/generation", e.acme, 400, "id"},
 		{"empty id", "/svc/v1/generation?id=", e.acme, 400, "id"},
 		{"unknown id", "/svc/v1/generation?id=chatcmpl-zzz", e.acme, 404, "id"},

@@ -32,7 +32,10 @@ func (Codec) Surface() llm.Surface { return llm.SurfaceChat }
 
 // Routes lists POST /v1/chat/completions.
 func (Codec) Routes() []surface.Route {
-	return []surface.Route{{Method: http.MethodPost, Path: "/v1/chat/completions", Endpoint: surface.Generate}}
+	return []surface.Route{
+		{Method: http.MethodPost, Path: "/v1/chat/completions", Endpoint: surface.Generate},
+		{Method: http.MethodPost, Path: "/v1/embeddings", Endpoint: surface.Embed},
+	}
 }
 
 // Fields names the bounded fields: system prompts are messages here too.

@@ -92,7 +92,7 @@ func TestCodec_DecodeRequest_path(t *testing.T) {
 	})
 	t.Run("unknown method is not found", func(t *testing.T) {
 		is := is.New(t)
-		_, err := Codec{}.DecodeRequest(newRequest("x:embedContent"), body)
+		_, err := Codec{}.DecodeRequest(newRequest("x:embedText"), body)
 		is.Equal(llm.AsError(err).Kind, llm.KindNotFound)
 	})
 }
@@ -109,7 +109,9 @@ func TestParseModelMethod(t *testing.T) {
 		{"ns:model:v2:generateContent", "ns:model:v2", MethodGenerate, ""}, // split on the last colon
 		{"org/custom-id:generateContent", "org/custom-id", MethodGenerate, ""},
 		{"gemini-2.5-flash", "", "", llm.KindNotFound},
-		{"gemini-2.5-flash:embedContent", "", "", llm.KindNotFound},
+		{"text-embedding-004:embedContent", "text-embedding-004", MethodEmbed, ""},
+		{"gemini-embedding-001:batchEmbedContents", "gemini-embedding-001", MethodBatchEmbed, ""},
+		{"gemini-2.5-flash:embedText", "", "", llm.KindNotFound},
 		{"gemini-2.5-flash:GenerateContent", "", "", llm.KindNotFound},
 		{":generateContent", "", "", llm.KindInvalidRequest},
 		{"models/:generateContent", "", "", llm.KindInvalidRequest},

@@ -26,6 +26,8 @@ const (
 	MethodGenerate       = "generateContent"
 	MethodStreamGenerate = "streamGenerateContent"
 	MethodCountTokens    = "countTokens"
+	MethodEmbed          = "embedContent"
+	MethodBatchEmbed     = "batchEmbedContents"
 )
 
 // Codec is the generate-content surface.
@@ -48,7 +50,7 @@ func (Codec) Routes() []surface.Route {
 }
 
 // pickServes is what pickMethod's routes serve.
-const pickServes = ":generateContent, :streamGenerateContent (inference), :countTokens (count tokens)"
+const pickServes = ":generateContent, :streamGenerateContent (inference), :embedContent, :batchEmbedContents (embeddings), :countTokens (count tokens)"
 
 // pickMethod routes POST …/models/{model}:{method}: the ServeMux cannot
 // match a wildcard followed by ":method" in one segment.
@@ -57,8 +59,11 @@ func pickMethod(r *http.Request) (surface.Endpoint, error) {
 	if err != nil {
 		return 0, err
 	}
-	if method == MethodCountTokens {
+	switch method {
+	case MethodCountTokens:
 		return surface.CountTokens, nil
+	case MethodEmbed, MethodBatchEmbed:
+		return surface.Embed, nil
 	}
 	return surface.Generate, nil // generateContent, streamGenerateContent
 }
@@ -97,13 +102,13 @@ func ParseModelMethod(rest string) (model, method string, err error) {
 	model, method, ok := cutLast(rest, ":")
 	if !ok {
 		return "", "", &llm.Error{Kind: llm.KindNotFound,
-			Message: "no method in the path: call models/{model}:generateContent, :streamGenerateContent or :countTokens"}
+			Message: "no method in the path: call models/{model}:generateContent, :streamGenerateContent, :countTokens, :embedContent or :batchEmbedContents"}
 	}
 	switch method {
-	case MethodGenerate, MethodStreamGenerate, MethodCountTokens:
+	case MethodGenerate, MethodStreamGenerate, MethodCountTokens, MethodEmbed, MethodBatchEmbed:
 	default:
 		return "", "", &llm.Error{Kind: llm.KindNotFound,
-			Message: "method " + quote(method) + " is not supported: use generateContent, streamGenerateContent or countTokens"}
+			Message: "method " + quote(method) + " is not supported: use generateContent, streamGenerateContent, countTokens, embedContent or batchEmbedContents"}
 	}
 	model = strings.TrimPrefix(model, "models/")
 	if strings.TrimSpace(model) == "" {

@@ -1,10 +1,28 @@
 package surface
 
-import "github.com/svcgw/svcgw/llm"
+import (
+	"strconv"
+
+	"github.com/svcgw/svcgw/llm"
+)
 
 // AppendString appends s to dst as a JSON string, byte for byte as
 // encoding/json writes it, with HTML escaping when escapeHTML is set
 // (llm.AppendJSONString, shared with the upstream request encoders).
 func AppendString(dst []byte, s string, escapeHTML bool) []byte {
 	return llm.AppendJSONString(dst, s, escapeHTML)
+}
+
+// AppendFloats appends v to dst as a JSON array of numbers, each the
+// shortest decimal that reads back as the same float32 (as the vendors
+// write an embedding).
+func AppendFloats(dst []byte, v []float32) []byte {
+	dst = append(dst, '[')
+	for i, f := range v {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = strconv.AppendFloat(dst, float64(f), 'g', -1, 32)
+	}
+	return append(dst, ']')
 }

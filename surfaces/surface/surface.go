@@ -132,7 +132,36 @@ const (
 	// Models is the Lister's list, or one model's entry when the route's
 	// {model...} wildcard names one.
 	Models
+	// Embed is an embeddings call: the EmbedCodec's DecodeEmbed, then its
+	// reply's WriteEmbeddings, metered and billed on its input.
+	Embed
 )
+
+// EmbedCodec is a Codec with an embeddings endpoint. The server runs an
+// embeddings call through the same pipeline as a generation (admission,
+// routing, metering, the ledger, the error envelope); only decoding and
+// encoding are the surface's.
+type EmbedCodec interface {
+	// DecodeEmbed turns a native embeddings body into a canonical request,
+	// with DefaultDimensions the surface's usual vector length, and the
+	// reply that answers it (whose shape may depend on the request: a
+	// batch, an encoding). It checks the vendor's own bounds (inputs per
+	// request, tokens per input) and returns an *llm.Error of kind
+	// invalid_request for a body that breaks them.
+	DecodeEmbed(r *http.Request, body []byte) (*llm.EmbedRequest, EmbedReply, error)
+}
+
+// EmbedReply writes one embeddings call's reply.
+type EmbedReply interface {
+	// WriteEmbeddings encodes resp (status 200) in the native format, with
+	// the caller's model id.
+	WriteEmbeddings(w http.ResponseWriter, model string, resp *llm.Embeddings) error
+}
+
+// MaxEmbedDimensions is the longest vector a caller may ask for: above
+// the largest of the vendors' embedding models (3,072) and of the common
+// open ones (4,096), so that a reply's size stays bounded.
+const MaxEmbedDimensions = 8192
 
 // Route is one route of a surface.
 type Route struct {
