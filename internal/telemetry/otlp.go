@@ -130,23 +130,43 @@ func appendKeyValue(b []byte, num protowire.Number, kv attribute.KeyValue) []byt
 	return end(b, kvAt, 1)
 }
 
-// appendAttr appends a as a Span.attributes field.
+// keyFields is each of svcgw's attribute keys as a KeyValue's key field,
+// encoded once.
+var keyFields = func() (fs [len(keyNames)][]byte) {
+	for k, name := range keyNames {
+		fs[k] = appendString(nil, fKeyValueKey, name)
+	}
+	return fs
+}()
+
+// appendAttr appends a as a Span.attributes field: its sizes computed,
+// not measured, and its key as encoded once.
 func appendAttr(b []byte, a attr) []byte {
-	b, kvAt := begin(b, fSpanAttributes, 1)
-	b = appendString(b, fKeyValueKey, keyNames[a.k])
-	b, vAt := begin(b, fKeyValueValue, 1)
+	var value int // the AnyValue's size
 	switch a.t {
 	case tString:
-		b = appendString(b, fAnyString, a.s)
-	case tInt:
-		b = appendVarint(b, fAnyInt, a.n)
+		value = 1 + protowire.SizeBytes(len(a.s))
+	case tInt, tBool:
+		value = 1 + protowire.SizeVarint(a.n)
 	case tFloat:
-		b = appendFixed64(b, fAnyDouble, a.n)
-	case tBool:
-		b = appendVarint(b, fAnyBool, a.n)
+		value = 1 + 8
 	}
-	b = end(b, vAt, 1)
-	return end(b, kvAt, 1)
+	key := keyFields[a.k]
+	b = protowire.AppendTag(b, fSpanAttributes, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(len(key)+1+protowire.SizeVarint(uint64(value))+value))
+	b = append(b, key...)
+	b = protowire.AppendTag(b, fKeyValueValue, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(value))
+	switch a.t {
+	case tString:
+		return appendString(b, fAnyString, a.s)
+	case tInt:
+		return appendVarint(b, fAnyInt, a.n)
+	case tFloat:
+		return appendFixed64(b, fAnyDouble, a.n)
+	default:
+		return appendVarint(b, fAnyBool, a.n)
+	}
 }
 
 // appendAnyValue appends v's fields as an AnyValue's.
