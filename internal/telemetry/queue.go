@@ -58,6 +58,7 @@ func (q *queue) push(s *span) {
 	case q.spans <- s:
 	default:
 		q.queueFull.Add(uint64(1 + len(s.children())))
+		s.done()
 	}
 }
 
@@ -121,6 +122,9 @@ func (q *queue) export(buf []*span) []*span {
 		q.exported.Add(uint64(q.n))
 	}
 	q.n = 0
+	for _, s := range buf {
+		s.done()
+	}
 	clear(buf)
 	return buf[:0]
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -56,7 +57,8 @@ type span struct {
 	attrs []attr               // svcgw's own, in the span's buffer until it is full
 	extra []attribute.KeyValue // what others set (SetAttributes) under other keys
 
-	call *callSpan // the call's span, of a child started in its context
+	call   *callSpan // the call's span, of a child started in its context
+	inline bool      // a child in its call's allocation (callSpan.inline)
 }
 
 // attr is one attribute of svcgw's: its key by number (keys), and its
@@ -78,10 +80,13 @@ const (
 )
 
 // callSpan is a call's span and the first of its children, in one
-// allocation.
+// allocation, taken from a pool and put back once neither the server
+// (Release) nor the queue (its export) holds it: refs counts them, and
+// any child sent on its own while in the allocation.
 type callSpan struct {
 	span
-	buf [callAttrs]attr
+	buf  [callAttrs]attr
+	refs atomic.Int32
 
 	mu     sync.Mutex
 	closed bool    // the call's span ended: later children go alone
@@ -107,12 +112,46 @@ const (
 
 var _ trace.Span = (*span)(nil)
 
+var callSpans = sync.Pool{New: func() any { return new(callSpan) }}
+
+// newCallSpan is a call's span, held once by the server; start holds it
+// for the queue too when the call is sampled.
 func newCallSpan() *span {
-	c := new(callSpan)
+	c := callSpans.Get().(*callSpan)
 	c.attrs = c.buf[:0]
 	c.kids = c.kidBuf[:0]
 	c.span.call = c
+	c.refs.Store(1)
 	return &c.span
+}
+
+// release lets go of one hold on c: the last puts it back in the pool,
+// cleared.
+func (c *callSpan) release() {
+	switch n := c.refs.Add(-1); {
+	case n == 0:
+		*c = callSpan{}
+		callSpans.Put(c)
+	case n < 0:
+		panic("telemetry: a call's span released once too often")
+	}
+}
+
+// Release tells the tracer the server is done with a call's span (sp,
+// from StartCall): after its End, and after reading its trace id for the
+// access log. Nothing may use sp, or a context holding it, after it.
+func Release(sp trace.Span) {
+	if s := spanOf(sp); s != nil && s.call != nil && &s.call.span == s {
+		s.call.release()
+	}
+}
+
+// done is the queue's letting go of s once exported or dropped: of the
+// call's allocation, for a call's span and a child of it in it.
+func (s *span) done() {
+	if c := s.call; c != nil && (&c.span == s || s.inline) {
+		c.release()
+	}
 }
 
 // newChild is a child span of the call c (nil: of no call of this
@@ -123,6 +162,7 @@ func newChild(c *callSpan) *span {
 		c.mu.Lock()
 		if c.used < inlineKids {
 			s = &c.inline[c.used]
+			s.inline = true
 			c.used++
 		}
 		c.mu.Unlock()
@@ -242,6 +282,9 @@ func (s *span) End(...trace.SpanEndOption) {
 			return
 		}
 		c.mu.Unlock()
+		if s.inline {
+			c.refs.Add(1) // the queue's, until it is exported
+		}
 		s.q.push(s)
 	}
 }

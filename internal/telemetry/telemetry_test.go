@@ -461,3 +461,91 @@ func TestStartAttempt_TraceparentOnlyWhereAllowed(t *testing.T) {
 		t.Errorf("traceparent %q, want the attempt's span %q", got, want)
 	}
 }
+
+// TestRelease_SpansSurviveThePool: calls made at once on several
+// goroutines, each released by the server as it ends, with a child ended
+// after its call (sent alone) now and then: every span is exported once,
+// with its own call's attributes, though the calls' allocations go round
+// the pool.
+func TestRelease_SpansSurviveThePool(t *testing.T) {
+	rec := &recordingSender{}
+	tr := testTracer(rec, 1<<14, 64)
+	const workers, calls = 4, 200
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range calls {
+				id := fmt.Sprintf("req-%d-%d", w, i)
+				ctx, call := tr.StartCall(context.Background(), http.Header{}, "chat", "r", id)
+				tr.Request(call, Call{KeyID: id, Request: &llm.Request{Model: "m"}})
+				_, adm := tr.StartChild(ctx, SpanAdmission)
+				EndChild(adm, call, nil)
+				actx := tr.StartAttempt(ctx, &upstream.Candidate{Upstream: id, Protocol: "openai", Model: "m"}, 0, false)
+				tr.EndAttempt(actx, &upstream.Attempt{Outcome: upstream.OutcomeOK})
+				_, late := tr.StartChild(ctx, SpanLedger)
+				if i%3 != 0 {
+					late.End()
+				}
+				EndCall(call, 200)
+				if i%3 == 0 {
+					late.End() // after its call: it goes on its own
+				}
+				Release(call)
+			}
+		})
+	}
+	wg.Wait()
+	if err := tr.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if rec.err != nil {
+		t.Fatal(rec.err)
+	}
+	type trace struct {
+		id    string
+		spans map[string]*tracepb.Span
+	}
+	traces := map[string]*trace{}
+	n := 0
+	for _, req := range rec.reqs {
+		for _, s := range req.ResourceSpans[0].ScopeSpans[0].Spans {
+			n++
+			tid := hex.EncodeToString(s.TraceId)
+			tc := traces[tid]
+			if tc == nil {
+				tc = &trace{spans: map[string]*tracepb.Span{}}
+				traces[tid] = tc
+			}
+			name := s.Name + " " + s.Kind.String()
+			if tc.spans[name] != nil {
+				t.Fatalf("trace %s has two %q spans", tid, name)
+			}
+			tc.spans[name] = s
+		}
+	}
+	if n != workers*calls*4 || len(traces) != workers*calls {
+		t.Fatalf("%d spans in %d traces, want %d in %d", n, len(traces), workers*calls*4, workers*calls)
+	}
+	if got := tr.Spans(); got.Exported != uint64(n) || got.QueueFull+got.ExportFailed != 0 {
+		t.Errorf("counts %+v, want %d exported", got, n)
+	}
+	for tid, tc := range traces {
+		call := tc.spans["chat m SPAN_KIND_SERVER"]
+		if call == nil || len(tc.spans) != 4 {
+			t.Fatalf("trace %s: spans %v", tid, tc.spans)
+		}
+		a := attrs(call.Attributes)
+		id := a[attrRequestID]
+		if a[attrKeyID] != id || len(call.Attributes) != len(a) {
+			t.Errorf("trace %s: call span %v", tid, a)
+		}
+		for name, s := range tc.spans {
+			if s != call && !bytes.Equal(s.ParentSpanId, call.SpanId) {
+				t.Errorf("trace %s: %s's parent %x, want the call %x", tid, name, s.ParentSpanId, call.SpanId)
+			}
+		}
+		if up := attrs(tc.spans["chat m SPAN_KIND_CLIENT"].Attributes); up[attrUpstream] != id {
+			t.Errorf("trace %s: call %s, attempt %v", tid, id, up)
+		}
+	}
+}
