@@ -88,9 +88,12 @@ type Options struct {
 	// Version is service.version.
 	Version string
 
-	// The queue: at most QueueSize spans wait (2048), exported in
-	// batches of BatchSize (512) at least every BatchDelay (1s), each
-	// export given ExportTimeout (10s). OTEL_BSP_MAX_QUEUE_SIZE,
+	// The queue: at most QueueSize entries wait (2048; an entry is a
+	// call's span with the children it ended before it, or a span on
+	// its own), exported in batches of BatchSize spans (512; a few more
+	// when the last entry brings its children) at least every
+	// BatchDelay (1s), each export given ExportTimeout (10s).
+	// OTEL_BSP_MAX_QUEUE_SIZE,
 	// OTEL_BSP_MAX_EXPORT_BATCH_SIZE, OTEL_BSP_SCHEDULE_DELAY and
 	// OTEL_BSP_EXPORT_TIMEOUT (milliseconds) set them when zero.
 	QueueSize     int
