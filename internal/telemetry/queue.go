@@ -8,30 +8,39 @@ import (
 	"time"
 )
 
-// queue is between the calls and the collector: a bounded channel that a
-// call's goroutine hands its ended spans to without ever waiting (a
-// call's span with the children it ended before it, as one entry), and one
-// goroutine that encodes them as OTLP and sends them in batches. A span
-// that finds the queue full is dropped and counted, and so is every span
-// of a batch the collector could not be sent: a collector that is slow
-// or gone costs spans, never a call's time.
+// queue is between the calls and the collector. A call's goroutine, as
+// its span ends, encodes it and the children it ended before it as OTLP
+// (otlp.go) onto the batch waiting, under a lock held for that alone
+// (about a microsecond), never waiting for the collector: the spans are
+// encoded while their memory is still in the core's cache, and the
+// call's allocation goes back to the pool at once. One goroutine sends
+// the batch when it holds BatchSize spans, or every BatchDelay. At most
+// QueueSize spans wait: a span that finds the batch full is dropped and
+// counted, and so is every span of a batch the collector could not be
+// sent: a collector that is slow or gone costs spans, never a call's
+// time.
 //
 // The SDK's BatchSpanProcessor behaves the same way but does not say how
 // many spans it dropped; the operator's /metrics does (Spans).
 type queue struct {
 	send     sender
 	preamble preamble
-	spans    chan *span
+	size     int // spans that may wait
 	batch    int
 	delay    time.Duration
 	timeout  time.Duration
+
+	mu      sync.Mutex
+	spans   []byte // the waiting spans, encoded: ScopeSpans.spans fields
+	waiting int    // how many
+	ready   chan struct{}
 
 	queueFull    atomic.Uint64
 	exportFailed atomic.Uint64
 	exported     atomic.Uint64
 
-	body []byte // the encoded batch, reused
-	n    int    // spans in the batch: an entry is a span and the children that travel with it
+	spare []byte // the exporting goroutine's: the batch it swapped out last
+	body  []byte // the request sent, reused
 
 	flush    chan chan struct{}
 	stop     chan struct{}
@@ -39,26 +48,43 @@ type queue struct {
 	stopOnce sync.Once
 }
 
-// newQueue starts a queue of size spans sending to s in batches of up to
+// newQueue starts a queue of size spans sending to s in batches of
 // batch spans, at least every delay, each send given timeout.
 func newQueue(s sender, p preamble, size, batch int, delay, timeout time.Duration) *queue {
 	q := &queue{
-		send: s, preamble: p, spans: make(chan *span, size),
+		send: s, preamble: p, size: size,
 		batch: batch, delay: delay, timeout: timeout,
+		ready: make(chan struct{}, 1),
 		flush: make(chan chan struct{}), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	go q.run()
 	return q
 }
 
-// push queues an ended span, with the children that travel with it, or
-// drops them when the queue is full.
+// push encodes an ended span, with the children that travel with it,
+// onto the waiting batch, or drops them when the batch is full; then
+// lets go of the call's allocation.
 func (q *queue) push(s *span) {
-	select {
-	case q.spans <- s:
-	default:
-		q.queueFull.Add(uint64(1 + len(s.children())))
-		s.done()
+	kids := s.children()
+	n := 1 + len(kids)
+	q.mu.Lock()
+	if q.waiting+n > q.size {
+		q.mu.Unlock()
+		q.queueFull.Add(uint64(n))
+		return
+	}
+	q.spans = appendSpan(q.spans, s)
+	for _, k := range kids {
+		q.spans = appendSpan(q.spans, k)
+	}
+	q.waiting += n
+	full := q.waiting >= q.batch
+	q.mu.Unlock()
+	if full {
+		select {
+		case q.ready <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -66,70 +92,46 @@ func (q *queue) run() {
 	defer close(q.done)
 	t := time.NewTicker(q.delay)
 	defer t.Stop()
-	buf := make([]*span, 0, q.batch)
 	for {
 		select {
-		case s := <-q.spans:
-			if buf = q.add(buf, s); q.n >= q.batch {
-				buf = q.export(buf)
-			}
+		case <-q.ready:
+			q.export()
 		case <-t.C:
-			buf = q.export(buf)
+			q.export()
 		case ack := <-q.flush:
-			buf = q.export(q.drain(buf))
+			q.export()
 			close(ack)
 		case <-q.stop:
-			q.export(q.drain(buf))
+			q.export()
 			return
 		}
 	}
 }
 
-// drain appends to buf what the queue holds now, exporting full batches.
-func (q *queue) drain(buf []*span) []*span {
-	for {
-		select {
-		case s := <-q.spans:
-			if buf = q.add(buf, s); q.n >= q.batch {
-				buf = q.export(buf)
-			}
-		default:
-			return buf
-		}
+// export sends the spans waiting now; those of a failed send are
+// counted as dropped.
+func (q *queue) export() {
+	q.mu.Lock()
+	spans, n := q.spans, q.waiting
+	q.spans, q.waiting = q.spare[:0], 0
+	q.mu.Unlock()
+	q.spare = spans
+	if n == 0 {
+		return
 	}
-}
-
-// add appends s to the batch, counting its spans.
-func (q *queue) add(buf []*span, s *span) []*span {
-	q.n += 1 + len(s.children())
-	return append(buf, s)
-}
-
-// export encodes and sends buf and returns it emptied; the spans of a
-// failed send are counted as dropped.
-func (q *queue) export(buf []*span) []*span {
-	if len(buf) == 0 {
-		return buf
-	}
-	q.body = q.preamble.appendRequest(q.body[:0], buf)
+	q.body = q.preamble.appendRequest(q.body[:0], spans)
 	ctx, cancel := context.WithTimeout(context.Background(), q.timeout)
 	err := q.send.send(ctx, q.body)
 	cancel()
 	if err != nil {
-		q.exportFailed.Add(uint64(q.n))
+		q.exportFailed.Add(uint64(n))
 		q.body = nil // the transport may still hold it
 	} else {
-		q.exported.Add(uint64(q.n))
+		q.exported.Add(uint64(n))
 	}
-	q.n = 0
-	for _, s := range buf {
-		s.done()
-	}
-	clear(buf)
-	return buf[:0]
 }
 
-// ForceFlush exports what is queued now, waiting at most until ctx ends.
+// ForceFlush exports what is waiting now, waiting at most until ctx ends.
 func (q *queue) ForceFlush(ctx context.Context) error {
 	ack := make(chan struct{})
 	select {
@@ -147,8 +149,8 @@ func (q *queue) ForceFlush(ctx context.Context) error {
 	}
 }
 
-// Shutdown exports what is queued and closes the sender, waiting at most
-// until ctx ends.
+// Shutdown exports what is waiting and closes the sender, waiting at
+// most until ctx ends.
 func (q *queue) Shutdown(ctx context.Context) error {
 	q.stopOnce.Do(func() { close(q.stop) })
 	select {

@@ -21,10 +21,11 @@ import (
 // hold it and put it in a context as any span. A call's span is made
 // with room for its first children (admission, the first attempt, the
 // ledger) in the same allocation, and the children it ends before it
-// travel with it: the call hands its spans to the queue once, when it
-// ends, and the exporting goroutine encodes them as OTLP (otlp.go).
-// Nothing else is made on the call's path: no SDK span, no snapshot, no
-// attribute slice or map.
+// travel with it: when the call's span ends, the queue encodes them all
+// as OTLP (otlp.go) onto the batch waiting, while they are still in the
+// core's cache, and the allocation goes back to the pool once the server
+// is done with it. Nothing else is made on the call's path: no SDK span,
+// no snapshot, no attribute slice or map.
 //
 // A span is written by the goroutine that started it and, once ended,
 // only read: what is set on it after End is ignored, as the SDK ignores
@@ -80,9 +81,9 @@ const (
 )
 
 // callSpan is a call's span and the first of its children, in one
-// allocation, taken from a pool and put back once neither the server
-// (Release) nor the queue (its export) holds it: refs counts them, and
-// any child sent on its own while in the allocation.
+// allocation, taken from a pool and put back once the server is done
+// with it (Release): the queue encodes the spans as they end and keeps
+// nothing of them.
 type callSpan struct {
 	span
 	buf  [callAttrs]attr
@@ -114,8 +115,7 @@ var _ trace.Span = (*span)(nil)
 
 var callSpans = sync.Pool{New: func() any { return new(callSpan) }}
 
-// newCallSpan is a call's span, held once by the server; start holds it
-// for the queue too when the call is sampled.
+// newCallSpan is a call's span, held by the server until Release.
 func newCallSpan() *span {
 	c := callSpans.Get().(*callSpan)
 	c.attrs = c.buf[:0]
@@ -125,15 +125,11 @@ func newCallSpan() *span {
 	return &c.span
 }
 
-// release lets go of one hold on c: the last puts it back in the pool,
-// cleared.
+// release puts c back in the pool, cleared.
 func (c *callSpan) release() {
-	switch n := c.refs.Add(-1); {
-	case n == 0:
+	if c.refs.Add(-1) == 0 { // a second Release of the same span does nothing
 		*c = callSpan{}
 		callSpans.Put(c)
-	case n < 0:
-		panic("telemetry: a call's span released once too often")
 	}
 }
 
@@ -143,14 +139,6 @@ func (c *callSpan) release() {
 func Release(sp trace.Span) {
 	if s := spanOf(sp); s != nil && s.call != nil && &s.call.span == s {
 		s.call.release()
-	}
-}
-
-// done is the queue's letting go of s once exported or dropped: of the
-// call's allocation, for a call's span and a child of it in it.
-func (s *span) done() {
-	if c := s.call; c != nil && (&c.span == s || s.inline) {
-		c.release()
 	}
 }
 
@@ -282,9 +270,6 @@ func (s *span) End(...trace.SpanEndOption) {
 			return
 		}
 		c.mu.Unlock()
-		if s.inline {
-			c.refs.Add(1) // the queue's, until it is exported
-		}
 		s.q.push(s)
 	}
 }

@@ -179,7 +179,6 @@ func (t *Tracer) StartCall(ctx context.Context, h http.Header, surface, route, r
 		flags |= trace.FlagsSampled
 		s.q = t.queue
 		s.start = now()
-		s.call.refs.Add(1) // the queue's, until it is exported
 	}
 	s.sc = trace.NewSpanContext(trace.SpanContextConfig{
 		TraceID: tid, SpanID: newSpanID(), TraceFlags: flags, TraceState: res.Tracestate,

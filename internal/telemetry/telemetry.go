@@ -8,11 +8,11 @@
 // is off there is no *Tracer, and the server's hooks are a nil check.
 // When it is on, a call records its spans in place (span.go: the
 // OpenTelemetry API's trace.Span, without the SDK's span machinery), and
-// hands them ended to a bounded queue with one exporting goroutine
-// (queue.go) that encodes them as OTLP (otlp.go) and sends them over
-// OTLP/gRPC or OTLP/HTTP (export.go): a call never waits for the
-// collector, and a collector that is slow or gone costs dropped spans,
-// counted, not time. The SDK's samplers decide which calls are traced.
+// as it ends encodes them as OTLP (otlp.go) onto a bounded batch that
+// one exporting goroutine sends over OTLP/gRPC or OTLP/HTTP (queue.go,
+// export.go): a call never waits for the collector, and a collector that
+// is slow or gone costs dropped spans, counted, not time. The SDK's
+// samplers decide which calls are traced.
 //
 // Nothing here writes to a caller: the spans name backends, and are the
 // operator's only.
@@ -88,11 +88,10 @@ type Options struct {
 	// Version is service.version.
 	Version string
 
-	// The queue: at most QueueSize entries wait (2048; an entry is a
-	// call's span with the children it ended before it, or a span on
-	// its own), exported in batches of BatchSize spans (512; a few more
-	// when the last entry brings its children) at least every
-	// BatchDelay (1s), each export given ExportTimeout (10s).
+	// The queue: at most QueueSize spans wait (2048), exported in
+	// batches of BatchSize spans (512; a few more when the last call
+	// brings its children) at least every BatchDelay (1s), each export
+	// given ExportTimeout (10s).
 	// OTEL_BSP_MAX_QUEUE_SIZE,
 	// OTEL_BSP_MAX_EXPORT_BATCH_SIZE, OTEL_BSP_SCHEDULE_DELAY and
 	// OTEL_BSP_EXPORT_TIMEOUT (milliseconds) set them when zero.
