@@ -65,6 +65,9 @@
 #   BENCH_JAEGER=~/.cache/svcgw/jaeger-v1.76.0/jaeger
 #                               the Jaeger binary (scripts/test builds it there); it runs
 #                               on the driver's core, with in-memory storage
+#   BENCH_TRACING_ENDPOINT=     an OTLP/gRPC endpoint to trace into instead of that Jaeger
+#                               (none is started), e.g. http://127.0.0.1:1 where nothing
+#                               listens: the spans are made and encoded, none delivered
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -98,6 +101,7 @@ tracing=${BENCH_TRACING:-0}
 tracing_scenarios=${BENCH_TRACING_SCENARIOS:-rate}
 tracing_repeat=${BENCH_TRACING_REPEAT:-5}
 jaeger=${BENCH_JAEGER:-$HOME/.cache/svcgw/jaeger-v1.76.0/jaeger}
+tracing_endpoint=${BENCH_TRACING_ENDPOINT:-}
 case " $targets " in *" svcgw "*) ;; *) metrics=0 tracing=0 ;; esac
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/svcgw-bench.XXXXXX")
@@ -309,8 +313,10 @@ EOF
 # collector is not what is measured; it shares that core with the driver
 # and the upstream mock), and svcgw-traced: the same binary and
 # configuration, tracing every call into it over OTLP/gRPC.
-jaeger_otlp=
-if [ "$tracing" = 1 ]; then
+jaeger_otlp=$tracing_endpoint
+if [ "$tracing" = 1 ] && [ -n "$tracing_endpoint" ]; then
+	svcgw_targets+=(svcgw-traced)
+elif [ "$tracing" = 1 ]; then
 	[ -x "$jaeger" ] || die "BENCH_TRACING=1: no Jaeger binary at $jaeger (scripts/test builds it; or set BENCH_JAEGER)"
 	read -r jp_grpc jp_http jp_query jp_qgrpc < <("$bin/load" ports 4)
 	cat >"$work/jaeger.yaml" <<EOF
@@ -558,7 +564,10 @@ done
 # Jaeger's query API, which services it holds traces of.
 tracing_spans=
 if [ "$tracing" = 1 ]; then
-	tracing_spans="svcgw-traced at shutdown: $(grep -o 'exported=[0-9]* dropped_queue_full=[0-9]* dropped_export_failed=[0-9]*' "$work/svcgw-traced.log" | tail -1 || true); Jaeger's services: $(curl -fsS "http://127.0.0.1:$jp_query/api/services" 2>/dev/null || echo unreadable)"
+	tracing_spans="svcgw-traced at shutdown: $(grep -o 'exported=[0-9]* dropped_queue_full=[0-9]* dropped_export_failed=[0-9]*' "$work/svcgw-traced.log" | tail -1 || true)"
+	if [ -z "$tracing_endpoint" ]; then
+		tracing_spans+="; Jaeger's services: $(curl -fsS "http://127.0.0.1:$jp_query/api/services" 2>/dev/null || echo unreadable)"
+	fi
 fi
 
 # --- report --------------------------------------------------------------------
@@ -572,7 +581,7 @@ fi
 	echo "- svcgw logs: $errors ERROR lines, $locked \"database is locked\""
 	if [ "$profile" = 1 ]; then echo "- svcgw ran with pprof (bench/svcgwprof); CPU profiles and (d)'s heap profiles in $out"; fi
 	if [ "$tracing" = 1 ]; then
-		echo "- (g): svcgw-traced, the same binary and configuration with OTEL_EXPORTER_OTLP_ENDPOINT (OTLP/gRPC) and OTEL_TRACES_SAMPLER=always_on, into Jaeger ($jaeger, in-memory storage, on cpu $driver_cpu); $tracing_repeat runs of each in $tracing_scenarios, in alternating order; $tracing_spans"
+		echo "- (g): svcgw-traced, the same binary and configuration with OTEL_EXPORTER_OTLP_ENDPOINT (OTLP/gRPC) and OTEL_TRACES_SAMPLER=always_on, into ${tracing_endpoint:-Jaeger ($jaeger, in-memory storage, on cpu $driver_cpu)}; $tracing_repeat runs of each in $tracing_scenarios, in alternating order; $tracing_spans"
 	fi
 	if [ "$metrics" = 1 ]; then echo "- (f): svcgw-metrics, the same binary and configuration with --admin-addr (metrics recorded), /metrics scraped every $scrape_interval; $metrics_repeat runs of each per scenario, in alternating order; its last scrape is metrics.txt"; fi
 	"$bin/load" report "${usage_args[@]}" -db-locked "$locked" "$out"/*-*.json

@@ -233,7 +233,7 @@ func (rp *report) tracingTable() {
 			}
 			pairs = append(pairs, pair{a, b})
 		}
-		fmt.Fprintf(rp.w, "\n### (g) the cost of tracing, %s: svcgw without and with every call traced into Jaeger (OTLP/gRPC)\n\n", scenario)
+		fmt.Fprintf(rp.w, "\n### (g) the cost of tracing, %s: svcgw without and with every call traced over OTLP/gRPC (where to: the header's (g))\n\n", scenario)
 		fmt.Fprintf(rp.w, "%d pairs of runs, one right after the other, alternating which goes first\n\n", len(pairs))
 		fmt.Fprintln(rp.w, "| run | off: req/s | off: p50 | off: p99 | off: CPU µs/call | on: req/s | on: p50 | on: p99 | on: CPU µs/call | added p99 (ms) | CPU per call |")
 		fmt.Fprintln(rp.w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
