@@ -54,6 +54,20 @@
 #   BENCH_SCRAPE_INTERVAL=5s    how often /metrics of that svcgw is scraped (sleep(1) syntax)
 #   BENCH_METRICS_REPEAT=3      pairs of runs (svcgw, svcgw with metrics) per scenario,
 #                               alternating which goes first; (f) shows the medians
+#   BENCH_TRACING=0             1: also measure a third svcgw tracing every call
+#                               (OTEL_TRACES_SAMPLER=always_on) into a real Jaeger over
+#                               OTLP/gRPC, right after svcgw in the scenarios of
+#                               BENCH_TRACING_SCENARIOS: the (g) table is what tracing
+#                               costs a call, pair by pair (issue 38)
+#   BENCH_TRACING_SCENARIOS=rate  which scenarios get that comparison (rate max stream streamrate)
+#   BENCH_TRACING_REPEAT=5      pairs of runs (svcgw, svcgw traced) per scenario, alternating
+#                               which goes first
+#   BENCH_JAEGER=~/.cache/svcgw/jaeger-v1.76.0/jaeger
+#                               the Jaeger binary (scripts/test builds it there); it runs
+#                               on the driver's core, with in-memory storage
+#   BENCH_TRACING_ENDPOINT=     an OTLP/gRPC endpoint to trace into instead of that Jaeger
+#                               (none is started), e.g. http://127.0.0.1:1 where nothing
+#                               listens: the spans are made and encoded, none delivered
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -83,7 +97,12 @@ strict=${BENCH_STRICT:-0}
 metrics=${BENCH_METRICS:-1}
 scrape_interval=${BENCH_SCRAPE_INTERVAL:-5s}
 metrics_repeat=${BENCH_METRICS_REPEAT:-3}
-case " $targets " in *" svcgw "*) ;; *) metrics=0 ;; esac
+tracing=${BENCH_TRACING:-0}
+tracing_scenarios=${BENCH_TRACING_SCENARIOS:-rate}
+tracing_repeat=${BENCH_TRACING_REPEAT:-5}
+jaeger=${BENCH_JAEGER:-$HOME/.cache/svcgw/jaeger-v1.76.0/jaeger}
+tracing_endpoint=${BENCH_TRACING_ENDPOINT:-}
+case " $targets " in *" svcgw "*) ;; *) metrics=0 tracing=0 ;; esac
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/svcgw-bench.XXXXXX")
 out=${BENCH_OUT:-$work/results}
@@ -242,6 +261,11 @@ start_svcgw() {
 	"$bin/svcgw" --db "$db" credits add --account bench 1000000 >/dev/null 2>>"$work/keys.log" || die "credits add $name; see $work/keys.log"
 	local args=(serve --db "$db" --addr 127.0.0.1:0 --log-level "$log_level" --shutdown-grace 5s)
 	if [ "$name" = svcgw-metrics ]; then args+=(--admin-addr 127.0.0.1:0); fi
+	local tenv=()
+	if [ "$name" = svcgw-traced ]; then
+		tenv=("OTEL_EXPORTER_OTLP_ENDPOINT=$jaeger_otlp" OTEL_EXPORTER_OTLP_PROTOCOL=grpc
+			OTEL_TRACES_SAMPLER=always_on OTEL_SERVICE_NAME=svcgw-bench)
+	fi
 	if [[ $serve_help == *--config* ]]; then
 		# h2c only where asked: an older svcgw (BENCH_SVCGW_BIN) refuses the key.
 		local h2c=
@@ -265,7 +289,7 @@ EOF
 		exe=$bin/svcgwprof
 		penv=("BENCH_PPROF_ADDR_FILE=$work/$name.pprof.addr")
 	fi
-	env "${svcgw_env[@]}" "${penv[@]}" "${pin_target[@]}" "$exe" "${args[@]}" >"$work/$name.out" 2>"$work/$name.log" &
+	env "${svcgw_env[@]}" "${penv[@]}" "${tenv[@]}" "${pin_target[@]}" "$exe" "${args[@]}" >"$work/$name.out" 2>"$work/$name.log" &
 	local pid=$!
 	pids+=("$pid")
 	pid_of[$name]=$pid
@@ -283,6 +307,71 @@ EOF
 		pprof_of[$name]=http://$(cat "$work/$name.pprof.addr")
 	fi
 }
+
+# --- start Jaeger and svcgw traced into it (BENCH_TRACING=1) -----------------
+# An all-in-one Jaeger with in-memory storage on the driver's core (the
+# collector is not what is measured; it shares that core with the driver
+# and the upstream mock), and svcgw-traced: the same binary and
+# configuration, tracing every call into it over OTLP/gRPC.
+jaeger_otlp=$tracing_endpoint
+if [ "$tracing" = 1 ] && [ -n "$tracing_endpoint" ]; then
+	svcgw_targets+=(svcgw-traced)
+elif [ "$tracing" = 1 ]; then
+	[ -x "$jaeger" ] || die "BENCH_TRACING=1: no Jaeger binary at $jaeger (scripts/test builds it; or set BENCH_JAEGER)"
+	read -r jp_grpc jp_http jp_query jp_qgrpc < <("$bin/load" ports 4)
+	cat >"$work/jaeger.yaml" <<EOF
+service:
+  extensions: [jaeger_storage, jaeger_query]
+  pipelines:
+    traces:
+      receivers: [otlp]
+      processors: [batch]
+      exporters: [jaeger_storage_exporter]
+  telemetry:
+    metrics:
+      level: none
+    logs:
+      level: warn
+extensions:
+  jaeger_query:
+    storage:
+      traces: memstore
+    http:
+      endpoint: 127.0.0.1:$jp_query
+    grpc:
+      endpoint: 127.0.0.1:$jp_qgrpc
+  jaeger_storage:
+    backends:
+      memstore:
+        memory:
+          max_traces: 20000
+receivers:
+  otlp:
+    protocols:
+      grpc:
+        endpoint: 127.0.0.1:$jp_grpc
+      http:
+        endpoint: 127.0.0.1:$jp_http
+processors:
+  batch:
+    timeout: 100ms
+exporters:
+  jaeger_storage_exporter:
+    trace_storage: memstore
+EOF
+	"${pin_driver[@]}" "$jaeger" --config "$work/jaeger.yaml" >"$work/jaeger.log" 2>&1 &
+	jaeger_pid=$!
+	pids+=("$jaeger_pid")
+	for _ in $(seq 300); do
+		curl -fsS -o /dev/null "http://127.0.0.1:$jp_query/api/services" 2>/dev/null && break
+		kill -0 "$jaeger_pid" 2>/dev/null || die "Jaeger did not start; see $work/jaeger.log"
+		sleep 0.1
+	done
+	curl -fsS -o /dev/null "http://127.0.0.1:$jp_query/api/services" || die "Jaeger's query API did not answer; see $work/jaeger.log"
+	jaeger_otlp=http://127.0.0.1:$jp_grpc
+	svcgw_targets+=(svcgw-traced)
+fi
+
 for t in "${svcgw_targets[@]}"; do start_svcgw "$t"; done
 
 svcgw_addrs=""
@@ -330,6 +419,25 @@ withmetrics() {
 	done
 }
 
+# withtracing SCENARIO [flags…]: the tracing comparison's runs of a
+# scenario in BENCH_TRACING_SCENARIOS, right after svcgw's own: svcgw
+# traced, then BENCH_TRACING_REPEAT-1 more pairs (svcgw@tK,
+# svcgw-traced@tK), alternating which goes first.
+withtracing() {
+	[ "$tracing" = 1 ] || return 0
+	case " $tracing_scenarios " in *" $1 "*) ;; *) return 0 ;; esac
+	drive "$1" svcgw-traced "${@:2}"
+	for k in $(seq 2 "$tracing_repeat"); do
+		if ((k % 2 == 0)); then
+			drive "$1" "svcgw-traced@t$k" "${@:2}"
+			drive "$1" "svcgw@t$k" "${@:2}"
+		else
+			drive "$1" "svcgw@t$k" "${@:2}"
+			drive "$1" "svcgw-traced@t$k" "${@:2}"
+		fi
+	done
+}
+
 # drive SCENARIO TARGET [flags…]: one driver run; a failure is recorded and the
 # run goes on, so the report shows everything that could be measured.
 drive() {
@@ -340,7 +448,7 @@ drive() {
 	local extra=() base=${target%@*}
 	local kind=$base
 	case $base in
-	svcgw-metrics)
+	svcgw-metrics | svcgw-traced)
 		kind=svcgw
 		extra+=(-key "${key_of[$base]}" -name "$target")
 		;;
@@ -377,6 +485,7 @@ if has max; then
 	log "(a) max throughput @ $connections connections, $duration (closed-loop driver)"
 	for t in $targets; do drive max "$t" -connections "$connections" -duration "$duration" -warmup "$warmup"; done
 	withmetrics max -connections "$connections" -duration "$duration" -warmup "$warmup"
+	withtracing max -connections "$connections" -duration "$duration" -warmup "$warmup"
 fi
 if has max-vegeta; then
 	log "(a) max throughput @ $connections connections, $duration (vegeta)"
@@ -386,14 +495,17 @@ if has rate; then
 	log "(b) constant $rate req/s, $duration"
 	for t in $targets; do drive rate "$t" -rate "$rate" -duration "$duration" -warmup "$warmup"; done
 	withmetrics rate -rate "$rate" -duration "$duration" -warmup "$warmup"
+	withtracing rate -rate "$rate" -duration "$duration" -warmup "$warmup"
 fi
 if has stream; then
 	log "(c) streaming @ $connections streams in flight, $stream_chunks chunks $stream_delay apart, $duration"
 	for t in $targets; do drive stream "$t" -connections "$connections" -duration "$duration" -warmup "$warmup"; done
 	withmetrics stream -connections "$connections" -duration "$duration" -warmup "$warmup"
+	withtracing stream -connections "$connections" -duration "$duration" -warmup "$warmup"
 	log "(c) streaming @ $stream_rate streams/s (time to first token), $duration"
 	for t in $targets; do drive streamrate "$t" -rate "$stream_rate" -duration "$duration" -warmup "$warmup"; done
 	withmetrics streamrate -rate "$stream_rate" -duration "$duration" -warmup "$warmup"
+	withtracing streamrate -rate "$stream_rate" -duration "$duration" -warmup "$warmup"
 fi
 if has surfaces && case " $targets " in *" svcgw "*) true ;; *) false ;; esac; then
 	log "(e) messages and generate-content surfaces through svcgw, $surface_duration each"
@@ -447,6 +559,17 @@ for t in "${svcgw_targets[@]}"; do
 	} >"$out/$t.log"
 done
 
+# --- what Jaeger received (BENCH_TRACING=1) --------------------------------------
+# svcgw-traced says at shutdown how many spans it exported and dropped;
+# Jaeger's query API, which services it holds traces of.
+tracing_spans=
+if [ "$tracing" = 1 ]; then
+	tracing_spans="svcgw-traced at shutdown: $(grep -o 'exported=[0-9]* dropped_queue_full=[0-9]* dropped_export_failed=[0-9]*' "$work/svcgw-traced.log" | tail -1 || true)"
+	if [ -z "$tracing_endpoint" ]; then
+		tracing_spans+="; Jaeger's services: $(curl -fsS "http://127.0.0.1:$jp_query/api/services" 2>/dev/null || echo unreadable)"
+	fi
+fi
+
 # --- report --------------------------------------------------------------------
 {
 	echo "## svcgw benchmark, $(date -u +%Y-%m-%dT%H:%MZ)"
@@ -457,6 +580,9 @@ done
 	if [ -n "${BENCH_SVCGW_BIN:-}" ]; then echo "- svcgw binary: $BENCH_SVCGW_BIN (prebuilt, not the tree's)"; fi
 	echo "- svcgw logs: $errors ERROR lines, $locked \"database is locked\""
 	if [ "$profile" = 1 ]; then echo "- svcgw ran with pprof (bench/svcgwprof); CPU profiles and (d)'s heap profiles in $out"; fi
+	if [ "$tracing" = 1 ]; then
+		echo "- (g): svcgw-traced, the same binary and configuration with OTEL_EXPORTER_OTLP_ENDPOINT (OTLP/gRPC) and OTEL_TRACES_SAMPLER=always_on, into ${tracing_endpoint:-Jaeger ($jaeger, in-memory storage, on cpu $driver_cpu)}; $tracing_repeat runs of each in $tracing_scenarios, in alternating order; $tracing_spans"
+	fi
 	if [ "$metrics" = 1 ]; then echo "- (f): svcgw-metrics, the same binary and configuration with --admin-addr (metrics recorded), /metrics scraped every $scrape_interval; $metrics_repeat runs of each per scenario, in alternating order; its last scrape is metrics.txt"; fi
 	"$bin/load" report "${usage_args[@]}" -db-locked "$locked" "$out"/*-*.json
 } | tee "$out/report.md"

@@ -217,6 +217,7 @@ func (s *Server) logAccess(r *http.Request, rec *logRecord, start time.Time) {
 	s.metrics.observeCall(rec, status, start, time.Now())
 	if rec.span != nil {
 		traceEnd(rec, status)
+		defer traceRelease(rec)
 	}
 	if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || !s.sampler.allow(status) {
 		return // probes: a line each would drown the log; floods of caller faults are sampled

@@ -102,3 +102,12 @@ func (s *Server) traceOutput(sp trace.Span, resp *llm.Response) {
 func traceEnd(rec *logRecord, status int) {
 	telemetry.EndCall(rec.span, status)
 }
+
+// traceRelease hands the call's span back to the tracer once the access
+// line has read its trace id: nothing of the call uses it after that.
+//
+//go:noinline
+func traceRelease(rec *logRecord) {
+	telemetry.Release(rec.span)
+	rec.span = nil
+}

@@ -5,9 +5,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"testing"
 	"time"
 
+	"github.com/svcgw/svcgw/internal/jaegertest"
 	"github.com/svcgw/svcgw/internal/telemetry"
 	"github.com/svcgw/svcgw/upstream"
 	"github.com/svcgw/svcgw/upstream/fixture"
@@ -17,15 +19,24 @@ import (
 // loopback that reads and discards each export: what tracing costs the
 // gateway's process (spans, their queue, the export's encoding and
 // sending), without a collector's own work.
+//
+// With SVCGW_BENCH_JAEGER=1 the spans go to a real Jaeger over OTLP/gRPC
+// instead (internal/jaegertest; Jaeger's own work is another process's).
 func benchTracer(b *testing.B) *telemetry.Tracer {
-	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/x-protobuf")
-		w.WriteHeader(http.StatusOK)
-	}))
-	b.Cleanup(sink.Close)
+	endpoint, protocol := "", telemetry.ProtocolHTTPProtobuf
+	if os.Getenv("SVCGW_BENCH_JAEGER") == "1" {
+		endpoint, protocol = jaegertest.Start(b).OTLPGRPC, telemetry.ProtocolGRPC
+	} else {
+		sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "application/x-protobuf")
+			w.WriteHeader(http.StatusOK)
+		}))
+		b.Cleanup(sink.Close)
+		endpoint = sink.URL
+	}
 	o, _, err := telemetry.Resolve(telemetry.Options{
-		Endpoint: sink.URL, Protocol: telemetry.ProtocolHTTPProtobuf, Sampler: "always_on",
+		Endpoint: endpoint, Protocol: protocol, Sampler: "always_on",
 		QueueSize: 1 << 16, // no span dropped: every call's spans are exported and counted
 	}, func(string) string { return "" })
 	if err != nil {

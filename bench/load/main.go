@@ -23,9 +23,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -107,6 +109,8 @@ func main() {
 		err = runCmd(os.Args[2:])
 	case "report":
 		err = reportCmd(os.Args[2:], os.Stdout)
+	case "ports":
+		err = portsCmd(os.Args[2:], os.Stdout)
 	case "-h", "-help", "--help", "help":
 		usage(os.Stdout)
 		return
@@ -123,6 +127,7 @@ func main() {
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: load run -scenario S -target T -base URL [flags] -out FILE")
 	fmt.Fprintln(w, "       load report [-usage-json FILE | -gen-count N] [-db-locked N] FILE...")
+	fmt.Fprintln(w, "       load ports N   (N loopback ports free now, on one line)")
 	fmt.Fprintln(w, "run 'load run -h' for the run flags")
 }
 
@@ -281,4 +286,27 @@ func (c config) surfaceEndpoint(surface string, stream bool) endpoint {
 		}
 		return endpoint{url: u, body: geminiReq, header: h}
 	}
+}
+
+// portsCmd prints n loopback TCP ports free now, for a process that
+// takes its ports in a configuration file (run.sh's Jaeger).
+func portsCmd(args []string, out io.Writer) error {
+	n := 1
+	if len(args) > 0 {
+		var err error
+		if n, err = strconv.Atoi(args[0]); err != nil || n < 1 {
+			return fmt.Errorf("ports: %q is not a count", args[0])
+		}
+	}
+	ports := make([]string, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		defer l.Close() // held until all are chosen, so that none repeats
+		ports = append(ports, strconv.Itoa(l.Addr().(*net.TCPAddr).Port))
+	}
+	_, err := fmt.Fprintln(out, strings.Join(ports, " "))
+	return err
 }

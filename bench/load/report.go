@@ -109,8 +109,9 @@ func reportCmd(args []string, out io.Writer) error {
 		res[r.Scenario][r.Target] = &r
 		// Columns: the references and each svcgw measured; the metrics
 		// comparison's svcgw-metrics and repeats (svcgw@2, …) have a
-		// table of their own (metricsTable).
-		if !slices.Contains(targets, r.Target) && r.Target != metricsTarget && !strings.Contains(r.Target, "@") {
+		// table of their own (metricsTable), and so have the tracing
+		// comparison's (tracingTable).
+		if !slices.Contains(targets, r.Target) && r.Target != metricsTarget && r.Target != tracingTarget && !strings.Contains(r.Target, "@") {
 			targets = append(targets, r.Target)
 		}
 	}
@@ -118,6 +119,7 @@ func reportCmd(args []string, out io.Writer) error {
 	rp := &report{w: out, res: res}
 	rp.tables()
 	rp.metricsTable()
+	rp.tracingTable()
 	rp.checks(genCounts, *dbLocked)
 	rp.floorTable()
 	return nil
@@ -197,6 +199,81 @@ func (rp *report) metricsTable() {
 		}
 		fmt.Fprintf(rp.w, "| %s | %s | %s | %s |\n", f.label, f.format(a), f.format(b), diff)
 	}
+}
+
+// tracingTarget is the name run.sh gives svcgw tracing every call into a
+// real collector (BENCH_TRACING=1); its repeats are svcgw-traced@tK, and
+// the runs of svcgw without tracing beside them svcgw@tK.
+const tracingTarget = "svcgw-traced"
+
+// Issue 38's targets, tracing every call against tracing off at 2,000
+// req/s: CPU per call at most 3% more, p99 at most 0.2 ms more.
+const (
+	targetTracingCPUPct = 3.0
+	targetTracingAddP99 = 0.2
+)
+
+// tracingTable compares svcgw without and with tracing, pair by pair
+// (run k of each, one right after the other, alternating which goes
+// first), for each scenario the comparison ran: what tracing costs a
+// call, against issue 38's targets on the medians of the differences.
+func (rp *report) tracingTable() {
+	for _, scenario := range []string{"rate", "max", "stream", "streamrate"} {
+		on := rp.res[scenario][tracingTarget]
+		off := rp.res[scenario]["svcgw"]
+		if on == nil || off == nil {
+			continue
+		}
+		type pair struct{ off, on *Result }
+		pairs := []pair{{off, on}}
+		for k := 2; ; k++ {
+			a, b := rp.res[scenario][fmt.Sprintf("svcgw@t%d", k)], rp.res[scenario][fmt.Sprintf("%s@t%d", tracingTarget, k)]
+			if a == nil || b == nil {
+				break
+			}
+			pairs = append(pairs, pair{a, b})
+		}
+		fmt.Fprintf(rp.w, "\n### (g) the cost of tracing, %s: svcgw without and with every call traced over OTLP/gRPC (where to: the header's (g))\n\n", scenario)
+		fmt.Fprintf(rp.w, "%d pairs of runs, one right after the other, alternating which goes first\n\n", len(pairs))
+		fmt.Fprintln(rp.w, "| run | off: req/s | off: p50 | off: p99 | off: CPU µs/call | on: req/s | on: p50 | on: p99 | on: CPU µs/call | added p99 (ms) | CPU per call |")
+		fmt.Fprintln(rp.w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+		var addP99, cpuPct []float64
+		for i, p := range pairs {
+			d := p.on.Latency.P99 - p.off.Latency.P99
+			c := 0.0
+			if p.off.CPUPerCallMicros != 0 {
+				c = (p.on.CPUPerCallMicros - p.off.CPUPerCallMicros) / p.off.CPUPerCallMicros * 100
+			}
+			addP99, cpuPct = append(addP99, d), append(cpuPct, c)
+			fmt.Fprintf(rp.w, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %+.3f | %+.1f%% |\n", i+1,
+				f0(p.off.Throughput), f3(p.off.Latency.P50), f3(p.off.Latency.P99), f1(p.off.CPUPerCallMicros),
+				f0(p.on.Throughput), f3(p.on.Latency.P50), f3(p.on.Latency.P99), f1(p.on.CPUPerCallMicros), d, c)
+		}
+		mp, mc := medianOf(addP99), medianOf(cpuPct)
+		fmt.Fprintf(rp.w, "| median | | | | | | | | | %+.3f | %+.1f%% |\n\n", mp, mc)
+		if scenario == "rate" {
+			verdict := func(ok bool) string {
+				if ok {
+					return "PASS"
+				}
+				return "FAIL"
+			}
+			fmt.Fprintf(rp.w, "- issue 38, CPU per call at most +%.0f%% with every call traced: median %+.1f%% · %s\n", targetTracingCPUPct, mc, verdict(mc <= targetTracingCPUPct))
+			fmt.Fprintf(rp.w, "- issue 38, added p99 at most +%.1f ms: median %+.3f ms · %s\n", targetTracingAddP99, mp, verdict(mp <= targetTracingAddP99))
+		}
+	}
+}
+
+func medianOf(vs []float64) float64 {
+	if len(vs) == 0 {
+		return 0
+	}
+	vs = slices.Clone(vs)
+	slices.Sort(vs)
+	if n := len(vs); n%2 == 0 {
+		return (vs[n/2-1] + vs[n/2]) / 2
+	}
+	return vs[len(vs)/2]
 }
 
 // cutTarget splits TARGET=VALUE; a bare VALUE is svcgw's.

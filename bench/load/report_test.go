@@ -94,3 +94,36 @@ func TestReport_NoFloor(t *testing.T) {
 		t.Errorf("a report without a floor mentions one:\n%s", out)
 	}
 }
+
+// TestReport_Tracing: the tracing comparison's runs make table (g), pair
+// by pair, with the medians of the differences judged against issue
+// 38's targets, and svcgw-traced is no column of the other tables.
+func TestReport_Tracing(t *testing.T) {
+	rate := func(target string, p99, cpu float64) Result {
+		return Result{Target: target, Scenario: "rate", Detail: "2000 req/s", Requests: 100, OK: 100, SuccessPct: 100,
+			Throughput: 2000, Latency: Quantiles{P50: 0.5, P99: p99}, CPUPerCallMicros: cpu}
+	}
+	out := reportOf(t,
+		rate("direct", 1.0, 90), rate("svcgw", 2.0, 200), rate("svcgw-traced", 2.1, 205),
+		rate("svcgw@t2", 2.0, 200), rate("svcgw-traced@t2", 2.5, 210),
+		rate("svcgw@t3", 2.0, 200), rate("svcgw-traced@t3", 2.05, 204),
+	)
+	for _, want := range []string{
+		"### (g) the cost of tracing, rate",
+		"3 pairs of runs",
+		"| 1 | 2000 | 0.500 | 2.000 | 200.0 | 2000 | 0.500 | 2.100 | 205.0 | +0.100 | +2.5% |",
+		"| 2 | 2000 | 0.500 | 2.000 | 200.0 | 2000 | 0.500 | 2.500 | 210.0 | +0.500 | +5.0% |",
+		"| median | | | | | | | | | +0.100 | +2.5% |",
+		"CPU per call at most +3% with every call traced: median +2.5% · PASS",
+		"added p99 at most +0.2 ms: median +0.100 ms · PASS",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+	for line := range strings.Lines(out) {
+		if strings.HasPrefix(line, "| | direct") && strings.Contains(line, "svcgw-traced") {
+			t.Errorf("svcgw-traced is a column: %s", line)
+		}
+	}
+}

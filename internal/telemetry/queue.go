@@ -6,29 +6,41 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
-// queue is the span processor between the calls and the exporter: a
-// bounded channel that a call's goroutine hands its ended spans to without
-// ever waiting, and one goroutine that exports them in batches. A span
-// that finds the queue full is dropped and counted, and so is every span
-// of a batch the exporter could not deliver: a collector that is slow or
-// gone costs spans, never a call's time.
+// queue is between the calls and the collector. A call's goroutine, as
+// its span ends, encodes it and the children it ended before it as OTLP
+// (otlp.go) onto the batch waiting, under a lock held for that alone
+// (about a microsecond), never waiting for the collector: the spans are
+// encoded while their memory is still in the core's cache, and the
+// call's allocation goes back to the pool at once. One goroutine sends
+// the batch when it holds BatchSize spans, or every BatchDelay. At most
+// QueueSize spans wait: a span that finds the batch full is dropped and
+// counted, and so is every span of a batch the collector could not be
+// sent: a collector that is slow or gone costs spans, never a call's
+// time.
 //
 // The SDK's BatchSpanProcessor behaves the same way but does not say how
-// many spans it dropped; the operator's /metrics does (Dropped).
+// many spans it dropped; the operator's /metrics does (Spans).
 type queue struct {
-	exp     sdktrace.SpanExporter
-	spans   chan sdktrace.ReadOnlySpan
-	batch   int
-	delay   time.Duration
-	timeout time.Duration
+	send     sender
+	preamble preamble
+	size     int // spans that may wait
+	batch    int
+	delay    time.Duration
+	timeout  time.Duration
+
+	mu      sync.Mutex
+	spans   []byte // the waiting spans, encoded: ScopeSpans.spans fields
+	waiting int    // how many
+	ready   chan struct{}
 
 	queueFull    atomic.Uint64
 	exportFailed atomic.Uint64
 	exported     atomic.Uint64
+
+	spare []byte // the exporting goroutine's: the batch it swapped out last
+	body  []byte // the request sent, reused
 
 	flush    chan chan struct{}
 	stop     chan struct{}
@@ -36,31 +48,43 @@ type queue struct {
 	stopOnce sync.Once
 }
 
-var _ sdktrace.SpanProcessor = (*queue)(nil)
-
-// newQueue starts a queue of size spans exporting to exp in batches of up
-// to batch spans, at least every delay, each export given timeout.
-func newQueue(exp sdktrace.SpanExporter, size, batch int, delay, timeout time.Duration) *queue {
+// newQueue starts a queue of size spans sending to s in batches of
+// batch spans, at least every delay, each send given timeout.
+func newQueue(s sender, p preamble, size, batch int, delay, timeout time.Duration) *queue {
 	q := &queue{
-		exp: exp, spans: make(chan sdktrace.ReadOnlySpan, size),
+		send: s, preamble: p, size: size,
 		batch: batch, delay: delay, timeout: timeout,
+		ready: make(chan struct{}, 1),
 		flush: make(chan chan struct{}), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	go q.run()
 	return q
 }
 
-func (q *queue) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
-
-// OnEnd queues an ended span, or drops it when the queue is full.
-func (q *queue) OnEnd(s sdktrace.ReadOnlySpan) {
-	if !s.SpanContext().IsSampled() {
+// push encodes an ended span, with the children that travel with it,
+// onto the waiting batch, or drops them when the batch is full; then
+// lets go of the call's allocation.
+func (q *queue) push(s *span) {
+	kids := s.children()
+	n := 1 + len(kids)
+	q.mu.Lock()
+	if q.waiting+n > q.size {
+		q.mu.Unlock()
+		q.queueFull.Add(uint64(n))
 		return
 	}
-	select {
-	case q.spans <- s:
-	default:
-		q.queueFull.Add(1)
+	q.spans = appendSpan(q.spans, s)
+	for _, k := range kids {
+		q.spans = appendSpan(q.spans, k)
+	}
+	q.waiting += n
+	full := q.waiting >= q.batch
+	q.mu.Unlock()
+	if full {
+		select {
+		case q.ready <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -68,58 +92,46 @@ func (q *queue) run() {
 	defer close(q.done)
 	t := time.NewTicker(q.delay)
 	defer t.Stop()
-	buf := make([]sdktrace.ReadOnlySpan, 0, q.batch)
 	for {
 		select {
-		case s := <-q.spans:
-			if buf = append(buf, s); len(buf) >= q.batch {
-				buf = q.export(buf)
-			}
+		case <-q.ready:
+			q.export()
 		case <-t.C:
-			buf = q.export(buf)
+			q.export()
 		case ack := <-q.flush:
-			buf = q.export(q.drain(buf))
+			q.export()
 			close(ack)
 		case <-q.stop:
-			q.export(q.drain(buf))
+			q.export()
 			return
 		}
 	}
 }
 
-// drain appends to buf what the queue holds now, exporting full batches.
-func (q *queue) drain(buf []sdktrace.ReadOnlySpan) []sdktrace.ReadOnlySpan {
-	for {
-		select {
-		case s := <-q.spans:
-			if buf = append(buf, s); len(buf) >= q.batch {
-				buf = q.export(buf)
-			}
-		default:
-			return buf
-		}
+// export sends the spans waiting now; those of a failed send are
+// counted as dropped.
+func (q *queue) export() {
+	q.mu.Lock()
+	spans, n := q.spans, q.waiting
+	q.spans, q.waiting = q.spare[:0], 0
+	q.mu.Unlock()
+	q.spare = spans
+	if n == 0 {
+		return
 	}
-}
-
-// export sends buf and returns it emptied; the spans of a failed export
-// are counted as dropped.
-func (q *queue) export(buf []sdktrace.ReadOnlySpan) []sdktrace.ReadOnlySpan {
-	if len(buf) == 0 {
-		return buf
-	}
+	q.body = q.preamble.appendRequest(q.body[:0], spans)
 	ctx, cancel := context.WithTimeout(context.Background(), q.timeout)
-	err := q.exp.ExportSpans(ctx, buf)
+	err := q.send.send(ctx, q.body)
 	cancel()
 	if err != nil {
-		q.exportFailed.Add(uint64(len(buf)))
+		q.exportFailed.Add(uint64(n))
+		q.body = nil // the transport may still hold it
 	} else {
-		q.exported.Add(uint64(len(buf)))
+		q.exported.Add(uint64(n))
 	}
-	clear(buf)
-	return buf[:0]
 }
 
-// ForceFlush exports what is queued now, waiting at most until ctx ends.
+// ForceFlush exports what is waiting now, waiting at most until ctx ends.
 func (q *queue) ForceFlush(ctx context.Context) error {
 	ack := make(chan struct{})
 	select {
@@ -137,14 +149,14 @@ func (q *queue) ForceFlush(ctx context.Context) error {
 	}
 }
 
-// Shutdown exports what is queued and shuts the exporter down, waiting at
+// Shutdown exports what is waiting and closes the sender, waiting at
 // most until ctx ends.
 func (q *queue) Shutdown(ctx context.Context) error {
 	q.stopOnce.Do(func() { close(q.stop) })
 	select {
 	case <-q.done:
 	case <-ctx.Done():
-		return errors.Join(ctx.Err(), q.exp.Shutdown(ctx))
+		return errors.Join(ctx.Err(), q.send.shutdown(ctx))
 	}
-	return q.exp.Shutdown(ctx)
+	return q.send.shutdown(ctx)
 }

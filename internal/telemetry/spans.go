@@ -10,9 +10,9 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/svcgw/svcgw/llm"
@@ -22,14 +22,14 @@ import (
 // The attributes, as the OpenTelemetry GenAI semantic conventions name
 // them (gen_ai.*, error.type, http.*), and svcgw's own (svcgw.*).
 const (
-	attrOperation = "gen_ai.operation.name"
+	attrOperation    = "gen_ai.operation.name"
+	attrProvider     = "gen_ai.provider.name"
+	attrRequestModel = "gen_ai.request.model"
 	// attrEmbedDimensions is the GenAI conventions' name for an
 	// embedding's length; attrEmbedInputs, how many inputs a call
 	// embeds, is svcgw's.
 	attrEmbedDimensions = "gen_ai.embeddings.dimension.count"
 	attrEmbedInputs     = "svcgw.embeddings.inputs"
-	attrProvider        = "gen_ai.provider.name"
-	attrRequestModel    = "gen_ai.request.model"
 	attrMaxTokens       = "gen_ai.request.max_tokens"
 	attrTemperature     = "gen_ai.request.temperature"
 	attrTopP            = "gen_ai.request.top_p"
@@ -69,6 +69,97 @@ const (
 	attrBreaker     = "svcgw.breaker_open"
 )
 
+// key numbers svcgw's attributes (attr holds it); keyNames spells them.
+type key uint8
+
+const (
+	kOperation key = iota
+	kProvider
+	kRequestModel
+	kEmbedDimensions
+	kEmbedInputs
+	kMaxTokens
+	kTemperature
+	kTopP
+	kResponseID
+	kResponseModel
+	kFinishReasons
+	kInputTokens
+	kOutputTokens
+	kCacheRead
+	kCacheWrite
+	kInputMessages
+	kOutputMessages
+	kErrorType
+	kStatusCode
+	kMethod
+	kRoute
+	kRequestID
+	kSurface
+	kRequestType
+	kTier
+	kAccount
+	kKeyID
+	kApplication
+	kCost
+	kStreamed
+	kTTFT
+	kReasoning
+	kRefusal
+	kUpstream
+	kProtocol
+	kAttempt
+	kRetry
+	kFallback
+	kBackoff
+	kOutcome
+	kBreaker
+)
+
+var keyNames = [...]string{
+	kOperation:       attrOperation,
+	kProvider:        attrProvider,
+	kRequestModel:    attrRequestModel,
+	kEmbedDimensions: attrEmbedDimensions,
+	kEmbedInputs:     attrEmbedInputs,
+	kMaxTokens:       attrMaxTokens,
+	kTemperature:     attrTemperature,
+	kTopP:            attrTopP,
+	kResponseID:      attrResponseID,
+	kResponseModel:   attrResponseModel,
+	kFinishReasons:   attrFinishReasons,
+	kInputTokens:     attrInputTokens,
+	kOutputTokens:    attrOutputTokens,
+	kCacheRead:       attrCacheRead,
+	kCacheWrite:      attrCacheWrite,
+	kInputMessages:   attrInputMessages,
+	kOutputMessages:  attrOutputMessages,
+	kErrorType:       attrErrorType,
+	kStatusCode:      attrStatusCode,
+	kMethod:          attrMethod,
+	kRoute:           attrRoute,
+	kRequestID:       attrRequestID,
+	kSurface:         attrSurface,
+	kRequestType:     attrRequestType,
+	kTier:            attrTier,
+	kAccount:         attrAccount,
+	kKeyID:           attrKeyID,
+	kApplication:     attrApplication,
+	kCost:            attrCost,
+	kStreamed:        attrStreamed,
+	kTTFT:            attrTTFT,
+	kReasoning:       attrReasoning,
+	kRefusal:         attrRefusal,
+	kUpstream:        attrUpstream,
+	kProtocol:        attrProtocol,
+	kAttempt:         attrAttempt,
+	kRetry:           attrRetry,
+	kFallback:        attrFallback,
+	kBackoff:         attrBackoff,
+	kOutcome:         attrOutcome,
+	kBreaker:         attrBreaker,
+}
+
 // The gen_ai.operation.name values of the calls svcgw serves: a
 // generation is chat on every surface (chat-completions, the Responses
 // API, messages, generate-content), an embeddings call embeddings.
@@ -78,18 +169,41 @@ const (
 )
 
 // StartCall starts the server span of an inference call of operation
-// (OperationChat, OperationEmbeddings). A W3C traceparent in h makes it a
-// child of the caller's span; without one it begins a trace. The span is
+// (OperationChat, OperationEmbeddings). A W3C
+// traceparent in h makes it a child of the caller's span; without one it
+// begins a trace. The sampler decides here, once for the call: its
+// admission, attempts and ledger spans are sampled as it is. The span is
 // named by its operation until Request names the model.
 func (t *Tracer) StartCall(ctx context.Context, h http.Header, operation, surface, route, requestID string) (context.Context, trace.Span) {
-	ctx = t.prop.Extract(ctx, propagation.HeaderCarrier(h))
-	return t.tracer.Start(ctx, operation, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
-		attribute.String(attrOperation, operation),
-		attribute.String(attrSurface, surface),
-		attribute.String(attrMethod, http.MethodPost),
-		attribute.String(attrRoute, route),
-		attribute.String(attrRequestID, requestID),
-	))
+	if len(h["Traceparent"]) > 0 { // what Extract reads first, without its canonicalizing the name
+		ctx = t.prop.Extract(ctx, propagation.HeaderCarrier(h))
+	}
+	psc := trace.SpanContextFromContext(ctx)
+	tid := psc.TraceID()
+	if !psc.IsValid() {
+		tid = newTraceID()
+	}
+	res := t.sampler.ShouldSample(sdktrace.SamplingParameters{
+		ParentContext: ctx, TraceID: tid, Name: operation, Kind: trace.SpanKindServer,
+	})
+	flags := psc.TraceFlags() &^ trace.FlagsSampled
+	s := newCallSpan()
+	if res.Decision == sdktrace.RecordAndSample {
+		flags |= trace.FlagsSampled
+		s.q = t.queue
+		s.start = now()
+	}
+	s.sc = trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: tid, SpanID: newSpanID(), TraceFlags: flags, TraceState: res.Tracestate,
+	})
+	s.parent, s.remote = psc.SpanID(), psc.IsRemote()
+	s.kind, s.name = trace.SpanKindServer, operation
+	s.str(kOperation, operation)
+	s.str(kSurface, surface)
+	s.str(kMethod, http.MethodPost)
+	s.str(kRoute, route)
+	s.str(kRequestID, requestID)
+	return trace.ContextWithSpan(ctx, s), s
 }
 
 // Call is what the server knows of a call once it is decoded and
@@ -106,59 +220,55 @@ type Call struct {
 // svcgw's (type, tier, account, key, application), and the prompt when
 // content capture is on.
 func (t *Tracer) Request(sp trace.Span, c Call) {
+	s := spanOf(sp)
+	if s == nil || !s.IsRecording() {
+		return
+	}
 	if c.Embed != nil {
-		t.embedRequest(sp, c)
+		embedRequest(s, c)
 		return
 	}
 	req := c.Request
-	sp.SetName(OperationChat + " " + req.Model)
-	attrs := make([]attribute.KeyValue, 0, 12)
-	attrs = append(attrs,
-		attribute.String(attrRequestModel, req.Model),
-		attribute.String(attrRequestType, c.RequestType),
-		attribute.String(attrTier, c.Tier),
-		attribute.String(attrAccount, c.AccountID),
-		attribute.String(attrKeyID, c.KeyID),
-		attribute.String(attrApplication, c.App),
-		attribute.Bool(attrStreamed, req.Stream),
-	)
+	s.model = req.Model
+	s.str(kRequestModel, req.Model)
+	s.str(kRequestType, c.RequestType)
+	s.str(kTier, c.Tier)
+	s.str(kAccount, c.AccountID)
+	s.str(kKeyID, c.KeyID)
+	s.str(kApplication, c.App)
+	s.bool(kStreamed, req.Stream)
 	if req.MaxTokens > 0 {
-		attrs = append(attrs, attribute.Int(attrMaxTokens, req.MaxTokens))
+		s.int(kMaxTokens, req.MaxTokens)
 	}
 	if req.Temperature != nil {
-		attrs = append(attrs, attribute.Float64(attrTemperature, *req.Temperature))
+		s.float(kTemperature, *req.Temperature)
 	}
 	if req.TopP != nil {
-		attrs = append(attrs, attribute.Float64(attrTopP, *req.TopP))
+		s.float(kTopP, *req.TopP)
 	}
 	if t.capture {
-		attrs = append(attrs, attribute.String(attrInputMessages, t.inputMessages(req)))
+		s.str(kInputMessages, t.inputMessages(req))
 	}
-	sp.SetAttributes(attrs...)
 }
 
 // embedRequest is Request for an embeddings call: the span is named
 // "embeddings {model}", with the GenAI request attributes an embeddings
 // call has (the model id, the dimensions asked for) and svcgw's. The
 // inputs are never recorded, content capture or not: they are documents.
-func (t *Tracer) embedRequest(sp trace.Span, c Call) {
+func embedRequest(s *span, c Call) {
 	req := c.Embed
-	sp.SetName(OperationEmbeddings + " " + req.Model)
-	attrs := make([]attribute.KeyValue, 0, 9)
-	attrs = append(attrs,
-		attribute.String(attrRequestModel, req.Model),
-		attribute.String(attrRequestType, c.RequestType),
-		attribute.String(attrTier, c.Tier),
-		attribute.String(attrAccount, c.AccountID),
-		attribute.String(attrKeyID, c.KeyID),
-		attribute.String(attrApplication, c.App),
-		attribute.Bool(attrStreamed, false),
-		attribute.Int(attrEmbedInputs, len(req.Inputs)),
-	)
+	s.model = req.Model
+	s.str(kRequestModel, req.Model)
+	s.str(kRequestType, c.RequestType)
+	s.str(kTier, c.Tier)
+	s.str(kAccount, c.AccountID)
+	s.str(kKeyID, c.KeyID)
+	s.str(kApplication, c.App)
+	s.bool(kStreamed, false)
+	s.int(kEmbedInputs, len(req.Inputs))
 	if req.Dimensions > 0 {
-		attrs = append(attrs, attribute.Int(attrEmbedDimensions, req.Dimensions))
+		s.int(kEmbedDimensions, req.Dimensions)
 	}
-	sp.SetAttributes(attrs...)
 }
 
 // Result is a metered call's outcome.
@@ -175,26 +285,24 @@ type Result struct {
 
 // Metered records a call's usage, cost and finish on its span.
 func (t *Tracer) Metered(sp trace.Span, r Result) {
-	var buf [9]attribute.KeyValue
-	attrs := append(buf[:0],
-		attribute.String(attrResponseID, r.ResponseID),
-		attribute.Int(attrInputTokens, r.Usage.InputTokens),
-		attribute.Int(attrOutputTokens, r.Usage.OutputTokens),
-		attribute.Int(attrCacheRead, r.Usage.CachedInputTokens),
-		attribute.Float64(attrCost, float64(r.CostMicros)/1e6),
-		attribute.Float64(attrTTFT, float64(r.FirstToken.Microseconds())/1e3),
-	)
-	if r.FinishReason != "" { // an embedding has none
-		attrs = append(attrs, attribute.StringSlice(attrFinishReasons, []string{r.FinishReason}))
+	s := spanOf(sp)
+	if s == nil || !s.IsRecording() {
+		return
 	}
+	s.str(kResponseID, r.ResponseID)
+	s.int(kInputTokens, r.Usage.InputTokens)
+	s.int(kOutputTokens, r.Usage.OutputTokens)
+	s.int(kCacheRead, r.Usage.CachedInputTokens)
+	s.finish = r.FinishReason
+	s.float(kCost, float64(r.CostMicros)/1e6)
+	s.float(kTTFT, float64(r.FirstToken.Microseconds())/1e3)
 	// The rarer counts only when there are some.
 	if r.Usage.CacheCreationTokens > 0 {
-		attrs = append(attrs, attribute.Int(attrCacheWrite, r.Usage.CacheCreationTokens))
+		s.int(kCacheWrite, r.Usage.CacheCreationTokens)
 	}
 	if r.Usage.ReasoningTokens > 0 {
-		attrs = append(attrs, attribute.Int(attrReasoning, r.Usage.ReasoningTokens))
+		s.int(kReasoning, r.Usage.ReasoningTokens)
 	}
-	sp.SetAttributes(attrs...)
 }
 
 // Failed records on sp why its call was refused or failed: the error's
@@ -202,22 +310,29 @@ func (t *Tracer) Metered(sp trace.Span, r Result) {
 // backend) as the refusal and the span's status description. The cause
 // behind it, for the operator, is recorded as the span's exception.
 func Failed(sp trace.Span, err error) {
-	var le *llm.Error
-	if !errors.As(err, &le) {
-		sp.SetAttributes(attribute.String(attrErrorType, string(llm.KindInternal)))
-		sp.SetStatus(codes.Error, "internal error")
+	s := spanOf(sp)
+	if s == nil || !s.IsRecording() {
 		return
 	}
-	sp.SetAttributes(attribute.String(attrErrorType, string(le.Kind)), attribute.String(attrRefusal, le.Message))
-	sp.SetStatus(codes.Error, le.Message)
+	var le *llm.Error
+	if !errors.As(err, &le) {
+		s.put(attr{k: kErrorType, t: tString, s: string(llm.KindInternal)})
+		s.SetStatus(codes.Error, "internal error")
+		return
+	}
+	s.put(attr{k: kErrorType, t: tString, s: string(le.Kind)})
+	s.put(attr{k: kRefusal, t: tString, s: le.Message})
+	s.SetStatus(codes.Error, le.Message)
 	if le.Err != nil {
-		sp.RecordError(le.Err)
+		s.RecordError(le.Err)
 	}
 }
 
 // EndCall ends the server span of a call answered with status.
 func EndCall(sp trace.Span, status int) {
-	sp.SetAttributes(attribute.Int(attrStatusCode, status))
+	if s := spanOf(sp); s != nil {
+		s.put(attr{k: kStatusCode, t: tInt, n: uint64(status)})
+	}
 	if status >= 500 {
 		sp.SetStatus(codes.Error, http.StatusText(status))
 	}
@@ -237,7 +352,7 @@ const (
 
 // StartChild starts an internal span of the call whose span ctx holds.
 func (t *Tracer) StartChild(ctx context.Context, name string) (context.Context, trace.Span) {
-	return t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindInternal))
+	return t.startChild(ctx, trace.SpanKindInternal, name)
 }
 
 // EndChild ends an internal span; err, when not nil, is why it failed, and
@@ -256,62 +371,57 @@ func EndChild(sp, parent trace.Span, err error) {
 // attempts from 0. When the candidate's upstream accepts trace context,
 // the attempt's traceparent goes in ctx for the request to carry.
 func (t *Tracer) StartAttempt(ctx context.Context, c *upstream.Candidate, n int, retry bool, op upstream.Operation) context.Context {
-	ctx, sp := t.tracer.Start(ctx, string(op)+" "+c.Model, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
-		attribute.String(attrOperation, string(op)),
-		attribute.String(attrProvider, provider(c.Protocol)),
-		attribute.String(attrRequestModel, c.Model),
-		attribute.String(attrUpstream, c.Upstream),
-		attribute.String(attrProtocol, c.Protocol),
-		attribute.Int(attrAttempt, n),
-		attribute.Bool(attrRetry, retry),
-		attribute.Bool(attrFallback, n > 0 && !retry),
-	))
+	ctx, s := t.startChild(ctx, trace.SpanKindClient, string(op))
+	s.model = c.Model
+	s.str(kOperation, string(op))
+	s.str(kProvider, provider(c.Protocol))
+	s.str(kRequestModel, c.Model)
+	s.str(kUpstream, c.Upstream)
+	s.str(kProtocol, c.Protocol)
+	s.int(kAttempt, n)
+	s.bool(kRetry, retry)
+	s.bool(kFallback, n > 0 && !retry)
 	if c.TraceContext {
-		ctx = upstream.WithTraceparent(ctx, traceparent(sp.SpanContext()))
+		ctx = upstream.WithTraceparent(ctx, traceparent(s.sc))
 	}
 	return ctx
 }
 
 // EndAttempt ends the attempt's span with its outcome: for a stream, at
-// its first event (the rest of the stream is the call's).
+// its first event (the rest of the stream is the call's). What is zero
+// is left out: each attribute costs the export's encoding.
 func (t *Tracer) EndAttempt(ctx context.Context, a *upstream.Attempt) {
 	sp := trace.SpanFromContext(ctx)
-	// One SetAttributes, and what is zero left out: each attribute costs
-	// its span's snapshot and the export's encoding.
-	var buf [4]attribute.KeyValue
-	attrs := append(buf[:0], attribute.String(attrOutcome, string(a.Outcome)))
+	s := spanOf(sp)
+	if s == nil {
+		sp.End()
+		return
+	}
+	s.str(kOutcome, string(a.Outcome))
 	if a.Backoff > 0 {
-		attrs = append(attrs, attribute.Float64(attrBackoff, float64(a.Backoff.Microseconds())/1e3))
+		s.float(kBackoff, float64(a.Backoff.Microseconds())/1e3)
 	}
 	if a.BreakerOpen {
-		attrs = append(attrs, attribute.Bool(attrBreaker, true))
+		s.bool(kBreaker, true)
 	}
 	if a.Outcome == upstream.OutcomeOK {
-		sp.SetAttributes(append(attrs, attribute.String(attrResponseModel, modelOf(sp)))...)
-	} else {
-		sp.SetAttributes(append(attrs, attribute.String(attrErrorType, string(a.Outcome)))...)
+		// The model that answered: the router asks one model per
+		// candidate, and vendors answer with the model asked for, give
+		// or take a dated suffix the canonical reply does not keep.
+		s.str(kResponseModel, s.model)
+	} else if s.IsRecording() {
+		s.str(kErrorType, string(a.Outcome))
 		msg := string(a.Outcome)
 		if a.Err != nil {
 			msg = a.Err.Error() // names the backend: the operator's only
-			sp.RecordError(a.Err)
+			s.RecordError(a.Err)
 		}
-		sp.SetStatus(codes.Error, msg)
+		s.SetStatus(codes.Error, msg)
 	}
-	sp.End()
+	s.End()
 }
 
 var _ upstream.Tracer = (*Tracer)(nil)
-
-// modelOf is the backend model an attempt's span was started for: the
-// model that answered, when it succeeded (the router asks one model per
-// candidate, and vendors answer with the model asked for, give or take a
-// dated suffix the canonical reply does not keep).
-func modelOf(sp trace.Span) string {
-	if ro, ok := sp.(interface{ Name() string }); ok {
-		return strings.TrimPrefix(ro.Name(), OperationChat+" ")
-	}
-	return ""
-}
 
 // provider is gen_ai.provider.name for an upstream protocol.
 func provider(protocol string) string {
@@ -367,7 +477,9 @@ func (t *Tracer) OutputMessages(sp trace.Span, content []llm.Part, finish string
 	if !t.capture {
 		return
 	}
-	sp.SetAttributes(attribute.String(attrOutputMessages, t.bounded([]message{{Role: string(llm.RoleAssistant), Parts: parts(content), FinishReason: finish}})))
+	if s := spanOf(sp); s != nil && s.IsRecording() {
+		s.put(attr{k: kOutputMessages, t: tString, s: t.bounded([]message{{Role: string(llm.RoleAssistant), Parts: parts(content), FinishReason: finish}})})
+	}
 }
 
 // Capture is a streamed completion's text, kept up to the limit while it

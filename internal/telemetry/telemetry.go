@@ -6,9 +6,13 @@
 // Tracing is off unless the configuration's telemetry block or the
 // standard OpenTelemetry environment names an endpoint (Resolve). When it
 // is off there is no *Tracer, and the server's hooks are a nil check.
-// When it is on, spans go through a bounded queue to one exporting
-// goroutine (queue.go): a call never waits for the collector, and a
-// collector that is slow or gone costs dropped spans, counted, not time.
+// When it is on, a call records its spans in place (span.go: the
+// OpenTelemetry API's trace.Span, without the SDK's span machinery), and
+// as it ends encodes them as OTLP (otlp.go) onto a bounded batch that
+// one exporting goroutine sends over OTLP/gRPC or OTLP/HTTP (queue.go,
+// export.go): a call never waits for the collector, and a collector that
+// is slow or gone costs dropped spans, counted, not time. The SDK's
+// samplers decide which calls are traced.
 //
 // Nothing here writes to a caller: the spans name backends, and are the
 // operator's only.
@@ -18,19 +22,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // Protocols of the OTLP exporter (OTEL_EXPORTER_OTLP_PROTOCOL).
@@ -56,8 +57,18 @@ type Options struct {
 	// grpc when empty.
 	Protocol string
 	// Headers are sent with every export (OTEL_EXPORTER_OTLP_HEADERS,
-	// which the exporter also reads itself): an API key, a dataset.
+	// OTEL_EXPORTER_OTLP_TRACES_HEADERS): an API key, a dataset.
 	Headers map[string]string
+	// Compression is gzip or none (OTEL_EXPORTER_OTLP_COMPRESSION,
+	// OTEL_EXPORTER_OTLP_TRACES_COMPRESSION); none when empty.
+	Compression string
+	// Certificate is a PEM file of the CAs that sign the collector's
+	// certificate (OTEL_EXPORTER_OTLP_CERTIFICATE, _TRACES_CERTIFICATE);
+	// ClientCertificate and ClientKey are svcgw's own, for mutual TLS
+	// (OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE, _CLIENT_KEY, and their
+	// _TRACES_ forms). The system's roots and no client certificate
+	// when empty.
+	Certificate, ClientCertificate, ClientKey string
 	// ServiceName is service.name (OTEL_SERVICE_NAME); svcgw when empty.
 	ServiceName string
 	// Sampler and SamplerArg are OTEL_TRACES_SAMPLER and its argument:
@@ -78,8 +89,10 @@ type Options struct {
 	Version string
 
 	// The queue: at most QueueSize spans wait (2048), exported in
-	// batches of BatchSize (512) at least every BatchDelay (1s), each
-	// export given ExportTimeout (10s). OTEL_BSP_MAX_QUEUE_SIZE,
+	// batches of BatchSize spans (512; a few more when the last call
+	// brings its children) at least every BatchDelay (1s), each export
+	// given ExportTimeout (10s).
+	// OTEL_BSP_MAX_QUEUE_SIZE,
 	// OTEL_BSP_MAX_EXPORT_BATCH_SIZE, OTEL_BSP_SCHEDULE_DELAY and
 	// OTEL_BSP_EXPORT_TIMEOUT (milliseconds) set them when zero.
 	QueueSize     int
@@ -106,6 +119,10 @@ func Resolve(o Options, getenv func(string) string) (Options, bool, error) {
 	or(&o.ServiceName, "OTEL_SERVICE_NAME")
 	or(&o.Sampler, "OTEL_TRACES_SAMPLER")
 	or(&o.SamplerArg, "OTEL_TRACES_SAMPLER_ARG")
+	or(&o.Compression, "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "OTEL_EXPORTER_OTLP_COMPRESSION")
+	or(&o.Certificate, "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", "OTEL_EXPORTER_OTLP_CERTIFICATE")
+	or(&o.ClientCertificate, "OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE", "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE")
+	or(&o.ClientKey, "OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY", "OTEL_EXPORTER_OTLP_CLIENT_KEY")
 	if o.ServiceName == "" {
 		o.ServiceName = "svcgw"
 	}
@@ -122,6 +139,31 @@ func Resolve(o Options, getenv func(string) string) (Options, bool, error) {
 			attrs[k] = v
 		}
 		o.ResourceAttributes = attrs
+	}
+	// Headers: the file's, then the traces' own variable, then the
+	// general one.
+	for _, key := range []string{"OTEL_EXPORTER_OTLP_TRACES_HEADERS", "OTEL_EXPORTER_OTLP_HEADERS"} {
+		env := getenv(key)
+		if env == "" {
+			continue
+		}
+		hs, err := ParseKeyValues(env)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", key, err))
+		}
+		if o.Headers == nil {
+			o.Headers = map[string]string{}
+		}
+		for k, v := range hs {
+			if _, ok := o.Headers[k]; !ok {
+				o.Headers[k] = v
+			}
+		}
+	}
+	switch strings.ToLower(o.Compression) {
+	case "", "none", "gzip":
+	default:
+		errs = append(errs, fmt.Errorf("OTLP compression %q: want gzip or none", o.Compression))
 	}
 	if !o.CaptureContent {
 		o.CaptureContent = strings.EqualFold(strings.TrimSpace(getenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")), "true")
@@ -256,23 +298,22 @@ func ParseKeyValues(s string) (map[string]string, error) {
 
 // Tracer makes svcgw's spans. A nil *Tracer is tracing off.
 type Tracer struct {
-	provider *sdktrace.TracerProvider
-	tracer   trace.Tracer
-	queue    *queue
-	prop     propagation.TraceContext
-	capture  bool
-	limit    int
+	sampler sdktrace.Sampler
+	queue   *queue
+	prop    propagation.TraceContext
+	capture bool
+	limit   int
 }
 
-// New starts tracing with o (as Resolve returned it): the exporter, the
-// queue and the tracer provider. It does not wait for the collector: the
-// exporter connects when it first exports.
+// New starts tracing with o (as Resolve returned it): the sender and the
+// queue. It does not wait for the collector: the sender connects when it
+// first exports.
 func New(ctx context.Context, o Options) (*Tracer, error) {
-	exp, err := newExporter(ctx, o)
+	sampler, err := NewSampler(o.Sampler, o.SamplerArg)
 	if err != nil {
 		return nil, err
 	}
-	sampler, err := NewSampler(o.Sampler, o.SamplerArg)
+	s, err := newSender(o)
 	if err != nil {
 		return nil, err
 	}
@@ -280,56 +321,23 @@ func New(ctx context.Context, o Options) (*Tracer, error) {
 	if o.Version != "" {
 		attrs = append(attrs, attribute.String("service.version", o.Version))
 	}
-	for k, v := range o.ResourceAttributes {
+	keys := slices.Sorted(maps.Keys(o.ResourceAttributes))
+	for _, k := range keys {
 		if k != "service.name" {
-			attrs = append(attrs, attribute.String(k, v))
+			attrs = append(attrs, attribute.String(k, o.ResourceAttributes[k]))
 		}
 	}
-	res := resource.NewSchemaless(attrs...)
-	q := newQueue(exp, o.QueueSize, o.BatchSize, o.BatchDelay, o.ExportTimeout)
-	tp := sdktrace.NewTracerProvider(
-		sdktrace.WithSampler(sampler),
-		sdktrace.WithResource(res),
-		sdktrace.WithSpanProcessor(q),
-	)
+	p := newPreamble(attrs, scopeName, o.Version)
 	return &Tracer{
-		provider: tp,
-		tracer:   tp.Tracer("github.com/svcgw/svcgw"),
-		queue:    q,
-		capture:  o.CaptureContent,
-		limit:    o.ContentLimit,
+		sampler: sampler,
+		queue:   newQueue(s, p, o.QueueSize, o.BatchSize, o.BatchDelay, o.ExportTimeout),
+		capture: o.CaptureContent,
+		limit:   o.ContentLimit,
 	}, nil
 }
 
-func newExporter(ctx context.Context, o Options) (*otlptrace.Exporter, error) {
-	switch o.Protocol {
-	case ProtocolHTTPProtobuf:
-		opts := []otlptracehttp.Option{otlptracehttp.WithTimeout(o.ExportTimeout)}
-		switch {
-		case o.TracesEndpoint != "":
-			opts = append(opts, otlptracehttp.WithEndpointURL(o.TracesEndpoint))
-		case o.Endpoint != "":
-			opts = append(opts, otlptracehttp.WithEndpointURL(strings.TrimSuffix(o.Endpoint, "/")+"/v1/traces"))
-		}
-		if len(o.Headers) > 0 {
-			opts = append(opts, otlptracehttp.WithHeaders(o.Headers))
-		}
-		return otlptracehttp.New(ctx, opts...)
-	default:
-		opts := []otlptracegrpc.Option{otlptracegrpc.WithTimeout(o.ExportTimeout)}
-		endpoint := o.TracesEndpoint
-		if endpoint == "" {
-			endpoint = o.Endpoint
-		}
-		if endpoint != "" {
-			opts = append(opts, otlptracegrpc.WithEndpointURL(endpoint))
-		}
-		if len(o.Headers) > 0 {
-			opts = append(opts, otlptracegrpc.WithHeaders(o.Headers))
-		}
-		return otlptracegrpc.New(ctx, opts...)
-	}
-}
+// scopeName is the instrumentation scope of svcgw's spans.
+const scopeName = "github.com/svcgw/svcgw"
 
 // Shutdown exports the spans still queued and stops the exporter, waiting
 // at most until ctx ends.
@@ -337,7 +345,7 @@ func (t *Tracer) Shutdown(ctx context.Context) error {
 	if t == nil {
 		return nil
 	}
-	return t.provider.Shutdown(ctx)
+	return t.queue.Shutdown(ctx)
 }
 
 // ForceFlush exports the spans queued now, waiting at most until ctx ends.
@@ -345,7 +353,7 @@ func (t *Tracer) ForceFlush(ctx context.Context) error {
 	if t == nil {
 		return nil
 	}
-	return t.provider.ForceFlush(ctx)
+	return t.queue.ForceFlush(ctx)
 }
 
 // Spans counts the ended spans: exported, dropped because the queue was
