@@ -21,6 +21,7 @@ var shipped = []struct{ name, sha256 string }{
 	{"0006_key_changes", "9d254672dd3c9f110bd9b785b9b5b344512578500b49d5da2407ac304eafbb9b"},
 	{"0007_usage_periods_checks", "87d57b813abf17ff4f177587dcbff32dd0f52bc1bd70736e86f0b09b3bd78f12"},
 	{"0008_output_items", "d2f33df7d2d5108152098f21c54de6ac7f51a60187be8b31d1ecfc1d5c433b26"},
+	{"0009_control_plane", "13c10b858e68ac3b424cb1ccad01a07db86e18ab23cb5cd46f01544eff4835a9"},
 }
 
 // shippedPG are PostgreSQL's (store/pgmigrations), pinned the same way.
@@ -31,6 +32,7 @@ var shippedPG = []struct{ name, sha256 string }{
 	{"0004_generations_references", "f05cea1890dddf64ca75a5eade6094a87accf7455143633b791d274861cad11d"},
 	{"0005_instance_locks", "6c6234decdcb5bff5fa176a7f532f3e30663178a257119e08580e6f859f9c284"},
 	{"0006_output_items", "9e4a7f21160cf3de4914d5ac184b005dea911de88f4c296ba440a313f8eee6c0"},
+	{"0007_control_plane", "87d429dedbaf7552ca0b6acee2916cc34393ffa578dd8aa2e7e7d873824f1b1b"},
 }
 
 func TestMigrations_AppendOnly(t *testing.T) {
