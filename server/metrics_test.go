@@ -44,7 +44,7 @@ func newMetricsGateway(t *testing.T, mo MetricsOptions, opts ...gatewayOption) *
 	}
 	opts = append([]gatewayOption{withStore(st), func(o *Options) { o.Metrics = m }}, opts...)
 	gw := newTestGateway(t, opts...)
-	admin := httptest.NewServer(gw.Server.Admin(func(context.Context) error { return nil }))
+	admin := httptest.NewServer(gw.Server.Admin(AdminOptions{Reload: func(context.Context) error { return nil }, OpenMetrics: true}))
 	t.Cleanup(admin.Close)
 	return &metricsGateway{testGateway: gw, Metrics: m, AdminURL: admin.URL}
 }
@@ -421,7 +421,7 @@ func TestReadyz_CallersAreNotToldTheDatabasesInternals(t *testing.T) {
 	is.NoErr(err) // open store
 	var logs syncLog
 	gw := newTestGateway(t, withStore(downStore{st}), func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
-	admin := httptest.NewServer(gw.Server.Admin(func(context.Context) error { return nil }))
+	admin := httptest.NewServer(gw.Server.Admin(AdminOptions{Reload: func(context.Context) error { return nil }, OpenMetrics: true}))
 	t.Cleanup(admin.Close)
 	resp, body := gw.do(t, http.MethodGet, "/readyz", "")
 	is.Equal(resp.StatusCode, http.StatusServiceUnavailable)

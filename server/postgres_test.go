@@ -69,7 +69,7 @@ func TestPostgres_ReadyzNamesALostLivenessLock(t *testing.T) {
 	st, err := store.OpenPostgres(ctx, dsn, store.Options{})
 	is.NoErr(err)
 	gw := newTestGateway(t, withStore(st))
-	admin := httptest.NewServer(gw.Server.Admin(func(context.Context) error { return nil }))
+	admin := httptest.NewServer(gw.Server.Admin(AdminOptions{Reload: func(context.Context) error { return nil }, OpenMetrics: true}))
 	t.Cleanup(admin.Close)
 	resp, _ := gw.do(t, http.MethodGet, "/readyz", "")
 	is.Equal(resp.StatusCode, http.StatusOK) // ready, its lock held

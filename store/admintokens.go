@@ -56,6 +56,10 @@ func (s *policy) CreateAdminToken(ctx context.Context, name string, readOnly boo
 	if err := checkName("admin token name", name); err != nil {
 		return "", AdminToken{}, err
 	}
+	if name == ActorCLI {
+		// The audit log names the command line's changes so.
+		return "", AdminToken{}, fmt.Errorf("admin token name %q: %w: reserved for the command line", name, ErrInvalid)
+	}
 	id, err := newKeyID(s.rand)
 	if err != nil {
 		return "", AdminToken{}, fmt.Errorf("create admin token: %w", err)
