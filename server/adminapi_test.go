@@ -326,7 +326,7 @@ func TestAdminAPI_EndToEnd(t *testing.T) {
 	var audit admin.List[admin.AuditEntry]
 	code, _, body = api.do("GET", "/admin/v1/audit?limit=500", nil, &audit)
 	is.Equal(code, http.StatusOK)
-	is.True(!bytes.Contains(body, []byte(nk.Secret)))   // no secret
+	is.True(!bytes.Contains(body, []byte(nk.Secret))) // no secret
 	is.True(!bytes.Contains(body, []byte(api.token))) // of any kind
 	var trail []string
 	for _, e := range slices.Backward(audit.Data) {
