@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	oaserrors "github.com/pb33f/libopenapi-validator/errors"
 	"google.golang.org/genai"
 
+	"github.com/svcgw/svcgw/internal/pgtest"
 	"github.com/svcgw/svcgw/store"
 	"github.com/svcgw/svcgw/surfaces/admin"
 )
@@ -461,4 +463,89 @@ func TestAuth_ExpiredKeyInEachSurfaceEnvelope(t *testing.T) {
 		is.Equal(ae.Status, "UNAUTHENTICATED")
 		is.True(strings.Contains(ae.Message, "expired"))
 	})
+}
+
+// TestPostgres_AdminAPIAcrossInstances runs two instances on one
+// PostgreSQL database, each with its own management API: a key made
+// through one serves calls on the other within a second, and is refused
+// there within a second of its revocation through the first; a credit
+// made through one is spendable on the other within a second; and one
+// credit retried ten times at once across both, with one Idempotency-Key,
+// counts once.
+func TestPostgres_AdminAPIAcrossInstances(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	open := func() *testGateway {
+		st, err := store.OpenPostgres(ctx, dsn, store.Options{})
+		is.NoErr(err)
+		return newTestGateway(t, withStore(st))
+	}
+	a, b := open(), open()
+	apiA, apiB := newAdminAPI(t, a, "billing-a"), newAdminAPI(t, b, "billing-b")
+
+	code, _, _ := apiA.do("POST", "/admin/v1/accounts", map[string]any{"name": "shop"}, nil)
+	is.Equal(code, http.StatusCreated)
+	var nk admin.NewKey
+	code, _, _ = apiA.do("POST", "/admin/v1/accounts/shop/keys", map[string]any{"name": "web"}, &nk)
+	is.Equal(code, http.StatusCreated)
+	// within polls a call on b with the key until it answers want, and
+	// fails the test if that takes over a second.
+	within := func(what string, want int) {
+		t.Helper()
+		began := time.Now()
+		for {
+			resp, body := b.do(t, http.MethodPost, "/svc/v1/chat/completions", chatBody, "Authorization", "Bearer "+nk.Secret)
+			if resp.StatusCode == want {
+				t.Logf("%s: seen on the other instance after %v", what, time.Since(began).Round(time.Millisecond))
+				return
+			}
+			if time.Since(began) > time.Second {
+				t.Fatalf("%s: the other instance still answers %d after a second: %s", what, resp.StatusCode, body)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	within("a new key on an empty account", http.StatusPaymentRequired) // known there, and nothing to spend
+	code, _, _ = apiA.do("POST", "/admin/v1/accounts/shop/credits", map[string]any{"amount": "5.00"}, nil)
+	is.Equal(code, http.StatusCreated)
+	within("a credit", http.StatusOK)
+	code, _, _ = apiA.do("DELETE", "/admin/v1/keys/"+nk.ID, nil, nil)
+	is.Equal(code, http.StatusOK)
+	within("a revocation", http.StatusUnauthorized)
+
+	// Ten retries at once, alternating between the instances.
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		answers = map[string]int{}
+	)
+	for i := range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			api := []*adminClient{apiA, apiB}[i%2]
+			var c admin.Credited
+			code, _, body := api.do("POST", "/admin/v1/accounts/shop/credits", map[string]any{"amount": "2.00", "reference": "stripe:pi_9"}, &c,
+				"Idempotency-Key", "evt_retried")
+			mu.Lock()
+			defer mu.Unlock()
+			if code != http.StatusCreated {
+				t.Errorf("retry %d: %d %s", i, code, body)
+			}
+			answers[c.Transaction.ID+" "+c.Balance]++
+		}()
+	}
+	wg.Wait()
+	is.Equal(len(answers), 1) // one answer, the first's, to all ten
+	var txs admin.List[admin.CreditTx]
+	code, _, _ = apiB.do("GET", "/admin/v1/accounts/shop/credits", nil, &txs)
+	is.Equal(code, http.StatusOK)
+	n := 0
+	for _, tx := range txs.Data {
+		if tx.Reference == "stripe:pi_9" {
+			n++
+		}
+	}
+	is.Equal(n, 1) // credited once
 }
