@@ -81,6 +81,7 @@ type root struct {
 	Config     configCmd        `cmd:"" help:"Work with configuration files."`
 	Backup     backupCmd        `cmd:"" help:"Copy the database consistently, even while svcgw serves it."`
 	DB         dbCmd            `cmd:"" name:"db" help:"Move a ledger from SQLite to PostgreSQL."`
+	Admin      adminCmd         `cmd:"" help:"Manage the admin tokens of the management API (/admin/v1 on --admin-addr)."`
 }
 
 // env is what a command's Run receives besides its own flags.
@@ -160,7 +161,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 		parser.Errorf("%s", err)
 		return 2
 	}
-	e := &env{ctx: ctx, stdout: stdout, stderr: stderr, global: &cli.Globals}
+	// Every change a command makes is recorded in the audit log as the
+	// command line's, as the management API records its token's name.
+	e := &env{ctx: store.WithActor(ctx, store.ActorCLI), stdout: stdout, stderr: stderr, global: &cli.Globals}
 	// The admin commands take the existing database (store.DB) as an
 	// argument of Run: it is opened once, when a command asks for it, and
 	// closed after the command.

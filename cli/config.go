@@ -60,6 +60,9 @@ type configReloadCmd struct {
 	AdminAddr string `help:"The running serve's --admin-addr: reload through its POST /-/reload and print the outcome. Without it, the serve on --db (a SQLite file) is sent SIGHUP (its pid is in the database's lock file) and logs the outcome."`
 	AdminCA   string `name:"admin-ca" type:"existingfile" placeholder:"FILE" help:"The admin listener serves HTTPS (serve --admin-tls-cert): trust this PEM certificate authority (or the certificate itself) for it; without it, the system's roots."`
 	AdminTLS  bool   `name:"admin-tls" help:"The admin listener serves HTTPS with a certificate the system's roots trust (implied by --admin-ca)."`
+	// The token comes from the environment rather than the command line
+	// where it can: a flag's value is in every process listing.
+	AdminToken string `name:"admin-token" env:"SVCGW_ADMIN_TOKEN" placeholder:"TOKEN" help:"An admin token (svcgw admin tokens create, not read-only) for --admin-addr; better given in SVCGW_ADMIN_TOKEN than on the command line."`
 }
 
 func (c *configReloadCmd) Run(e *env) error {
@@ -92,6 +95,9 @@ func (c *configReloadCmd) Run(e *env) error {
 
 // viaAdmin asks the admin listener to reload, and reports its answer.
 func (c *configReloadCmd) viaAdmin(e *env) error {
+	if c.AdminToken == "" {
+		return errors.New("--admin-addr needs an admin token: set SVCGW_ADMIN_TOKEN (or --admin-token) to one that svcgw admin tokens create printed")
+	}
 	ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
 	defer cancel()
 	client, scheme := http.DefaultClient, "http"
@@ -114,6 +120,7 @@ func (c *configReloadCmd) viaAdmin(e *env) error {
 	if err != nil {
 		return fmt.Errorf("--admin-addr: %w", err)
 	}
+	req.Header.Set("Authorization", "Bearer "+c.AdminToken)
 	resp, err := client.Do(req)
 	if err != nil {
 		return fmt.Errorf("reload through %s: %w", url, err)
@@ -139,6 +146,8 @@ func (c *configReloadCmd) viaAdmin(e *env) error {
 		}
 		fmt.Fprintln(e.stderr, "reload refused: svcgw serve keeps the configuration in force")
 		return exitError{code: 1}
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return fmt.Errorf("reload through %s: %s: %s", url, resp.Status, answer.Error.Message)
 	}
 	if answer.Error.Message != "" {
 		return fmt.Errorf("reload through %s: %s: %s", url, resp.Status, answer.Error.Message)

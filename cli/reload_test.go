@@ -10,8 +10,10 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -78,7 +80,8 @@ func TestServe_ReloadsItsConfiguration(t *testing.T) {
 	}
 	write(reloadConfig(upstream.URL, "key-one", "1000", "2000"))
 	admin := freeAddr(t)
-	srv := startServer(t, db, "--config", cfg, "--admin-addr", admin)
+	srv := startServer(t, db, "--config", cfg, "--admin-addr", admin, "--admin-open-metrics")
+	token := newAdminToken(t, db, false)
 
 	client := &http.Client{Timeout: 10 * time.Second}
 	// cost makes a call and returns what it was charged.
@@ -139,7 +142,7 @@ func TestServe_ReloadsItsConfiguration(t *testing.T) {
 
 	// A broken file is refused whole, naming its lines, and changes nothing.
 	write(reloadConfig(upstream.URL, "key-three", "lots", "4000") + "unknown_section: 1\n")
-	code, _, stderr = run(t, db, "config", "reload", "--admin-addr", admin)
+	code, _, stderr = run(t, db, "config", "reload", "--admin-addr", admin, "--admin-token", token)
 	is.Equal(code, 1)                                            // refused
 	is.True(strings.Contains(stderr, cfg+":11:"))                // the bad price, at its line
 	is.True(strings.Contains(stderr, cfg+":12:"))                // the unknown key, at its line
@@ -164,7 +167,7 @@ func TestServe_ReloadsItsConfiguration(t *testing.T) {
 
 	// Fixed: it takes effect.
 	write(reloadConfig(upstream.URL, "key-three", "1000", "2000"))
-	code, out, _ = run(t, db, "config", "reload", "--admin-addr", admin)
+	code, out, _ = run(t, db, "config", "reload", "--admin-addr", admin, "--admin-token", token)
 	is.Equal(code, 0)
 	is.Equal(strings.TrimSpace(out), "reloaded")
 	is.Equal(cost(), "0.020000")
@@ -177,7 +180,7 @@ func TestConfigReload_WithoutAServe(t *testing.T) {
 	code, _, stderr := run(t, db, "config", "reload")
 	is.Equal(code, 1)
 	is.True(strings.Contains(stderr, "no svcgw serve is running on this database"))
-	code, _, stderr = run(t, db, "config", "reload", "--admin-addr", freeAddr(t))
+	code, _, stderr = run(t, db, "config", "reload", "--admin-addr", freeAddr(t), "--admin-token", "svcgw_admin_x")
 	is.Equal(code, 1)
 	is.True(strings.Contains(stderr, "reload through"))
 }
@@ -187,7 +190,7 @@ func TestServe_ReloadWithoutConfigIsRefused(t *testing.T) {
 	db := newDB(t)
 	admin := freeAddr(t)
 	serve(t, db, "--admin-addr", admin)
-	code, _, stderr := run(t, db, "config", "reload", "--admin-addr", admin)
+	code, _, stderr := run(t, db, "config", "reload", "--admin-addr", admin, "--admin-token", newAdminToken(t, db, false))
 	is.Equal(code, 1)
 	is.True(strings.Contains(stderr, "without --config"))
 	// Without --admin-addr too: no SIGHUP is sent, and it says why.
@@ -253,5 +256,58 @@ func TestServe_ReloadIntervalFollowsTheFile(t *testing.T) {
 			t.Fatalf("the changed file was not reloaded: %s", srv.stderr.String())
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// newAdminToken creates an admin token on db (svcgw admin tokens create)
+// and returns its secret.
+func newAdminToken(t *testing.T, db string, readOnly bool) string {
+	t.Helper()
+	args := []string{"admin", "tokens", "create", "--name", fmt.Sprintf("test-%d", adminTokens.Add(1))}
+	if readOnly {
+		args = append(args, "--read-only")
+	}
+	code, out, stderr := run(t, db, args...)
+	if code != 0 {
+		t.Fatalf("admin tokens create: %s", stderr)
+	}
+	return strings.TrimSpace(out)
+}
+
+var adminTokens atomic.Int64
+
+// TestConfigReload_NeedsAnAdminToken: the admin listener refuses a reload
+// without a token, with a read-only one, and with a revoked one; the
+// command says so, and asks for one before sending anything.
+func TestConfigReload_NeedsAnAdminToken(t *testing.T) {
+	is := is.New(t)
+	db := newDB(t)
+	admin := freeAddr(t)
+	serve(t, db, "--admin-addr", admin)
+	code, _, stderr := run(t, db, "config", "reload", "--admin-addr", admin)
+	is.Equal(code, 1)
+	is.True(strings.Contains(stderr, "SVCGW_ADMIN_TOKEN")) // asked for before sending
+	code, _, stderr = run(t, db, "config", "reload", "--admin-addr", admin, "--admin-token", "svcgw_admin_nope")
+	is.Equal(code, 1)
+	is.True(strings.Contains(stderr, "401")) // unknown token
+	code, _, stderr = run(t, db, "config", "reload", "--admin-addr", admin, "--admin-token", newAdminToken(t, db, true))
+	is.Equal(code, 1)
+	is.True(strings.Contains(stderr, "403")) // read-only
+	is.True(strings.Contains(stderr, "read-only"))
+	tok := newAdminToken(t, db, false)
+	code, _, stderr = run(t, db, "admin", "tokens", "revoke", "test-"+strconv.FormatInt(adminTokens.Load(), 10))
+	is.Equal(code, 0) // revoke
+	code, _, stderr = run(t, db, "config", "reload", "--admin-addr", admin, "--admin-token", tok)
+	is.Equal(code, 1)
+	is.True(strings.Contains(stderr, "401")) // revoked: refused at once
+
+	// /healthz and /readyz stay open; /metrics and pprof do not.
+	for path, want := range map[string]int{"/healthz": 200, "/readyz": 200, "/metrics": 401, "/debug/pprof/cmdline": 401} {
+		resp, err := http.Get("http://" + admin + path)
+		is.NoErr(err)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET %s: %d, want %d", path, resp.StatusCode, want)
+		}
 	}
 }

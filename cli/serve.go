@@ -53,8 +53,9 @@ type serveCmd struct {
 	AdminTLSCert     string        `name:"admin-tls-cert" type:"existingfile" placeholder:"FILE" help:"Serve the admin listener HTTPS with this PEM certificate (may be --tls-cert's); needs --admin-tls-key. Re-read on reload like --tls-cert."`
 	AdminTLSKey      string        `name:"admin-tls-key" type:"existingfile" placeholder:"FILE" help:"The PEM private key of --admin-tls-cert."`
 	ReloadInterval   time.Duration `default:"0s" help:"Also reload (as SIGHUP does) when the contents of --config or of a TLS certificate or key file change, looking this often, e.g. 10s for a Kubernetes ConfigMap or Secret mounted as files; 0 = only on SIGHUP or POST /-/reload."`
-	AdminAddr        string        `help:"Address of the admin listener, e.g. 127.0.0.1:9090: Prometheus /metrics, /readyz naming what is wrong, /debug/pprof/ and POST /-/reload. Off when empty; never reachable on --addr. Keep it off the network callers reach. Browsers' cross-origin requests are refused on it, and so is a Host that --admin-allowed-hosts does not allow."`
+	AdminAddr        string        `help:"Address of the admin listener, e.g. 127.0.0.1:9090: the management API /admin/v1/, Prometheus /metrics, /readyz naming what is wrong, /debug/pprof/ and POST /-/reload, all but /healthz and /readyz behind an admin token (svcgw admin tokens create). Off when empty; never reachable on --addr. Keep it off the network callers reach. Browsers' cross-origin requests are refused on it, and so is a Host that --admin-allowed-hosts does not allow."`
 	AdminHosts       []string      `name:"admin-allowed-hosts" sep:"," placeholder:"NAME,…" help:"Host names the admin listener answers besides IP addresses, localhost, this machine's host name and --admin-addr's own host, e.g. svcgw.monitoring.svc,*.internal.example (* alone: any, which turns off the defence against DNS rebinding). A request with another Host gets 403."`
+	AdminOpenMetrics bool          `name:"admin-open-metrics" help:"Serve the admin listener's /metrics without an admin token, for a Prometheus scraper that sends none."`
 	GCFloor          int           `name:"gc-floor" default:"32" help:"Smallest heap the garbage collector lets grow before it collects, in MiB: while the live heap is under half of it, collect at this size instead of at twice the live heap (fewer collections at high request rates); 0 = the Go runtime's own pacing. GOGC or GOMEMLIMIT in the environment overrides it."`
 	MetricsAppLabels int           `name:"metrics-application-labels" default:"0" help:"Label calls, tokens and cost in /metrics with the application (X-Title, Referer host or key name), for at most this many distinct applications; the rest count as \"other\" (0 = no application label)."`
 
@@ -273,7 +274,7 @@ func (c *serveCmd) Run(e *env) (err error) {
 		side.Add(1)
 		go func() {
 			defer side.Done()
-			admin := adminGuard.Handler(h.Admin(func(context.Context) error { return rl.reload("admin") }))
+			admin := adminGuard.Handler(h.Admin(server.AdminOptions{Reload: func(context.Context) error { return rl.reload("admin") }, OpenMetrics: c.AdminOpenMetrics}))
 			// A profile may take its time; a second of grace is plenty
 			// for a scrape.
 			if err := server.Serve(sideCtx, adminLn, admin, server.ServeOptions{Logger: log.With("listener", "admin"), Grace: time.Second, MaxConns: 64, TLS: adminTLS.TLSConfig()}); err != nil {

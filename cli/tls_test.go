@@ -165,6 +165,7 @@ func TestServe_TLSWithRenewalWhileAStreamIsOpen(t *testing.T) {
 	code, _, _ = run(t, db, "credits", "add", "--account", "acme", "100")
 	is.Equal(code, 0) // credits add
 	admin := freeAddr(t)
+	adminToken := newAdminToken(t, db, false)
 	// A slow fixture keeps a stream open across the renewal (about five
 	// seconds for its reply).
 	srv := startServer(t, db, "--tls-cert", certFile, "--tls-key", keyFile,
@@ -192,7 +193,9 @@ func TestServe_TLSWithRenewalWhileAStreamIsOpen(t *testing.T) {
 	// The admin listener has its own certificate.
 	serial, _ := servedSerial(t, ca, admin)
 	is.Equal(serial, int64(200))
-	resp, err = client.Get("https://" + admin + "/metrics")
+	req, _ := http.NewRequest(http.MethodGet, "https://"+admin+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err = client.Do(req)
 	is.NoErr(err)
 	resp.Body.Close()
 	is.Equal(resp.StatusCode, http.StatusOK)
@@ -352,13 +355,14 @@ func TestConfigReload_AdminOverTLS(t *testing.T) {
 	db := newDB(t)
 	admin := freeAddr(t)
 	startServer(t, db, "--admin-addr", admin, "--admin-tls-cert", adminCert, "--admin-tls-key", adminKey)
+	token := newAdminToken(t, db, false)
 
-	code, out, stderr := run(t, db, "config", "reload", "--admin-addr", admin, "--admin-ca", ca.pem)
+	code, out, stderr := run(t, db, "config", "reload", "--admin-addr", admin, "--admin-ca", ca.pem, "--admin-token", token)
 	is.Equal(code, 0) // reloaded over HTTPS
 	is.Equal(strings.TrimSpace(out), "reloaded")
 	is.Equal(stderr, "")
 
-	code, _, _ = run(t, db, "config", "reload", "--admin-addr", admin)
+	code, _, _ = run(t, db, "config", "reload", "--admin-addr", admin, "--admin-token", token)
 	is.Equal(code, 1) // plain HTTP to the HTTPS listener is no reload
 
 	code, out, _ = run(t, db, "config", "reload")

@@ -11,13 +11,25 @@ import (
 	"strings"
 
 	"github.com/svcgw/svcgw/store"
+	"github.com/svcgw/svcgw/surfaces/admin"
 )
 
+// AdminOptions configure the admin listener (Admin).
+type AdminOptions struct {
+	// Reload re-reads the configuration file (POST /-/reload); nil: the
+	// route is 404.
+	Reload func(context.Context) error
+	// OpenMetrics serves /metrics without an admin token, for a scraper
+	// that sends none (serve --admin-open-metrics).
+	OpenMetrics bool
+}
+
 // Admin returns the handler of the admin listener (serve --admin-addr):
-// the operator's view of the gateway, on an address of its own that
-// callers are not given. None of its routes is served on the caller
-// address (ServeHTTP), except /healthz and /readyz, which load balancers
-// probe there, and whose caller-address answer names no backend.
+// the operator's view of the gateway and its management API, on an
+// address of its own that callers are not given. None of its routes is
+// served on the caller address (ServeHTTP), except /healthz and /readyz,
+// which load balancers probe there, and whose caller-address answer names
+// no backend.
 //
 //	GET  /metrics          Prometheus metrics (see Metrics); 404 without them
 //	GET  /readyz           readiness, naming the candidates whose breakers are open
@@ -26,11 +38,14 @@ import (
 //	                       cmdline with every password in it redacted
 //	POST /-/reload         re-read the configuration file (reload): 200, or
 //	                       422 with its file:line errors (the old one is kept)
+//	     /admin/v1/…       the management API (surfaces/admin, docs/admin-api.md)
 //
-// reload may be nil: /-/reload is then 404. serve puts an AdminGuard in
-// front of it all, which refuses foreign Hosts and other origins' browser
-// requests.
-func (s *Server) Admin(reload func(context.Context) error) http.Handler {
+// Every route but /healthz, /readyz and, with OpenMetrics, /metrics needs
+// an admin token (admin.Guard): 401 without one, 403 for a change asked
+// with a read-only one. serve puts an AdminGuard in front of it all, which
+// refuses foreign Hosts and other origins' browser requests before any
+// token is looked at.
+func (s *Server) Admin(opts AdminOptions) http.Handler {
 	mux := http.NewServeMux()
 	if s.metrics != nil {
 		mux.Handle("GET /metrics", s.metrics.Handler())
@@ -44,7 +59,7 @@ func (s *Server) Admin(reload func(context.Context) error) http.Handler {
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	if reload != nil {
+	if reload := opts.Reload; reload != nil {
 		mux.HandleFunc("POST /-/reload", func(w http.ResponseWriter, r *http.Request) {
 			if err := reload(r.Context()); err != nil {
 				// One line per error: config.Errors puts each file:line
@@ -57,7 +72,17 @@ func (s *Server) Admin(reload func(context.Context) error) http.Handler {
 			writeAdminJSON(w, http.StatusOK, map[string]string{"status": "reloaded"})
 		})
 	}
-	return s.withRecover(mux)
+	mux.Handle(admin.Prefix, admin.New(s.store, s.now, s.log.With("listener", "admin")))
+	open := func(r *http.Request) bool {
+		switch r.URL.Path {
+		case "/healthz", "/readyz":
+			return true
+		case "/metrics":
+			return opts.OpenMetrics
+		}
+		return false
+	}
+	return s.withRecover(admin.Guard(s.store, open, s.log, mux))
 }
 
 // cmdline is pprof.Cmdline with every password on the command line

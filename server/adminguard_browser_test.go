@@ -22,16 +22,19 @@ import (
 // attackPage is what a hostile site serves: on load, it reads /metrics and
 // POSTs /-/reload on base (the admin listener's origin, or its own after
 // DNS rebinding), then submits a form to /-/reload, and leaves what it
-// could read in window.result.
+// could read in window.result. A token parameter is sent as the admin
+// token, as the operator's own page would.
 const attackPage = `<!doctype html><title>attack</title><script>
-const base = new URLSearchParams(location.search).get("base") || location.origin;
+const params = new URLSearchParams(location.search);
+const base = params.get("base") || location.origin;
+const headers = params.get("token") ? {Authorization: "Bearer " + params.get("token")} : {};
 (async () => {
   const out = {};
-  try { const r = await fetch(base + "/metrics"); out.metrics = r.status + " " + (await r.text()); }
+  try { const r = await fetch(base + "/metrics", {headers}); out.metrics = r.status + " " + (await r.text()); }
   catch (e) { out.metrics = "unreadable"; }
-  try { const r = await fetch(base + "/debug/pprof/cmdline"); out.cmdline = r.status + " " + (await r.text()); }
+  try { const r = await fetch(base + "/debug/pprof/cmdline", {headers}); out.cmdline = r.status + " " + (await r.text()); }
   catch (e) { out.cmdline = "unreadable"; }
-  try { const r = await fetch(base + "/-/reload", {method: "POST", mode: base === location.origin ? "same-origin" : "no-cors"}); out.reload = r.status; }
+  try { const r = await fetch(base + "/-/reload", {method: "POST", headers, mode: base === location.origin ? "same-origin" : "no-cors"}); out.reload = r.status; }
   catch (e) { out.reload = "failed"; }
   window.result = JSON.stringify(out);
 })();
@@ -51,7 +54,9 @@ func TestAdminGuard_InChromium(t *testing.T) {
 	is.NoErr(err)
 	gw := newTestGateway(t, withStore(st), func(o *Options) { o.Metrics = m })
 	var reloads, reached atomic.Int64
-	admin := gw.Server.Admin(func(context.Context) error { reloads.Add(1); return nil })
+	admin := gw.Server.Admin(AdminOptions{Reload: func(context.Context) error { reloads.Add(1); return nil }})
+	token, _, err := st.CreateAdminToken(context.Background(), "ops", false)
+	is.NoErr(err)
 	guard, err := NewAdminGuard(slog.New(slog.DiscardHandler), "127.0.0.1:0", nil)
 	is.NoErr(err)
 	page := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -115,7 +120,7 @@ func TestAdminGuard_InChromium(t *testing.T) {
 	})
 	t.Run("the listener's own origin", func(t *testing.T) {
 		is := is.New(t)
-		r := attack(listener.URL + "/attack")
+		r := attack(listener.URL + "/attack?token=" + token)
 		is.True(strings.HasPrefix(r.Metrics, "200 ")) // what the guard lets through
 		is.True(strings.Contains(r.Metrics, "svcgw_"))
 		is.Equal(r.Reload, float64(200))

@@ -259,7 +259,7 @@ func TestLedgerFailure_RefusesHoldsAndRecordsOnRecovery(t *testing.T) {
 	is.Equal(ready.Ledger, "unavailable") // the ledger does not; callers are not told why
 	is.Equal(ready.PendingGenerations, int64(inFlight+1))
 	// The admin listener says why.
-	admin := httptest.NewServer(gw.Server.Admin(func(context.Context) error { return nil }))
+	admin := httptest.NewServer(gw.Server.Admin(AdminOptions{Reload: func(context.Context) error { return nil }, OpenMetrics: true}))
 	defer admin.Close()
 	aresp, err := http.Get(admin.URL + "/readyz")
 	is.NoErr(err)

@@ -45,7 +45,7 @@ func newMetricsGateway(t *testing.T, mo MetricsOptions, opts ...gatewayOption) *
 	}
 	opts = append([]gatewayOption{withStore(st), func(o *Options) { o.Metrics = m }}, opts...)
 	gw := newTestGateway(t, opts...)
-	admin := httptest.NewServer(gw.Server.Admin(func(context.Context) error { return nil }))
+	admin := httptest.NewServer(gw.Server.Admin(AdminOptions{Reload: func(context.Context) error { return nil }, OpenMetrics: true}))
 	t.Cleanup(admin.Close)
 	return &metricsGateway{testGateway: gw, Metrics: m, AdminURL: admin.URL}
 }
@@ -145,31 +145,50 @@ const metricsChat = `{"model":"svc-fusion","messages":[{"role":"user","content":
 func TestAdmin_NothingOnTheCallerAddress(t *testing.T) {
 	is := is.New(t)
 	gw := newMetricsGateway(t, MetricsOptions{})
+	token, _, err := gw.Store.CreateAdminToken(context.Background(), "ops", false)
+	is.NoErr(err)
+	readOnly, _, err := gw.Store.CreateAdminToken(context.Background(), "viewer", true)
+	is.NoErr(err)
 	for _, path := range []string{"/metrics", "/debug/pprof/", "/debug/pprof/heap", "/debug/pprof/goroutine?debug=1", "/debug/pprof/cmdline"} {
 		resp, body := gw.do(t, http.MethodGet, path, "")
-		is.Equal(resp.StatusCode, http.StatusNotFound)                // not on the caller address
-		is.True(!strings.Contains(string(body), "svcgw_"))            // no metric
-		is.True(!strings.Contains(string(body), "goroutine profile")) // no profile
-		resp, err := http.Get(gw.AdminURL + path)
-		is.NoErr(err)
-		resp.Body.Close()
-		is.Equal(resp.StatusCode, http.StatusOK) // on the admin listener
+		is.Equal(resp.StatusCode, http.StatusNotFound)                                   // not on the caller address
+		is.True(!strings.Contains(string(body), "svcgw_"))                               // no metric
+		is.True(!strings.Contains(string(body), "goroutine profile"))                    // no profile
+		is.Equal(adminStatus(t, http.MethodGet, gw.AdminURL+path, token), http.StatusOK) // on the admin listener
+		if path != "/metrics" {                                                          // open here (AdminOptions.OpenMetrics)
+			is.Equal(adminStatus(t, http.MethodGet, gw.AdminURL+path, ""), http.StatusUnauthorized) // with an admin token only
+		}
 	}
 	resp, _ := gw.do(t, http.MethodPost, "/-/reload", "")
 	is.Equal(resp.StatusCode, http.StatusNotFound) // reload: admin only
-	resp, err := http.Post(gw.AdminURL+"/-/reload", "", nil)
-	is.NoErr(err)
-	resp.Body.Close()
-	is.Equal(resp.StatusCode, http.StatusOK)
-	// The probes answer on both.
+	is.Equal(adminStatus(t, http.MethodPost, gw.AdminURL+"/-/reload", token), http.StatusOK)
+	is.Equal(adminStatus(t, http.MethodPost, gw.AdminURL+"/-/reload", ""), http.StatusUnauthorized)
+	is.Equal(adminStatus(t, http.MethodPost, gw.AdminURL+"/-/reload", readOnly), http.StatusForbidden) // a change
+	// The probes answer on both, without a token.
 	for _, path := range []string{"/healthz", "/readyz"} {
 		resp, _ := gw.do(t, http.MethodGet, path, "")
 		is.Equal(resp.StatusCode, http.StatusOK)
-		resp, err := http.Get(gw.AdminURL + path)
-		is.NoErr(err)
-		resp.Body.Close()
-		is.Equal(resp.StatusCode, http.StatusOK)
+		is.Equal(adminStatus(t, http.MethodGet, gw.AdminURL+path, ""), http.StatusOK)
 	}
+}
+
+// adminStatus sends a request to the admin listener, with the admin token
+// when not empty, and returns its status.
+func adminStatus(t *testing.T, method, url, token string) int {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
 
 func TestMetrics_OneRecordPerCall(t *testing.T) {
@@ -424,7 +443,7 @@ func TestReadyz_CallersAreNotToldTheDatabasesInternals(t *testing.T) {
 	is.NoErr(err) // open store
 	var logs syncLog
 	gw := newTestGateway(t, withStore(downStore{st}), func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
-	admin := httptest.NewServer(gw.Server.Admin(func(context.Context) error { return nil }))
+	admin := httptest.NewServer(gw.Server.Admin(AdminOptions{Reload: func(context.Context) error { return nil }, OpenMetrics: true}))
 	t.Cleanup(admin.Close)
 	resp, body := gw.do(t, http.MethodGet, "/readyz", "")
 	is.Equal(resp.StatusCode, http.StatusServiceUnavailable)

@@ -381,6 +381,9 @@ func (s *Server) authenticate(r *http.Request, into *store.Key) error {
 	if errors.Is(err, store.ErrNotFound) {
 		return &llm.Error{Kind: llm.KindAuth, Message: "invalid API key"}
 	}
+	if ee := (*store.ExpiredError)(nil); errors.As(err, &ee) {
+		return &llm.Error{Kind: llm.KindAuth, Message: "API key expired at " + ee.At.UTC().Format(time.RFC3339) + ": ask for a new one"}
+	}
 	if errors.Is(err, store.ErrUnavailable) {
 		return databaseUnavailable(fmt.Errorf("authenticate: %w", err))
 	}

@@ -50,6 +50,9 @@ func TestPostgres_GatewayEndToEnd(t *testing.T) {
 		{"EmbeddingsOpenAI", TestEmbeddingsSDK_OpenAI},
 		{"EmbeddingsGemini", TestEmbeddingsSDK_Gemini},
 		{"EmbeddingsBilling", TestEmbeddings_Billing},
+		{"AdminAPI", TestAdminAPI_EndToEnd},
+		{"AdminTokens", TestAdminAPI_TokensGuardEveryRoute},
+		{"ExpiredKey", TestAuth_ExpiredKeyInEachSurfaceEnvelope},
 	}
 	pgtest.DSN(t) // skip here, once, without PostgreSQL
 	sqlite := openGatewayStore
@@ -73,7 +76,7 @@ func TestPostgres_ReadyzNamesALostLivenessLock(t *testing.T) {
 	st, err := postgres.Open(ctx, dsn, store.Options{})
 	is.NoErr(err)
 	gw := newTestGateway(t, withStore(st))
-	admin := httptest.NewServer(gw.Server.Admin(func(context.Context) error { return nil }))
+	admin := httptest.NewServer(gw.Server.Admin(AdminOptions{Reload: func(context.Context) error { return nil }, OpenMetrics: true}))
 	t.Cleanup(admin.Close)
 	resp, _ := gw.do(t, http.MethodGet, "/readyz", "")
 	is.Equal(resp.StatusCode, http.StatusOK) // ready, its lock held

@@ -72,6 +72,7 @@ func (s *Policy) EnsureAccount(ctx context.Context, name string) (acct Account, 
 		switch {
 		case err == nil:
 			created = true
+			return s.recordAudit(ctx, tx, AuditAccountCreate, acct.Name, nil, accountView(acct))
 		case errors.Is(err, sql.ErrNoRows):
 			acct, err = scanAccount(tx.QueryRow(ctx, `SELECT `+accountColumns+` FROM accounts WHERE name = ?`, name))
 			if err != nil {
@@ -126,42 +127,19 @@ func (s *Policy) CountAccounts(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// AddCredits raises the account's balance by amount and records a
-// credit_transactions row with note, in one transaction, and returns the
-// updated account. amount must be positive with at most six decimal places
-// (ErrInvalid); an unknown account is ErrNotFound.
+// AddCredits raises the account's balance by amount, a positive amount
+// with at most six decimal places (ErrInvalid), and records a
+// credit_transactions row with note (Credit), and returns the updated
+// account. An unknown account is ErrNotFound.
 func (s *Policy) AddCredits(ctx context.Context, accountID int64, amount apd.Decimal, note string) (Account, error) {
-	micros, err := toMicros(amount)
-	if err != nil {
-		return Account{}, fmt.Errorf("add credits: %w", err)
-	}
-	if micros <= 0 {
+	if amount.Sign() <= 0 {
 		return Account{}, fmt.Errorf("add credits %s: %w: amount must be positive", amount.String(), ErrInvalid)
 	}
-	var a Account
-	err = s.db.WriteTx(ctx, "add credits", func(tx Conn) error {
-		var err error
-		a, err = scanAccount(tx.QueryRow(ctx,
-			`UPDATE accounts SET balance_micros = balance_micros + ? WHERE id = ?
-			 RETURNING `+accountColumns,
-			micros, accountID))
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("add credits: account %d: %w", accountID, ErrNotFound)
-		}
-		if err != nil {
-			return fmt.Errorf("add credits: update balance: %w", err)
-		}
-		if _, err := tx.Exec(ctx,
-			`INSERT INTO credit_transactions (account_id, amount_micros, note, created_at) VALUES (?, ?, ?, ?)`,
-			accountID, micros, note, Millis(s.now())); err != nil {
-			return fmt.Errorf("add credits: insert transaction: %w", err)
-		}
-		return nil
-	})
+	r, err := s.Credit(ctx, accountID, CreditRequest{Amount: amount, Note: note})
 	if err != nil {
 		return Account{}, err
 	}
-	return a, nil
+	return r.Account, nil
 }
 
 // Budget is what admission needs to know of an account, in micro-dollars.
@@ -264,13 +242,14 @@ func (s *Policy) UpdateAccountCaps(ctx context.Context, accountID int64, update 
 		if err != nil {
 			return fmt.Errorf("update caps: %w", err)
 		}
+		before := a
 		a, err = scanAccount(tx.QueryRow(ctx,
 			`UPDATE accounts SET daily_cap_micros = ?, monthly_cap_micros = ? WHERE id = ? RETURNING `+accountColumns,
 			daily, monthly, accountID))
 		if err != nil {
 			return fmt.Errorf("update caps: update: %w", err)
 		}
-		return nil
+		return s.recordAudit(ctx, tx, AuditAccountUpdate, a.Name, accountView(before), accountView(a))
 	})
 	if err != nil {
 		return Account{}, err

@@ -151,7 +151,8 @@ func (c *authCache) clear() {
 }
 
 // Authenticate returns the active key whose secret is secret. An unknown or
-// revoked secret is ErrNotFound, without saying which. This is the hot path
+// revoked secret is ErrNotFound, without saying which; a key past its
+// expiry is an *ExpiredError (ErrExpired). This is the hot path
 // of every request: one indexed read on the call path's pool, bounded by
 // QueryTimeout (ErrUnavailable past it), unless the key is cached.
 func (s *Policy) Authenticate(ctx context.Context, secret string) (Key, error) {
@@ -169,14 +170,44 @@ func (s *Policy) Authenticate(ctx context.Context, secret string) (Key, error) {
 			// expires (see authCache).
 			s.authReads.DoChan(hash, func() (any, error) { return s.readKey(context.Background(), hash) })
 		}
-		return k, nil
+		return unexpired(k, now)
 	}
 	// The calls that find a key's entry expired at once share one read:
 	// a busy key would otherwise send every call in flight to the
 	// database each time its entry expires.
 	v, err, _ := s.authReads.Do(hash, func() (any, error) { return s.readKey(context.WithoutCancel(ctx), hash) })
-	return v.(Key), err
+	if err != nil {
+		return Key{}, err
+	}
+	return unexpired(v.(Key), now)
 }
+
+// unexpired returns k, or ErrExpired when it has expired by now. The
+// expiry is checked on every call, cached key or not, so a key stops at
+// its time on every instance.
+func unexpired(k Key, now time.Time) (Key, error) {
+	if e := k.Limits.ExpiresAt; e != nil && !now.Before(*e) {
+		return Key{}, &ExpiredError{KeyID: k.ID, At: *e}
+	}
+	return k, nil
+}
+
+// ExpiredError is Authenticate's refusal of a key past its expiry; it
+// matches ErrExpired.
+type ExpiredError struct {
+	KeyID string
+	At    time.Time
+}
+
+func (e *ExpiredError) Error() string {
+	return fmt.Sprintf("authenticate: key %s expired at %s", e.KeyID, e.At.UTC().Format(time.RFC3339))
+}
+
+// Is makes errors.Is(err, ErrExpired) true.
+func (e *ExpiredError) Is(target error) bool { return target == ErrExpired }
+
+// ErrExpired means an API key is past its expiry (KeyLimits.ExpiresAt).
+var ErrExpired = errors.New("key expired")
 
 // keyChangesFlight is the authReads key of the read of the count of key
 // changes (a secret's hash is hex: no secret's reads share it).

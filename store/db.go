@@ -27,6 +27,10 @@ type DB interface {
 	AddCredits(ctx context.Context, accountID int64, amount apd.Decimal, note string) (Account, error)
 	UpdateAccountCaps(ctx context.Context, accountID int64, update func(*Caps)) (Account, error)
 	Budget(ctx context.Context, accountID int64) (Budget, error)
+	CreateAccount(ctx context.Context, name string, credits *CreditRequest) (Account, error)
+	ListAccounts(ctx context.Context, q AccountQuery) ([]Account, bool, error)
+	Credit(ctx context.Context, accountID int64, req CreditRequest) (CreditResult, error)
+	ListCredits(ctx context.Context, accountID int64, q CreditQuery) ([]CreditTx, bool, error)
 
 	// API keys.
 	CreateKey(ctx context.Context, accountID int64, name string) (secret string, k Key, err error)
@@ -34,6 +38,14 @@ type DB interface {
 	RevokeKey(ctx context.Context, keyID string) (Key, error)
 	Authenticate(ctx context.Context, secret string) (Key, error)
 	UpdateKeyLimits(ctx context.Context, keyID string, update func(*KeyLimits)) (Key, error)
+	IssueKey(ctx context.Context, accountID int64, name string, l KeyLimits) (secret string, k Key, err error)
+
+	// Admin tokens and the audit log of every change (see WithActor).
+	CreateAdminToken(ctx context.Context, name string, readOnly bool) (secret string, t AdminToken, err error)
+	ListAdminTokens(ctx context.Context) ([]AdminToken, error)
+	RevokeAdminToken(ctx context.Context, ref string) (AdminToken, error)
+	AuthenticateAdmin(ctx context.Context, secret string) (AdminToken, error)
+	ListAudit(ctx context.Context, q AuditQuery) ([]AuditEntry, bool, error)
 
 	// The ledger.
 	RecordGeneration(g Generation)

@@ -39,6 +39,9 @@ type KeyLimits struct {
 	// RPM and TPM limit requests and tokens per minute; nil means the
 	// server's default, 0 means unlimited.
 	RPM, TPM *int64
+	// ExpiresAt, when set, is when the key stops working: Authenticate
+	// refuses it from then on with ErrExpired. nil: never.
+	ExpiresAt *time.Time
 }
 
 // SecretPrefix starts every API key secret.
@@ -52,17 +55,17 @@ const (
 // keyColumns are the columns ScanKey reads, from api_keys k joined with
 // accounts a.
 const keyColumns = `k.id, k.account_id, a.name, k.name, k.created_at, k.revoked_at,
-	k.daily_cap_micros, k.monthly_cap_micros, k.rpm_limit, k.tpm_limit`
+	k.daily_cap_micros, k.monthly_cap_micros, k.rpm_limit, k.tpm_limit, k.expires_at`
 
 func ScanKey(sc Scanner) (Key, error) {
 	var (
 		k                       Key
 		created                 int64
 		revoked, daily, monthly sql.NullInt64
-		rpm, tpm                sql.NullInt64
+		rpm, tpm, expires       sql.NullInt64
 	)
 	if err := sc.Scan(&k.ID, &k.AccountID, &k.AccountName, &k.Name, &created, &revoked,
-		&daily, &monthly, &rpm, &tpm); err != nil {
+		&daily, &monthly, &rpm, &tpm, &expires); err != nil {
 		return Key{}, err
 	}
 	k.CreatedAt = FromMillis(created)
@@ -73,6 +76,10 @@ func ScanKey(sc Scanner) (Key, error) {
 	k.Limits.MonthlyCap = optMoney(monthly)
 	k.Limits.RPM = optInt(rpm)
 	k.Limits.TPM = optInt(tpm)
+	if expires.Valid {
+		t := FromMillis(expires.Int64)
+		k.Limits.ExpiresAt = &t
+	}
 	return k, nil
 }
 
@@ -147,14 +154,29 @@ func newSecret(src io.Reader) (string, error) {
 }
 
 // CreateKey issues a key for the account, labelled name ("default" if
-// empty), and returns its secret, which is not stored and cannot be shown
-// again. An unknown account is ErrNotFound; a bad label is ErrInvalid.
+// empty), with no limits of its own (IssueKey).
 func (s *Policy) CreateKey(ctx context.Context, accountID int64, name string) (secret string, k Key, err error) {
+	return s.IssueKey(ctx, accountID, name, KeyLimits{})
+}
+
+// IssueKey issues a key for the account, labelled name ("default" if
+// empty), with the limits l, and returns its secret, which is not stored
+// and cannot be shown again. An unknown account is ErrNotFound; a bad
+// label, a negative limit, a cap with more than six decimal places or an
+// expiry that is not in the future is ErrInvalid.
+func (s *Policy) IssueKey(ctx context.Context, accountID int64, name string, l KeyLimits) (secret string, k Key, err error) {
 	if name == "" {
 		name = "default"
 	}
 	if err := checkName("key name", name); err != nil {
 		return "", Key{}, err
+	}
+	cols, err := limitColumns(l)
+	if err != nil {
+		return "", Key{}, fmt.Errorf("create key: %w", err)
+	}
+	if l.ExpiresAt != nil && !l.ExpiresAt.After(s.now()) {
+		return "", Key{}, fmt.Errorf("create key: expires_at %s: %w: not in the future", l.ExpiresAt.UTC().Format(time.RFC3339), ErrInvalid)
 	}
 	id, err := newKeyID(s.rand)
 	if err != nil {
@@ -174,11 +196,17 @@ func (s *Policy) CreateKey(ctx context.Context, accountID int64, name string) (s
 			return fmt.Errorf("create key: account: %w", err)
 		}
 		if _, err := tx.Exec(ctx,
-			`INSERT INTO api_keys (id, account_id, name, secret_sha256, created_at) VALUES (?, ?, ?, ?, ?)`,
-			k.ID, accountID, name, hashSecret(secret), Millis(k.CreatedAt)); err != nil {
+			`INSERT INTO api_keys (id, account_id, name, secret_sha256, created_at,
+			   daily_cap_micros, monthly_cap_micros, rpm_limit, tpm_limit, expires_at)
+			 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			k.ID, accountID, name, hashSecret(secret), Millis(k.CreatedAt),
+			cols.daily, cols.monthly, cols.rpm, cols.tpm, cols.expires); err != nil {
 			return fmt.Errorf("create key: insert: %w", err)
 		}
-		return nil
+		if k, err = ScanKey(tx.QueryRow(ctx, keyByIDSQL, k.ID)); err != nil {
+			return fmt.Errorf("create key: reread: %w", err)
+		}
+		return s.recordAudit(ctx, tx, AuditKeyCreate, k.ID, nil, keyView(k))
 	})
 	if err != nil {
 		return "", Key{}, err
@@ -224,6 +252,17 @@ const keyByIDSQL = `SELECT ` + keyColumns + ` FROM api_keys k JOIN accounts a ON
 func (s *Policy) RevokeKey(ctx context.Context, keyID string) (Key, error) {
 	var k Key
 	err := s.db.WriteTx(ctx, "revoke key", func(tx Conn) error {
+		before, err := ScanKey(tx.QueryRow(ctx, keyByIDSQL+s.db.Dialect().ForUpdate, keyID))
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("revoke key %q: %w", keyID, ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("revoke key: select: %w", err)
+		}
+		if !before.RevokedAt.IsZero() {
+			k = before
+			return nil
+		}
 		if _, err := tx.Exec(ctx, `UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`,
 			Millis(s.now()), keyID); err != nil {
 			return fmt.Errorf("revoke key: update: %w", err)
@@ -231,15 +270,10 @@ func (s *Policy) RevokeKey(ctx context.Context, keyID string) (Key, error) {
 		if _, err := tx.Exec(ctx, bumpKeyChangesSQL); err != nil {
 			return fmt.Errorf("revoke key: count the change: %w", err)
 		}
-		var err error
-		k, err = ScanKey(tx.QueryRow(ctx, keyByIDSQL, keyID))
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("revoke key %q: %w", keyID, ErrNotFound)
+		if k, err = ScanKey(tx.QueryRow(ctx, keyByIDSQL, keyID)); err != nil {
+			return fmt.Errorf("revoke key: reread: %w", err)
 		}
-		if err != nil {
-			return fmt.Errorf("revoke key: select: %w", err)
-		}
-		return nil
+		return s.recordAudit(ctx, tx, AuditKeyRevoke, k.ID, keyView(before), keyView(k))
 	})
 	if err != nil {
 		return Key{}, err
@@ -279,27 +313,16 @@ func (s *Policy) UpdateKeyLimits(ctx context.Context, keyID string, update func(
 		if err != nil {
 			return fmt.Errorf("update key limits: select: %w", err)
 		}
+		before := k
 		l := k.Limits
 		update(&l)
-		daily, err := capColumn("daily cap", l.DailyCap)
-		if err != nil {
-			return fmt.Errorf("update key limits: %w", err)
-		}
-		monthly, err := capColumn("monthly cap", l.MonthlyCap)
-		if err != nil {
-			return fmt.Errorf("update key limits: %w", err)
-		}
-		rpm, err := intColumn("requests per minute", l.RPM)
-		if err != nil {
-			return fmt.Errorf("update key limits: %w", err)
-		}
-		tpm, err := intColumn("tokens per minute", l.TPM)
+		c, err := limitColumns(l)
 		if err != nil {
 			return fmt.Errorf("update key limits: %w", err)
 		}
 		if _, err := tx.Exec(ctx,
-			`UPDATE api_keys SET daily_cap_micros = ?, monthly_cap_micros = ?, rpm_limit = ?, tpm_limit = ? WHERE id = ?`,
-			daily, monthly, rpm, tpm, keyID); err != nil {
+			`UPDATE api_keys SET daily_cap_micros = ?, monthly_cap_micros = ?, rpm_limit = ?, tpm_limit = ?, expires_at = ? WHERE id = ?`,
+			c.daily, c.monthly, c.rpm, c.tpm, c.expires, keyID); err != nil {
 			return fmt.Errorf("update key limits: update: %w", err)
 		}
 		if _, err := tx.Exec(ctx, bumpKeyChangesSQL); err != nil {
@@ -308,11 +331,37 @@ func (s *Policy) UpdateKeyLimits(ctx context.Context, keyID string, update func(
 		if k, err = ScanKey(tx.QueryRow(ctx, keyByIDSQL, keyID)); err != nil {
 			return fmt.Errorf("update key limits: reread: %w", err)
 		}
-		return nil
+		return s.recordAudit(ctx, tx, AuditKeyUpdate, k.ID, keyView(before), keyView(k))
 	})
 	if err != nil {
 		return Key{}, err
 	}
 	s.auth.clear()
 	return k, nil
+}
+
+// keyLimitColumns are KeyLimits in their stored form.
+type keyLimitColumns struct {
+	daily, monthly, rpm, tpm, expires sql.NullInt64
+}
+
+// limitColumns converts l to its stored form: a negative value, or a cap
+// with more than six decimal places, is ErrInvalid.
+func limitColumns(l KeyLimits) (c keyLimitColumns, err error) {
+	if c.daily, err = capColumn("daily cap", l.DailyCap); err != nil {
+		return c, err
+	}
+	if c.monthly, err = capColumn("monthly cap", l.MonthlyCap); err != nil {
+		return c, err
+	}
+	if c.rpm, err = intColumn("requests per minute", l.RPM); err != nil {
+		return c, err
+	}
+	if c.tpm, err = intColumn("tokens per minute", l.TPM); err != nil {
+		return c, err
+	}
+	if l.ExpiresAt != nil {
+		c.expires = sql.NullInt64{Int64: Millis(*l.ExpiresAt), Valid: true}
+	}
+	return c, nil
 }

@@ -40,8 +40,9 @@ type copyTable struct {
 // copyTables are svcgw's tables in an order their references allow.
 var copyTables = []copyTable{
 	{name: "accounts", order: "id", cols: []string{"id", "name", "balance_micros", "total_used_micros", "daily_cap_micros", "monthly_cap_micros", "created_at"}},
-	{name: "api_keys", order: "rowid", cols: []string{"id", "account_id", "name", "secret_sha256", "daily_cap_micros", "monthly_cap_micros", "rpm_limit", "tpm_limit", "created_at", "revoked_at"}},
-	{name: "credit_transactions", order: "id", cols: []string{"id", "account_id", "amount_micros", "note", "created_at"}},
+	{name: "api_keys", order: "rowid", cols: []string{"id", "account_id", "name", "secret_sha256", "daily_cap_micros", "monthly_cap_micros", "rpm_limit", "tpm_limit", "created_at", "revoked_at", "expires_at"}},
+	{name: "credit_transactions", order: "id", cols: []string{"id", "account_id", "amount_micros", "note", "created_at",
+		"reference", "actor", "balance_after_micros", "idempotency_key", "request_sha256"}},
 	{name: "generations", order: "rowid", bools: map[string]bool{"streamed": true}, cols: []string{
 		"id", "account_id", "key_id", "application", "surface", "model", "request_type", "tier",
 		"streamed", "finish_reason", "prompt_tokens", "completion_tokens",
@@ -57,6 +58,8 @@ var copyTables = []copyTable{
 	{name: "feedback", order: "id", cols: []string{"id", "account_id", "generation_id", "end_user", "rating", "comment", "labels", "created_at", "updated_at"}},
 	{name: "seal_keys", order: "id", cols: []string{"id", "secret", "created_at"}},
 	{name: "output_items", order: "account_id, id", cols: []string{"account_id", "id", "generation_id", "data"}},
+	{name: "admin_tokens", order: "rowid", cols: []string{"id", "name", "secret_sha256", "read_only", "created_at", "revoked_at"}},
+	{name: "audit_log", order: "id", cols: []string{"id", "created_at", "actor", "action", "target", "before", "after"}},
 }
 
 // copySums are the sums compared after a copy, besides every table's rows.
@@ -130,7 +133,7 @@ func CopyFromSQLite(ctx context.Context, from, dsn string, log *slog.Logger) (Co
 			return fmt.Errorf("copy ledger_upkeep: %w", err)
 		}
 		// The identities go on after the copied ids.
-		for _, t := range []string{"accounts", "credit_transactions", "feedback"} {
+		for _, t := range []string{"accounts", "credit_transactions", "feedback", "audit_log"} {
 			if _, err := tx.Exec(ctx, `SELECT setval(pg_get_serial_sequence('`+t+`', 'id'), COALESCE((SELECT MAX(id) FROM `+t+`), 0) + 1, false)`); err != nil {
 				return fmt.Errorf("copy %s: identity: %w", t, err)
 			}

@@ -21,6 +21,7 @@ var shipped = [][2]string{
 	{"0006_key_changes", "9d254672dd3c9f110bd9b785b9b5b344512578500b49d5da2407ac304eafbb9b"},
 	{"0007_usage_periods_checks", "87d57b813abf17ff4f177587dcbff32dd0f52bc1bd70736e86f0b09b3bd78f12"},
 	{"0008_output_items", "d2f33df7d2d5108152098f21c54de6ac7f51a60187be8b31d1ecfc1d5c433b26"},
+	{"0009_control_plane", "13c10b858e68ac3b424cb1ccad01a07db86e18ab23cb5cd46f01544eff4835a9"},
 }
 
 func TestMigrations_AppendOnly(t *testing.T) {

@@ -70,6 +70,12 @@ var suite = []struct {
 	{"LedgerStats_CountsCommitsOnEitherStore", testLedgerStats_CountsCommitsOnEitherStore},
 	{"UsageByDay", testUsageByDay},
 	{"Usage", testUsage},
+	{"AdminTokens", testAdminTokens},
+	{"Audit_EveryChange", testAudit_EveryChange},
+	{"KeyExpiry", testKeyExpiry},
+	{"Credit", testCredit},
+	{"Credit_ConcurrentRetries", testCredit_ConcurrentRetries},
+	{"ListAccounts", testListAccounts},
 }
 
 // newTestDB opens a fresh database with a test clock.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -56,26 +57,9 @@ func (h *Handler) Generations(w http.ResponseWriter, r *http.Request, caller sto
 		return
 	}
 	defer end()
-	q := r.URL.Query()
-	lq := store.ListQuery{
-		Before:      q.Get("before"),
-		RequestType: q.Get("request_type"),
-		Application: q.Get("application"),
-	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > store.MaxListLimit {
-			h.writeErr(w, r, llm.InvalidParam("limit", "limit must be an integer from 1 to %d.", store.MaxListLimit))
-			return
-		}
-		lq.Limit = n
-	}
-	if lq.RequestType != "" && !llm.RequestType(lq.RequestType).Valid() {
-		names := make([]string, len(llm.RequestTypes))
-		for i, t := range llm.RequestTypes {
-			names[i] = string(t)
-		}
-		h.writeErr(w, r, llm.InvalidParam("request_type", "request_type must be one of %s.", strings.Join(names, ", ")))
+	lq, err := ParseListQuery(r.URL.Query())
+	if err != nil {
+		h.writeErr(w, r, err)
 		return
 	}
 
@@ -90,6 +74,38 @@ func (h *Handler) Generations(w http.ResponseWriter, r *http.Request, caller sto
 		h.internal(w, r, fmt.Errorf("generations: %w", err))
 		return
 	}
+	h.writeJSON(w, r, http.StatusOK, NewGenerationList(page, more))
+}
+
+// ParseListQuery validates the parameters of GET /svc/v1/generations
+// (limit, before, request_type, application). Errors are invalid_request
+// *llm.Error values naming the parameter.
+func ParseListQuery(q url.Values) (store.ListQuery, error) {
+	lq := store.ListQuery{
+		Before:      q.Get("before"),
+		RequestType: q.Get("request_type"),
+		Application: q.Get("application"),
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > store.MaxListLimit {
+			return store.ListQuery{}, llm.InvalidParam("limit", "limit must be an integer from 1 to %d.", store.MaxListLimit)
+		}
+		lq.Limit = n
+	}
+	if lq.RequestType != "" && !llm.RequestType(lq.RequestType).Valid() {
+		names := make([]string, len(llm.RequestTypes))
+		for i, t := range llm.RequestTypes {
+			names[i] = string(t)
+		}
+		return store.ListQuery{}, llm.InvalidParam("request_type", "request_type must be one of %s.", strings.Join(names, ", "))
+	}
+	return lq, nil
+}
+
+// NewGenerationList renders a page of generations as the body of GET
+// /svc/v1/generations.
+func NewGenerationList(page []store.ListedGeneration, more bool) GenerationList {
 	list := GenerationList{Object: "list", Data: make([]ListedGeneration, len(page)), HasMore: more}
 	for i, l := range page {
 		item := ListedGeneration{
@@ -106,5 +122,5 @@ func (h *Handler) Generations(w http.ResponseWriter, r *http.Request, caller sto
 	if n := len(page); n > 0 {
 		list.FirstID, list.LastID = &page[0].ID, &page[n-1].ID
 	}
-	h.writeJSON(w, r, http.StatusOK, list)
+	return list
 }
