@@ -16,6 +16,7 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go"
 	anthropicoption "github.com/anthropics/anthropic-sdk-go/option"
+	"github.com/cockroachdb/apd/v3"
 	"github.com/matryer/is"
 	"github.com/openai/openai-go/v3"
 	"github.com/pb33f/libopenapi"
@@ -221,6 +222,12 @@ func TestAdminAPI_EndToEnd(t *testing.T) {
 	is.Equal(*nk.RPM, int64(100))
 	resp, _ := gw.do(t, http.MethodPost, "/svc/v1/chat/completions", chatBody, "Authorization", "Bearer "+nk.Secret)
 	is.Equal(resp.StatusCode, http.StatusOK) // the new key works
+	is.NoErr(gw.Store.Sync(context.Background()))
+	code, _, _ = api.do("GET", "/admin/v1/accounts/shop", nil, &acct)
+	is.Equal(code, http.StatusOK)
+	left, _, err := apd.NewFromString(acct.Balance)
+	is.NoErr(err)
+	is.True(left.Cmp(apd.New(10, 0)) < 0) // the call is charged
 	var keys admin.List[admin.Key]
 	code, _, body = api.do("GET", "/admin/v1/accounts/shop/keys", nil, &keys)
 	is.Equal(code, http.StatusOK)
@@ -245,7 +252,10 @@ func TestAdminAPI_EndToEnd(t *testing.T) {
 	credit := map[string]any{"amount": "5.00", "reference": "stripe:pi_123", "note": "top-up"}
 	code, hdr, _ := api.do("POST", "/admin/v1/accounts/shop/credits", credit, &first, "Idempotency-Key", "evt_1")
 	is.Equal(code, http.StatusCreated)
-	is.Equal(first.Balance, "15.000000") // what the first call left, and one key call's cost
+	want := apd.New(5, 0)
+	_, err = apd.BaseContext.Add(want, want, left)
+	is.NoErr(err)
+	is.Equal(first.Balance, want.Text('f')) // what the call left, and the credit
 	is.Equal(hdr.Get("Idempotent-Replayed"), "")
 	is.Equal(first.Transaction.Actor, "billing")
 	code, hdr, _ = api.do("POST", "/admin/v1/accounts/shop/credits", credit, &again, "Idempotency-Key", "evt_1")
@@ -355,7 +365,7 @@ func TestAdminAPI_EndToEnd(t *testing.T) {
 	is.Equal(code, http.StatusOK)
 	req, _ := http.NewRequest(http.MethodGet, api.url+"/admin/v1/nothing", nil) // not in the document
 	req.Header.Set("Authorization", "Bearer "+api.token)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err = http.DefaultClient.Do(req)
 	is.NoErr(err)
 	body, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
