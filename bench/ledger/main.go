@@ -20,7 +20,7 @@
 // -only measures the management reads the operator's page makes
 // (docs/operator.md): the account list, one account, its usage chart, its
 // keys and credits, the top spenders over 30 days and the audit log, each
-// -reads times in a row; and a "mgmt" phase floods the admin listener with
+// -reads times in a row, of the account that spent most; and a "mgmt" phase floods the admin listener with
 // those reads (-hammer clients, one admin token) while the chat calls go
 // on, to compare with the quiet phases of the same run.
 //
@@ -170,11 +170,18 @@ func run() error {
 			return err
 		}
 	}
-	mgmt := managementReads(keys, end)
-	if strings.Contains(*only, "admin") {
+	var mgmt []namedPath
+	if strings.Contains(*only, "admin") || strings.Contains(*phases, "mgmt") {
 		if *adminURL == "" || *adminTok == "" {
-			return fmt.Errorf("-only admin needs -admin and -admin-token")
+			return fmt.Errorf("-only admin and the mgmt phase need -admin and -admin-token")
 		}
+		acct, err := topSpender(client, *adminURL, *adminTok)
+		if err != nil {
+			return err
+		}
+		mgmt = managementReads(acct, end)
+	}
+	if strings.Contains(*only, "admin") {
 		res.AdminReads, err = measureAdminReads(client, *adminURL, *adminTok, mgmt, *reads, *warm)
 		if err != nil {
 			return err
@@ -185,9 +192,6 @@ func run() error {
 			cpu0, began := cpuTime(*pid), time.Now()
 			var hammerTarget *adminTarget
 			if name == "mgmt" {
-				if *adminURL == "" || *adminTok == "" {
-					return fmt.Errorf("the mgmt phase needs -admin and -admin-token")
-				}
 				hammerTarget = &adminTarget{base: *adminURL, token: *adminTok, paths: mgmt}
 			}
 			p, err := runPhase(client, *base, keys, name, *rate, *phaseDur, min(*chatKeys, len(keys)), *apps, *hammer, *oneKey, hammerTarget)
@@ -474,27 +478,62 @@ type adminTarget struct {
 // namedPath is one management read.
 type namedPath struct{ name, path string }
 
-// managementReads are the reads the operator's page makes, of the account
-// of keys[0] (with one account, every call's): the account list (its first
-// page of 50, each with its spend today and this month), the account, its
-// usage chart over 30 days, its keys and credits, the top spenders over 30
-// days (usage grouped by account, over every account) and the audit log.
-func managementReads(keys []key, end time.Time) []namedPath {
-	acct := url.PathEscape(keys[0].account)
-	if acct == "" {
-		acct = "bench"
-	}
+// managementReads are the reads the operator's page makes, of the
+// account acct: the account list (its first page of 50, each with its
+// spend today and this month), the account, its usage chart over 30 days,
+// its keys and credits, the top spenders over 30 days (usage grouped by
+// account, over every account) and the audit log.
+func managementReads(acct string, end time.Time) []namedPath {
 	day := end.UTC().Format(time.DateOnly)
 	month := end.UTC().AddDate(0, 0, -29).Format(time.DateOnly)
+	a := url.PathEscape(acct)
 	return []namedPath{
 		{"accounts list (50)", "/admin/v1/accounts?limit=50"},
-		{"account", "/admin/v1/accounts/" + acct},
-		{"usage chart, 30 days", "/admin/v1/usage?group_by=day&account=" + url.QueryEscape(keys[0].account) + "&start_date=" + month + "&end_date=" + day},
+		{"account", "/admin/v1/accounts/" + a},
+		{"usage chart, 30 days", "/admin/v1/usage?group_by=day&account=" + url.QueryEscape(acct) + "&start_date=" + month + "&end_date=" + day},
 		{"top spenders, 30 days", "/admin/v1/usage?group_by=account&start_date=" + month + "&end_date=" + day},
-		{"keys", "/admin/v1/accounts/" + acct + "/keys"},
-		{"credits", "/admin/v1/accounts/" + acct + "/credits?limit=50"},
+		{"keys", "/admin/v1/accounts/" + a + "/keys"},
+		{"credits", "/admin/v1/accounts/" + a + "/credits?limit=50"},
 		{"audit log", "/admin/v1/audit?limit=50"},
 	}
+}
+
+// topSpender is the account that spent most over all time, as the
+// operator's page finds it (usage grouped by account).
+func topSpender(client *http.Client, base, token string) (string, error) {
+	req, err := http.NewRequest(http.MethodGet, base+"/admin/v1/usage?group_by=account", nil)
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return "", fmt.Errorf("admin usage by account: %d %s", resp.StatusCode, b)
+	}
+	var report struct {
+		Data []struct {
+			Bucket   string `json:"bucket"`
+			Requests int64  `json:"requests"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&report); err != nil {
+		return "", fmt.Errorf("admin usage by account: %w", err)
+	}
+	best, most := "", int64(-1)
+	for _, b := range report.Data {
+		if b.Requests > most {
+			best, most = b.Bucket, b.Requests
+		}
+	}
+	if best == "" {
+		return "", fmt.Errorf("admin usage by account: no account has calls")
+	}
+	return best, nil
 }
 
 // measureAdminReads times each management read, one request at a time.
