@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/matryer/is"
 )
@@ -59,4 +60,45 @@ func TestOperator_PageOpenDataGuarded(t *testing.T) {
 	is.Equal(resp.StatusCode, http.StatusOK)
 	is.True(strings.Contains(body, `"read_only":false`))
 	is.True(!strings.Contains(body, gw.Ops)) // never the secret
+}
+
+// The top spenders (usage by account) are each account's own totals,
+// whichever roll-up rows the range is read from: by day up to a year, by
+// request type beyond.
+func TestOperator_UsageByAccountIsEachAccountsTotal(t *testing.T) {
+	is := is.New(t)
+	gw := newAdminGateway(t)
+	seedDashboard(t, gw.testGateway, gw.Key, gw.KeyID)
+	key2, id2 := gw.newKey(t, "beta-lab", "5")
+	seedDashboard(t, gw.testGateway, key2, id2)
+	today := time.Now().UTC()
+	for _, q := range []string{
+		"", // all time: by request type
+		"&start_date=" + today.AddDate(0, 0, -29).Format(time.DateOnly), // 30 days: by day
+		"&start_date=" + today.AddDate(0, 0, -6).Format(time.DateOnly) + "&end_date=" + today.AddDate(0, 0, -1).Format(time.DateOnly),
+		"&start_date=" + today.AddDate(-2, 0, 0).Format(time.DateOnly) + "&end_date=" + today.Format(time.DateOnly), // two years: by request type
+	} {
+		type report struct {
+			Data []struct {
+				Bucket   string
+				Requests int64
+				Cost     string
+			}
+			Total struct {
+				Requests int64
+				Cost     string
+			}
+		}
+		byAccount := adminCall[report](t, gw, gw.Ops, "GET", "/admin/v1/usage?group_by=account"+q, "", 200)
+		is.Equal(len(byAccount.Data), 2)
+		var sum int64
+		for _, b := range byAccount.Data {
+			own := adminCall[report](t, gw, gw.Ops, "GET", "/admin/v1/usage?group_by=request_type&account="+b.Bucket+q, "", 200)
+			is.Equal(b.Requests, own.Total.Requests) // q
+			is.Equal(b.Cost, own.Total.Cost)
+			sum += b.Requests
+		}
+		is.Equal(byAccount.Total.Requests, sum)
+		is.True(sum > 0)
+	}
 }
