@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"text/tabwriter"
@@ -11,6 +12,41 @@ import (
 
 type adminCmd struct {
 	Tokens adminTokensCmd `cmd:"" help:"Create, list and revoke admin tokens."`
+	Audit  adminAuditCmd  `cmd:"" help:"Show the audit log: every change made through the management API or the command line (as GET /admin/v1/audit)."`
+}
+
+type adminAuditCmd struct {
+	Limit int  `default:"50" help:"How many entries, newest first, 1 to 500."`
+	JSON  bool `name:"json" help:"Print JSON, with each entry's before and after."`
+}
+
+func (c *adminAuditCmd) Run(e *env, st store.DB) error {
+	entries, _, err := st.ListAudit(e.ctx, store.AuditQuery{Limit: c.Limit})
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		type entryJSON struct {
+			ID        int64           `json:"id"`
+			CreatedAt string          `json:"created_at"`
+			Actor     string          `json:"actor"`
+			Action    string          `json:"action"`
+			Target    string          `json:"target"`
+			Before    json.RawMessage `json:"before"`
+			After     json.RawMessage `json:"after"`
+		}
+		out := make([]entryJSON, 0, len(entries))
+		for _, a := range entries {
+			out = append(out, entryJSON{a.ID, a.CreatedAt.Format(time.RFC3339Nano), a.Actor, a.Action, a.Target, a.Before, a.After})
+		}
+		return writeJSONOut(e, out)
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tWHEN\tWHO\tWHAT\tTARGET")
+	for _, a := range entries {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", a.ID, a.CreatedAt.Format(time.RFC3339), a.Actor, a.Action, a.Target)
+	}
+	return tw.Flush()
 }
 
 type adminTokensCmd struct {

@@ -378,8 +378,11 @@ func TestCLI_ServeSettingsInTheEnvironmentDoNotChangeOtherCommands(t *testing.T)
 
 func TestCLI_EnvironmentVariablesFollowTheRule(t *testing.T) {
 	// Every flag's environment variable is either a global one, or, on
-	// serve, SVCGW_SERVE_<FLAG>; other commands read flags only.
-	global := map[string]bool{"SVCGW_DB": true, "SVCGW_CONFIG": true, "SVCGW_LOG_LEVEL": true, "SVCGW_LOG_FORMAT": true}
+	// serve, SVCGW_SERVE_<FLAG>; other commands read flags only, but for
+	// a credential, which the environment keeps out of process listings
+	// (SVCGW_ADMIN_TOKEN, an admin token for --admin-addr).
+	global := map[string]bool{"SVCGW_DB": true, "SVCGW_CONFIG": true, "SVCGW_LOG_LEVEL": true, "SVCGW_LOG_FORMAT": true,
+		"SVCGW_ADMIN_TOKEN": true}
 	parser, err := newParser(&root{}, io.Discard, io.Discard)
 	if err != nil {
 		t.Fatal(err)

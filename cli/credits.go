@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -13,18 +15,25 @@ import (
 )
 
 type creditsCmd struct {
-	Add  creditsAddCmd  `cmd:"" help:"Add prepaid credits (USD) to an account."`
-	Show creditsShowCmd `cmd:"" help:"Show an account's balance, spend and caps."`
-	Cap  creditsCapCmd  `cmd:"" help:"Set or clear an account's daily and monthly spend caps."`
+	Add     creditsAddCmd     `cmd:"" help:"Add prepaid credits (USD) to an account, or take them back with a negative amount."`
+	Show    creditsShowCmd    `cmd:"" help:"Show an account's balance, spend and caps."`
+	Cap     creditsCapCmd     `cmd:"" help:"Set or clear an account's daily and monthly spend caps."`
+	History creditsHistoryCmd `cmd:"" help:"List an account's credit transactions, newest first."`
 }
 
 type creditsAddCmd struct {
-	Account string `required:"" help:"Account name."`
-	Amount  string `arg:"" help:"Positive amount in USD, e.g. 25 or 12.50 (at most six decimal places)."`
+	Account        string `required:"" help:"Account name."`
+	Amount         string `arg:"" help:"Amount in USD, e.g. 25 or 12.50 (at most six decimal places); negative (after --, e.g. -- -2.50) for a refund or correction, down to a zero balance."`
+	Reference      string `help:"What paid for it, e.g. a payment id (stripe:pi_…)."`
+	Note           string `default:"cli" help:"A note kept with the transaction."`
+	IdempotencyKey string `name:"idempotency-key" help:"Credit once however often the command is run with this key (as the management API's Idempotency-Key header): a rerun with the same key and arguments changes nothing; with other arguments it is refused."`
 }
 
+// Run makes the change through the store's Credit, as POST
+// /admin/v1/accounts/{name}/credits does: the same rules, and the same
+// audit entry, with the command line as its actor.
 func (c *creditsAddCmd) Run(e *env, st store.DB) error {
-	amount, err := billing.ParseAmount(c.Amount)
+	amount, err := parseSignedAmount(c.Amount)
 	if err != nil {
 		return err
 	}
@@ -32,19 +41,81 @@ func (c *creditsAddCmd) Run(e *env, st store.DB) error {
 	if err != nil {
 		return err
 	}
-	var credits apd.Decimal
-	if _, err := apd.BaseContext.Add(&credits, &acct.Balance, &acct.TotalUsed); err != nil {
-		return err
+	res, err := st.Credit(e.ctx, acct.ID, store.CreditRequest{
+		Amount: amount, Reference: c.Reference, Note: c.Note, IdempotencyKey: c.IdempotencyKey,
+	})
+	if errors.Is(err, store.ErrIdempotencyMismatch) {
+		return fmt.Errorf("--idempotency-key %q was used for another credit (another account, amount, reference or note): nothing changed", c.IdempotencyKey)
 	}
-	if err := billing.CheckCredits(credits, amount); err != nil {
-		return err
-	}
-	acct, err = st.AddCredits(e.ctx, acct.ID, amount, "cli")
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stderr, "added %s USD to %q\n", billing.Format(amount), acct.Name)
-	return printAccount(e, st, acct, false)
+	switch {
+	case res.Replayed:
+		fmt.Fprintf(e.stderr, "--idempotency-key %q was used already, for this credit (%s USD on %s): nothing changed\n",
+			c.IdempotencyKey, billing.Format(res.Tx.Amount), res.Tx.CreatedAt.Format(time.RFC3339))
+	case amount.Sign() < 0:
+		fmt.Fprintf(e.stderr, "took %s USD back from %q\n", billing.Format(*new(apd.Decimal).Neg(&amount)), res.Account.Name)
+	default:
+		fmt.Fprintf(e.stderr, "added %s USD to %q\n", billing.Format(amount), res.Account.Name)
+	}
+	return printAccount(e, st, res.Account, false)
+}
+
+// parseSignedAmount parses an amount as billing.ParseAmount does, with a
+// leading minus sign allowed.
+func parseSignedAmount(s string) (apd.Decimal, error) {
+	s = strings.TrimSpace(s)
+	neg := strings.HasPrefix(s, "-")
+	d, err := billing.ParseAmount(strings.TrimPrefix(s, "-"))
+	if err != nil || !neg {
+		return d, err
+	}
+	d.Neg(&d)
+	return d, nil
+}
+
+type creditsHistoryCmd struct {
+	Account string `required:"" help:"Account name."`
+	Limit   int    `default:"50" help:"How many transactions, 1 to 500."`
+	JSON    bool   `name:"json" help:"Print JSON, as GET /admin/v1/accounts/{name}/credits's data."`
+}
+
+func (c *creditsHistoryCmd) Run(e *env, st store.DB) error {
+	acct, err := e.account(st, c.Account)
+	if err != nil {
+		return err
+	}
+	txs, _, err := st.ListCredits(e.ctx, acct.ID, store.CreditQuery{Limit: c.Limit})
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		type txJSON struct {
+			ID           int64   `json:"id"`
+			Amount       string  `json:"amount"`
+			Reference    string  `json:"reference"`
+			Note         string  `json:"note"`
+			Actor        string  `json:"actor"`
+			BalanceAfter *string `json:"balance_after"`
+			CreatedAt    string  `json:"created_at"`
+		}
+		out := make([]txJSON, 0, len(txs))
+		for _, t := range txs {
+			out = append(out, txJSON{t.ID, billing.Format(t.Amount), t.Reference, t.Note, t.Actor, capJSON(t.BalanceAfter), t.CreatedAt.Format(time.RFC3339)})
+		}
+		return writeJSONOut(e, out)
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tCREATED\tAMOUNT\tBALANCE AFTER\tBY\tREFERENCE\tNOTE")
+	for _, t := range txs {
+		after := "-"
+		if t.BalanceAfter != nil {
+			after = billing.Format(*t.BalanceAfter)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.CreatedAt.Format(time.RFC3339), billing.Format(t.Amount), after, t.Actor, t.Reference, t.Note)
+	}
+	return tw.Flush()
 }
 
 type creditsShowCmd struct {

@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -23,17 +24,35 @@ type keysCreateCmd struct {
 	MonthlyLimit string `name:"monthly-limit" placeholder:"USD" help:"Cap on this key's spend per UTC month (none if unset)."`
 	RPM          string `name:"rpm" placeholder:"N" help:"Requests per minute (0 = unlimited); the server's --rpm if unset."`
 	TPM          string `name:"tpm" placeholder:"N" help:"Tokens per minute (0 = unlimited); the server's --tpm if unset."`
+	ExpiresAt    string `name:"expires-at" placeholder:"TIME" help:"When the key stops working, RFC 3339 (2026-12-31T23:59:59Z); it is then refused, saying it expired. Never if unset."`
 }
 
 // limits parses the limit flags that are set.
-func (c *keysCreateCmd) limits() (store.KeyLimits, bool, error) {
-	return parseKeyLimits(c.DailyLimit, c.MonthlyLimit, c.RPM, c.TPM, "daily-limit", "monthly-limit")
+func (c *keysCreateCmd) limits() (store.KeyLimits, error) {
+	l, _, err := parseKeyLimits(c.DailyLimit, c.MonthlyLimit, c.RPM, c.TPM, "daily-limit", "monthly-limit")
+	if err != nil || c.ExpiresAt == "" {
+		return l, err
+	}
+	l.ExpiresAt, err = parseExpiry("expires-at", c.ExpiresAt)
+	return l, err
+}
+
+// parseExpiry parses a key's expiry: an RFC 3339 time, or "none" (nil).
+func parseExpiry(flag, s string) (*time.Time, error) {
+	if strings.EqualFold(strings.TrimSpace(s), "none") {
+		return nil, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(s))
+	if err != nil {
+		return nil, fmt.Errorf("--%s %q: want an RFC 3339 time such as 2026-12-31T23:59:59Z, or none", flag, s)
+	}
+	return &t, nil
 }
 
 // Run prints only the secret on stdout, so KEY=$(svcgw keys create …) works;
 // everything else goes to stderr.
 func (c *keysCreateCmd) Run(e *env, st store.DB) error {
-	limits, set, err := c.limits()
+	limits, err := c.limits()
 	if err != nil {
 		return err
 	}
@@ -50,15 +69,11 @@ func (c *keysCreateCmd) Run(e *env, st store.DB) error {
 			return err
 		}
 	}
-	secret, key, err := st.CreateKey(e.ctx, acct.ID, name)
+	// The same call, rules and audit entry as POST
+	// /admin/v1/accounts/{name}/keys.
+	secret, key, err := st.IssueKey(e.ctx, acct.ID, name, limits)
 	if err != nil {
 		return err
-	}
-	if set {
-		// Nobody holds the secret yet, so no call can slip in between.
-		if _, err := st.UpdateKeyLimits(e.ctx, key.ID, func(l *store.KeyLimits) { *l = limits }); err != nil {
-			return fmt.Errorf("key %s created, but setting its limits failed: %w", key.ID, err)
-		}
 	}
 	fmt.Fprintf(e.stderr, "created key %s (%s) for account %q; the secret below is shown only once\n", key.ID, key.Name, acct.Name)
 	fmt.Fprintln(e.stdout, secret)
@@ -113,6 +128,7 @@ func (c *keysListCmd) Run(e *env, st store.DB) error {
 			MonthlyCap *string `json:"monthly_cap"` // USD; null: none
 			RPM        *int64  `json:"rpm"`         // null: the server default; 0: unlimited
 			TPM        *int64  `json:"tpm"`
+			ExpiresAt  *string `json:"expires_at"` // null: never
 		}
 		out := make([]keyJSON, 0, len(keys))
 		for _, k := range keys {
@@ -122,6 +138,10 @@ func (c *keysListCmd) Run(e *env, st store.DB) error {
 				r := k.RevokedAt.Format(time.RFC3339)
 				kj.RevokedAt = &r
 			}
+			if x := k.Limits.ExpiresAt; x != nil {
+				s := x.UTC().Format(time.RFC3339)
+				kj.ExpiresAt = &s
+			}
 			out = append(out, kj)
 		}
 		return writeJSONOut(e, out)
@@ -130,8 +150,13 @@ func (c *keysListCmd) Run(e *env, st store.DB) error {
 	fmt.Fprintln(tw, "ID\tACCOUNT\tNAME\tCREATED\tSTATUS\tDAILY CAP\tMONTHLY CAP\tRPM\tTPM")
 	for _, k := range keys {
 		status := "active"
-		if !k.RevokedAt.IsZero() {
+		switch x := k.Limits.ExpiresAt; {
+		case !k.RevokedAt.IsZero():
 			status = "revoked " + k.RevokedAt.Format(time.RFC3339)
+		case x != nil && !time.Now().Before(*x):
+			status = "expired " + x.UTC().Format(time.RFC3339)
+		case x != nil:
+			status = "expires " + x.UTC().Format(time.RFC3339)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.AccountName, k.Name, k.CreatedAt.Format(time.RFC3339), status,
 			capText(k.Limits.DailyCap), capText(k.Limits.MonthlyCap), rateText(k.Limits.RPM), rateText(k.Limits.TPM))
@@ -145,17 +170,23 @@ type keysLimitCmd struct {
 	Monthly string `placeholder:"USD|none" help:"Cap on this key's spend per UTC month, or none."`
 	RPM     string `name:"rpm" placeholder:"N|default" help:"Requests per minute (0 = unlimited), or default (the server's --rpm)."`
 	TPM     string `name:"tpm" placeholder:"N|default" help:"Tokens per minute (0 = unlimited), or default (the server's --tpm)."`
+	Expires string `placeholder:"TIME|none" help:"When the key stops working, RFC 3339 (2026-12-31T23:59:59Z), or none."`
 }
 
 // Run changes only the limits given; a running server applies them to the
 // key's next call.
 func (c *keysLimitCmd) Run(e *env, st store.DB) error {
-	if c.Daily == "" && c.Monthly == "" && c.RPM == "" && c.TPM == "" {
-		return fmt.Errorf("nothing to change: give --daily, --monthly, --rpm or --tpm")
+	if c.Daily == "" && c.Monthly == "" && c.RPM == "" && c.TPM == "" && c.Expires == "" {
+		return fmt.Errorf("nothing to change: give --daily, --monthly, --rpm, --tpm or --expires")
 	}
 	l, _, err := parseKeyLimits(c.Daily, c.Monthly, c.RPM, c.TPM, "daily", "monthly")
 	if err != nil {
 		return err
+	}
+	if c.Expires != "" {
+		if l.ExpiresAt, err = parseExpiry("expires", c.Expires); err != nil {
+			return err
+		}
 	}
 	k, err := st.UpdateKeyLimits(e.ctx, c.KeyID, func(cur *store.KeyLimits) {
 		if c.Daily != "" {
@@ -169,6 +200,9 @@ func (c *keysLimitCmd) Run(e *env, st store.DB) error {
 		}
 		if c.TPM != "" {
 			cur.TPM = l.TPM
+		}
+		if c.Expires != "" {
+			cur.ExpiresAt = l.ExpiresAt
 		}
 	})
 	if err != nil {

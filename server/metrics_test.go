@@ -150,11 +150,11 @@ func TestAdmin_NothingOnTheCallerAddress(t *testing.T) {
 	is.NoErr(err)
 	for _, path := range []string{"/metrics", "/debug/pprof/", "/debug/pprof/heap", "/debug/pprof/goroutine?debug=1", "/debug/pprof/cmdline"} {
 		resp, body := gw.do(t, http.MethodGet, path, "")
-		is.Equal(resp.StatusCode, http.StatusNotFound)                // not on the caller address
-		is.True(!strings.Contains(string(body), "svcgw_"))            // no metric
-		is.True(!strings.Contains(string(body), "goroutine profile")) // no profile
+		is.Equal(resp.StatusCode, http.StatusNotFound)                                   // not on the caller address
+		is.True(!strings.Contains(string(body), "svcgw_"))                               // no metric
+		is.True(!strings.Contains(string(body), "goroutine profile"))                    // no profile
 		is.Equal(adminStatus(t, http.MethodGet, gw.AdminURL+path, token), http.StatusOK) // on the admin listener
-		if path != "/metrics" { // open here (AdminOptions.OpenMetrics)
+		if path != "/metrics" {                                                          // open here (AdminOptions.OpenMetrics)
 			is.Equal(adminStatus(t, http.MethodGet, gw.AdminURL+path, ""), http.StatusUnauthorized) // with an admin token only
 		}
 	}

@@ -46,6 +46,9 @@ func TestPostgres_GatewayEndToEnd(t *testing.T) {
 		{"StreamDisconnectIsMetered", TestChat_StreamDisconnectIsMetered},
 		{"AbsurdUsageIsBounded", TestGateway_AbsurdUpstreamUsageIsBoundedAndCharged},
 		{"UnreportedUsage", TestGateway_UnreportedUsageIsChargedAtTheEstimate},
+		{"AdminAPI", TestAdminAPI_EndToEnd},
+		{"AdminTokens", TestAdminAPI_TokensGuardEveryRoute},
+		{"ExpiredKey", TestAuth_ExpiredKeyInEachSurfaceEnvelope},
 	}
 	pgtest.DSN(t) // skip here, once, without PostgreSQL
 	sqlite := openGatewayStore

@@ -176,7 +176,7 @@ func (s *policy) credit(ctx context.Context, tx conn, a Account, micros int64, r
 		return res, fmt.Errorf("credit %s USD to %q with a balance of %s USD: %w",
 			billing.Format(fromMicros(micros)), a.Name, billing.Format(a.Balance), ErrNegativeBalance)
 	case micros > 0 && balance+used > billing.MaxCreditsMicros-micros:
-		return res, fmt.Errorf("credit %s USD to %q: %w: the account's credits (balance plus total used) would pass the maximum of %s USD",
+		return res, fmt.Errorf("credit %s USD to %q: %w: the account's credits (balance plus total used) would go past the maximum of %s USD",
 			billing.Format(fromMicros(micros)), a.Name, ErrInvalid, billing.Format(fromMicros(billing.MaxCreditsMicros)))
 	}
 	var key sql.NullString
