@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
 	"sort"
 	"time"
 
@@ -54,6 +55,7 @@ func (h *Handler) usage(w http.ResponseWriter, r *http.Request) {
 	}
 	sums := make(map[string]*store.Bucket)
 	for _, a := range accts {
+		runtime.Gosched() // see yield
 		buckets, err := h.st.Usage(ctx, a.ID, uq)
 		if err != nil {
 			h.fail(w, r, err)
