@@ -21,7 +21,8 @@ var allowed = map[string][]string{
 	"surfaces/messages":   {"surfaces/surface", "llm"},
 	"surfaces/gencontent": {"surfaces/surface", "llm"},
 	"surfaces/account":    {"store", "money", "llm"},
-	"surfaces/dashboard":  {}, // the embedded browser page: files only
+	"surfaces/admin":      {"store", "money", "llm", "surfaces/account"}, // the management API, reusing the account endpoints' shapes
+	"surfaces/dashboard":  {},                                            // the embedded browser page: files only
 	"classify":            {"llm"},
 	"upstream":            {"llm"}, // Backend, Router, errors; never its own subpackages
 	"upstream/openai":     {"upstream", "upstream/internal/protocol", "llm"},

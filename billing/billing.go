@@ -399,12 +399,9 @@ func ToMicros(d apd.Decimal) (money.Micros, error) {
 // in micro-dollars always fits an int64 (the store's representation).
 const maxAmountDigits = 12
 
-// MaxCreditsMicros is the most credit an account may hold in all (every
-// credit ever added: its balance plus its total used), in micro-dollars:
-// nine trillion dollars, which leaves the ledger's int64 sums of an
-// account (at most 9,223,372,036,854.775807 USD) room for the charges and
-// overdrafts on top.
-const MaxCreditsMicros = 9_000_000_000_000 * 1_000_000
+// MaxCreditsMicros is money.MaxCreditsMicros: the most credit
+// an account may hold in all (balance plus total used).
+const MaxCreditsMicros = money.MaxCreditsMicros
 
 // CheckCredits refuses to add amount to an account that holds credits in
 // all (balance plus total used) when the sum would pass MaxCreditsMicros,

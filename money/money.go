@@ -19,6 +19,13 @@ import (
 // Scale is the number of decimal places of an amount: one micro-dollar.
 const Scale = 6
 
+// MaxCreditsMicros is the most credit an account may hold in all (every credit
+// ever added: its balance plus its total used): nine trillion dollars,
+// which leaves the ledger's int64 sums of an account (at most
+// 9,223,372,036,854.775807 USD) room for the charges and overdrafts on
+// top. The store refuses a credit past it; billing checks it too.
+const MaxCreditsMicros = 9_000_000_000_000 * 1_000_000
+
 // Micros is an amount in micro-dollars (millionths of a US dollar):
 // 1500000 is 1.500000.
 type Micros int64

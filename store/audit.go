@@ -9,7 +9,7 @@ import (
 
 	"github.com/cockroachdb/apd/v3"
 
-	"github.com/svcgw/svcgw/billing"
+	"github.com/svcgw/svcgw/money"
 )
 
 // ActorCLI is the actor the command line records its changes as.
@@ -172,7 +172,7 @@ type auditAccount struct {
 }
 
 func accountView(a Account) auditAccount {
-	return auditAccount{Name: a.Name, Balance: billing.Format(a.Balance), DailyCap: decimalText(a.DailyCap), MonthlyCap: decimalText(a.MonthlyCap)}
+	return auditAccount{Name: a.Name, Balance: usdText(a.Balance), DailyCap: decimalText(a.DailyCap), MonthlyCap: decimalText(a.MonthlyCap)}
 }
 
 type auditKey struct {
@@ -223,6 +223,16 @@ func decimalText(d *apd.Decimal) *string {
 	if d == nil {
 		return nil
 	}
-	s := billing.Format(*d)
+	s := usdText(*d)
 	return &s
+}
+
+// usdText renders an amount the store holds (whole micro-dollars) with six
+// decimal places, as every amount appears.
+func usdText(d apd.Decimal) string {
+	m, err := money.FromDecimal(d)
+	if err != nil {
+		return d.Text('f')
+	}
+	return m.String()
 }

@@ -12,7 +12,7 @@ import (
 
 	"github.com/cockroachdb/apd/v3"
 
-	"github.com/svcgw/svcgw/billing"
+	"github.com/svcgw/svcgw/money"
 )
 
 // CreditRequest is a change to an account's balance made by an operator
@@ -109,7 +109,7 @@ func (r CreditRequest) fingerprint(accountID, micros int64) string {
 // Credit changes the account's balance by req.Amount and records the
 // credit transaction and its audit entry, in one transaction, under the
 // account's row lock. A positive amount may not bring the account's
-// credits past billing.MaxCreditsMicros, a negative one may not bring the
+// credits past money.MaxCreditsMicros, a negative one may not bring the
 // balance below zero (ErrNegativeBalance); zero, or more than six decimal
 // places, is ErrInvalid. An unknown account is ErrNotFound.
 //
@@ -174,10 +174,10 @@ func (s *policy) credit(ctx context.Context, tx conn, a Account, micros int64, r
 	switch {
 	case micros < 0 && balance+micros < 0:
 		return res, fmt.Errorf("credit %s USD to %q with a balance of %s USD: %w",
-			billing.Format(fromMicros(micros)), a.Name, billing.Format(a.Balance), ErrNegativeBalance)
-	case micros > 0 && balance+used > billing.MaxCreditsMicros-micros:
+			usdText(fromMicros(micros)), a.Name, usdText(a.Balance), ErrNegativeBalance)
+	case micros > 0 && balance+used > money.MaxCreditsMicros-micros:
 		return res, fmt.Errorf("credit %s USD to %q: %w: the account's credits (balance plus total used) would go past the maximum of %s USD",
-			billing.Format(fromMicros(micros)), a.Name, ErrInvalid, billing.Format(fromMicros(billing.MaxCreditsMicros)))
+			usdText(fromMicros(micros)), a.Name, ErrInvalid, usdText(fromMicros(money.MaxCreditsMicros)))
 	}
 	var key sql.NullString
 	if req.IdempotencyKey != "" {
@@ -251,7 +251,7 @@ type creditView struct {
 }
 
 func viewCredit(t CreditTx) creditView {
-	return creditView{ID: t.ID, Amount: billing.Format(t.Amount), Reference: t.Reference, Note: t.Note}
+	return creditView{ID: t.ID, Amount: usdText(t.Amount), Reference: t.Reference, Note: t.Note}
 }
 
 // CreditQuery pages an account's credit transactions, newest first.

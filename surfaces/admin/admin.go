@@ -14,7 +14,7 @@
 // Errors are {"error": {"code", "message"}} with a stable code (see
 // errorCodes) and the status that goes with it.
 //
-// admin imports store, billing, llm and surfaces/account (whose usage and
+// admin imports store, money, llm and surfaces/account (whose usage and
 // generation shapes it reuses): never server or cli.
 package admin
 

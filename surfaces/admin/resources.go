@@ -12,7 +12,6 @@ import (
 
 	"github.com/cockroachdb/apd/v3"
 
-	"github.com/svcgw/svcgw/billing"
 	"github.com/svcgw/svcgw/money"
 	"github.com/svcgw/svcgw/store"
 )
@@ -44,7 +43,7 @@ func (h *Handler) account(r *http.Request, a store.Account) (Account, error) {
 		return Account{}, err
 	}
 	return Account{
-		Name: a.Name, Balance: billing.Format(a.Balance), TotalUsed: billing.Format(a.TotalUsed),
+		Name: a.Name, Balance: usdText(a.Balance), TotalUsed: usdText(a.TotalUsed),
 		SpendToday: money.Micros(sp.AccountDay).String(), SpendThisMonth: money.Micros(sp.AccountMonth).String(),
 		DailyCap: optUSD(a.DailyCap), MonthlyCap: optUSD(a.MonthlyCap), CreatedAt: timeText(a.CreatedAt),
 	}, nil
@@ -396,7 +395,7 @@ type Credited struct {
 }
 
 func creditTx(t store.CreditTx) CreditTx {
-	return CreditTx{ID: "ctx_" + strconv.FormatInt(t.ID, 10), Account: t.AccountName, Amount: billing.Format(t.Amount),
+	return CreditTx{ID: "ctx_" + strconv.FormatInt(t.ID, 10), Account: t.AccountName, Amount: usdText(t.Amount),
 		Reference: t.Reference, Note: t.Note, Actor: t.Actor, BalanceAfter: optUSD(t.BalanceAfter), CreatedAt: timeText(t.CreatedAt)}
 }
 
@@ -430,9 +429,9 @@ func (h *Handler) credit(w http.ResponseWriter, r *http.Request) {
 	}
 	// A replay answers what the first request was answered: the balance
 	// right after its transaction.
-	balance := billing.Format(res.Account.Balance)
+	balance := usdText(res.Account.Balance)
 	if res.Tx.BalanceAfter != nil {
-		balance = billing.Format(*res.Tx.BalanceAfter)
+		balance = usdText(*res.Tx.BalanceAfter)
 	}
 	if res.Replayed {
 		w.Header().Set("Idempotent-Replayed", "true")
@@ -579,8 +578,18 @@ func optUSD(d *apd.Decimal) *string {
 	if d == nil {
 		return nil
 	}
-	s := billing.Format(*d)
+	s := usdText(*d)
 	return &s
 }
 
 func timeText(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// usdText renders an amount with six decimal places, as every amount
+// appears in the API.
+func usdText(d apd.Decimal) string {
+	m, err := money.FromDecimal(d)
+	if err != nil {
+		return d.Text('f')
+	}
+	return m.String()
+}
