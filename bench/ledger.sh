@@ -26,7 +26,12 @@
 #   LEDGER_HAMMER=8                 clients flooding /usage in flood phases
 #   LEDGER_HAMMER_ONE_KEY=0         1: all of them with one key
 #   LEDGER_ONLY="reads,stalls"      what the driver measures ("none": nothing,
-#                                   e.g. to run the upgrade alone)
+#                                   e.g. to run the upgrade alone; "admin":
+#                                   the management reads of the operator's
+#                                   page, on the admin listener)
+#                                   LEDGER_PHASES may name "mgmt" phases too:
+#                                   LEDGER_HAMMER clients send those management
+#                                   reads instead of flooding /usage
 #   LEDGER_BACKUP=0                 1: also time svcgw backup of the database
 #   LEDGER_UPGRADE=0                1: also measure an upgrade: a copy of the
 #                                   database without its roll-ups (as made
@@ -126,6 +131,10 @@ cp "$db.seed.json" "$out/seed.json"
 end=$(sed -n 's/.*"end": "\(.*\)".*/\1/p' "$db.seed.json")
 
 # --- serve -------------------------------------------------------------------
+# A read-only admin token for the management reads (made while nothing
+# serves the database; a token of its own each run).
+admin_token=$("$bin/svcgw" --db "$db" admin tokens create --name "ledger-bench-$(date +%s)-$$" --read-only 2>>"$work/admin.log") ||
+	die "admin tokens create; see $work/admin.log"
 "${pin_driver[@]}" "$bin/mock" -addr-file "$work/upstream.addr" >"$work/mock.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 100); do [ -s "$work/upstream.addr" ] && break; sleep 0.05; done
@@ -142,7 +151,7 @@ routes:
   default: [mock/mock-model]
 EOF
 env "${svcgw_env[@]}" "${pin_target[@]}" "$bin/svcgw" serve --db "$db" --config "$work/svcgw.yaml" --addr 127.0.0.1:0 \
-	--log-level info --shutdown-grace 5s >"$work/svcgw.out" 2>"$work/svcgw.log" &
+	--admin-addr 127.0.0.1:0 --log-level info --shutdown-grace 5s >"$work/svcgw.out" 2>"$work/svcgw.log" &
 svcgw_pid=$!
 pids+=("$svcgw_pid")
 for _ in $(seq 600); do
@@ -152,7 +161,9 @@ for _ in $(seq 600); do
 done
 addr=$(grep -o 'msg="svcgw listening" addr=[0-9.:]*' "$work/svcgw.log" | head -1 | sed 's/.*addr=//') || true
 [ -n "$addr" ] || die "svcgw did not start; see $work/svcgw.log"
-log "svcgw on $addr (pid $svcgw_pid), database $(du -h "$db" | cut -f1)"
+admin_addr=$(grep -o 'admin_addr=[0-9.:]*' "$work/svcgw.log" | head -1 | sed 's/.*=//') || true
+[ -n "$admin_addr" ] || die "svcgw did not say its admin address; see $work/svcgw.log"
+log "svcgw on $addr, admin listener on $admin_addr (pid $svcgw_pid), database $(du -h "$db" | cut -f1)"
 
 # --- backup --------------------------------------------------------------------
 if [ "$backup" = 1 ]; then
@@ -167,7 +178,7 @@ hammer_flags=()
 log "measuring ($only); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 "${pin_driver[@]}" "$bin/ledger" -base "http://$addr" -secrets "$db.keys" -sample "$db.ids" -end "$end" \
 	-reads "$reads" -rate "$rate" -phase "$phase" -phases "$phases" -hammer "$hammer" -only "$only" -pid "$svcgw_pid" \
-	"${hammer_flags[@]}" -out "$out/ledger.json" >"$out/ledger.md" 2>>"$work/ledger.log" || die "driver; see $work/ledger.log"
+	-admin "http://$admin_addr" -admin-token "$admin_token" "${hammer_flags[@]}" -out "$out/ledger.json" >"$out/ledger.md" 2>>"$work/ledger.log" || die "driver; see $work/ledger.log"
 
 kill -TERM "$svcgw_pid"
 wait "$svcgw_pid" 2>/dev/null || true

@@ -39,8 +39,12 @@ type AdminOptions struct {
 //	POST /-/reload         re-read the configuration file (reload): 200, or
 //	                       422 with its file:line errors (the old one is kept)
 //	     /admin/v1/…       the management API (surfaces/admin, docs/admin-api.md)
+//	GET  /admin/           the operator's page, and its files under
+//	                       /admin/assets/ (mountOperator, docs/operator.md)
+//	GET  /admin/token      the request's admin token: name, read-only
 //
-// Every route but /healthz, /readyz and, with OpenMetrics, /metrics needs
+// Every route but /healthz, /readyz, the operator's page and its files
+// and, with OpenMetrics, /metrics needs
 // an admin token (admin.Guard): 401 without one, 403 for a change asked
 // with a read-only one. serve puts an AdminGuard in front of it all, which
 // refuses foreign Hosts and other origins' browser requests before any
@@ -73,7 +77,11 @@ func (s *Server) Admin(opts AdminOptions) http.Handler {
 		})
 	}
 	mux.Handle(admin.Prefix, admin.New(s.store, s.now, s.log.With("listener", "admin")))
+	s.mountOperator(mux)
 	open := func(r *http.Request) bool {
+		if operatorOpen(r) {
+			return true
+		}
 		switch r.URL.Path {
 		case "/healthz", "/readyz":
 			return true

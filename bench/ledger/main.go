@@ -16,6 +16,14 @@
 // GET /svc/v1/usage over all time as fast as they are answered, each with
 // its own key (or one key, with -hammer-one-key).
 //
+// With -admin (the admin listener's base URL) and -admin-token, "admin" in
+// -only measures the management reads the operator's page makes
+// (docs/operator.md): the account list, one account, its usage chart, its
+// keys and credits, the top spenders over 30 days and the audit log, each
+// -reads times in a row, of the account that spent most; and a "mgmt" phase floods the admin listener with
+// those reads (-hammer clients, one admin token) while the chat calls go
+// on, to compare with the quiet phases of the same run.
+//
 // It imports nothing of svcgw's, like bench/load.
 package main
 
@@ -42,9 +50,10 @@ import (
 
 // Result is everything the driver measured.
 type Result struct {
-	Reads  []Read  `json:"reads"`
-	Phases []Phase `json:"phases"`
-	Load   string  `json:"load_average"` // /proc/loadavg at the end
+	Reads      []Read  `json:"reads"`
+	AdminReads []Read  `json:"admin_reads,omitempty"`
+	Phases     []Phase `json:"phases"`
+	Load       string  `json:"load_average"` // /proc/loadavg at the end
 }
 
 // Read is the latency of one kind of account read.
@@ -131,6 +140,8 @@ func run() error {
 		oneKey   = flag.Bool("hammer-one-key", false, "all hammer clients use one key (else one key each)")
 		only     = flag.String("only", "reads,stalls", "what to measure")
 		pid      = flag.Int("pid", 0, "svcgw's process id: report the CPU time it used in each chat phase (Linux)")
+		adminURL = flag.String("admin", "", "the admin listener's base URL, for the management reads (-only admin) and the mgmt phase")
+		adminTok = flag.String("admin-token", "", "an admin token (a read-only one does) for -admin")
 		out      = flag.String("out", "", "write the result JSON here")
 	)
 	flag.Parse()
@@ -159,10 +170,31 @@ func run() error {
 			return err
 		}
 	}
+	var mgmt []namedPath
+	if strings.Contains(*only, "admin") || strings.Contains(*phases, "mgmt") {
+		if *adminURL == "" || *adminTok == "" {
+			return fmt.Errorf("-only admin and the mgmt phase need -admin and -admin-token")
+		}
+		acct, err := topSpender(client, *adminURL, *adminTok)
+		if err != nil {
+			return err
+		}
+		mgmt = managementReads(acct, end)
+	}
+	if strings.Contains(*only, "admin") {
+		res.AdminReads, err = measureAdminReads(client, *adminURL, *adminTok, mgmt, *reads, *warm)
+		if err != nil {
+			return err
+		}
+	}
 	if strings.Contains(*only, "stalls") {
 		for _, name := range strings.Split(*phases, ",") {
 			cpu0, began := cpuTime(*pid), time.Now()
-			p, err := runPhase(client, *base, keys, name, *rate, *phaseDur, min(*chatKeys, len(keys)), *apps, *hammer, *oneKey)
+			var hammerTarget *adminTarget
+			if name == "mgmt" {
+				hammerTarget = &adminTarget{base: *adminURL, token: *adminTok, paths: mgmt}
+			}
+			p, err := runPhase(client, *base, keys, name, *rate, *phaseDur, min(*chatKeys, len(keys)), *apps, *hammer, *oneKey, hammerTarget)
 			if cpu1 := cpuTime(*pid); cpu0 >= 0 && cpu1 >= 0 {
 				p.CPU = ms(cpu1-cpu0) / time.Since(began).Seconds()
 			}
@@ -324,7 +356,7 @@ const chatBody = `{"model":"svc-fusion","messages":[{"role":"user","content":"Sa
 
 // runPhase sends chat completions at rate for d; a flood phase also runs
 // the usage hammer.
-func runPhase(client *http.Client, base string, keys []key, name string, rate int, d time.Duration, chatKeys, apps, hammerClients int, oneKey bool) (Phase, error) {
+func runPhase(client *http.Client, base string, keys []key, name string, rate int, d time.Duration, chatKeys, apps, hammerClients int, oneKey bool, admin *adminTarget) (Phase, error) {
 	p := Phase{Name: name, Statuses: map[string]int{}, LoadBefore: loadavg()}
 	targets := make([]vegeta.Target, chatKeys)
 	for i := range targets {
@@ -352,9 +384,18 @@ func runPhase(client *http.Client, base string, keys []key, name string, rate in
 				h.run(ctx, client, base, secret, i)
 			}()
 		}
+	case "mgmt":
+		h = &hammerState{statuses: map[string]int{}}
+		for i := range hammerClients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				h.runAdmin(ctx, client, admin, i)
+			}()
+		}
 	default:
 		stop()
-		return p, fmt.Errorf("unknown phase %q (want quiet or flood)", name)
+		return p, fmt.Errorf("unknown phase %q (want quiet, flood or mgmt)", name)
 	}
 	started := time.Now()
 	attacker := vegeta.NewAttacker(vegeta.Timeout(30*time.Second), vegeta.KeepAlive(true), vegeta.Connections(10000))
@@ -428,6 +469,128 @@ func (h *hammerState) run(ctx context.Context, client *http.Client, base, secret
 	}
 }
 
+// adminTarget is where the mgmt phase's clients send management reads.
+type adminTarget struct {
+	base, token string
+	paths       []namedPath
+}
+
+// namedPath is one management read.
+type namedPath struct{ name, path string }
+
+// managementReads are the reads the operator's page makes, of the
+// account acct: the account list (its first page of 50, each with its
+// spend today and this month), the account, its usage chart over 30 days,
+// its keys and credits, the top spenders over 30 days (usage grouped by
+// account, over every account) and the audit log.
+func managementReads(acct string, end time.Time) []namedPath {
+	day := end.UTC().Format(time.DateOnly)
+	month := end.UTC().AddDate(0, 0, -29).Format(time.DateOnly)
+	a := url.PathEscape(acct)
+	return []namedPath{
+		{"accounts list (50)", "/admin/v1/accounts?limit=50"},
+		{"account", "/admin/v1/accounts/" + a},
+		{"usage chart, 30 days", "/admin/v1/usage?group_by=day&account=" + url.QueryEscape(acct) + "&start_date=" + month + "&end_date=" + day},
+		{"top spenders, 30 days", "/admin/v1/usage?group_by=account&start_date=" + month + "&end_date=" + day},
+		{"keys", "/admin/v1/accounts/" + a + "/keys"},
+		{"credits", "/admin/v1/accounts/" + a + "/credits?limit=50"},
+		{"audit log", "/admin/v1/audit?limit=50"},
+	}
+}
+
+// topSpender is the account that spent most over all time, as the
+// operator's page finds it (usage grouped by account).
+func topSpender(client *http.Client, base, token string) (string, error) {
+	req, err := http.NewRequest(http.MethodGet, base+"/admin/v1/usage?group_by=account", nil)
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return "", fmt.Errorf("admin usage by account: %d %s", resp.StatusCode, b)
+	}
+	var report struct {
+		Data []struct {
+			Bucket   string `json:"bucket"`
+			Requests int64  `json:"requests"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&report); err != nil {
+		return "", fmt.Errorf("admin usage by account: %w", err)
+	}
+	best, most := "", int64(-1)
+	for _, b := range report.Data {
+		if b.Requests > most {
+			best, most = b.Bucket, b.Requests
+		}
+	}
+	if best == "" {
+		return "", fmt.Errorf("admin usage by account: no account has calls")
+	}
+	return best, nil
+}
+
+// measureAdminReads times each management read, one request at a time.
+func measureAdminReads(client *http.Client, base, token string, paths []namedPath, n, warm int) ([]Read, error) {
+	var out []Read
+	ctx := context.Background()
+	for _, np := range paths {
+		rd := Read{Name: np.name, Path: np.path, N: n}
+		lat := make([]time.Duration, 0, n)
+		for i := range warm + n {
+			began := time.Now()
+			status, size, err := get(ctx, client, base, np.path, token)
+			took := time.Since(began)
+			if err != nil || status != http.StatusOK {
+				rd.Errors++
+				if rd.Errors == 1 {
+					fmt.Fprintf(os.Stderr, "ledger: admin %s: status %d, %v\n", np.path, status, err)
+				}
+				continue
+			}
+			rd.Bytes = size
+			if i >= warm {
+				lat = append(lat, took)
+			}
+		}
+		if rd.Errors == warm+n {
+			return out, fmt.Errorf("admin %s: every request failed", np.path)
+		}
+		rd.Latency = quantiles(lat)
+		fmt.Fprintf(os.Stderr, "ledger: admin %-26s p50 %7.3f ms  p99 %7.3f ms  max %7.3f ms  (%d errors)\n",
+			rd.Name, rd.Latency.P50, rd.Latency.P99, rd.Latency.Max, rd.Errors)
+		out = append(out, rd)
+	}
+	return out, nil
+}
+
+// runAdmin sends the management reads in turn until ctx ends, as the
+// usage flood does.
+func (h *hammerState) runAdmin(ctx context.Context, client *http.Client, t *adminTarget, i int) {
+	for j := i; ctx.Err() == nil; j++ {
+		began := time.Now()
+		status, _, err := get(context.Background(), client, t.base, t.paths[j%len(t.paths)].path, t.token)
+		took := time.Since(began)
+		h.n.Add(1)
+		h.mu.Lock()
+		if err != nil {
+			h.statuses["error"]++
+		} else {
+			h.statuses[fmt.Sprint(status)]++
+		}
+		if err == nil && status == http.StatusOK {
+			h.lat = append(h.lat, took)
+		}
+		h.mu.Unlock()
+	}
+}
+
 // cpuTime is the user and system time process pid has used, or -1 when
 // it cannot be read (no -pid, not Linux).
 func cpuTime(pid int) time.Duration {
@@ -475,6 +638,14 @@ func report(w io.Writer, r *Result) {
 		}
 		fmt.Fprintln(w)
 	}
+	if len(r.AdminReads) > 0 {
+		fmt.Fprintln(w, "| management read | p50 (ms) | p99 (ms) | max (ms) | errors | body bytes |")
+		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|")
+		for _, rd := range r.AdminReads {
+			fmt.Fprintf(w, "| %s | %.3f | %.3f | %.3f | %d | %d |\n", rd.Name, rd.Latency.P50, rd.Latency.P99, rd.Latency.Max, rd.Errors, rd.Bytes)
+		}
+		fmt.Fprintln(w)
+	}
 	if len(r.Phases) == 0 {
 		return
 	}
@@ -490,11 +661,11 @@ func report(w io.Writer, r *Result) {
 		q99 += p.Latency.P99 / float64(len(quiet))
 		qcpu += p.CPU / float64(len(quiet))
 	}
-	fmt.Fprintln(w, "| chat phase | calls | success | p50 (ms) | p99 (ms) | max (ms) | added p50 / p99 over the quiet mean (ms) | usage flood | svcgw CPU (ms/s) | flood's CPU per request (µs) | load before |")
+	fmt.Fprintln(w, "| chat phase | calls | success | p50 (ms) | p99 (ms) | max (ms) | added p50 / p99 over the quiet mean (ms) | flood (usage, or management reads) | svcgw CPU (ms/s) | flood's CPU per request (µs) | load before |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|")
 	for _, p := range r.Phases {
 		added, flood, perReq := "", "", ""
-		if p.Name == "flood" && len(quiet) > 0 {
+		if (p.Name == "flood" || p.Name == "mgmt") && len(quiet) > 0 {
 			added = fmt.Sprintf("%+.3f / %+.3f", p.Latency.P50-q50, p.Latency.P99-q99)
 		}
 		if h := p.Hammer; h != nil {

@@ -50,10 +50,13 @@ func (s *Store) Spend(ctx context.Context, accountID int64, keyID string, now ti
 // PeriodSpend reads from the database what the account and the key (none
 // when keyID is "") have been charged in now's UTC day and month, as
 // committed; Total is the account's total_used. It is for operators (the
-// CLI); the server asks Spend, which also counts what is queued.
+// CLI and the management API); the server asks Spend, which also counts
+// what is queued. It reads through the pool of the account endpoints and
+// commands, never the call path's: a page of accounts is one read per
+// account, and calls must not queue behind them for a connection.
 func (s *Store) PeriodSpend(ctx context.Context, accountID int64, keyID string, now time.Time) (store.Spend, error) {
 	var sp store.Spend
-	e, err := s.loadSpend(ctx, spendKey{account: accountID}, now)
+	e, err := s.loadSpend(ctx, s.r, spendKey{account: accountID}, now)
 	if err != nil {
 		return store.Spend{}, err
 	}
@@ -61,7 +64,7 @@ func (s *Store) PeriodSpend(ctx context.Context, accountID int64, keyID string, 
 	sp.Total = e.total
 	sp.AccountDay, sp.AccountMonth = e.period(p)
 	if keyID != "" {
-		if e, err = s.loadSpend(ctx, spendKey{account: accountID, key: keyID}, now); err != nil {
+		if e, err = s.loadSpend(ctx, s.r, spendKey{account: accountID, key: keyID}, now); err != nil {
 			return store.Spend{}, err
 		}
 		sp.KeyDay, sp.KeyMonth = e.period(p)
@@ -135,7 +138,7 @@ func (t *spendTracker) entry(ctx context.Context, s *Store, k spendKey, now time
 	if e.loaded {
 		return e, nil
 	}
-	got, err := s.loadSpend(ctx, k, now)
+	got, err := s.loadSpend(ctx, s.call, k, now)
 	if err != nil {
 		return nil, err
 	}
@@ -240,8 +243,9 @@ func (e *spendEntry) period(p store.Period) (dayTotal, monthTotal int64) {
 
 // loadSpend reads the committed spend of k from the database: for an
 // account its total_used and its charges per day over all keys, for a key
-// its own charges per day, from the start of the month before now's.
-func (s *Store) loadSpend(ctx context.Context, k spendKey, now time.Time) (*spendEntry, error) {
+// its own charges per day, from the start of the month before now's,
+// through db (the call path's pool for the call path).
+func (s *Store) loadSpend(ctx context.Context, db *sql.DB, k spendKey, now time.Time) (*spendEntry, error) {
 	ctx, cancel := s.ReadCtx(ctx)
 	defer cancel()
 	from := store.DayNumber(store.StartOfMonth(store.StartOfMonth(now).AddDate(0, 0, -1)))
@@ -251,17 +255,17 @@ func (s *Store) loadSpend(ctx context.Context, k spendKey, now time.Time) (*spen
 		err  error
 	)
 	if k.key == "" {
-		err = s.call.QueryRowContext(ctx, `SELECT total_used_micros FROM accounts WHERE id = ?`, k.account).Scan(&e.total)
+		err = db.QueryRowContext(ctx, `SELECT total_used_micros FROM accounts WHERE id = ?`, k.account).Scan(&e.total)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			// An unknown account has spent nothing; its charges will
 			// be dropped by the ledger.
 			return nil, fmt.Errorf("load spend of account %d: %w", k.account, readErr(ctx, err))
 		}
-		rows, err = s.call.QueryContext(ctx,
+		rows, err = db.QueryContext(ctx,
 			`SELECT day, SUM(cost_micros) FROM spend_daily WHERE account_id = ? AND day >= ? GROUP BY day`,
 			k.account, from)
 	} else {
-		rows, err = s.call.QueryContext(ctx,
+		rows, err = db.QueryContext(ctx,
 			`SELECT day, cost_micros FROM spend_daily WHERE account_id = ? AND key_id = ? AND day >= ?`,
 			k.account, k.key, from)
 	}

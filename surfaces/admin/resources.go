@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -93,6 +94,7 @@ func (h *Handler) listAccounts(w http.ResponseWriter, r *http.Request) {
 	}
 	out := List[Account]{Data: make([]Account, 0, len(page)), HasMore: more}
 	for _, a := range page {
+		runtime.Gosched() // see yield
 		v, err := h.account(r, a)
 		if err != nil {
 			h.fail(w, r, err)
@@ -508,6 +510,13 @@ func (h *Handler) audit(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, out)
 }
+
+// yield: the reads of a page of accounts, or of every account's usage,
+// are one database read per account, a few milliseconds of processor in
+// all; giving the processor up between accounts lets calls run between
+// them (on a gateway with one core, a call would otherwise wait for the
+// scheduler's 10 ms time slice), as the store's usage reads do every few
+// hundred rows (docs/ledger-scale.md).
 
 // pageSize reads ?limit= (1 to 500; 100 when absent).
 func pageSize(w http.ResponseWriter, r *http.Request) (int, bool) {

@@ -15,6 +15,12 @@
 // take it. The page itself is never cached, so a new binary's page always
 // loads its own assets.
 //
+// The operator's page (OperatorPage, static/operator.html and operator.js)
+// is served on the admin listener, at OperatorPrefix, with its assets at
+// OperatorAssetPrefix: it signs in with an admin token, kept the same way,
+// and calls the management API (/admin/v1) on that same origin
+// (docs/operator.md).
+//
 // dashboard imports nothing of svcgw's; the server mounts it.
 package dashboard
 
@@ -37,7 +43,16 @@ import (
 // AssetPrefix is the path under which Assets serves the page's files.
 const AssetPrefix = "/svc/dashboard/assets/"
 
+// OperatorPrefix is where the admin listener serves the operator's page,
+// and OperatorAssetPrefix where it serves the files that page loads (the
+// same files Assets serves).
+const (
+	OperatorPrefix      = "/admin/"
+	OperatorAssetPrefix = "/admin/assets/"
+)
+
 //go:embed static/index.html static/app.js static/app.css
+//go:embed static/operator.html static/operator.js static/operator.css
 //go:embed static/vendor/uplot/uPlot.iife.min.js static/vendor/uplot/uPlot.min.css static/vendor/uplot/LICENSE
 var static embed.FS
 
@@ -49,9 +64,10 @@ const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 
 
 // Handler serves the page and its assets. Create it with New.
 type Handler struct {
-	page    *asset
-	assets  map[string]*asset // by path below static/, e.g. "app.js"
-	version string
+	page     *asset
+	operator *asset
+	assets   map[string]*asset // by path below static/, e.g. "app.js"
+	version  string
 }
 
 // asset is one embedded file, read, hashed and compressed at its first
@@ -86,7 +102,7 @@ func New() (*Handler, error) {
 		name := strings.TrimPrefix(p, "static/")
 		fmt.Fprintf(sum, "%s\x00%d\x00", name, len(b))
 		sum.Write(b)
-		if name != "index.html" {
+		if !strings.HasSuffix(name, ".html") {
 			h.assets[name] = newAsset(name, func() ([]byte, error) { return static.ReadFile(p) })
 		}
 		return nil
@@ -95,16 +111,22 @@ func New() (*Handler, error) {
 		return nil, fmt.Errorf("dashboard: load embedded files: %w", err)
 	}
 	h.version = hex.EncodeToString(sum.Sum(nil))[:16]
-	h.page = newAsset("index.html", func() ([]byte, error) {
-		page, err := static.ReadFile("static/index.html")
+	h.page = h.newPage("index.html")
+	h.operator = h.newPage("operator.html")
+	return h, nil
+}
+
+// newPage is the page static/name, its asset references carrying the
+// version, so a browser's cached copy is used exactly as long as it is
+// this build's.
+func (h *Handler) newPage(name string) *asset {
+	return newAsset(name, func() ([]byte, error) {
+		page, err := static.ReadFile("static/" + name)
 		if err != nil {
 			return nil, fmt.Errorf("dashboard: load page: %w", err)
 		}
-		// Asset references carry the version, so a browser's cached copy
-		// is used exactly as long as it is this build's.
 		return bytes.ReplaceAll(page, []byte("?v=VERSION"), []byte("?v="+h.version)), nil
 	})
-	return h, nil
 }
 
 // contentTypes are the media types of the embedded files, by extension
@@ -152,14 +174,20 @@ func (a *asset) prepare() error {
 func (h *Handler) Version() string { return h.version }
 
 // Page serves the dashboard page (at /, /svc/dashboard and the like).
-func (h *Handler) Page() http.Handler {
+func (h *Handler) Page() http.Handler { return servePage(h.page) }
+
+// OperatorPage serves the operator's page (at OperatorPrefix on the admin
+// listener), under the same policy as Page.
+func (h *Handler) OperatorPage() http.Handler { return servePage(h.operator) }
+
+func servePage(page *asset) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hd := w.Header()
 		hd.Set("Content-Security-Policy", contentSecurityPolicy)
 		hd.Set("X-Frame-Options", "DENY")
 		hd.Set("Referrer-Policy", "no-referrer")
 		hd.Set("Cache-Control", "no-cache")
-		h.page.serve(w, r)
+		page.serve(w, r)
 	})
 }
 

@@ -24,9 +24,12 @@ func serve(t *testing.T) (*httptest.Server, *dashboard.Handler) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /{$}", h.Page())
-	mux.Handle("GET "+dashboard.AssetPrefix+"{name...}", h.Assets(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	notFound := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "fallback 404", http.StatusNotFound)
-	})))
+	})
+	mux.Handle("GET "+dashboard.AssetPrefix+"{name...}", h.Assets(notFound))
+	mux.Handle("GET "+dashboard.OperatorPrefix+"{$}", h.OperatorPage())
+	mux.Handle("GET "+dashboard.OperatorAssetPrefix+"{name...}", h.Assets(notFound))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return srv, h
@@ -55,9 +58,19 @@ func get(t *testing.T, url string, header ...string) (*http.Response, []byte) {
 }
 
 func TestPage_IsSelfContained(t *testing.T) {
+	for _, tc := range []struct{ page, assets string }{
+		{"/", dashboard.AssetPrefix},
+		{dashboard.OperatorPrefix, dashboard.OperatorAssetPrefix},
+	} {
+		t.Run(tc.page, func(t *testing.T) { testSelfContained(t, tc.page, tc.assets) })
+	}
+}
+
+// testSelfContained checks the page at path, whose files are under assets.
+func testSelfContained(t *testing.T, path, assets string) {
 	is := is.New(t)
 	srv, h := serve(t)
-	resp, page := get(t, srv.URL+"/")
+	resp, page := get(t, srv.URL+path)
 	is.Equal(resp.StatusCode, 200)
 	is.Equal(resp.Header.Get("Content-Type"), "text/html; charset=utf-8")
 	is.Equal(resp.Header.Get("Cache-Control"), "no-cache") // a new binary's page is always read
@@ -73,8 +86,8 @@ func TestPage_IsSelfContained(t *testing.T) {
 	is.True(len(refs) >= 4) // two scripts, two style sheets
 	for _, m := range refs {
 		ref := m[1]
-		is.True(strings.HasPrefix(ref, dashboard.AssetPrefix)) // local
-		is.True(strings.HasSuffix(ref, "?v="+h.Version()))     // versioned
+		is.True(strings.HasPrefix(ref, assets))            // local
+		is.True(strings.HasSuffix(ref, "?v="+h.Version())) // versioned
 		resp, body := get(t, srv.URL+ref)
 		is.Equal(resp.StatusCode, 200)
 		is.True(len(body) > 0)
@@ -116,9 +129,11 @@ func TestAssets_CachingAndCompression(t *testing.T) {
 		resp, _ = get(t, srv.URL+dashboard.AssetPrefix+name)
 		is.Equal(resp.StatusCode, 404) // only the page's files
 	}
-	resp, body = get(t, srv.URL+dashboard.AssetPrefix+"index.html")
-	is.Equal(resp.StatusCode, 404)
-	is.Equal(strings.TrimSpace(string(body)), "fallback 404") // the server's own 404
+	for _, page := range []string{"index.html", "operator.html"} {
+		resp, body = get(t, srv.URL+dashboard.AssetPrefix+page)
+		is.Equal(resp.StatusCode, 404)
+		is.Equal(strings.TrimSpace(string(body)), "fallback 404") // the server's own 404
+	}
 
 	resp, body = get(t, srv.URL+dashboard.AssetPrefix+"vendor/uplot/LICENSE")
 	is.Equal(resp.StatusCode, 200) // the licence travels with the library
