@@ -58,7 +58,13 @@ func legacyCopy(t testing.TB, src, path string) {
 		t.Fatal(err)
 	}
 	for _, table := range []string{"accounts", "api_keys", "credit_transactions", "generations", "spend_daily", "feedback"} {
-		q := `INSERT INTO main.` + table + ` SELECT * FROM src.` + table
+		// The columns the legacy schema has (later migrations added
+		// some to the source's).
+		var cols string
+		if err := db.QueryRow(`SELECT group_concat(name, ', ') FROM pragma_table_info(?, 'main')`, table).Scan(&cols); err != nil {
+			t.Fatal(err)
+		}
+		q := `INSERT INTO main.` + table + ` SELECT ` + cols + ` FROM src.` + table
 		if table == "generations" {
 			q += ` ORDER BY rowid` // rowids as the old ledger gave them
 		}
