@@ -22,6 +22,7 @@ import (
 func TestServe_AdminListenerRefusesOtherOriginsAndForeignHosts(t *testing.T) {
 	is := is.New(t)
 	db := newDB(t)
+	token := newAdminToken(t, db, false)
 	admin := freeAddr(t)
 	_, logs := serve(t, db, "--admin-addr", admin, "--admin-allowed-hosts", "svcgw.monitoring.svc, *.corp.example")
 	client := &http.Client{Timeout: 30 * time.Second}
@@ -33,6 +34,9 @@ func TestServe_AdminListenerRefusesOtherOriginsAndForeignHosts(t *testing.T) {
 		if host != "" {
 			req.Host = host
 		}
+		// Every request carries the admin token, a refused one too: the
+		// guard refuses before any credential counts.
+		req.Header.Set("Authorization", "Bearer "+token)
 		for k, v := range headers {
 			req.Header.Set(k, v)
 		}
@@ -80,10 +84,10 @@ func TestServe_AdminListenerRefusesOtherOriginsAndForeignHosts(t *testing.T) {
 	is.Equal(st, http.StatusUnprocessableEntity) // the listener's own page reaches the handler
 	st, _ = do("POST", "/-/reload", "", nil)
 	is.Equal(st, http.StatusUnprocessableEntity) // and so does curl
-	code, _, stderr := run(t, db, "config", "reload", "--admin-addr", admin)
+	code, _, stderr := run(t, db, "config", "reload", "--admin-addr", admin, "--admin-token", token)
 	is.Equal(code, 1)                                     // svcgw config reload reaches the handler
 	is.True(strings.Contains(stderr, "without --config")) // (which has nothing to reload)
-	code, _, stderr = run(t, db, "config", "reload", "--admin-addr", strings.Replace(admin, "127.0.0.1", "localhost", 1))
+	code, _, stderr = run(t, db, "config", "reload", "--admin-addr", strings.Replace(admin, "127.0.0.1", "localhost", 1), "--admin-token", token)
 	is.Equal(code, 1)
 	is.True(strings.Contains(stderr, "without --config")) // localhost too
 

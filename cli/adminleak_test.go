@@ -38,6 +38,7 @@ func TestServe_NoEndpointShowsThePostgresPassword(t *testing.T) {
 	code, _, _ = run(t, dsn, "credits", "add", "--account", "acme", "5")
 	is.Equal(code, 0) // credits add
 
+	adminToken := newAdminToken(t, dsn, false)
 	admin := freeAddr(t)
 	srv := startServer(t, dsn, "--admin-addr", admin, "--log-level", "debug")
 	client := &http.Client{Timeout: 30 * time.Second}
@@ -51,7 +52,10 @@ func TestServe_NoEndpointShowsThePostgresPassword(t *testing.T) {
 		t.Helper()
 		req, err := http.NewRequest(method, base+path, nil)
 		is.NoErr(err)
-		if auth {
+		switch {
+		case strings.HasPrefix(base, "http://"+admin):
+			req.Header.Set("Authorization", "Bearer "+adminToken) // the admin listener's
+		case auth:
 			req.Header.Set("Authorization", "Bearer "+key)
 		}
 		resp, err := client.Do(req)

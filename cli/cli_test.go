@@ -570,9 +570,11 @@ func TestREADME_CommandLineListsEveryCommand(t *testing.T) {
 		if n.Type != kong.CommandNode {
 			continue
 		}
-		// "keys create" is listed as "svcgw keys create|list|…".
-		cmd, sub, _ := strings.Cut(n.Path(), " ")
-		listed := regexp.MustCompile(`(?m)^svcgw ` + cmd + `\b` + ` ?(\S*\|)?` + sub + `\b`)
+		// "keys create" is listed as "svcgw keys create|list|…", and
+		// "admin tokens list" as "svcgw admin tokens create|list|…".
+		path := strings.Fields(n.Path())
+		group, leaf := strings.Join(path[:len(path)-1], " "), path[len(path)-1]
+		listed := regexp.MustCompile(`(?m)^svcgw ` + regexp.QuoteMeta(group) + ` ?(\S*\|)?` + leaf + `\b`)
 		is.True(listed.MatchString(block)) // listed
 	}
 }
