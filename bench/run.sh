@@ -24,8 +24,9 @@
 #   BENCH_HOLD_CHUNKS=20        … each with this many chunks
 #   BENCH_HOLD_CHUNK_DELAY=500ms … this far apart (so each lasts ~10 s)
 #   BENCH_SURFACE_DURATION=5s   measured phase of each surface in (e)
+#   BENCH_EMBED_INPUTS=8        texts per embeddings call (h); the mock answers 1,536 floats each
 #   BENCH_TIMEOUT=10s           per-call timeout (bounds a run against a target that hangs)
-#   BENCH_SCENARIOS="max max-vegeta rate stream hold surfaces"
+#   BENCH_SCENARIOS="max max-vegeta rate stream hold surfaces embeddings"
 #                               (max: bench/load's closed-loop driver; max-vegeta: the same load by vegeta)
 #   BENCH_TARGETS="direct proxy svcgw svcgw-h2c"
 #                               also: floor (bench/floor, the least a JSON-reading
@@ -85,7 +86,8 @@ hold_chunks=${BENCH_HOLD_CHUNKS:-20}
 hold_delay=${BENCH_HOLD_CHUNK_DELAY:-500ms}
 surface_duration=${BENCH_SURFACE_DURATION:-5s}
 call_timeout=${BENCH_TIMEOUT:-10s}
-scenarios=${BENCH_SCENARIOS:-max max-vegeta rate stream hold surfaces}
+embed_inputs=${BENCH_EMBED_INPUTS:-8}
+scenarios=${BENCH_SCENARIOS:-max max-vegeta rate stream hold surfaces embeddings}
 targets=${BENCH_TARGETS:-direct proxy svcgw svcgw-h2c}
 target_cpu=${BENCH_TARGET_CPU:-1}
 driver_cpu=${BENCH_DRIVER_CPU:-0}
@@ -111,6 +113,7 @@ bin=$work/bin
 
 log() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "FAILED: $*"; exit 1; }
+has() { case " $scenarios " in *" $1 "*) return 0 ;; esac; return 1; }
 
 # Processes we started, by pid; the trap stops exactly those.
 pids=()
@@ -270,6 +273,10 @@ start_svcgw() {
 		# h2c only where asked: an older svcgw (BENCH_SVCGW_BIN) refuses the key.
 		local h2c=
 		if [ "$name" = svcgw-h2c ]; then h2c="    h2c: true"; fi
+		# Embeddings routed only when measured: an svcgw older than
+		# them (BENCH_SVCGW_BIN) refuses the request type.
+		local embed=
+		if has embeddings; then embed="  embedding: [mock/mock-model]"; fi
 		cat >"$work/$name.yaml" <<EOF
 upstreams:
   mock:
@@ -281,6 +288,7 @@ $h2c
       mock-model: {context_length: 128000, max_completion_tokens: 16384}
 routes:
   default: [mock/mock-model]
+$embed
 EOF
 		args+=(--config "$work/$name.yaml")
 	fi
@@ -476,8 +484,6 @@ drive() {
 # shape ADDR QUERY: change a mock's stream shape while it runs.
 shape() { curl -fsS -X POST "http://$1/_mock/shape?$2" >/dev/null || die "mock shape $1 $2"; }
 
-has() { case " $scenarios " in *" $1 "*) return 0 ;; esac; return 1; }
-
 start=$SECONDS
 # Scenarios run target after target within each scenario, so that drift in
 # the machine's other load spreads over all targets alike.
@@ -510,6 +516,13 @@ fi
 if has surfaces && case " $targets " in *" svcgw "*) true ;; *) false ;; esac; then
 	log "(e) messages and generate-content surfaces through svcgw, $surface_duration each"
 	for s in messages gencontent; do drive "$s" svcgw -connections "$connections" -duration "$surface_duration" -warmup "$warmup"; done
+fi
+if has embeddings; then
+	log "(h) embeddings @ $connections connections, $embed_inputs texts a call, $duration"
+	for t in $targets; do
+		[ "$t" = floor ] && continue # bench/floor serves chat completions only
+		drive embeddings "$t" -connections "$connections" -duration "$duration" -warmup "$warmup" -embed-inputs "$embed_inputs"
+	done
 fi
 # Last: 1,000 streams leave memory behind that Go returns to the OS only
 # slowly, which would inflate the peak RSS of any scenario after this one.

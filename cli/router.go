@@ -36,7 +36,7 @@ func buildRouter(cfg *config.Config, log *slog.Logger, fixtureOpts fixture.Optio
 		opts := upstream.HTTPOptions{
 			BaseURL: u.BaseURL, APIKey: u.APIKey, Model: c.Model, Limits: lim, Headers: u.Headers,
 			ConnectTimeout: u.Timeouts.Connect, FirstByteTimeout: u.Timeouts.FirstByte, IdleTimeout: u.Timeouts.Idle,
-			LegacyMaxTokens: u.LegacyMaxTokens, PromptCacheKey: u.PromptCacheKey, H2C: u.H2C,
+			LegacyMaxTokens: u.LegacyMaxTokens, PromptCacheKey: u.PromptCacheKey, H2C: u.H2C, EmbedBatch: u.EmbedBatch,
 		}
 		var b upstream.Backend
 		switch u.Protocol {

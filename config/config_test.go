@@ -101,6 +101,9 @@ func TestLoad_ErrorsNameTheirLine(t *testing.T) {
 		{"negative body rate", "upstreams:\n  a:\n    protocol: fixture\n    models: {m: {}}\nroutes:\n  default: [a/m]\nlimits:\n  body_min_rate: -1\n", nil, 8, "body_min_rate"},
 		{"h2c over https", "upstreams:\n  a:\n    protocol: openai\n    base_url: https://x/v1\n    h2c: true\n    models: {m: {}}\nroutes:\n  default: [a/m]\n", nil, 5, "h2c is unencrypted HTTP/2 and needs an http:// base_url"},
 		{"h2c on the fixture", "upstreams:\n  a:\n    protocol: fixture\n    h2c: true\n    models: {m: {}}\nroutes:\n  default: [a/m]\n", nil, 4, "h2c is for upstreams reached over the network"},
+		{"negative embed_batch", "upstreams:\n  a:\n    protocol: openai\n    base_url: http://x/v1\n    embed_batch: -1\n    models: {m: {}}\nroutes:\n  default: [a/m]\n", nil, 5, "embed_batch must be a positive number of inputs"},
+		{"embed_batch on anthropic", "upstreams:\n  a:\n    protocol: anthropic\n    embed_batch: 8\n    models: {m: {}}\nroutes:\n  default: [a/m]\n", nil, 4, "anthropic has no embeddings"},
+		{"embed_batch on the fixture", "upstreams:\n  a:\n    protocol: fixture\n    embed_batch: 8\n    models: {m: {}}\nroutes:\n  default: [a/m]\n", nil, 4, "not protocol fixture"},
 		{"embeddings routed to a protocol without them", "upstreams:\n  a:\n    protocol: fixture\n    models: {m: {}}\n  claude:\n    protocol: anthropic\n    models: {c: {}}\nroutes:\n  default: [a/m]\n  embedding:\n    low: [a/m, claude/c]\n", nil, 11,
 			`candidate "claude/c" in routes.embedding.low: upstream "claude" speaks the anthropic protocol, which has no embeddings endpoint`},
 		{"syntax", "upstreams: [\n", nil, 1, "did not find"},
@@ -345,6 +348,20 @@ func TestLoad_H2C(t *testing.T) {
 	is.NoErr(err)
 	is.True(cfg.Upstreams["vllm"].H2C)   // asked for
 	is.True(!cfg.Upstreams["local"].H2C) // HTTP/1.1 unless asked: most local servers speak nothing else
+}
+
+func TestLoad_EmbedBatch(t *testing.T) {
+	is := is.New(t)
+	doc := "upstreams:\n" +
+		"  tei:\n    protocol: openai\n    base_url: http://127.0.0.1:8080/v1\n    embed_batch: 32\n    models: {bge: {}}\n" +
+		"  gemini:\n    protocol: gemini\n    embed_batch: 50\n    models: {gemini-embedding-001: {}}\n" +
+		"  openai:\n    protocol: openai\n    base_url: https://api.openai.com/v1\n    models: {text-embedding-3-small: {}}\n" +
+		"routes:\n  default: [openai/text-embedding-3-small]\n  embedding: [tei/bge, gemini/gemini-embedding-001]\n"
+	cfg, err := Load([]byte(doc), env(nil))
+	is.NoErr(err)
+	is.Equal(cfg.Upstreams["tei"].EmbedBatch, 32)
+	is.Equal(cfg.Upstreams["gemini"].EmbedBatch, 50)
+	is.Equal(cfg.Upstreams["openai"].EmbedBatch, 0) // the protocol's own limit
 }
 
 func TestLoad_Retention(t *testing.T) {

@@ -52,6 +52,12 @@ type Upstream struct {
 	// naming the attempt's span, when tracing is on. Off by default: the
 	// header reaches a third party.
 	TraceContext bool
+	// EmbedBatch (openai and gemini protocols) is the most inputs one
+	// embeddings request to this upstream carries; a call of more is sent
+	// as several. Zero takes the protocol's own limit (openai 512, gemini
+	// 100). Hugging Face TEI refuses more than its max_client_batch_size,
+	// 32 by default, with a 422.
+	EmbedBatch int
 	// Fixture options (protocol fixture only).
 	FixtureTTFT time.Duration
 	FixtureTPS  float64
@@ -84,7 +90,9 @@ type fileUpstream struct {
 	H2C bool `yaml:"h2c"`
 	// TraceContext: see Upstream.TraceContext.
 	TraceContext bool `yaml:"trace_context"`
-	Timeouts     struct {
+	// EmbedBatch: see Upstream.EmbedBatch.
+	EmbedBatch int `yaml:"embed_batch"`
+	Timeouts   struct {
 		Connect   string `yaml:"connect"`
 		FirstByte string `yaml:"first_byte"`
 		Idle      string `yaml:"idle"`
@@ -133,6 +141,12 @@ func loadUpstream(name string, fu fileUpstream, e entry, errs *Errors) *Upstream
 				u.PromptCacheKey = *fu.PromptCacheKey
 			}
 		}
+		if fu.EmbedBatch < 0 {
+			errs.addf(e.get("embed_batch").line(), "upstream %q: embed_batch must be a positive number of inputs (0 or absent: the protocol's own limit)", name)
+		} else if fu.Protocol == ProtocolAnthropic && fu.EmbedBatch > 0 {
+			errs.addf(e.get("embed_batch").line(), "upstream %q: embed_batch is for openai and gemini upstreams (anthropic has no embeddings)", name)
+		}
+		u.EmbedBatch = fu.EmbedBatch
 		if u.BaseURL == "" {
 			errs.addf(e.line(), "upstream %q: base_url is required for protocol openai", name)
 		} else if !strings.HasPrefix(u.BaseURL, "http://") && !strings.HasPrefix(u.BaseURL, "https://") {
@@ -141,6 +155,9 @@ func loadUpstream(name string, fu fileUpstream, e entry, errs *Errors) *Upstream
 			errs.addf(e.get("h2c").line(), "upstream %q: h2c is unencrypted HTTP/2 and needs an http:// base_url (https:// upstreams negotiate HTTP/2 themselves)", name)
 		}
 	case ProtocolFixture:
+		if fu.EmbedBatch != 0 {
+			errs.addf(e.get("embed_batch").line(), "upstream %q: embed_batch is for openai and gemini upstreams, not protocol fixture (which has no batch limit)", name)
+		}
 		if fu.H2C {
 			errs.addf(e.get("h2c").line(), "upstream %q: h2c is for upstreams reached over the network, not protocol fixture", name)
 		}

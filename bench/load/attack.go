@@ -21,7 +21,7 @@ import (
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 )
 
-// runAttack runs a non-streaming scenario: max, messages and gencontent
+// runAttack runs a non-streaming scenario: max, messages, gencontent and embeddings
 // keep -connections calls in flight (closed loop, as fast as the target
 // answers) with the driver of closed.go, or with vegeta for max-vegeta;
 // rate sends -rate calls per second whatever the target does (open loop,
@@ -38,6 +38,17 @@ func runAttack(c config) (*Result, error) {
 		// One plain and one streamed call first, checked for the surface's
 		// own shape: throughput of wrong answers would mean nothing.
 		n, err := checkSurface(c, c.scenario)
+		r.OKTotal += n
+		if err != nil {
+			return nil, err
+		}
+	case "embeddings":
+		if c.embedInputs < 1 {
+			return nil, fmt.Errorf("-embed-inputs must be at least 1")
+		}
+		ep = c.embeddingsEndpoint(c.embedInputs)
+		// One call first, checked: a vector per text, of the mock's size.
+		n, err := checkEmbeddings(c, ep)
 		r.OKTotal += n
 		if err != nil {
 			return nil, err
@@ -213,6 +224,46 @@ func checkSurface(c config, surface string) (int64, error) {
 		}
 	}
 	return n, nil
+}
+
+// checkEmbeddings sends ep once and checks the answer is OpenAI's
+// embeddings reply with one vector per text, all of one size.
+func checkEmbeddings(c config, ep endpoint) (int64, error) {
+	req, err := http.NewRequest(http.MethodPost, ep.url, strings.NewReader(ep.body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header = ep.header.Clone()
+	resp, err := (&http.Client{Timeout: c.timeout}).Do(req)
+	if err != nil {
+		return 0, err
+	}
+	raw, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return 0, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("embeddings check: status %d: %.300s", resp.StatusCode, raw)
+	}
+	var r struct {
+		Object string `json:"object"`
+		Data   []struct {
+			Embedding []float32 `json:"embedding"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return 1, fmt.Errorf("embeddings check: %w: %.300s", err, raw)
+	}
+	if r.Object != "list" || len(r.Data) != c.embedInputs || len(r.Data[0].Embedding) == 0 {
+		return 1, fmt.Errorf("embeddings check: want a list of %d vectors: %.300s", c.embedInputs, raw)
+	}
+	for _, d := range r.Data {
+		if len(d.Embedding) != len(r.Data[0].Embedding) {
+			return 1, fmt.Errorf("embeddings check: vectors of %d and %d floats", len(d.Embedding), len(r.Data[0].Embedding))
+		}
+	}
+	return 1, nil
 }
 
 // anthropicMessage and geminiResponse are the parts of those answers the

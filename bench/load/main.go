@@ -93,6 +93,7 @@ type config struct {
 	pid                              int
 	duration, warmup, timeout        time.Duration
 	connections, rate, streams       int
+	embedInputs                      int
 	holdTimeout                      time.Duration
 	profileURL, profileOut, heapOut  string
 	traceOut                         string
@@ -134,7 +135,7 @@ func usage(w io.Writer) {
 func runCmd(args []string) error {
 	var c config
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.StringVar(&c.scenario, "scenario", "max", "max (closed loop at -connections, closed.go's driver), max-vegeta (the same, driven by vegeta), rate (constant -rate), stream (streaming closed loop at -connections), streamrate (-rate streams per second), hold (-streams open at once), messages or gencontent (svcgw surfaces, closed loop)")
+	fs.StringVar(&c.scenario, "scenario", "max", "max (closed loop at -connections, closed.go's driver), max-vegeta (the same, driven by vegeta), rate (constant -rate), stream (streaming closed loop at -connections), streamrate (-rate streams per second), hold (-streams open at once), messages or gencontent (svcgw surfaces, closed loop), embeddings (OpenAI embeddings of -embed-inputs texts, closed loop)")
 	fs.StringVar(&c.target, "target", "direct", "direct, proxy, floor, floor-copy, svcgw or svcgw-h2c (svcgw paths are under /svc and need -key; floor needs one of its -key)")
 	fs.StringVar(&c.base, "base", "", "target base URL, e.g. http://127.0.0.1:8080")
 	fs.StringVar(&c.key, "key", "", "API key (svcgw)")
@@ -145,6 +146,7 @@ func runCmd(args []string) error {
 	fs.IntVar(&c.connections, "connections", 50, "connections (closed-loop scenarios)")
 	fs.IntVar(&c.rate, "rate", 2000, "calls per second (rate, streamrate)")
 	fs.IntVar(&c.streams, "streams", 1000, "streams held open at once (hold)")
+	fs.IntVar(&c.embedInputs, "embed-inputs", 8, "texts per embeddings call (embeddings)")
 	fs.DurationVar(&c.holdTimeout, "hold-timeout", 60*time.Second, "hold: give up on streams after this long")
 	fs.StringVar(&c.profileURL, "cpuprofile-url", "", "pprof base URL of the target (svcgwprof); a CPU profile of the measured phase is fetched from it")
 	fs.StringVar(&c.profileOut, "cpuprofile-out", "", "where to write that profile")
@@ -178,7 +180,7 @@ func runCmd(args []string) error {
 		err error
 	)
 	switch c.scenario {
-	case "max", "max-vegeta", "rate", "messages", "gencontent":
+	case "max", "max-vegeta", "rate", "messages", "gencontent", "embeddings":
 		r, err = runAttack(c)
 	case "stream":
 		r, err = runStream(c)
@@ -264,6 +266,23 @@ func (c config) chatEndpoint(stream bool) endpoint {
 		h.Set("Accept", "text/event-stream")
 	}
 	return endpoint{url: c.base + prefix + "/v1/chat/completions", body: body, header: h}
+}
+
+// embedText is one text of an embeddings call: a passage of a document,
+// as a retrieval application embeds them (about 60 tokens).
+const embedText = "Photosynthesis is the process by which green plants, algae and some bacteria turn light energy into chemical energy, storing it in sugars made from carbon dioxide and water; chapter "
+
+// embeddingsEndpoint is an OpenAI embeddings call of n texts (distinct,
+// so that nothing could be cached), asking for floats.
+func (c config) embeddingsEndpoint(n int) endpoint {
+	ep := c.chatEndpoint(false)
+	ep.url = strings.TrimSuffix(ep.url, "/chat/completions") + "/embeddings"
+	texts := make([]string, n)
+	for i := range texts {
+		texts[i] = strconv.Quote(embedText + strconv.Itoa(i+1) + ".")
+	}
+	ep.body = `{"model":"text-embedding-3-small","input":[` + strings.Join(texts, ",") + `],"encoding_format":"float"}`
+	return ep
 }
 
 // surfaceEndpoint is a messages or generate-content call to svcgw.

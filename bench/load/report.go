@@ -17,6 +17,7 @@ import (
 const (
 	targetThroughputRatio = 0.8  // svcgw max req/s over the bare proxy's, either driver
 	targetStreamsRatio    = 0.8  // svcgw streams/s over the bare proxy's
+	targetEmbedRatio      = 0.8  // svcgw embeddings calls/s over the bare proxy's (issue 36)
 	targetHoldRSSRatio    = 1.25 // svcgw peak RSS over the bare proxy's, 1,000 open streams
 	targetAddedP99        = 1.5  // ms over direct at 2,000 req/s: the median of five runs
 	targetAddedP99Max     = 2.5  // ms, no run above
@@ -118,6 +119,7 @@ func reportCmd(args []string, out io.Writer) error {
 	sortTargets()
 	rp := &report{w: out, res: res}
 	rp.tables()
+	rp.embeddingsTable()
 	rp.metricsTable()
 	rp.tracingTable()
 	rp.checks(genCounts, *dbLocked)
@@ -524,6 +526,20 @@ func (rp *report) tables() {
 	}
 }
 
+// embeddingsTable is (h): embeddings calls at saturation, each target
+// against the same mock.
+func (rp *report) embeddingsTable() {
+	if !rp.header("(h) embeddings at saturation, OpenAI's /v1/embeddings, floats", "embeddings", ratioColumn()) {
+		return
+	}
+	rp.row("calls/s", "embeddings", func(r *Result) string { return f0(r.Throughput) }, ratio(func(r *Result) float64 { return r.Throughput }))
+	rp.row("success", "embeddings", func(r *Result) string { return pct(r.SuccessPct) }, nil)
+	rp.row("p50 / p90 / p99 (ms)", "embeddings", func(r *Result) string {
+		return f3(r.Latency.P50) + " / " + f3(r.Latency.P90) + " / " + f3(r.Latency.P99)
+	}, nil)
+	rp.commonRows("embeddings")
+}
+
 // checks prints the issue's targets, each with its figure and a verdict,
 // for every svcgw measured.
 func (rp *report) checks(genCounts map[string]int64, dbLocked int64) {
@@ -576,6 +592,10 @@ func (rp *report) checks(genCounts map[string]int64, dbLocked int64) {
 				fmt.Sprintf("%+.3f ms (this run)", a99), a99 <= targetAddedP99, true)
 		} else {
 			line(fmt.Sprintf("added p99 at the constant rate ≤ +%.1f ms", targetAddedP99), "–", false, false)
+		}
+		if p, s := rp.get("embeddings", "proxy"), rp.get("embeddings", t); p != nil && s != nil && p.Throughput > 0 {
+			r := s.Throughput / p.Throughput
+			line(fmt.Sprintf("embeddings calls/s ≥ %.1f × bare proxy (issue 36)", targetEmbedRatio), fmt.Sprintf("%.0f / %.0f calls/s = %.2f×", s.Throughput, p.Throughput, r), r >= targetEmbedRatio, true)
 		}
 		fmt.Fprintf(rp.w, "| *issue 8, still held:* | | |\n")
 		if s := rp.get("rate", t); s != nil {

@@ -7,6 +7,10 @@
 // and data: [DONE]. It answers instantly by default; flags add a fixed
 // latency before the response headers and shape the stream.
 //
+// POST /v1/embeddings answers OpenAI's embeddings reply: one vector of
+// -embed-dims floats per input (the same vector each time, written as
+// OpenAI writes them, nine decimals), with usage.
+//
 // The stream shape can be changed while it runs, so that one mock serves
 // every scenario: POST /_mock/shape?chunks=20&chunk_delay=500ms (any of
 // latency, chunks, chunk_delay, tokens_per_chunk) replaces the named
@@ -27,6 +31,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -118,6 +123,81 @@ type chatRequest struct {
 type mock struct {
 	shape    atomic.Pointer[shape]
 	requests atomic.Int64
+	// embedding is one vector as JSON text, rendered once.
+	embedding []byte
+}
+
+// renderEmbedding returns a unit vector of dims floats as JSON text, its
+// values spread as a model's are (a fixed pseudo-random sequence).
+func renderEmbedding(dims int) []byte {
+	v := make([]float64, dims)
+	x, norm := uint32(2463534242), 0.0
+	for i := range v {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		v[i] = float64(x)/float64(1<<32) - 0.5
+		norm += v[i] * v[i]
+	}
+	norm = math.Sqrt(norm)
+	b := []byte{'['}
+	for i := range v {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendFloat(b, v[i]/norm, 'f', 9, 64)
+	}
+	return append(b, ']')
+}
+
+// embeddings answers an embeddings request: one vector per input (a
+// string is one input, an array one per element), prompt_tokens the
+// shape's per input.
+func (m *mock) embeddings(w http.ResponseWriter, r *http.Request) {
+	m.requests.Add(1)
+	raw, err := io.ReadAll(r.Body)
+	if err != nil {
+		return
+	}
+	var req struct {
+		Input json.RawMessage `json:"input"`
+	}
+	var inputs []json.RawMessage
+	w.Header().Set("Content-Type", "application/json")
+	if err := json.Unmarshal(raw, &req); err != nil || len(req.Input) == 0 {
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = io.WriteString(w, `{"error":{"message":"invalid JSON body","type":"invalid_request_error"}}`)
+		return
+	}
+	n := 1
+	if req.Input[0] == '[' {
+		if err := json.Unmarshal(req.Input, &inputs); err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = io.WriteString(w, `{"error":{"message":"input must be a string or an array","type":"invalid_request_error"}}`)
+			return
+		}
+		n = len(inputs)
+	}
+	tokens := n * m.shape.Load().PromptTokens
+	b := make([]byte, 0, n*(len(m.embedding)+48)+128)
+	b = append(b, `{"object":"list","data":[`...)
+	for i := range n {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"object":"embedding","index":`...)
+		b = strconv.AppendInt(b, int64(i), 10)
+		b = append(b, `,"embedding":`...)
+		b = append(b, m.embedding...)
+		b = append(b, '}')
+	}
+	b = append(b, `],"model":"mock-embedding","usage":{"prompt_tokens":`...)
+	b = strconv.AppendInt(b, int64(tokens), 10)
+	b = append(b, `,"total_tokens":`...)
+	b = strconv.AppendInt(b, int64(tokens), 10)
+	b = append(b, "}}"...)
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	_, _ = w.Write(b)
 }
 
 func (m *mock) chat(w http.ResponseWriter, r *http.Request) {
@@ -227,16 +307,21 @@ func main() {
 	flag.IntVar(&s.TokensPerChunk, "tokens-per-chunk", 1, "words of content per chunk")
 	flag.IntVar(&s.PromptTokens, "prompt-tokens", 12, "prompt_tokens reported in usage")
 	flag.BoolVar(&s.Usage, "usage", true, "report a usage block (in the body, and as the include_usage chunk of streams)")
+	embedDims := flag.Int("embed-dims", 1536, "floats per embedding vector (text-embedding-3-small's 1,536)")
 	h2c := flag.Bool("h2c", false, "serve unencrypted HTTP/2 (prior knowledge) beside HTTP/1.1")
 	flag.Parse()
 	if err := s.render(); err != nil {
 		log.Fatal(err)
 	}
-	m := &mock{}
+	if *embedDims < 1 {
+		log.Fatal("embed-dims must be at least 1")
+	}
+	m := &mock{embedding: renderEmbedding(*embedDims)}
 	m.shape.Store(s)
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", m.chat)
+	mux.HandleFunc("POST /v1/embeddings", m.embeddings)
 	mux.HandleFunc("POST /_mock/shape", m.setShape)
 	mux.HandleFunc("GET /_mock/stats", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintf(w, "{\"requests\":%d}\n", m.requests.Load())

