@@ -422,7 +422,7 @@ func TestPostgres_DBCopy(t *testing.T) {
 		code, _, _ = run(t, lite, "credits", "add", "--account", acct, "3.5")
 		is.Equal(code, 0)
 	}
-	code, _, _ := run(t, lite, "credits", "cap", "--account", "beta", "--monthly", "3")
+	code, _, _ := run(t, lite, "credits", "cap", "--account", "beta", "--monthly", "3", "--rpm", "6000", "--tpm", "900000")
 	is.Equal(code, 0)
 
 	// Serve it for a while, then stop.
