@@ -65,7 +65,7 @@ func TestCLI_CreditsCap(t *testing.T) {
 
 	// The account's requests and tokens per minute, across its keys.
 	code, _, stderr = run(t, db, "credits", "cap", "--account", "acme", "--rpm", "120", "--tpm", "50000")
-	is.Equal(code, 0) // credits cap --rpm --tpm
+	is.Equal(code, 0)                                                             // credits cap --rpm --tpm
 	is.True(strings.Contains(stderr, "monthly cap 0.000000, rpm 120, tpm 50000")) // the caps kept
 	v = show()
 	is.Equal(v["rpm"], 120.0)
