@@ -28,7 +28,12 @@ import (
 // the output once the call is metered. A free call (a token count) takes
 // its body's bytes from the free-bytes bucket instead: AdmitFree before
 // the body is read, SpendFree once its size is known.
+//
+// The same limiter holds an account's buckets, across all of its keys,
+// when made with NewRateLimiterFor("account") and given account ids for
+// key ids.
 type RateLimiter struct {
+	subject   string // what one entry is, as refusals name it: "key", "account"
 	mu        sync.Mutex
 	keys      map[string]*keyBuckets
 	nextSweep int
@@ -50,9 +55,13 @@ type tokenBucket struct {
 // minSweep is the map size below which sweeps are only time-driven.
 const minSweep = 1024
 
-// NewRateLimiter returns a rate limiter without buckets.
-func NewRateLimiter() *RateLimiter {
-	return &RateLimiter{keys: make(map[string]*keyBuckets), nextSweep: minSweep}
+// NewRateLimiter returns a rate limiter of API keys without buckets.
+func NewRateLimiter() *RateLimiter { return NewRateLimiterFor("key") }
+
+// NewRateLimiterFor returns a rate limiter without buckets whose entries
+// are of subject ("key", "account"), which its refusals name.
+func NewRateLimiterFor(subject string) *RateLimiter {
+	return &RateLimiter{subject: subject, keys: make(map[string]*keyBuckets), nextSweep: minSweep}
 }
 
 // refill brings b up to date at now under limit, which may have changed
@@ -123,7 +132,7 @@ func (rl *RateLimiter) Request(keyID string, limit int64, now time.Time) error {
 	if b.level < 1 {
 		wait := b.wait(1)
 		return &llm.Error{Kind: llm.KindRateLimited, RetryAfter: wait,
-			Message: fmt.Sprintf("rate limit reached: this key allows %d requests per minute; retry in %s", limit, roundUp(wait))}
+			Message: fmt.Sprintf("rate limit reached: this %s allows %d requests per minute; retry in %s", rl.subject, limit, roundUp(wait))}
 	}
 	b.level--
 	return nil
@@ -145,7 +154,7 @@ func (rl *RateLimiter) AdmitTokens(keyID string, limit int64, tokens int, now ti
 	if b.level < need {
 		wait := b.wait(need)
 		return &llm.Error{Kind: llm.KindRateLimited, RetryAfter: wait, Err: llm.ErrTokenRate,
-			Message: fmt.Sprintf("rate limit reached: this key allows %d tokens per minute and this call needs about %d; retry in %s", limit, tokens, roundUp(wait))}
+			Message: fmt.Sprintf("rate limit reached: this %s allows %d tokens per minute and this call needs about %d; retry in %s", rl.subject, limit, tokens, roundUp(wait))}
 	}
 	b.level -= float64(tokens)
 	return nil
@@ -175,7 +184,7 @@ func (rl *RateLimiter) AdmitFree(keyID string, limit int64, size int64, now time
 	if b.level < need {
 		wait := b.wait(need)
 		return 0, &llm.Error{Kind: llm.KindRateLimited, RetryAfter: wait,
-			Message: fmt.Sprintf("rate limit reached: this key may send %s of request bodies a minute to the free endpoints (token counts); retry in %s", byteSize(limit), roundUp(wait))}
+			Message: fmt.Sprintf("rate limit reached: this %s may send %s of request bodies a minute to the free endpoints (token counts); retry in %s", rl.subject, byteSize(limit), roundUp(wait))}
 	}
 	b.level -= float64(take)
 	return take, nil

@@ -17,7 +17,7 @@ import (
 type creditsCmd struct {
 	Add     creditsAddCmd     `cmd:"" help:"Add prepaid credits (USD) to an account, or take them back with a negative amount."`
 	Show    creditsShowCmd    `cmd:"" help:"Show an account's balance, spend and caps."`
-	Cap     creditsCapCmd     `cmd:"" help:"Set or clear an account's daily and monthly spend caps."`
+	Cap     creditsCapCmd     `cmd:"" help:"Set or clear an account's daily and monthly spend caps and its requests and tokens per minute."`
 	History creditsHistoryCmd `cmd:"" help:"List an account's credit transactions, newest first."`
 }
 
@@ -148,7 +148,10 @@ func printAccount(e *env, st store.DB, acct store.Account, asJSON bool) error {
 			SpendThisMonth string  `json:"spend_this_month"`
 			DailyCap       *string `json:"daily_cap"`
 			MonthlyCap     *string `json:"monthly_cap"`
-		}{billing.Format(acct.Balance), billing.Format(acct.TotalUsed), today, month, capJSON(acct.DailyCap), capJSON(acct.MonthlyCap)})
+			RPM            *int64  `json:"rpm"` // as GET /admin/v1/accounts/{name}
+			TPM            *int64  `json:"tpm"`
+		}{billing.Format(acct.Balance), billing.Format(acct.TotalUsed), today, month, capJSON(acct.DailyCap), capJSON(acct.MonthlyCap),
+			acct.RPM, acct.TPM})
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ACCOUNT\tBALANCE\tTOTAL USED\tTODAY (UTC)\tDAILY CAP\tTHIS MONTH\tMONTHLY CAP")
@@ -161,16 +164,31 @@ type creditsCapCmd struct {
 	Account string `required:"" help:"Account name."`
 	Daily   string `placeholder:"USD|none" help:"Cap on the account's spend per UTC day (0 allows none), or none."`
 	Monthly string `placeholder:"USD|none" help:"Cap on the account's spend per UTC month (0 allows none), or none."`
+	RPM     string `name:"rpm" placeholder:"N|none" help:"Requests per minute across all of the account's keys, or none."`
+	TPM     string `name:"tpm" placeholder:"N|none" help:"Tokens per minute across all of the account's keys, or none."`
 }
 
-// Run changes only the caps given. A running server sees a raised cap at
-// the next call it would otherwise refuse, and any change within a second.
+// Run changes only the caps and limits given, through the call the
+// management API's PATCH /admin/v1/accounts/{name} makes. A running server
+// sees a raised cap at the next call it would otherwise refuse, and any
+// change within a second.
 func (c *creditsCapCmd) Run(e *env, st store.DB) error {
-	if c.Daily == "" && c.Monthly == "" {
-		return fmt.Errorf("nothing to change: give --daily, --monthly or both (an amount in USD, or none)")
+	if c.Daily == "" && c.Monthly == "" && c.RPM == "" && c.TPM == "" {
+		return fmt.Errorf("nothing to change: give --daily, --monthly (an amount in USD, or none), --rpm or --tpm (a whole number, or none)")
 	}
 	var daily, monthly *apd.Decimal
+	var rpm, tpm *int64
 	var err error
+	if c.RPM != "" {
+		if rpm, err = parseAccountRate("rpm", c.RPM); err != nil {
+			return err
+		}
+	}
+	if c.TPM != "" {
+		if tpm, err = parseAccountRate("tpm", c.TPM); err != nil {
+			return err
+		}
+	}
 	if c.Daily != "" {
 		if daily, err = parseCap("daily", c.Daily); err != nil {
 			return err
@@ -192,10 +210,17 @@ func (c *creditsCapCmd) Run(e *env, st store.DB) error {
 		if c.Monthly != "" {
 			caps.Monthly = monthly
 		}
+		if c.RPM != "" {
+			caps.RPM = rpm
+		}
+		if c.TPM != "" {
+			caps.TPM = tpm
+		}
 	})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stderr, "account %q: daily cap %s, monthly cap %s\n", acct.Name, capText(acct.DailyCap), capText(acct.MonthlyCap))
+	fmt.Fprintf(e.stderr, "account %q: daily cap %s, monthly cap %s, rpm %s, tpm %s\n", acct.Name,
+		capText(acct.DailyCap), capText(acct.MonthlyCap), accountRateText(acct.RPM), accountRateText(acct.TPM))
 	return printAccount(e, st, acct, false)
 }

@@ -47,6 +47,29 @@ func parseRate(flag, s string) (*int64, error) {
 	return &n, nil
 }
 
+// parseAccountRate parses an account's per-minute rate limit: a whole
+// number, or "none" (nil). A negative number is left to the store, which
+// refuses it as it refuses one from the management API.
+func parseAccountRate(flag, s string) (*int64, error) {
+	s = strings.TrimSpace(s)
+	if strings.EqualFold(s, "none") {
+		return nil, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("--%s %q: want a whole number, or \"none\"", flag, s)
+	}
+	return &n, nil
+}
+
+// accountRateText renders an account's optional per-minute rate limit.
+func accountRateText(n *int64) string {
+	if n == nil || *n == 0 {
+		return "none"
+	}
+	return strconv.FormatInt(*n, 10)
+}
+
 // capText renders an optional spend cap.
 func capText(c *apd.Decimal) string {
 	if c == nil {

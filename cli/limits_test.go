@@ -62,6 +62,25 @@ func TestCLI_CreditsCap(t *testing.T) {
 	}
 	code, _, _ = run(t, db, "credits", "cap", "--account", "nobody", "--daily", "1")
 	is.True(code != 0) // unknown account
+
+	// The account's requests and tokens per minute, across its keys.
+	code, _, stderr = run(t, db, "credits", "cap", "--account", "acme", "--rpm", "120", "--tpm", "50000")
+	is.Equal(code, 0)                                                             // credits cap --rpm --tpm
+	is.True(strings.Contains(stderr, "monthly cap 0.000000, rpm 120, tpm 50000")) // the caps kept
+	v = show()
+	is.Equal(v["rpm"], 120.0)
+	is.Equal(v["tpm"], 50000.0)
+	code, _, _ = run(t, db, "credits", "cap", "--account", "acme", "--rpm", "none")
+	is.Equal(code, 0) // removed
+	v = show()
+	is.Equal(v["rpm"], nil)
+	is.Equal(v["tpm"], 50000.0) // kept
+	for _, args := range [][]string{{"--rpm=-1"}, {"--tpm=-5"}, {"--rpm", "many"}} {
+		code, _, stderr := run(t, db, append([]string{"credits", "cap", "--account", "acme"}, args...)...)
+		is.True(code != 0)    // rejected (a negative one by the store, as the API's)
+		is.True(stderr != "") // with a message
+	}
+	is.Equal(show()["tpm"], 50000.0) // unchanged by the refusals
 }
 
 func TestCLI_KeysLimits(t *testing.T) {

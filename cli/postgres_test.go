@@ -237,6 +237,32 @@ func TestPostgres_ThreeInstancesShareOneLedger(t *testing.T) {
 	is.Equal(st, http.StatusTooManyRequests)
 	is.True(strings.Contains(msg, "the key's limit of 30 per minute is divided among the 3 instances")) // the refusal says why 10
 
+	// An account's requests per minute hold across its keys and the
+	// three instances alike: 60 calls from two keys of one account with
+	// credits cap --rpm 30 get 30 through, ±10%.
+	var teamKeys []string
+	for _, name := range []string{"one", "two"} {
+		code, k, _ := run(t, db, "keys", "create", "--account", "team", "--name", name)
+		is.Equal(code, 0)
+		teamKeys = append(teamKeys, strings.TrimSpace(k))
+	}
+	code, _, _ = run(t, db, "credits", "add", "--account", "team", "1")
+	is.Equal(code, 0)
+	code, _, _ = run(t, db, "credits", "cap", "--account", "team", "--rpm", "30")
+	is.Equal(code, 0)
+	limited = map[int]int{}
+	for i := range 60 {
+		st, _ := chat(t, srvs[i%3].addr, teamKeys[i/3%2]) // each key on each instance
+		limited[st]++
+	}
+	t.Logf("60 calls of two keys at the account's --rpm 30 over 3 instances: %v", limited)
+	is.True(limited[http.StatusOK] >= 27 && limited[http.StatusOK] <= 33) // the account's limit, globally, ±10%
+	is.Equal(limited[http.StatusOK]+limited[http.StatusTooManyRequests], 60)
+	st, msg = chat(t, srvs[1].addr, teamKeys[1])
+	is.Equal(st, http.StatusTooManyRequests)
+	is.True(strings.Contains(msg, "this account allows 10 requests per minute"))
+	is.True(strings.Contains(msg, "the account's limit of 30 per minute is divided among the 3 instances"))
+
 	// A key revoked with the CLI is refused by every instance within the
 	// one-second authentication cache.
 	code, _, _ = run(t, db, "keys", "revoke", rlKeys[0].ID)
@@ -422,7 +448,7 @@ func TestPostgres_DBCopy(t *testing.T) {
 		code, _, _ = run(t, lite, "credits", "add", "--account", acct, "3.5")
 		is.Equal(code, 0)
 	}
-	code, _, _ := run(t, lite, "credits", "cap", "--account", "beta", "--monthly", "3")
+	code, _, _ := run(t, lite, "credits", "cap", "--account", "beta", "--monthly", "3", "--rpm", "6000", "--tpm", "900000")
 	is.Equal(code, 0)
 
 	// Serve it for a while, then stop.

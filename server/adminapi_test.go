@@ -206,7 +206,30 @@ func TestAdminAPI_EndToEnd(t *testing.T) {
 	is.Equal(*acct.DailyCap, "1.500000") // left out: kept
 	is.True(acct.MonthlyCap == nil)      // null: removed
 	code, _, body = api.do("PATCH", "/admin/v1/accounts/shop", map[string]any{"rpm_limits": 3}, nil)
-	is.Equal(code, http.StatusBadRequest)
+	is.Equal(code, http.StatusBadRequest) // an unknown field
+	is.Equal(errorCode(t, body), "invalid_request")
+	// The account's requests and tokens per minute, across its keys.
+	code, _, _ = api.do("PATCH", "/admin/v1/accounts/shop", map[string]any{"rpm": 600, "tpm": 100000}, &acct)
+	is.Equal(code, http.StatusOK)
+	is.Equal(*acct.RPM, int64(600))
+	is.Equal(*acct.TPM, int64(100000))
+	is.Equal(*acct.DailyCap, "1.500000") // the caps kept
+	for _, bad := range []map[string]any{{"rpm": -1}, {"tpm": -5}} {
+		code, _, body = api.do("PATCH", "/admin/v1/accounts/shop", bad, nil)
+		is.Equal(code, http.StatusUnprocessableEntity) // the store's rule, as the CLI's
+		is.Equal(errorCode(t, body), "invalid_value")
+	}
+	code, _, body = api.do("PATCH", "/admin/v1/accounts/shop", `{"rpm": "ten"}`, nil)
+	is.Equal(code, http.StatusBadRequest) // not a number
+	is.Equal(errorCode(t, body), "invalid_request")
+	code, _, _ = api.do("PATCH", "/admin/v1/accounts/shop", map[string]any{"rpm": nil}, &acct)
+	is.Equal(code, http.StatusOK)
+	is.True(acct.RPM == nil)           // null: removed
+	is.Equal(*acct.TPM, int64(100000)) // left out: kept
+	code, _, _ = api.do("GET", "/admin/v1/accounts/shop", nil, &acct)
+	is.Equal(code, http.StatusOK)
+	is.True(acct.RPM == nil)
+	is.Equal(*acct.TPM, int64(100000)) // stored
 	code, _, body = api.do("GET", "/admin/v1/accounts/nobody", nil, nil)
 	is.Equal(code, http.StatusNotFound)
 	is.Equal(errorCode(t, body), "not_found")
@@ -349,7 +372,8 @@ func TestAdminAPI_EndToEnd(t *testing.T) {
 	}
 	is.Equal(trail, []string{
 		"account.create shop", "credits.add shop", // POST accounts with credits
-		"account.update shop", "account.update shop", // two PATCHes
+		"account.update shop", "account.update shop", // two PATCHes of caps
+		"account.update shop", "account.update shop", // two of rate limits; the refused ones left none
 		"key.create " + nk.ID, "key.update " + nk.ID,
 		"credits.add shop", "credits.add shop", // the top-up (once) and the refund
 		"key.revoke " + nk.ID,

@@ -33,14 +33,13 @@ func (s *Server) handleCount(c surface.Counter) authedHandler {
 	})
 }
 
-// withRPM takes one request from the key's requests-per-minute bucket
-// before next runs (and before the body is read), or refuses the request
-// (429).
+// withRPM takes one request from the key's and its account's
+// requests-per-minute buckets before next runs (and before the body is
+// read), or refuses the request (429).
 func (s *Server) withRPM(next authedHandler) authedHandler {
 	return func(w http.ResponseWriter, r *http.Request, caller *store.Key) error {
-		rpm := limitOr(caller.Limits.RPM, s.current().rpm)
-		if err := s.limiter.Request(caller.ID, s.share(rpm), s.now()); err != nil {
-			return s.sharedLimit(err, rpm)
+		if err := s.takeRequest(caller, limitOr(caller.Limits.RPM, s.current().rpm), s.now()); err != nil {
+			return err
 		}
 		return next(w, r, caller)
 	}

@@ -55,7 +55,8 @@ type call struct {
 	app        string
 	start      time.Time // request received
 	created    time.Time
-	tpm        int64                // the key's tokens per minute; 0: unlimited
+	tpm        int64                // this instance's share of the key's tokens per minute; 0: unlimited
+	accountTPM int64                // and of its account's; 0: none
 	res        *billing.Reservation // released by meter, or by serve
 	// set is the configuration the call started with: its router, prices
 	// and limits, kept to its end whatever a reload does meanwhile.
@@ -138,9 +139,8 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, k kind, caller 
 	}
 	// Requests per minute come next: a caller over its rate costs nothing
 	// more than this check, not even reading its body.
-	rpm := limitOr(caller.Limits.RPM, c.set.rpm)
-	if err := s.limiter.Request(caller.ID, s.share(rpm), s.now()); err != nil {
-		return c, s.sharedLimit(err, rpm)
+	if err := s.takeRequest(caller, limitOr(caller.Limits.RPM, c.set.rpm), s.now()); err != nil {
+		return c, err
 	}
 	c.start = s.now()
 	body, err := s.readBody(r)
@@ -155,6 +155,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, k kind, caller 
 	c.app = application(r, caller)
 	c.created = c.start
 	c.tpm = s.share(limitOr(caller.Limits.TPM, c.set.tpm))
+	c.accountTPM = s.share(accountLimit(caller.AccountTPM))
 	if c.rec != nil && c.rec.span != nil {
 		s.traceRequest(c.rec.span, c)
 	}
@@ -198,8 +199,8 @@ func (s *Server) admit(ctx context.Context, c *call) error {
 // admitCall is admit's work.
 func (s *Server) admitCall(ctx context.Context, c *call) error {
 	input := c.input
-	if err := s.limiter.AdmitTokens(c.caller.ID, c.tpm, input, c.start); err != nil {
-		return s.sharedLimit(err, limitOr(c.caller.Limits.TPM, c.set.tpm))
+	if err := s.admitTokens(c, input); err != nil {
+		return err
 	}
 	claim := billing.Claim{
 		AccountID:     c.caller.AccountID,
@@ -212,7 +213,7 @@ func (s *Server) admitCall(ctx context.Context, c *call) error {
 	res, err := s.admission.Admit(ctx, claim)
 	if err != nil {
 		// A refused call used no tokens.
-		s.limiter.SpendTokens(c.caller.ID, c.tpm, -input, c.start)
+		s.spendTokens(c, -input, c.start)
 		var le *llm.Error
 		if errors.As(err, &le) {
 			return le // a refusal
@@ -266,15 +267,15 @@ func (s *Server) share(limit int64) int64 {
 
 // sharedLimit adds to a rate-limit refusal, when the limit was shared
 // among several instances, that the figure it names is this instance's
-// share of the key's limit.
-func (s *Server) sharedLimit(err error, limit int64) error {
+// share of the subject's ("key", "account") limit.
+func (s *Server) sharedLimit(err error, subject string, limit int64) error {
 	var le *llm.Error
 	n := s.store.Instances()
 	if n <= 1 || !errors.As(err, &le) || le.Kind != llm.KindRateLimited {
 		return err
 	}
 	shared := *le
-	shared.Message += fmt.Sprintf(" (this gateway instance's share: the key's limit of %d per minute is divided among the %d instances serving it)", limit, n)
+	shared.Message += fmt.Sprintf(" (this gateway instance's share: the %s's limit of %d per minute is divided among the %d instances serving it)", subject, limit, n)
 	return &shared
 }
 
@@ -557,7 +558,7 @@ func (s *Server) meter(ctx context.Context, c *call, m meterInput) {
 	// the actual cost, and only then is the reservation released, so the
 	// cost is never counted neither as spent nor as reserved.
 	defer c.res.Release()
-	s.limiter.SpendTokens(c.caller.ID, c.tpm, m.usage.OutputTokens, s.now())
+	s.spendTokens(c, m.usage.OutputTokens, s.now())
 	s.store.RecordGeneration(store.Generation{
 		ID:                  c.id,
 		AccountID:           c.caller.AccountID,

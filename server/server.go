@@ -139,7 +139,8 @@ type Server struct {
 	surfaces []surface.Codec
 
 	admission *billing.Admission
-	limiter   *billing.RateLimiter
+	limiter   *billing.RateLimiter // each key's per-minute buckets
+	accounts  *billing.RateLimiter // each account's, across its keys (see takeRequest)
 	sealer    *seal.Box
 	sampler   *logSampler
 
@@ -155,14 +156,15 @@ type Server struct {
 // New returns the gateway's handler with every route registered.
 func New(opts Options) *Server {
 	s := &Server{
-		log:     opts.Logger,
-		store:   opts.Store,
-		now:     opts.Now,
-		metrics: opts.Metrics,
-		tracer:  opts.Tracer,
-		mux:     http.NewServeMux(),
-		limiter: billing.NewRateLimiter(),
-		sealer:  opts.Sealer,
+		log:      opts.Logger,
+		store:    opts.Store,
+		now:      opts.Now,
+		metrics:  opts.Metrics,
+		tracer:   opts.Tracer,
+		mux:      http.NewServeMux(),
+		limiter:  billing.NewRateLimiter(),
+		accounts: billing.NewRateLimiterFor("account"),
+		sealer:   opts.Sealer,
 	}
 	s.cur.Store(settingsOf(opts))
 	if s.sealer == nil {

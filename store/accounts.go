@@ -23,10 +23,14 @@ type Account struct {
 	// DailyCap and MonthlyCap cap the account's spend per UTC calendar day
 	// and month; nil means no cap. billing enforces them.
 	DailyCap, MonthlyCap *apd.Decimal
-	CreatedAt            time.Time
+	// RPM and TPM limit the requests and tokens per minute of all of the
+	// account's keys together, on top of each key's own; nil (or 0) means
+	// no limit of the account's. The server enforces them.
+	RPM, TPM  *int64
+	CreatedAt time.Time
 }
 
-const accountColumns = `id, name, balance_micros, total_used_micros, daily_cap_micros, monthly_cap_micros, created_at`
+const accountColumns = `id, name, balance_micros, total_used_micros, daily_cap_micros, monthly_cap_micros, rpm_limit, tpm_limit, created_at`
 
 // scanAccount reads the accountColumns of one row.
 func scanAccount(sc Scanner) (Account, error) {
@@ -34,8 +38,9 @@ func scanAccount(sc Scanner) (Account, error) {
 		a                  Account
 		balance, used, cre int64
 		daily, monthly     sql.NullInt64
+		rpm, tpm           sql.NullInt64
 	)
-	if err := sc.Scan(&a.ID, &a.Name, &balance, &used, &daily, &monthly, &cre); err != nil {
+	if err := sc.Scan(&a.ID, &a.Name, &balance, &used, &daily, &monthly, &rpm, &tpm, &cre); err != nil {
 		return Account{}, err
 	}
 	a.Balance = fromMicros(balance)
@@ -48,6 +53,7 @@ func scanAccount(sc Scanner) (Account, error) {
 		m := fromMicros(monthly.Int64)
 		a.MonthlyCap = &m
 	}
+	a.RPM, a.TPM = optInt(rpm), optInt(tpm)
 	a.CreatedAt = FromMillis(cre)
 	return a, nil
 }
@@ -193,10 +199,13 @@ func capMicros(v sql.NullInt64) int64 {
 	return v.Int64
 }
 
-// Caps are spend caps per UTC calendar day and month; nil means no cap. A
-// cap of zero allows no spend at all.
+// Caps are an account's spend caps per UTC calendar day and month, and
+// its rate limits across all of its keys. A nil cap means no cap; a cap of
+// zero allows no spend at all. A nil or zero RPM or TPM means no limit of
+// the account's own.
 type Caps struct {
 	Daily, Monthly *apd.Decimal
+	RPM, TPM       *int64
 }
 
 // capColumn converts an optional cap to its stored form (NULL for none). A
@@ -215,13 +224,18 @@ func capColumn(what string, c *apd.Decimal) (sql.NullInt64, error) {
 	return sql.NullInt64{Int64: v, Valid: true}, nil
 }
 
-// UpdateAccountCaps changes the account's spend caps in one transaction:
-// update gets the current caps and changes what it wants. It returns the
-// updated account. An unknown account is ErrNotFound; a negative cap or one
-// with more than six decimal places is ErrInvalid. A running server sees
-// the change within its budget refresh interval (billing.Admission).
+// UpdateAccountCaps changes the account's spend caps and rate limits in one
+// transaction: update gets the current caps and changes what it wants. It
+// returns the updated account. An unknown account is ErrNotFound; a
+// negative cap or limit, or a cap with more than six decimal places, is
+// ErrInvalid. A running server sees a spend cap's change within its budget
+// refresh interval (billing.Admission), and a rate limit's as it sees a
+// key's (UpdateKeyLimits).
 func (s *Policy) UpdateAccountCaps(ctx context.Context, accountID int64, update func(*Caps)) (Account, error) {
-	var a Account
+	var (
+		a     Account
+		rates bool // whether the rate limits changed
+	)
 	err := s.db.WriteTx(ctx, "update caps", func(tx Conn) error {
 		var err error
 		a, err = scanAccount(tx.QueryRow(ctx,
@@ -232,7 +246,7 @@ func (s *Policy) UpdateAccountCaps(ctx context.Context, accountID int64, update 
 		if err != nil {
 			return fmt.Errorf("update caps: select: %w", err)
 		}
-		c := Caps{Daily: a.DailyCap, Monthly: a.MonthlyCap}
+		c := Caps{Daily: a.DailyCap, Monthly: a.MonthlyCap, RPM: a.RPM, TPM: a.TPM}
 		update(&c)
 		daily, err := capColumn("daily cap", c.Daily)
 		if err != nil {
@@ -242,17 +256,43 @@ func (s *Policy) UpdateAccountCaps(ctx context.Context, accountID int64, update 
 		if err != nil {
 			return fmt.Errorf("update caps: %w", err)
 		}
+		rpm, err := intColumn("requests per minute", c.RPM)
+		if err != nil {
+			return fmt.Errorf("update caps: %w", err)
+		}
+		tpm, err := intColumn("tokens per minute", c.TPM)
+		if err != nil {
+			return fmt.Errorf("update caps: %w", err)
+		}
 		before := a
 		a, err = scanAccount(tx.QueryRow(ctx,
-			`UPDATE accounts SET daily_cap_micros = ?, monthly_cap_micros = ? WHERE id = ? RETURNING `+accountColumns,
-			daily, monthly, accountID))
+			`UPDATE accounts SET daily_cap_micros = ?, monthly_cap_micros = ?, rpm_limit = ?, tpm_limit = ? WHERE id = ? RETURNING `+accountColumns,
+			daily, monthly, rpm, tpm, accountID))
 		if err != nil {
 			return fmt.Errorf("update caps: update: %w", err)
+		}
+		// Authentication caches the account's rate limits with each of
+		// its keys (Key.AccountRPM): a change to them is a key change.
+		if rates = !sameInt(before.RPM, a.RPM) || !sameInt(before.TPM, a.TPM); rates {
+			if _, err := tx.Exec(ctx, bumpKeyChangesSQL); err != nil {
+				return fmt.Errorf("update caps: count the change: %w", err)
+			}
 		}
 		return s.recordAudit(ctx, tx, AuditAccountUpdate, a.Name, accountView(before), accountView(a))
 	})
 	if err != nil {
 		return Account{}, err
 	}
+	if rates {
+		s.auth.clear()
+	}
 	return a, nil
+}
+
+// sameInt reports whether a and b are both nil or point to equal values.
+func sameInt(a, b *int64) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
 }

@@ -169,10 +169,13 @@ type auditAccount struct {
 	Balance    string  `json:"balance"`
 	DailyCap   *string `json:"daily_cap"`
 	MonthlyCap *string `json:"monthly_cap"`
+	RPM        *int64  `json:"rpm"`
+	TPM        *int64  `json:"tpm"`
 }
 
 func accountView(a Account) auditAccount {
-	return auditAccount{Name: a.Name, Balance: usdText(a.Balance), DailyCap: decimalText(a.DailyCap), MonthlyCap: decimalText(a.MonthlyCap)}
+	return auditAccount{Name: a.Name, Balance: usdText(a.Balance), DailyCap: decimalText(a.DailyCap), MonthlyCap: decimalText(a.MonthlyCap),
+		RPM: a.RPM, TPM: a.TPM}
 }
 
 type auditKey struct {

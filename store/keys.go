@@ -29,6 +29,10 @@ type Key struct {
 	RevokedAt time.Time
 	// Limits are the key's own spend caps and rate limits.
 	Limits KeyLimits
+	// AccountRPM and AccountTPM are its account's requests and tokens per
+	// minute across all of the account's keys (Account.RPM, TPM): nil or
+	// 0, none.
+	AccountRPM, AccountTPM *int64
 }
 
 // KeyLimits are the limits of one key, on top of its account's.
@@ -55,7 +59,8 @@ const (
 // keyColumns are the columns ScanKey reads, from api_keys k joined with
 // accounts a.
 const keyColumns = `k.id, k.account_id, a.name, k.name, k.created_at, k.revoked_at,
-	k.daily_cap_micros, k.monthly_cap_micros, k.rpm_limit, k.tpm_limit, k.expires_at`
+	k.daily_cap_micros, k.monthly_cap_micros, k.rpm_limit, k.tpm_limit, k.expires_at,
+	a.rpm_limit, a.tpm_limit`
 
 func ScanKey(sc Scanner) (Key, error) {
 	var (
@@ -63,9 +68,10 @@ func ScanKey(sc Scanner) (Key, error) {
 		created                 int64
 		revoked, daily, monthly sql.NullInt64
 		rpm, tpm, expires       sql.NullInt64
+		acctRPM, acctTPM        sql.NullInt64
 	)
 	if err := sc.Scan(&k.ID, &k.AccountID, &k.AccountName, &k.Name, &created, &revoked,
-		&daily, &monthly, &rpm, &tpm, &expires); err != nil {
+		&daily, &monthly, &rpm, &tpm, &expires, &acctRPM, &acctTPM); err != nil {
 		return Key{}, err
 	}
 	k.CreatedAt = FromMillis(created)
@@ -76,6 +82,7 @@ func ScanKey(sc Scanner) (Key, error) {
 	k.Limits.MonthlyCap = optMoney(monthly)
 	k.Limits.RPM = optInt(rpm)
 	k.Limits.TPM = optInt(tpm)
+	k.AccountRPM, k.AccountTPM = optInt(acctRPM), optInt(acctTPM)
 	if expires.Valid {
 		t := FromMillis(expires.Int64)
 		k.Limits.ExpiresAt = &t

@@ -39,7 +39,7 @@ type copyTable struct {
 
 // copyTables are svcgw's tables in an order their references allow.
 var copyTables = []copyTable{
-	{name: "accounts", order: "id", cols: []string{"id", "name", "balance_micros", "total_used_micros", "daily_cap_micros", "monthly_cap_micros", "created_at"}},
+	{name: "accounts", order: "id", cols: []string{"id", "name", "balance_micros", "total_used_micros", "daily_cap_micros", "monthly_cap_micros", "rpm_limit", "tpm_limit", "created_at"}},
 	{name: "api_keys", order: "rowid", cols: []string{"id", "account_id", "name", "secret_sha256", "daily_cap_micros", "monthly_cap_micros", "rpm_limit", "tpm_limit", "created_at", "revoked_at", "expires_at"}},
 	{name: "credit_transactions", order: "id", cols: []string{"id", "account_id", "amount_micros", "note", "created_at",
 		"reference", "actor", "balance_after_micros", "idempotency_key", "request_sha256"}},

@@ -18,6 +18,7 @@ var shipped = [][2]string{
 	{"0005_instance_locks", "6c6234decdcb5bff5fa176a7f532f3e30663178a257119e08580e6f859f9c284"},
 	{"0006_output_items", "9e4a7f21160cf3de4914d5ac184b005dea911de88f4c296ba440a313f8eee6c0"},
 	{"0007_control_plane", "87d429dedbaf7552ca0b6acee2916cc34393ffa578dd8aa2e7e7d873824f1b1b"},
+	{"0008_account_rate_limits", "49e62cf83c4d6080c14b102e0bd0a7b872394f20b6980a9d7b20f061c4cd3bbc"},
 }
 
 func TestMigrations_AppendOnly(t *testing.T) {

@@ -22,6 +22,7 @@ var shipped = [][2]string{
 	{"0007_usage_periods_checks", "87d57b813abf17ff4f177587dcbff32dd0f52bc1bd70736e86f0b09b3bd78f12"},
 	{"0008_output_items", "d2f33df7d2d5108152098f21c54de6ac7f51a60187be8b31d1ecfc1d5c433b26"},
 	{"0009_control_plane", "13c10b858e68ac3b424cb1ccad01a07db86e18ab23cb5cd46f01544eff4835a9"},
+	{"0010_account_rate_limits", "3efcbcfd904715e80fd09c527f5a5f7a00590a7d633ca6442251f4b1b2beebbe"},
 }
 
 func TestMigrations_AppendOnly(t *testing.T) {

@@ -65,6 +65,7 @@ var suite = []struct {
 	{"Spend_DaysAndMonths", testSpend_DaysAndMonths},
 	{"Budget", testBudget},
 	{"UpdateAccountCaps", testUpdateAccountCaps},
+	{"AccountRateLimits", testAccountRateLimits},
 	{"UpdateKeyLimits", testUpdateKeyLimits},
 	{"Pools_NameEachPool", testPools_NameEachPool},
 	{"LedgerStats_CountsCommitsOnEitherStore", testLedgerStats_CountsCommitsOnEitherStore},

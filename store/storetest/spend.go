@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -148,4 +149,99 @@ func testUpdateKeyLimits(t *testing.T, open Opener) {
 	got, err = s.UpdateKeyLimits(ctx, k.ID, func(l *store.KeyLimits) { *l = store.KeyLimits{} })
 	is.NoErr(err)
 	is.Equal(got.Limits, store.KeyLimits{}) // all cleared
+}
+
+// testAccountRateLimits: an account's requests and tokens per minute are
+// set and removed with its caps, refused when negative, audited, and read
+// with every one of its keys, by this process at once and by another
+// within its authentication cache's TTL.
+func testAccountRateLimits(t *testing.T, open Opener) {
+	is := is.New(t)
+	s, clock := newTestDB(t, open)
+	ctx := store.WithActor(context.Background(), "ops")
+	a, k, secret := NewAccount(t, s, "acme", "10")
+	secret2, _, err := s.CreateKey(ctx, a.ID, "second")
+	is.NoErr(err)
+	is.True(a.RPM == nil && a.TPM == nil) // none by default
+	got, err := s.Authenticate(ctx, secret)
+	is.NoErr(err)
+	is.True(got.AccountRPM == nil && got.AccountTPM == nil) // cached now, with none
+
+	rpm, tpm := int64(2), int64(5000)
+	daily := Dec(t, "3")
+	acct, err := s.UpdateAccountCaps(ctx, a.ID, func(c *store.Caps) { c.RPM, c.TPM, c.Daily = &rpm, &tpm, &daily })
+	is.NoErr(err)
+	is.Equal(*acct.RPM, int64(2))
+	is.Equal(*acct.TPM, int64(5000))
+	is.Equal(acct.DailyCap.String(), "3.000000")
+	acct, err = s.AccountByName(ctx, "acme")
+	is.NoErr(err)
+	is.Equal(*acct.RPM, int64(2)) // stored
+	is.Equal(*acct.TPM, int64(5000))
+	accts, _, err := s.ListAccounts(ctx, store.AccountQuery{})
+	is.NoErr(err)
+	is.Equal(*accts[0].RPM, int64(2)) // listed
+
+	// Every key of the account carries its limits, this process's cached
+	// ones at once.
+	for _, sec := range []string{secret, secret2} {
+		got, err := s.Authenticate(ctx, sec)
+		is.NoErr(err)
+		is.Equal(got.AccountID, a.ID)
+		is.Equal(*got.AccountRPM, int64(2))
+		is.Equal(*got.AccountTPM, int64(5000))
+		is.True(got.Limits.RPM == nil) // the key's own are untouched
+	}
+	keys, err := s.ListKeys(ctx, a.ID)
+	is.NoErr(err)
+	is.Equal(*keys[0].AccountRPM, int64(2))
+
+	// Another process sees a change within the TTL.
+	other := open(t, store.Options{Now: clock.Now})
+	got, err = other.Authenticate(ctx, secret)
+	is.NoErr(err)
+	is.Equal(*got.AccountRPM, int64(2))
+	_, err = s.UpdateAccountCaps(ctx, a.ID, func(c *store.Caps) { c.RPM = nil })
+	is.NoErr(err)
+	clock.Advance(store.DefaultAuthCacheTTL)
+	got, err = other.Authenticate(ctx, secret)
+	is.NoErr(err)
+	is.True(got.AccountRPM == nil)         // removed, seen by the other process
+	is.Equal(*got.AccountTPM, int64(5000)) // kept
+	is.Equal(got.ID, k.ID)
+
+	// A negative limit is refused and changes nothing.
+	neg := int64(-1)
+	for _, set := range []func(*store.Caps){
+		func(c *store.Caps) { c.RPM = &neg },
+		func(c *store.Caps) { c.TPM = &neg },
+	} {
+		_, err = s.UpdateAccountCaps(ctx, a.ID, set)
+		is.True(errors.Is(err, store.ErrInvalid))
+	}
+	acct, err = s.AccountByName(ctx, "acme")
+	is.NoErr(err)
+	is.True(acct.RPM == nil)
+	is.Equal(*acct.TPM, int64(5000))
+
+	// Audited: before → after of both changes.
+	entries, _, err := s.ListAudit(ctx, store.AuditQuery{Limit: 2})
+	is.NoErr(err)
+	type limits struct {
+		RPM *int64 `json:"rpm"`
+		TPM *int64 `json:"tpm"`
+	}
+	var before, after limits
+	is.Equal(entries[0].Action, store.AuditAccountUpdate)
+	is.Equal(entries[0].Actor, "ops")
+	is.NoErr(json.Unmarshal(entries[0].Before, &before))
+	is.NoErr(json.Unmarshal(entries[0].After, &after))
+	is.Equal(*before.RPM, int64(2))
+	is.True(after.RPM == nil)
+	is.Equal(*after.TPM, int64(5000))
+	before, after = limits{}, limits{}
+	is.NoErr(json.Unmarshal(entries[1].Before, &before))
+	is.NoErr(json.Unmarshal(entries[1].After, &after))
+	is.True(before.RPM == nil && before.TPM == nil)
+	is.Equal(*after.RPM, int64(2))
 }

@@ -26,7 +26,11 @@ type Account struct {
 	SpendThisMonth string  `json:"spend_this_month"`
 	DailyCap       *string `json:"daily_cap"`   // null: none
 	MonthlyCap     *string `json:"monthly_cap"` // null: none
-	CreatedAt      string  `json:"created_at"`
+	// RPM and TPM are the requests and tokens per minute of all of the
+	// account's keys together; null (or 0): none.
+	RPM       *int64 `json:"rpm"`
+	TPM       *int64 `json:"tpm"`
+	CreatedAt string `json:"created_at"`
 }
 
 // List is the body of every list: a page of data, and the cursor of the
@@ -45,7 +49,7 @@ func (h *Handler) account(r *http.Request, a store.Account) (Account, error) {
 	return Account{
 		Name: a.Name, Balance: usdText(a.Balance), TotalUsed: usdText(a.TotalUsed),
 		SpendToday: money.Micros(sp.AccountDay).String(), SpendThisMonth: money.Micros(sp.AccountMonth).String(),
-		DailyCap: optUSD(a.DailyCap), MonthlyCap: optUSD(a.MonthlyCap), CreatedAt: timeText(a.CreatedAt),
+		DailyCap: optUSD(a.DailyCap), MonthlyCap: optUSD(a.MonthlyCap), RPM: a.RPM, TPM: a.TPM, CreatedAt: timeText(a.CreatedAt),
 	}, nil
 }
 
@@ -183,21 +187,53 @@ func (p patch) time(w http.ResponseWriter, field string) (*time.Time, bool) {
 	return parseTime(w, field, s)
 }
 
+// accountFields are what PATCH /accounts/{name} changes.
+var accountFields = []string{"daily_cap", "monthly_cap", "rpm", "tpm"}
+
+// applyAccount sets the fields of p on c. A negative rpm or tpm is left to
+// the store, which refuses it (422) as it refuses one from the CLI.
+func (p patch) applyAccount(w http.ResponseWriter, c *store.Caps) bool {
+	ok := true
+	for _, f := range accountFields {
+		if _, set := p[f]; !set || !ok {
+			continue
+		}
+		switch f {
+		case "daily_cap":
+			c.Daily, ok = p.cap(w, f)
+		case "monthly_cap":
+			c.Monthly, ok = p.cap(w, f)
+		case "rpm":
+			c.RPM, ok = p.accountRate(w, f)
+		case "tpm":
+			c.TPM, ok = p.accountRate(w, f)
+		}
+	}
+	return ok
+}
+
+// accountRate reads an account's per-minute limit field of p: (nil, true)
+// for null.
+func (p patch) accountRate(w http.ResponseWriter, field string) (*int64, bool) {
+	if isNull(p[field]) {
+		return nil, true
+	}
+	var n int64
+	if err := json.Unmarshal(p[field], &n); err != nil {
+		writeError(w, http.StatusBadRequest, codeInvalidRequest, field+" must be a whole number, or null (no limit of the account's)")
+		return nil, false
+	}
+	return &n, true
+}
+
 func (h *Handler) patchAccount(w http.ResponseWriter, r *http.Request) {
-	p, ok := decodePatch(w, r, "daily_cap", "monthly_cap")
+	p, ok := decodePatch(w, r, accountFields...)
 	if !ok {
 		return
 	}
-	var daily, monthly *apd.Decimal
-	if _, set := p["daily_cap"]; set {
-		if daily, ok = p.cap(w, "daily_cap"); !ok {
-			return
-		}
-	}
-	if _, set := p["monthly_cap"]; set {
-		if monthly, ok = p.cap(w, "monthly_cap"); !ok {
-			return
-		}
+	var want store.Caps // the fields given, parsed before anything is read
+	if !p.applyAccount(w, &want) {
+		return
 	}
 	a, err := h.st.AccountByName(r.Context(), r.PathValue("name"))
 	if err != nil {
@@ -205,11 +241,20 @@ func (h *Handler) patchAccount(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a, err = h.st.UpdateAccountCaps(r.Context(), a.ID, func(c *store.Caps) {
-		if _, set := p["daily_cap"]; set {
-			c.Daily = daily
-		}
-		if _, set := p["monthly_cap"]; set {
-			c.Monthly = monthly
+		for _, f := range accountFields {
+			if _, set := p[f]; !set {
+				continue
+			}
+			switch f {
+			case "daily_cap":
+				c.Daily = want.Daily
+			case "monthly_cap":
+				c.Monthly = want.Monthly
+			case "rpm":
+				c.RPM = want.RPM
+			case "tpm":
+				c.TPM = want.TPM
+			}
 		}
 	})
 	if err != nil {
