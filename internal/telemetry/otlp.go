@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"encoding/binary"
 	"math"
 	"reflect"
 	"slices"
@@ -80,12 +81,25 @@ const (
 	flagIsRemote    = 0x200
 )
 
+// Every field here but Span.flags has a number below 16: its tag is
+// one byte, written as a constant rather than through AppendTag.
+func tag(num protowire.Number, t protowire.Type) byte { return byte(num)<<3 | byte(t) }
+
+// appendUvarint appends v as a varint: inline when it takes one byte (a
+// length, mostly), through protowire's loop otherwise.
+func appendUvarint(b []byte, v uint64) []byte {
+	if v < 1<<7 {
+		return append(b, byte(v))
+	}
+	return protowire.AppendVarint(b, v)
+}
+
 // begin appends the tag of a length-delimited field and room for its
 // length, guess bytes (1 for up to 127 bytes, 2 up to 16,383, 3 up to
 // 2 MiB); end writes the length once the field's content is appended,
 // moving it when the length takes other than guess bytes.
 func begin(b []byte, num protowire.Number, guess int) ([]byte, int) {
-	b = protowire.AppendTag(b, num, protowire.BytesType)
+	b = append(b, tag(num, protowire.BytesType))
 	for range guess {
 		b = append(b, 0)
 	}
@@ -102,23 +116,21 @@ func end(b []byte, at, guess int) []byte {
 		copy(b[at-guess+size:], b[at:at+n])
 		b = b[:at-guess+size+n]
 	}
-	protowire.AppendVarint(b[:at-guess], uint64(n))
+	appendUvarint(b[:at-guess], uint64(n))
 	return b
 }
 
 func appendString(b []byte, num protowire.Number, s string) []byte {
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	return protowire.AppendString(b, s)
+	b = appendUvarint(append(b, tag(num, protowire.BytesType)), uint64(len(s)))
+	return append(b, s...)
 }
 
 func appendFixed64(b []byte, num protowire.Number, v uint64) []byte {
-	b = protowire.AppendTag(b, num, protowire.Fixed64Type)
-	return protowire.AppendFixed64(b, v)
+	return binary.LittleEndian.AppendUint64(append(b, tag(num, protowire.Fixed64Type)), v)
 }
 
 func appendVarint(b []byte, num protowire.Number, v uint64) []byte {
-	b = protowire.AppendTag(b, num, protowire.VarintType)
-	return protowire.AppendVarint(b, v)
+	return appendUvarint(append(b, tag(num, protowire.VarintType)), v)
 }
 
 // appendKeyValue appends kv as the KeyValue field num.
@@ -153,11 +165,10 @@ func appendAttr(b []byte, a attr) []byte {
 		value = 1 + 8
 	}
 	key := keyFields[a.k]
-	b = protowire.AppendTag(b, fSpanAttributes, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(len(key)+1+protowire.SizeVarint(uint64(value))+value))
+	b = append(b, tag(fSpanAttributes, protowire.BytesType))
+	b = appendUvarint(b, uint64(len(key)+1+protowire.SizeVarint(uint64(value))+value))
 	b = append(b, key...)
-	b = protowire.AppendTag(b, fKeyValueValue, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(value))
+	b = appendUvarint(append(b, tag(fKeyValueValue, protowire.BytesType)), uint64(value))
 	switch a.t {
 	case tString:
 		return appendString(b, fAnyString, a.s)
@@ -230,39 +241,49 @@ func newPreamble(attrs []attribute.KeyValue, scope, version string) preamble {
 	return p
 }
 
-// appendRequest appends an ExportTraceServiceRequest of spans, encoded
-// ScopeSpans.spans fields, to b.
-func (p *preamble) appendRequest(b, spans []byte) []byte {
-	b, rsAt := begin(b, fRequestResourceSpans, 3)
+// headroom is the room the queue keeps before the spans it encodes
+// (ScopeSpans.spans fields), for the request's fields before them:
+// ResourceSpans's tag and length, the resource, ScopeSpans's tag and
+// length, the scope. The request is written around the spans where they
+// are, not copied.
+func (p *preamble) headroom() int {
+	return 2*(1+binary.MaxVarintLen64) + len(p.resource) + len(p.scope)
+}
+
+// request makes buf, headroom bytes then the encoded spans, an
+// ExportTraceServiceRequest of those spans: it writes the fields before
+// them at the end of the headroom, and returns buf from where they
+// begin.
+func (p *preamble) request(buf []byte) []byte {
+	h := p.headroom()
+	ss := uint64(len(p.scope) + len(buf) - h)                     // ScopeSpans's length
+	rs := uint64(len(p.resource)+1+protowire.SizeVarint(ss)) + ss // ResourceSpans's
+	at := h - (1 + protowire.SizeVarint(rs) + len(p.resource) + 1 + protowire.SizeVarint(ss) + len(p.scope))
+	b := buf[at:at]
+	b = protowire.AppendVarint(append(b, tag(fRequestResourceSpans, protowire.BytesType)), rs)
 	b = append(b, p.resource...)
-	b, ssAt := begin(b, fResourceSpansScopeSpans, 3)
-	b = append(b, p.scope...)
-	b = append(b, spans...)
-	b = end(b, ssAt, 3)
-	return end(b, rsAt, 3)
+	b = protowire.AppendVarint(append(b, tag(fResourceSpansScopeSpans, protowire.BytesType)), ss)
+	_ = append(b, p.scope...) // in buf, up to the spans
+	return buf[at:]
 }
 
 // appendSpan appends s as a ScopeSpans.spans field.
 func appendSpan(b []byte, s *span) []byte {
 	b, at := begin(b, fScopeSpansSpans, 2)
 	tid, sid := s.sc.TraceID(), s.sc.SpanID()
-	b = protowire.AppendTag(b, fSpanTraceID, protowire.BytesType)
-	b = protowire.AppendBytes(b, tid[:])
-	b = protowire.AppendTag(b, fSpanSpanID, protowire.BytesType)
-	b = protowire.AppendBytes(b, sid[:])
+	b = append(append(b, tag(fSpanTraceID, protowire.BytesType), byte(len(tid))), tid[:]...)
+	b = append(append(b, tag(fSpanSpanID, protowire.BytesType), byte(len(sid))), sid[:]...)
 	if ts := s.sc.TraceState(); ts.Len() > 0 {
 		b = appendString(b, fSpanTraceState, ts.String())
 	}
 	if s.parent.IsValid() {
-		b = protowire.AppendTag(b, fSpanParentID, protowire.BytesType)
-		b = protowire.AppendBytes(b, s.parent[:])
+		b = append(append(b, tag(fSpanParentID, protowire.BytesType), byte(len(s.parent))), s.parent[:]...)
 	}
-	b = protowire.AppendTag(b, fSpanName, protowire.BytesType)
 	if s.model != "" {
-		b = protowire.AppendVarint(b, uint64(len(s.name)+1+len(s.model)))
+		b = appendUvarint(append(b, tag(fSpanName, protowire.BytesType)), uint64(len(s.name)+1+len(s.model)))
 		b = append(append(append(b, s.name...), ' '), s.model...)
 	} else {
-		b = protowire.AppendString(b, s.name)
+		b = appendString(b, fSpanName, s.name)
 	}
 	// trace.SpanKind's numbers are OTLP's.
 	b = appendVarint(b, fSpanKind, uint64(s.kind))

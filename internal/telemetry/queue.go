@@ -39,8 +39,10 @@ type queue struct {
 	exportFailed atomic.Uint64
 	exported     atomic.Uint64
 
-	spare []byte // the exporting goroutine's: the batch it swapped out last
-	body  []byte // the request sent, reused
+	// spare is the exporting goroutine's: the batch it swapped out last.
+	// The spans' buffers begin with the preamble's headroom, where the
+	// request's first fields are written as it is sent.
+	spare []byte
 
 	flush    chan chan struct{}
 	stop     chan struct{}
@@ -57,6 +59,7 @@ func newQueue(s sender, p preamble, size, batch int, delay, timeout time.Duratio
 		ready: make(chan struct{}, 1),
 		flush: make(chan chan struct{}), stop: make(chan struct{}), done: make(chan struct{}),
 	}
+	q.spans = make([]byte, p.headroom())
 	go q.run()
 	return q
 }
@@ -111,21 +114,25 @@ func (q *queue) run() {
 // export sends the spans waiting now; those of a failed send are
 // counted as dropped.
 func (q *queue) export() {
+	h := q.preamble.headroom()
+	if q.spare == nil {
+		q.spare = make([]byte, h)
+	}
 	q.mu.Lock()
 	spans, n := q.spans, q.waiting
-	q.spans, q.waiting = q.spare[:0], 0
+	q.spans, q.waiting = q.spare[:h], 0
 	q.mu.Unlock()
 	q.spare = spans
+	reanchor()
 	if n == 0 {
 		return
 	}
-	q.body = q.preamble.appendRequest(q.body[:0], spans)
 	ctx, cancel := context.WithTimeout(context.Background(), q.timeout)
-	err := q.send.send(ctx, q.body)
+	err := q.send.send(ctx, q.preamble.request(spans))
 	cancel()
 	if err != nil {
 		q.exportFailed.Add(uint64(n))
-		q.body = nil // the transport may still hold it
+		q.spare = nil // the transport may still hold it
 	} else {
 		q.exported.Add(uint64(n))
 	}

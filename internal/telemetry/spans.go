@@ -432,6 +432,8 @@ func provider(protocol string) string {
 		return "anthropic"
 	case "gemini":
 		return "gcp.gemini"
+	case "fixture":
+		return "svcgw.fixture" // not made per attempt
 	}
 	return "svcgw." + protocol
 }
