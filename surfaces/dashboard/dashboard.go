@@ -19,7 +19,8 @@
 // is served on the admin listener, at OperatorPrefix, with its assets at
 // OperatorAssetPrefix: it signs in with an admin token, kept the same way,
 // and calls the management API (/admin/v1) on that same origin
-// (docs/operator.md).
+// (docs/operator.md). Both pages load static/common.js first, the helpers
+// they share.
 //
 // dashboard imports nothing of svcgw's; the server mounts it.
 package dashboard
@@ -51,7 +52,7 @@ const (
 	OperatorAssetPrefix = "/admin/assets/"
 )
 
-//go:embed static/index.html static/app.js static/app.css
+//go:embed static/index.html static/app.js static/app.css static/common.js
 //go:embed static/operator.html static/operator.js static/operator.css
 //go:embed static/vendor/uplot/uPlot.iife.min.js static/vendor/uplot/uPlot.min.css static/vendor/uplot/LICENSE
 var static embed.FS

@@ -11,7 +11,7 @@
   const MAX_SERIES = 7; // stacked series shown; the rest are summed as "other"
   const DAY_MS = 86400000;
 
-  const $ = (id) => document.getElementById(id);
+  const { $, cssVar, el, fmtAxisUSD, setText, showBanner, utcToday } = window.svcgwPage; // common.js
 
   const state = {
     key: null,
@@ -102,11 +102,6 @@
     return sign + '$' + whole.replace(/\B(?=(\d{3})+(?!\d))/g, ',') + '.' + frac;
   }
 
-  function fmtAxisUSD(v) {
-    if (v === 0) return '$0';
-    if (Math.abs(v) >= 1) return '$' + v.toLocaleString('en-US', { maximumFractionDigits: 2 });
-    return '$' + Number(v.toPrecision(2));
-  }
 
   function fmtMetric(v) {
     return state.metric === 'cost' ? fmtUSD(v.toFixed(6)) : fmtInt(v);
@@ -127,10 +122,6 @@
   const isoDay = (d) => d.toISOString().slice(0, 10);
   const parseDay = (s) => new Date(s + 'T00:00:00Z');
 
-  function utcToday() {
-    const now = new Date();
-    return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate()));
-  }
 
   function currentRange() {
     if (state.range === 'custom' && state.start && state.end) return { start: state.start, end: state.end };
@@ -149,25 +140,7 @@
 
   // ---- DOM helpers ----
 
-  function el(tag, attrs, ...children) {
-    const e = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) {
-      if (v === null || v === undefined || v === false) continue;
-      if (k === 'class') e.className = v;
-      else if (k === 'text') e.textContent = v;
-      else e.setAttribute(k, v === true ? '' : v);
-    }
-    for (const c of children) {
-      if (c !== null && c !== undefined) e.append(c);
-    }
-    return e;
-  }
 
-  function setText(id, text, title) {
-    const e = $(id);
-    e.textContent = text;
-    if (title !== undefined) e.title = title;
-  }
 
   const nextFrame = () => new Promise((resolve) => requestAnimationFrame(() => resolve()));
 
@@ -191,10 +164,6 @@
     input.focus();
   }
 
-  function showBanner(message) {
-    setText('banner-text', message);
-    $('banner').hidden = false;
-  }
 
   // signedOut handles a 401 once signed in: the key was accepted when the
   // page opened, so it has been revoked (or the database replaced) since.
@@ -369,9 +338,6 @@
     return { days, xs: days.map((d) => parseDay(d).getTime() / 1000), series };
   }
 
-  function cssVar(name) {
-    return getComputedStyle(document.documentElement).getPropertyValue(name).trim();
-  }
 
   function drawChart() {
     const box = $('chart');

@@ -11,7 +11,7 @@
   const TOP_N = 10;
   const DAY_MS = 86400000;
 
-  const $ = (id) => document.getElementById(id);
+  const { $, cssVar, el, fmtAxisUSD, setText, showBanner, utcToday } = window.svcgwPage; // common.js
 
   const state = {
     token: null,
@@ -84,11 +84,6 @@
     return sign + '$' + whole.replace(/\B(?=(\d{3})+(?!\d))/g, ',') + '.' + frac;
   }
 
-  function fmtAxisUSD(v) {
-    if (v === 0) return '$0';
-    if (Math.abs(v) >= 1) return '$' + v.toLocaleString('en-US', { maximumFractionDigits: 2 });
-    return '$' + Number(v.toPrecision(2));
-  }
 
   const timeFmt = new Intl.DateTimeFormat(undefined, {
     year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', second: '2-digit',
@@ -101,10 +96,6 @@
   const isoDay = (d) => d.toISOString().slice(0, 10);
   const parseDay = (s) => new Date(s + 'T00:00:00Z');
 
-  function utcToday() {
-    const now = new Date();
-    return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate()));
-  }
 
   // lastDays is the range of the n UTC days ending today.
   function lastDays(n) {
@@ -114,25 +105,7 @@
 
   // ---- DOM helpers ----
 
-  function el(tag, attrs, ...children) {
-    const e = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) {
-      if (v === null || v === undefined || v === false) continue;
-      if (k === 'class') e.className = v;
-      else if (k === 'text') e.textContent = v;
-      else e.setAttribute(k, v === true ? '' : v);
-    }
-    for (const c of children) {
-      if (c !== null && c !== undefined) e.append(c);
-    }
-    return e;
-  }
 
-  function setText(id, text, title) {
-    const e = $(id);
-    e.textContent = text;
-    if (title !== undefined) e.title = title;
-  }
 
   function setStatus(id, text, kind) {
     const e = $(id);
@@ -169,10 +142,6 @@
     input.focus();
   }
 
-  function showBanner(message) {
-    setText('banner-text', message);
-    $('banner').hidden = false;
-  }
 
   function signedOut(message) {
     sessionStorage.removeItem(TOKEN_STORAGE);
@@ -440,9 +409,6 @@
     return '/usage?' + new URLSearchParams({ group_by: 'day', account: name, start_date: r.start, end_date: r.end });
   }
 
-  function cssVar(name) {
-    return getComputedStyle(document.documentElement).getPropertyValue(name).trim();
-  }
 
   function chartData() {
     const u = state.usage;
