@@ -27,7 +27,8 @@
 //
 // Env: SVCGW_URL (http://127.0.0.1:PORT), SVCGW_API_KEY, EMBED_RECORDER
 // (embedup's address), EMBED_UPSTREAM, EMBED_PROMPT_TOKENS (what the
-// OpenAI upstream reports).
+// OpenAI upstream reports); EMBED_VERBOSE=1 prints each call's request and
+// what svcgw sent upstream.
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { GoogleGenAI } from '@google/genai';
@@ -134,6 +135,7 @@ async function check(name, call, { calls = 1, dims } = {}) {
       assert.equal(header[h], v, `${name}: upstream ${h}`);
       assert.ok(!JSON.stringify(up).includes(apiKey), `${name}: the caller's key went upstream`);
       got.push(...upstreamVectors(up.reply));
+      if (process.env.EMBED_VERBOSE) console.log(`  ${name}: ${exchanges[i].path} ${exchanges[i].request_body.slice(0, 200)}\n    → ${up.path} ${up.body.slice(0, 200)}`);
       charged += mode === 'openai' ? reported : await tokens(want.texts, want.title);
     }
     // The client's vectors are the upstream's, value for value.
