@@ -50,6 +50,10 @@ var allowed = map[string][]string{
 	"internal/telemetry": {"upstream", "llm"},
 	// a Jaeger for tests, built and started by the test binary, imported by tests only
 	"internal/jaegertest": {},
+	// a recording embeddings upstream, imported by tests and embedup only
+	"internal/embedrecorder": {},
+	// scripts/clients/verify.sh's recording upstream and proxies
+	"scripts/clients/embedup": {"internal/embedrecorder", "llm"},
 
 	// what the vendor protocols share: HTTP transport, SSE reader, frame
 	// decoder, stop sequences, translation helpers

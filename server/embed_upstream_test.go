@@ -4,16 +4,15 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
-	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/matryer/is"
 
+	"github.com/svcgw/svcgw/internal/embedrecorder"
 	"github.com/svcgw/svcgw/llm"
 	"github.com/svcgw/svcgw/upstream"
 	"github.com/svcgw/svcgw/upstream/gemini"
@@ -33,84 +32,28 @@ const (
 	embedUpstreamName = "secret-embedder"
 	embedOAModel      = "backend-embed-oa"
 	embedGMModel      = "backend-embed-gm"
-	embedUpstreamMark = "upstream-marker-7f3a"
+	embedUpstreamMark = embedrecorder.Marker
 )
 
 // upstreamVectors are the vectors the recording upstream answers, the
 // i-th input getting the i-th (4 dimensions, exact in float32).
 var upstreamVectors = [][]float32{{0.5, -0.5, 0.5, -0.5}, {1, 0, 0, 0}, {0, 0.6, 0.8, 0}}
 
-// recorded is one request the upstream received.
-type recorded struct {
-	method, path string
-	header       http.Header
-	body         string
-}
-
-// embedRecorder is an httptest server speaking both protocols' embeddings
-// endpoints. The OpenAI one reports usage (promptTokens a call); the
-// Gemini API reports none.
+// embedRecorder is the recording upstream of both protocols'
+// embeddings endpoints (internal/embedrecorder) on a test server. The
+// OpenAI one reports usage (promptTokens a call) and names embedOAModel;
+// the Gemini API reports none. The i-th input gets upstreamVectors[i].
 type embedRecorder struct {
 	*httptest.Server
-	promptTokens int
-
-	mu   sync.Mutex
-	reqs []recorded
+	*embedrecorder.Recorder
 }
 
 func newEmbedRecorder(t *testing.T, promptTokens int) *embedRecorder {
-	rec := &embedRecorder{promptTokens: promptTokens}
-	rec.Server = httptest.NewServer(http.HandlerFunc(rec.serve))
-	t.Cleanup(rec.Close)
-	return rec
-}
-
-func (rec *embedRecorder) serve(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	rec.mu.Lock()
-	rec.reqs = append(rec.reqs, recorded{r.Method, r.URL.Path, r.Header.Clone(), string(body)})
-	rec.mu.Unlock()
-	// Markers a real upstream sends, which must not reach a caller.
-	w.Header().Set("X-Upstream-Id", embedUpstreamMark)
-	w.Header().Set("Openai-Model", embedOAModel)
-	w.Header().Set("Content-Type", "application/json")
-	switch {
-	case r.URL.Path == "/v1/embeddings":
-		var req struct{ Input []string }
-		if err := json.Unmarshal(body, &req); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		data := make([]map[string]any, len(req.Input))
-		for i := range req.Input {
-			data[i] = map[string]any{"object": "embedding", "index": i, "embedding": upstreamVectors[i]}
-		}
-		_ = json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": data, "model": embedOAModel, "id": embedUpstreamMark,
-			"usage": map[string]int{"prompt_tokens": rec.promptTokens, "total_tokens": rec.promptTokens}})
-	case strings.HasSuffix(r.URL.Path, ":embedContent"):
-		_ = json.NewEncoder(w).Encode(map[string]any{"embedding": map[string]any{"values": upstreamVectors[0]}})
-	case strings.HasSuffix(r.URL.Path, ":batchEmbedContents"):
-		var req struct{ Requests []json.RawMessage }
-		if err := json.Unmarshal(body, &req); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		embs := make([]map[string]any, len(req.Requests))
-		for i := range req.Requests {
-			embs[i] = map[string]any{"values": upstreamVectors[i]}
-		}
-		_ = json.NewEncoder(w).Encode(map[string]any{"embeddings": embs})
-	default:
-		http.NotFound(w, r)
-	}
-}
-
-func (rec *embedRecorder) take() []recorded {
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	r := rec.reqs
-	rec.reqs = nil
-	return r
+	rec := &embedrecorder.Recorder{PromptTokens: promptTokens, OpenAIModel: embedOAModel,
+		Vector: func(i, _ int) []float32 { return upstreamVectors[i] }}
+	srv := httptest.NewServer(rec)
+	t.Cleanup(srv.Close)
+	return &embedRecorder{srv, rec}
 }
 
 // embedGateway is a gateway whose one upstream is be, named
@@ -249,14 +192,14 @@ func TestEmbeddingsUpstream_EachSurfaceToEachProtocol(t *testing.T) {
 			is.Equal(resp.Header.Get("X-SVC-Request-Type"), "embedding")
 
 			// Exactly one request upstream, in the upstream's protocol.
-			reqs := rec.take()
+			reqs := rec.Take()
 			is.Equal(len(reqs), 1)
 			up := reqs[0]
-			is.Equal(up.method, http.MethodPost)
-			is.Equal(up.path, tc.upPath)
-			is.Equal(up.body, tc.upBody)
-			is.Equal(up.header.Get(tc.upAuth), tc.upAuthValue)
-			is.True(!strings.Contains(up.body+strings.Join(up.header.Values("Authorization"), "")+up.header.Get("X-Goog-Api-Key"), gw.Key)) // the caller's key stays here
+			is.Equal(up.Method, http.MethodPost)
+			is.Equal(up.Path, tc.upPath)
+			is.Equal(up.Body, tc.upBody)
+			is.Equal(up.Header.Get(tc.upAuth), tc.upAuthValue)
+			is.True(!strings.Contains(up.Body+strings.Join(up.Header.Values("Authorization"), "")+up.Header.Get("X-Goog-Api-Key"), gw.Key)) // the caller's key stays here
 
 			// The vectors, in the caller's shape.
 			var got [][]float32

@@ -3,7 +3,7 @@
 // store unset), streamed and not, and a second turn that replays the first.
 // Env: SVCGW_URL (http://127.0.0.1:PORT), SVCGW_API_KEY.
 import assert from 'node:assert/strict';
-import { generateText, streamText, tool, stepCountIs, embed, embedMany, cosineSimilarity } from 'ai';
+import { generateText, streamText, tool, stepCountIs } from 'ai';
 import { createOpenAI } from '@ai-sdk/openai';
 import { createAnthropic } from '@ai-sdk/anthropic';
 import { createGoogleGenerativeAI } from '@ai-sdk/google';
@@ -55,28 +55,4 @@ for (const [name, model] of Object.entries(providers)) {
   console.log(`ai-sdk ${name}: prompt, replayed turn, streamed (${chunks} chunks), tool turn: ok`);
 }
 
-// Embeddings: embed and embedMany through each provider that has them
-// (Anthropic has none). The fixture's vector of a text is the same on
-// both surfaces and across calls, of unit length.
-const embedders = {
-  openai: createOpenAI({ baseURL: `${base}/svc/v1`, apiKey }).textEmbeddingModel('text-embedding-3-small'),
-  google: createGoogleGenerativeAI({ baseURL: `${base}/svc/v1beta`, apiKey }).textEmbeddingModel('gemini-embedding-001'),
-};
-const docs = ['The cat sat on the mat.', 'Quarterly revenue grew four percent.', 'Photosynthesis turns light into energy.'];
-const vectors = {};
-for (const [name, model] of Object.entries(embedders)) {
-  const one = await embed({ model, value: docs[0], maxRetries: 0, providerOptions: { openai: { dimensions: 256 }, google: { outputDimensionality: 256 } } });
-  assert.equal(one.embedding.length, 256);
-  assert.ok(Math.abs(cosineSimilarity(one.embedding, one.embedding) - 1) < 1e-6);
-  const many = await embedMany({ model, values: docs, maxRetries: 0, providerOptions: { openai: { dimensions: 256 }, google: { outputDimensionality: 256 } } });
-  assert.equal(many.embeddings.length, docs.length);
-  assert.deepEqual(many.embeddings[0], one.embedding); // the same text, the same vector
-  assert.ok(Math.abs(cosineSimilarity(many.embeddings[0], many.embeddings[1])) < 0.5);
-  if (name === 'openai') assert.ok(many.usage.tokens > 0);
-  vectors[name] = many.embeddings;
-  console.log(`ai-sdk ${name}: embed, embedMany (${docs.length} texts): ok`);
-}
-for (let i = 0; i < docs.length; i++) {
-  for (let j = 0; j < 256; j++) assert.ok(Math.abs(vectors.openai[i][j] - vectors.google[i][j]) < 1e-6);
-}
-console.log('ai-sdk: the same vectors through both surfaces: ok');
+// Embeddings (embed, embedMany) are in embeddings.mjs.

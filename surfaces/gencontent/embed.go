@@ -90,6 +90,9 @@ func (Codec) DecodeEmbed(r *http.Request, body []byte) (*llm.EmbedRequest, surfa
 			return nil, nil, llm.InvalidParam("requests", "* BatchEmbedContentsRequest.requests: every request of a batch must have the same taskType, title and outputDimensionality (request %d differs from the first); send requests that differ in separate calls", i)
 		}
 	}
+	if err := checkEmbedInputTokens(out, prefix); err != nil {
+		return nil, nil, err
+	}
 	out.TaskType, out.Title = first.TaskType, first.Title
 	if first.OutputDimensionality != nil {
 		out.Dimensions = *first.OutputDimensionality
