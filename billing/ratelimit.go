@@ -122,20 +122,8 @@ func (rl *RateLimiter) sweep(now time.Time) {
 // Request takes one request from the key's requests-per-minute bucket, or
 // returns a rate_limited error. limit 0 is unlimited.
 func (rl *RateLimiter) Request(keyID string, limit int64, now time.Time) error {
-	if limit <= 0 {
-		return nil
-	}
-	rl.mu.Lock()
-	defer rl.mu.Unlock()
-	b := &rl.entry(keyID, now).requests
-	b.refill(limit, now)
-	if b.level < 1 {
-		wait := b.wait(1)
-		return &llm.Error{Kind: llm.KindRateLimited, RetryAfter: wait,
-			Message: fmt.Sprintf("rate limit reached: this %s allows %d requests per minute; retry in %s", rl.subject, limit, roundUp(wait))}
-	}
-	b.level--
-	return nil
+	_, err := RequestBoth(Bucket{rl, keyID, limit}, Bucket{}, now)
+	return err
 }
 
 // AdmitTokens takes a call's estimated input tokens from the key's
@@ -143,21 +131,110 @@ func (rl *RateLimiter) Request(keyID string, limit int64, now time.Time) error {
 // the bucket to hold its estimate, or to be full when the estimate is
 // larger than a minute's worth; it may then take the bucket below zero.
 func (rl *RateLimiter) AdmitTokens(keyID string, limit int64, tokens int, now time.Time) error {
-	if limit <= 0 {
-		return nil
+	_, err := AdmitTokensBoth(Bucket{rl, keyID, limit}, Bucket{}, tokens, now)
+	return err
+}
+
+// Bucket names one entry's buckets in a RateLimiter, with the limit that
+// applies to it now (0: unlimited), for a call counted against two
+// limiters at once: a key's and its account's (two entries that are not
+// the same).
+type Bucket struct {
+	Limiter *RateLimiter // nil: none
+	ID      string
+	Limit   int64
+}
+
+// on reports whether b is a bucket in use.
+func (b Bucket) on() bool { return b.Limiter != nil && b.Limit > 0 }
+
+// lockBoth locks the limiters of first and second that are in use, first's
+// first, and returns them for unlockBoth. Callers always pass a key's
+// limiter first and an account's second, so two calls never lock them in
+// opposite orders.
+func lockBoth(first, second Bucket) (a, b *RateLimiter) {
+	if first.on() {
+		a = first.Limiter
+		a.mu.Lock()
 	}
-	rl.mu.Lock()
-	defer rl.mu.Unlock()
-	b := &rl.entry(keyID, now).tokens
-	b.refill(limit, now)
-	need := math.Min(float64(tokens), float64(limit))
-	if b.level < need {
-		wait := b.wait(need)
-		return &llm.Error{Kind: llm.KindRateLimited, RetryAfter: wait, Err: llm.ErrTokenRate,
-			Message: fmt.Sprintf("rate limit reached: this %s allows %d tokens per minute and this call needs about %d; retry in %s", rl.subject, limit, tokens, roundUp(wait))}
+	if second.on() && second.Limiter != a {
+		b = second.Limiter
+		b.mu.Lock()
 	}
-	b.level -= float64(tokens)
-	return nil
+	return a, b
+}
+
+func unlockBoth(a, b *RateLimiter) {
+	if b != nil {
+		b.mu.Unlock()
+	}
+	if a != nil {
+		a.mu.Unlock()
+	}
+}
+
+// RequestBoth takes one request from first's and second's
+// requests-per-minute buckets, or from neither: when either holds less
+// than one, it returns a rate_limited error naming that one (first's when
+// both) and its index (0 or 1), having taken nothing from the other. Both
+// are checked and taken under both limiters' locks, so no other call sees
+// a request taken from one that the other then refused.
+func RequestBoth(first, second Bucket, now time.Time) (int, error) {
+	if !first.on() && !second.on() {
+		return 0, nil
+	}
+	defer unlockBoth(lockBoth(first, second))
+	var take [2]*tokenBucket
+	for i, b := range [2]Bucket{first, second} {
+		if !b.on() {
+			continue
+		}
+		tb := &b.Limiter.entry(b.ID, now).requests
+		tb.refill(b.Limit, now)
+		if tb.level < 1 {
+			wait := tb.wait(1)
+			return i, &llm.Error{Kind: llm.KindRateLimited, RetryAfter: wait,
+				Message: fmt.Sprintf("rate limit reached: this %s allows %d requests per minute; retry in %s", b.Limiter.subject, b.Limit, roundUp(wait))}
+		}
+		take[i] = tb
+	}
+	for _, tb := range take {
+		if tb != nil {
+			tb.level--
+		}
+	}
+	return 0, nil
+}
+
+// AdmitTokensBoth takes a call's estimated input tokens from first's and
+// second's tokens-per-minute buckets, or from neither, as RequestBoth
+// takes a request; each bucket admits the call as AdmitTokens does.
+func AdmitTokensBoth(first, second Bucket, tokens int, now time.Time) (int, error) {
+	if !first.on() && !second.on() {
+		return 0, nil
+	}
+	defer unlockBoth(lockBoth(first, second))
+	var take [2]*tokenBucket
+	for i, b := range [2]Bucket{first, second} {
+		if !b.on() {
+			continue
+		}
+		tb := &b.Limiter.entry(b.ID, now).tokens
+		tb.refill(b.Limit, now)
+		need := math.Min(float64(tokens), float64(b.Limit))
+		if tb.level < need {
+			wait := tb.wait(need)
+			return i, &llm.Error{Kind: llm.KindRateLimited, RetryAfter: wait, Err: llm.ErrTokenRate,
+				Message: fmt.Sprintf("rate limit reached: this %s allows %d tokens per minute and this call needs about %d; retry in %s", b.Limiter.subject, b.Limit, tokens, roundUp(wait))}
+		}
+		take[i] = tb
+	}
+	for _, tb := range take {
+		if tb != nil {
+			tb.level -= float64(tokens)
+		}
+	}
+	return 0, nil
 }
 
 // MinFreeBytes is the least a free call takes from the free-bytes bucket,

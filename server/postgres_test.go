@@ -36,6 +36,8 @@ func TestPostgres_GatewayEndToEnd(t *testing.T) {
 		{"CapsAcrossBoundaries", TestCaps_DailyAndMonthlyAcrossBoundaries},
 		{"RequestsPerMinute", TestRateLimit_RequestsPerMinute429OnEverySurface},
 		{"TokensPerMinute", TestRateLimit_TokensPerMinutePerKey},
+		{"AccountRequestsPerMinute", TestRateLimit_AccountRequestsPerMinuteAcrossItsKeys},
+		{"AccountRefusalLeavesTheKeysRequests", TestRateLimit_AnAccountsRefusalLeavesTheKeysRequests},
 		{"ChargeExact", TestCharge_ExactOnEveryUpstreamProtocol},
 		{"AuthHeaders", TestAuth_TwoHeaderStyles},
 		{"WaitWaitsForHandlers", TestServer_WaitWaitsForHandlersToRecord},
