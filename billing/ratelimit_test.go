@@ -205,3 +205,24 @@ func TestRateLimiter_BothOnOneLimiter(t *testing.T) {
 	is.True(err != nil)
 	is.NoErr(rl.Request("z", 1, now)) // untouched by the refusal
 }
+
+// BenchmarkRateLimiter_Request is one call's request taken from its key's
+// bucket alone, and with its account's (RequestBoth).
+func BenchmarkRateLimiter_Request(b *testing.B) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	keys, accounts := NewRateLimiter(), NewRateLimiterFor("account")
+	b.Run("key", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			now = now.Add(time.Millisecond)
+			_ = keys.Request("k", 1<<40, now)
+		}
+	})
+	b.Run("key+account", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			now = now.Add(time.Millisecond)
+			_, _ = RequestBoth(Bucket{keys, "k", 1 << 40}, Bucket{accounts, "a", 1 << 40}, now)
+		}
+	})
+}
