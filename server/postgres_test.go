@@ -53,6 +53,7 @@ func TestPostgres_GatewayEndToEnd(t *testing.T) {
 		{"EmbeddingsGemini", TestEmbeddingsSDK_Gemini},
 		{"EmbeddingsBilling", TestEmbeddings_Billing},
 		{"AdminAPI", TestAdminAPI_EndToEnd},
+		{"RefundAfterCalls", TestAdminAPI_ARefundOfAllThatIsLeftAfterCalls},
 		{"AdminTokens", TestAdminAPI_TokensGuardEveryRoute},
 		{"ExpiredKey", TestAuth_ExpiredKeyInEachSurfaceEnvelope},
 	}
