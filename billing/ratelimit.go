@@ -130,12 +130,18 @@ func (rl *RateLimiter) Request(keyID string, limit int64, now time.Time) error {
 	b := &rl.entry(keyID, now).requests
 	b.refill(limit, now)
 	if b.level < 1 {
-		wait := b.wait(1)
-		return &llm.Error{Kind: llm.KindRateLimited, RetryAfter: wait,
-			Message: fmt.Sprintf("rate limit reached: this %s allows %d requests per minute; retry in %s", rl.subject, limit, roundUp(wait))}
+		return rl.requestRefusal(b, limit)
 	}
 	b.level--
 	return nil
+}
+
+// requestRefusal is the refusal of a request that b, under limit, does
+// not hold.
+func (rl *RateLimiter) requestRefusal(b *tokenBucket, limit int64) error {
+	wait := b.wait(1)
+	return &llm.Error{Kind: llm.KindRateLimited, RetryAfter: wait,
+		Message: fmt.Sprintf("rate limit reached: this %s allows %d requests per minute; retry in %s", rl.subject, limit, roundUp(wait))}
 }
 
 // AdmitTokens takes a call's estimated input tokens from the key's
@@ -150,14 +156,118 @@ func (rl *RateLimiter) AdmitTokens(keyID string, limit int64, tokens int, now ti
 	defer rl.mu.Unlock()
 	b := &rl.entry(keyID, now).tokens
 	b.refill(limit, now)
-	need := math.Min(float64(tokens), float64(limit))
-	if b.level < need {
-		wait := b.wait(need)
-		return &llm.Error{Kind: llm.KindRateLimited, RetryAfter: wait, Err: llm.ErrTokenRate,
-			Message: fmt.Sprintf("rate limit reached: this %s allows %d tokens per minute and this call needs about %d; retry in %s", rl.subject, limit, tokens, roundUp(wait))}
+	if need := math.Min(float64(tokens), float64(limit)); b.level < need {
+		return rl.tokenRefusal(b, limit, tokens, need)
 	}
 	b.level -= float64(tokens)
 	return nil
+}
+
+// tokenRefusal is the refusal of a call of tokens (need of them in the
+// bucket) that b, under limit, does not admit.
+func (rl *RateLimiter) tokenRefusal(b *tokenBucket, limit int64, tokens int, need float64) error {
+	wait := b.wait(need)
+	return &llm.Error{Kind: llm.KindRateLimited, RetryAfter: wait, Err: llm.ErrTokenRate,
+		Message: fmt.Sprintf("rate limit reached: this %s allows %d tokens per minute and this call needs about %d; retry in %s", rl.subject, limit, tokens, roundUp(wait))}
+}
+
+// Bucket names one entry's buckets in a RateLimiter, with the limit that
+// applies to it now (0: unlimited), for a call counted against two
+// limiters at once: a key's and its account's (two entries that are not
+// the same).
+type Bucket struct {
+	Limiter *RateLimiter // nil: none
+	ID      string
+	Limit   int64
+}
+
+// on reports whether b is a bucket in use.
+func (b Bucket) on() bool { return b.Limiter != nil && b.Limit > 0 }
+
+// lockBoth locks the limiters of first and second (once when they are
+// one), first's first, and returns them for unlockBoth. Callers always
+// pass a key's limiter first and an account's second, so two calls never
+// lock them in opposite orders.
+func lockBoth(first, second Bucket) (a, b *RateLimiter) {
+	a = first.Limiter
+	a.mu.Lock()
+	if second.Limiter != a {
+		b = second.Limiter
+		b.mu.Lock()
+	}
+	return a, b
+}
+
+func unlockBoth(a, b *RateLimiter) {
+	if b != nil {
+		b.mu.Unlock()
+	}
+	a.mu.Unlock()
+}
+
+// RequestBoth takes one request from first's and second's
+// requests-per-minute buckets, or from neither: when either holds less
+// than one, it returns a rate_limited error naming that one (first's when
+// both) and its index (0 or 1), having taken nothing from the other. Both
+// are checked and taken under both limiters' locks, so no other call sees
+// a request taken from one that the other then refused.
+func RequestBoth(first, second Bucket, now time.Time) (int, error) {
+	switch {
+	case !second.on():
+		return 0, first.Limiter.request(first, now)
+	case !first.on():
+		return 1, second.Limiter.Request(second.ID, second.Limit, now)
+	}
+	defer unlockBoth(lockBoth(first, second))
+	var take [2]*tokenBucket
+	for i, b := range [2]Bucket{first, second} {
+		tb := &b.Limiter.entry(b.ID, now).requests
+		tb.refill(b.Limit, now)
+		if tb.level < 1 {
+			return i, b.Limiter.requestRefusal(tb, b.Limit)
+		}
+		take[i] = tb
+	}
+	take[0].level--
+	take[1].level--
+	return 0, nil
+}
+
+// request is Request of b, on a limiter that may be nil when b is not in
+// use.
+func (rl *RateLimiter) request(b Bucket, now time.Time) error {
+	if !b.on() {
+		return nil
+	}
+	return rl.Request(b.ID, b.Limit, now)
+}
+
+// AdmitTokensBoth takes a call's estimated input tokens from first's and
+// second's tokens-per-minute buckets, or from neither, as RequestBoth
+// takes a request; each bucket admits the call as AdmitTokens does.
+func AdmitTokensBoth(first, second Bucket, tokens int, now time.Time) (int, error) {
+	switch {
+	case !second.on():
+		if !first.on() {
+			return 0, nil
+		}
+		return 0, first.Limiter.AdmitTokens(first.ID, first.Limit, tokens, now)
+	case !first.on():
+		return 1, second.Limiter.AdmitTokens(second.ID, second.Limit, tokens, now)
+	}
+	defer unlockBoth(lockBoth(first, second))
+	var take [2]*tokenBucket
+	for i, b := range [2]Bucket{first, second} {
+		tb := &b.Limiter.entry(b.ID, now).tokens
+		tb.refill(b.Limit, now)
+		if need := math.Min(float64(tokens), float64(b.Limit)); tb.level < need {
+			return i, b.Limiter.tokenRefusal(tb, b.Limit, tokens, need)
+		}
+		take[i] = tb
+	}
+	take[0].level -= float64(tokens)
+	take[1].level -= float64(tokens)
+	return 0, nil
 }
 
 // MinFreeBytes is the least a free call takes from the free-bytes bucket,

@@ -3,6 +3,7 @@ package billing
 import (
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -145,4 +146,83 @@ func TestRateLimiter_FreeBytes(t *testing.T) {
 	rl.SpendFree("back", limit, took, 10<<10, now)
 	_, err = rl.AdmitFree("back", limit, 50<<10, now)
 	is.NoErr(err) // 50 KiB were given back
+}
+
+// A call counted against a key and its account takes from both or from
+// neither: the account's refusal leaves the key's requests and tokens
+// whole, and the key's leaves the account's.
+func TestRateLimiter_BothOrNeither(t *testing.T) {
+	is := is.New(t)
+	keys, accounts := NewRateLimiter(), NewRateLimiterFor("account")
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	key := Bucket{keys, "k", 4}
+	acct := Bucket{accounts, "a", 2}
+	for range 2 {
+		which, err := RequestBoth(key, acct, now)
+		is.NoErr(err)
+		is.Equal(which, 0)
+	}
+	for range 5 {
+		which, err := RequestBoth(key, acct, now)
+		is.Equal(which, 1) // the account refuses
+		is.Equal(retryAfter(t, err), 30*time.Second)
+		is.True(strings.Contains(err.Error(), "this account allows 2 requests per minute"))
+	}
+	for range 2 {
+		is.NoErr(keys.Request("k", 4, now)) // the key's third and fourth: nothing was taken by the refusals
+	}
+	which, err := RequestBoth(key, Bucket{}, now)
+	is.Equal(which, 0) // now the key refuses
+	is.True(strings.Contains(err.Error(), "this key allows 4 requests per minute"))
+	which, err = RequestBoth(key, Bucket{accounts, "b", 2}, now)
+	is.Equal(which, 0) // the key refuses first ...
+	is.True(err != nil)
+	for range 2 {
+		is.NoErr(accounts.Request("b", 2, now)) // ... and the account's bucket is whole
+	}
+
+	// Tokens alike: the account's 10 a minute refuse a call of 8 after one
+	// of 5; the key's 100 lose nothing to the refusal.
+	tkey, tacct := Bucket{keys, "k", 100}, Bucket{accounts, "a", 10}
+	_, err = AdmitTokensBoth(tkey, tacct, 5, now)
+	is.NoErr(err)
+	which, err = AdmitTokensBoth(tkey, tacct, 8, now)
+	is.Equal(which, 1)
+	is.True(errors.Is(err, llm.ErrTokenRate))
+	is.NoErr(keys.AdmitTokens("k", 100, 95, now)) // 100 − 5: the refused 8 were not taken
+	is.True(keys.AdmitTokens("k", 100, 1, now) != nil)
+}
+
+// A limiter given as both buckets is locked once (no self-deadlock).
+func TestRateLimiter_BothOnOneLimiter(t *testing.T) {
+	is := is.New(t)
+	rl := NewRateLimiter()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	_, err := RequestBoth(Bucket{rl, "x", 1}, Bucket{rl, "y", 1}, now)
+	is.NoErr(err)
+	which, err := RequestBoth(Bucket{rl, "z", 1}, Bucket{rl, "y", 1}, now)
+	is.Equal(which, 1)
+	is.True(err != nil)
+	is.NoErr(rl.Request("z", 1, now)) // untouched by the refusal
+}
+
+// BenchmarkRateLimiter_Request is one call's request taken from its key's
+// bucket alone, and with its account's (RequestBoth).
+func BenchmarkRateLimiter_Request(b *testing.B) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	keys, accounts := NewRateLimiter(), NewRateLimiterFor("account")
+	b.Run("key", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			now = now.Add(time.Millisecond)
+			_ = keys.Request("k", 1<<40, now)
+		}
+	})
+	b.Run("key+account", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			now = now.Add(time.Millisecond)
+			_, _ = RequestBoth(Bucket{keys, "k", 1 << 40}, Bucket{accounts, "a", 1 << 40}, now)
+		}
+	})
 }

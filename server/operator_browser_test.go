@@ -270,19 +270,104 @@ func TestOperator_InABrowser(t *testing.T) {
 		is.True(strings.Contains(eval[string](t, tab, `document.getElementById('audit-body').textContent`), store.AuditKeyRevoke))
 	})
 
+	t.Run("an account's requests and tokens per minute: set, shown, refused, cleared", func(t *testing.T) {
+		tab := newTab(t, browser)
+		signInOperator(t, tab, gw, gw.Ops)
+		waitFor(t, tab, "the accounts", ready)
+		is := is.New(t)
+		is.Equal(eval[string](t, tab, `document.querySelector('#accounts-body tr[data-name=zeta] td.rates').textContent`), "none / none")
+		do(t, tab, "open zeta", chromedp.Click(chromedp.CSS(`#accounts-body tr[data-name=zeta] a`)))
+		waitFor(t, tab, "zeta's page", ready+` && !document.getElementById('view-account').hidden && document.getElementById('a-name').textContent === 'zeta'`)
+		is.Equal(eval[string](t, tab, `document.getElementById('a-rpm').textContent`), "No request limit")
+		is.Equal(eval[string](t, tab, `document.getElementById('a-tpm').textContent`), "No token limit")
+		ctx := context.Background()
+		row := func() store.Account {
+			a, err := gw.Store.AccountByName(ctx, "zeta")
+			is.NoErr(err)
+			return a
+		}
+		saved := `document.getElementById('caps-status').textContent === 'Saved.'`
+		status := `document.getElementById('caps-status')`
+
+		// Set: 60 requests and 12,000 tokens a minute, the caps kept.
+		do(t, tab, "set the rates",
+			chromedp.SendKeys(chromedp.CSS("#cap-daily"), "3"),
+			chromedp.SendKeys(chromedp.CSS("#cap-rpm"), "60"),
+			chromedp.SendKeys(chromedp.CSS("#cap-tpm"), "12000"),
+			chromedp.Click(chromedp.CSS(`#caps-form button[type=submit]`)),
+		)
+		waitFor(t, tab, "saved", saved)
+		a := row()
+		is.True(a.RPM != nil && *a.RPM == 60)     // in the store
+		is.True(a.TPM != nil && *a.TPM == 12000)  // in the store
+		is.Equal(a.DailyCap.String(), "3.000000") // the cap saved alongside
+		is.Equal(eval[string](t, tab, `document.getElementById('a-rpm').textContent`), "60 requests")
+		is.Equal(eval[string](t, tab, `document.getElementById('a-tpm').textContent`), "12,000 tokens")
+		is.Equal(eval[string](t, tab, `document.getElementById('cap-tpm').value`), "12000")
+		api := adminCall[struct {
+			RPM *int64 `json:"rpm"`
+			TPM *int64 `json:"tpm"`
+		}](t, gw, gw.Ops, "GET", "/admin/v1/accounts/zeta", "", 200)
+		is.Equal(*api.RPM, int64(60)) // as the API shows it
+		is.Equal(*api.TPM, int64(12000))
+
+		// Not a whole number: refused on the page, nothing sent.
+		do(t, tab, "a bad rate",
+			chromedp.SetValue(chromedp.CSS("#cap-rpm"), "1.5"),
+			chromedp.Click(chromedp.CSS(`#caps-form button[type=submit]`)),
+		)
+		waitFor(t, tab, "the page's error", status+`.classList.contains('err')`)
+		is.True(strings.Contains(eval[string](t, tab, status+`.textContent`), "whole number"))
+		is.Equal(*row().RPM, int64(60)) // unchanged
+		// A value the API refuses: its message shown.
+		do(t, tab, "a bad cap",
+			chromedp.SetValue(chromedp.CSS("#cap-rpm"), "60"),
+			chromedp.SetValue(chromedp.CSS("#cap-daily"), "-1"),
+			chromedp.Click(chromedp.CSS(`#caps-form button[type=submit]`)),
+		)
+		waitFor(t, tab, "the API's error", status+`.classList.contains('err') && !`+status+`.textContent.includes('whole number')`)
+		t.Logf("the API's refusal as shown: %q", eval[string](t, tab, status+`.textContent`))
+		is.Equal(row().DailyCap.String(), "3.000000") // unchanged
+
+		// The list shows the account's rates too.
+		do(t, tab, "back to the list", chromedp.Click(chromedp.CSS(`#view-account a.back`)))
+		waitFor(t, tab, "the accounts", ready+` && !document.getElementById('view-accounts').hidden`)
+		is.Equal(eval[string](t, tab, `document.querySelector('#accounts-body tr[data-name=zeta] td.rates').textContent`), "60 / 12,000")
+
+		// Cleared: empty fields remove them (null), and the cap.
+		do(t, tab, "open zeta again", chromedp.Click(chromedp.CSS(`#accounts-body tr[data-name=zeta] a`)))
+		waitFor(t, tab, "zeta's page", ready+` && !document.getElementById('view-account').hidden && document.getElementById('cap-rpm').value === '60'`)
+		// (Emptied by script: chromedp's SetValue takes an empty value
+		// for a failure, and Clear sets the attribute, not the field.)
+		eval[chromedp.Void](t, tab, `for (const id of ['cap-daily', 'cap-rpm', 'cap-tpm']) document.getElementById(id).value = ''`)
+		do(t, tab, "clear the rates", chromedp.Click(chromedp.CSS(`#caps-form button[type=submit]`)))
+		waitFor(t, tab, "saved", saved)
+		a = row()
+		is.True(a.RPM == nil) // removed in the store
+		is.True(a.TPM == nil)
+		is.True(a.DailyCap == nil)
+		is.Equal(eval[string](t, tab, `document.getElementById('a-rpm').textContent`), "No request limit")
+		is.Equal(eval[string](t, tab, `document.getElementById('a-tpm').textContent`), "No token limit")
+	})
+
 	t.Run("a read-only token sees everything and no write control", func(t *testing.T) {
 		tab := newTab(t, browser)
+		adminCall[map[string]any](t, gw, gw.Ops, "PATCH", "/admin/v1/accounts/acme", `{"rpm":120}`, http.StatusOK)
 		signInOperator(t, tab, gw, gw.Viewer)
 		waitFor(t, tab, "the accounts", ready)
 		is := is.New(t)
 		is.Equal(eval[string](t, tab, `document.getElementById('token-mode').textContent`), "read-only")
+		is.Equal(eval[string](t, tab, `document.querySelector('#accounts-body tr[data-name=acme] td.rates').textContent`), "120 / none")
 		is.True(eval[int](t, tab, `document.querySelectorAll('#accounts-body tr').length`) >= 4)
 		do(t, tab, "open acme", chromedp.Click(chromedp.CSS(`#accounts-body tr[data-name=acme] a`)))
 		waitFor(t, tab, "acme's page", ready+` && !document.getElementById('view-account').hidden`)
 		is.True(eval[int](t, tab, `document.querySelectorAll('#keys-body tr').length`) >= 2)
 		is.True(eval[int](t, tab, `document.querySelectorAll('#credits-body tr').length`) >= 2)
 		// No form that changes anything, no button on a key.
-		is.Equal(eval[int](t, tab, `document.querySelectorAll('.write, #credit-form, #new-key, #caps-form, #new-account, [data-action]').length`), 0)
+		is.Equal(eval[int](t, tab, `document.querySelectorAll('.write, #credit-form, #new-key, #caps-form, #cap-rpm, #cap-tpm, #new-account, [data-action]').length`), 0)
+		// The account's rates are shown all the same.
+		is.Equal(eval[string](t, tab, `document.getElementById('a-rpm').textContent`), "120 requests")
+		is.Equal(eval[string](t, tab, `document.getElementById('a-tpm').textContent`), "No token limit")
 		// And the API refuses the token's writes anyway.
 		adminCall[map[string]any](t, gw, gw.Viewer, "POST", "/admin/v1/accounts/acme/credits", `{"amount":"1.00"}`, http.StatusForbidden)
 	})
@@ -297,6 +382,7 @@ func TestOperator_InABrowser(t *testing.T) {
 	})
 
 	t.Run("screenshots", func(t *testing.T) {
+		adminCall[map[string]any](t, gw, gw.Ops, "PATCH", "/admin/v1/accounts/acme", `{"rpm":120,"tpm":200000}`, http.StatusOK)
 		tab := newTab(t, browser)
 		do(t, tab, "viewport", chromedp.EmulateViewport(1280, 900))
 		signInOperator(t, tab, gw, gw.Ops)

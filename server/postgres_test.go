@@ -36,6 +36,8 @@ func TestPostgres_GatewayEndToEnd(t *testing.T) {
 		{"CapsAcrossBoundaries", TestCaps_DailyAndMonthlyAcrossBoundaries},
 		{"RequestsPerMinute", TestRateLimit_RequestsPerMinute429OnEverySurface},
 		{"TokensPerMinute", TestRateLimit_TokensPerMinutePerKey},
+		{"AccountRequestsPerMinute", TestRateLimit_AccountRequestsPerMinuteAcrossItsKeys},
+		{"AccountRefusalLeavesTheKeysRequests", TestRateLimit_AnAccountsRefusalLeavesTheKeysRequests},
 		{"ChargeExact", TestCharge_ExactOnEveryUpstreamProtocol},
 		{"AuthHeaders", TestAuth_TwoHeaderStyles},
 		{"WaitWaitsForHandlers", TestServer_WaitWaitsForHandlersToRecord},
@@ -51,6 +53,7 @@ func TestPostgres_GatewayEndToEnd(t *testing.T) {
 		{"EmbeddingsGemini", TestEmbeddingsSDK_Gemini},
 		{"EmbeddingsBilling", TestEmbeddings_Billing},
 		{"AdminAPI", TestAdminAPI_EndToEnd},
+		{"RefundAfterCalls", TestAdminAPI_ARefundOfAllThatIsLeftAfterCalls},
 		{"AdminTokens", TestAdminAPI_TokensGuardEveryRoute},
 		{"ExpiredKey", TestAuth_ExpiredKeyInEachSurfaceEnvelope},
 	}

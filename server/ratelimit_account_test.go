@@ -132,3 +132,52 @@ func TestRateLimit_AccountTokensPerMinuteAcrossItsKeys(t *testing.T) {
 	is.NoErr(err)
 	is.Equal(resp.StatusCode, http.StatusOK) // refilled
 }
+
+// A call the account's requests per minute refuse takes nothing from its
+// key's: with the key allowed 4 a minute and its account 2, two calls
+// pass and three are refused by the account; once the account's limit is
+// lifted, the key still has the two calls it did not make, and only its
+// fifth in the minute is refused, by the key's own limit.
+func TestRateLimit_AnAccountsRefusalLeavesTheKeysRequests(t *testing.T) {
+	clock := &testClock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
+	gw := newTestGateway(t, withClock(clock), func(o *Options) { o.RPM = 4 }) // each key's own
+	for _, r := range rateSurfaces {
+		t.Run(r.surface, func(t *testing.T) {
+			is := is.New(t)
+			account := "lifted-" + r.surface
+			key, _ := gw.newKey(t, account, "10")
+			rpm := int64(2)
+			gw.setAccountLimits(t, account, &rpm, nil)
+			call := func() (int, string) {
+				resp, out, err := gw.post(r.path, key, r.body)
+				is.NoErr(err)
+				return resp.StatusCode, string(out)
+			}
+			for i := range 2 {
+				if code, out := call(); code != http.StatusOK {
+					t.Fatalf("call %d: %d %s", i, code, out) // within both limits
+				}
+			}
+			for range 3 {
+				code, out := call()
+				is.Equal(code, http.StatusTooManyRequests)                                  // the account's third, fourth and fifth
+				is.True(strings.Contains(out, "this account allows 2 requests per minute")) // refused by the account
+			}
+			// Count-tokens endpoints are refused by the account too, and
+			// take nothing from the key either.
+			cresp, _, err := gw.post("/svc/v1/messages/count_tokens", key, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+			is.NoErr(err)
+			is.Equal(cresp.StatusCode, http.StatusTooManyRequests)
+
+			gw.setAccountLimits(t, account, nil, nil) // lifted, within the same minute
+			for i := range 2 {
+				if code, out := call(); code != http.StatusOK {
+					t.Fatalf("after the lift, call %d: %d %s", i, code, out) // the key's third and fourth
+				}
+			}
+			code, out := call()
+			is.Equal(code, http.StatusTooManyRequests)                              // the key's fifth
+			is.True(strings.Contains(out, "this key allows 4 requests per minute")) // refused by the key now
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/svcgw/svcgw/billing"
 	"github.com/svcgw/svcgw/store"
 )
 
@@ -11,38 +12,46 @@ import (
 // (s.limiter: the key's own limits, or the server's defaults) and, when
 // the key's account has limits of its own, its account's (s.accounts),
 // which all of the account's keys share. Both are divided among the
-// instances serving the database (share). The key's are taken first, so a
-// call its key refuses takes nothing from what the account's other keys
-// share.
+// instances serving the database (share). A call takes from both or from
+// neither (billing.RequestBoth, AdmitTokensBoth): one the account refuses
+// leaves the key's allowance whole, and one its key refuses takes nothing
+// from what the account's other keys share.
 
 // takeRequest takes one request from the key's requests-per-minute bucket
-// (limit rpm) and then from its account's, or refuses the call (429).
+// (limit rpm) and from its account's, or refuses the call (429) having
+// taken from neither.
 func (s *Server) takeRequest(caller *store.Key, rpm int64, now time.Time) error {
-	if err := s.limiter.Request(caller.ID, s.share(rpm), now); err != nil {
-		return s.sharedLimit(err, "key", rpm)
+	a := accountLimit(caller.AccountRPM)
+	var acct billing.Bucket
+	if a > 0 {
+		acct = billing.Bucket{Limiter: s.accounts, ID: accountBucket(caller), Limit: s.share(a)}
 	}
-	if a := accountLimit(caller.AccountRPM); a > 0 {
-		if err := s.accounts.Request(accountBucket(caller), s.share(a), now); err != nil {
-			return s.sharedLimit(err, "account", a)
-		}
+	which, err := billing.RequestBoth(billing.Bucket{Limiter: s.limiter, ID: caller.ID, Limit: s.share(rpm)}, acct, now)
+	switch {
+	case err == nil:
+		return nil
+	case which == 1:
+		return s.sharedLimit(err, "account", a)
 	}
-	return nil
+	return s.sharedLimit(err, "key", rpm)
 }
 
-// admitTokens takes the call's estimated input from the key's and then the
+// admitTokens takes the call's estimated input from the key's and the
 // account's tokens-per-minute buckets, or refuses the call (429) having
-// taken nothing.
+// taken from neither.
 func (s *Server) admitTokens(c *call, input int) error {
-	if err := s.limiter.AdmitTokens(c.caller.ID, c.tpm, input, c.start); err != nil {
-		return s.sharedLimit(err, "key", limitOr(c.caller.Limits.TPM, c.set.tpm))
-	}
+	var acct billing.Bucket
 	if c.accountTPM > 0 {
-		if err := s.accounts.AdmitTokens(accountBucket(c.caller), c.accountTPM, input, c.start); err != nil {
-			s.limiter.SpendTokens(c.caller.ID, c.tpm, -input, c.start)
-			return s.sharedLimit(err, "account", accountLimit(c.caller.AccountTPM))
-		}
+		acct = billing.Bucket{Limiter: s.accounts, ID: accountBucket(c.caller), Limit: c.accountTPM}
 	}
-	return nil
+	which, err := billing.AdmitTokensBoth(billing.Bucket{Limiter: s.limiter, ID: c.caller.ID, Limit: c.tpm}, acct, input, c.start)
+	switch {
+	case err == nil:
+		return nil
+	case which == 1:
+		return s.sharedLimit(err, "account", accountLimit(c.caller.AccountTPM))
+	}
+	return s.sharedLimit(err, "key", limitOr(c.caller.Limits.TPM, c.set.tpm))
 }
 
 // spendTokens takes tokens from the key's and the account's

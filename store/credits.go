@@ -113,6 +113,15 @@ func (r CreditRequest) fingerprint(accountID, micros int64) string {
 // balance below zero (ErrNegativeBalance); zero, or more than six decimal
 // places, is ErrInvalid. An unknown account is ErrNotFound.
 //
+// On an engine whose instances hold slices of the balance to spend
+// (BalanceHolder: PostgreSQL's leases), a negative amount may take only
+// what they do not hold: what they hold, they may spend. When what they
+// hold stands in the way, they are asked to give back what no call in
+// progress holds (and the slices of instances gone are taken back), and
+// the credit is tried again, a few times while that frees more; it is
+// refused only when the balance less what calls in progress hold cannot
+// cover it.
+//
 // With an idempotency key, the key's uniqueness in the database makes a
 // retry credit once, however often and on whichever instance it is sent:
 // the account's row lock orders the requests for one account, and the
@@ -123,24 +132,78 @@ func (s *Policy) Credit(ctx context.Context, accountID int64, req CreditRequest)
 	if err != nil {
 		return CreditResult{}, err
 	}
-	var res CreditResult
-	err = s.db.WriteTx(ctx, "credit", func(tx Conn) error {
-		a, err := scanAccount(tx.QueryRow(ctx,
-			`SELECT `+accountColumns+` FROM accounts WHERE id = ?`+s.db.Dialect().ForUpdate, accountID))
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("credit: account %d: %w", accountID, ErrNotFound)
+	holder, _ := s.db.(BalanceHolder)
+	var held Held
+	before := int64(-1)
+	for round := 0; ; round++ {
+		var res CreditResult
+		err = s.db.WriteTx(ctx, "credit", func(tx Conn) error {
+			a, err := scanAccount(tx.QueryRow(ctx,
+				`SELECT `+accountColumns+` FROM accounts WHERE id = ?`+s.db.Dialect().ForUpdate, accountID))
+			if errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("credit: account %d: %w", accountID, ErrNotFound)
+			}
+			if err != nil {
+				return fmt.Errorf("credit: select account: %w", err)
+			}
+			if micros < 0 && holder != nil {
+				if held, err = holder.HeldBalance(ctx, tx, accountID, held.Gone); err != nil {
+					return fmt.Errorf("credit: read what the instances hold: %w", err)
+				}
+			}
+			res, err = s.credit(ctx, tx, a, micros, req, held.Micros)
+			return err
+		})
+		var he *heldError
+		if err == nil || !errors.As(err, &he) || held.Reclaim == nil || round == maxReclaims ||
+			(before >= 0 && held.Micros >= before && len(held.Gone) == 0) {
+			return res, err // done, or asking again frees nothing more
 		}
-		if err != nil {
-			return fmt.Errorf("credit: select account: %w", err)
-		}
-		res, err = s.credit(ctx, tx, a, micros, req)
-		return err
-	})
-	if err != nil {
-		return CreditResult{}, err
+		before = held.Micros
+		held.Reclaim(ctx)
 	}
-	return res, nil
 }
+
+// maxReclaims bounds the rounds a negative credit asks the instances for
+// what they hold idle (see Credit).
+const maxReclaims = 3
+
+// BalanceHolder is an engine whose instances hold slices of accounts'
+// balances, each spending its own without asking the database
+// (PostgreSQL's balance leases). What they hold is the balance's too, but
+// it is not there to be taken back by a negative credit: once it is
+// spent, the balance would be below zero.
+type BalanceHolder interface {
+	// HeldBalance reads, in tx, which holds the account's row lock (so
+	// that no instance is granted more meanwhile), what the instances'
+	// live slices of the account's balance hold unspent: charges of
+	// theirs still queued, what their calls in progress have reserved,
+	// and what is idle. The slices of the instances in gone (found gone
+	// by the last read) that still are gone are taken back first.
+	HeldBalance(ctx context.Context, tx Conn, accountID int64, gone []string) (Held, error)
+}
+
+// Held is what the instances hold unspent of one account's balance.
+type Held struct {
+	Micros int64
+	// Gone are instances that seemed gone (their database sessions
+	// ended): the next read takes their slices back if they still are.
+	Gone []string
+	// Reclaim, when not nil, asks the instances holding some of it to
+	// give back what no call in progress holds, and waits for their
+	// answers (under a second), or for instances that seemed gone to
+	// stay so: a read after it finds less held, unless calls took it
+	// meanwhile. It runs outside any transaction.
+	Reclaim func(ctx context.Context)
+}
+
+// heldError is a negative credit refused because of what the instances
+// hold (Held), not of the balance alone: asking them to give back what is
+// idle may let it through.
+type heldError struct{ err error }
+
+func (e *heldError) Error() string { return e.err.Error() }
+func (e *heldError) Unwrap() error { return e.err }
 
 // check checks what of the request can be checked without the account,
 // and returns its amount in micro-dollars.
@@ -160,8 +223,10 @@ func (r CreditRequest) check() (int64, error) {
 	return micros, nil
 }
 
-// credit is Credit in tx, which holds the row lock of a, the account.
-func (s *Policy) credit(ctx context.Context, tx Conn, a Account, micros int64, req CreditRequest) (CreditResult, error) {
+// credit is Credit in tx, which holds the row lock of a, the account, of
+// whose balance the instances hold held micro-dollars unspent (see
+// BalanceHolder).
+func (s *Policy) credit(ctx context.Context, tx Conn, a Account, micros int64, req CreditRequest, held int64) (CreditResult, error) {
 	res := CreditResult{Account: a}
 	fp := req.fingerprint(a.ID, micros)
 	if req.IdempotencyKey != "" {
@@ -175,6 +240,9 @@ func (s *Policy) credit(ctx context.Context, tx Conn, a Account, micros int64, r
 	case micros < 0 && balance+micros < 0:
 		return res, fmt.Errorf("credit %s USD to %q with a balance of %s USD: %w",
 			usdText(fromMicros(micros)), a.Name, usdText(a.Balance), ErrNegativeBalance)
+	case micros < 0 && balance+micros < held:
+		return res, &heldError{fmt.Errorf("credit %s USD to %q with a balance of %s USD, of which the instances serving it hold %s USD for calls in progress; retry when they end: %w",
+			usdText(fromMicros(micros)), a.Name, usdText(a.Balance), usdText(fromMicros(held)), ErrNegativeBalance)}
 	case micros > 0 && balance+used > money.MaxCreditsMicros-micros:
 		return res, fmt.Errorf("credit %s USD to %q: %w: the account's credits (balance plus total used) would go past the maximum of %s USD",
 			usdText(fromMicros(micros)), a.Name, ErrInvalid, usdText(fromMicros(money.MaxCreditsMicros)))
@@ -332,7 +400,7 @@ func (s *Policy) CreateAccount(ctx context.Context, name string, credits *Credit
 		if credits == nil {
 			return nil
 		}
-		r, err := s.credit(ctx, tx, a, micros, *credits)
+		r, err := s.credit(ctx, tx, a, micros, *credits, 0)
 		a = r.Account
 		return err
 	})

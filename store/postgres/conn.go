@@ -42,12 +42,13 @@ func (p *Store) WriteTx(ctx context.Context, what string, fn func(tx store.Conn)
 
 // pgConn is a conn of pgx: a pool or a transaction. It rewrites the
 // queries' placeholders (pgq) and reports no row as sql.ErrNoRows.
-type pgConn struct {
-	db interface {
-		Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-		QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-		Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	}
+type pgConn struct{ db pgQuerier }
+
+// pgQuerier is what pgx's pools and transactions have in common.
+type pgQuerier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
 func (c pgConn) QueryRow(ctx context.Context, q string, args ...any) store.Scanner {

@@ -627,78 +627,11 @@ func (l *leases) grant(ctx context.Context, a *leaseAcct, accountID, reserved, n
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		// Every lease of the account: others' live holds, and ours. A
-		// peer's lease is live while its heartbeat is and its liveness
-		// lock is held; the lock is tried (and, when free, held by this
-		// transaction, so that the peer cannot take it again before this
-		// grant commits) only for a live lease that holds something.
-		type row struct{ granted, charged int64 }
-		others := map[string]int64{} // key → holds of other instances
-		mine := map[string]row{}
-		rows, err = tx.Query(ctx, `SELECT l.instance_id, l.key_id, l.granted_micros, l.charged_micros,
-			       COALESCE(i.seen_at + i.lease_ttl_ms, 0), i.lock_key,
-			       CASE WHEN l.instance_id <> $2 AND l.granted_micros > l.charged_micros AND i.lock_key IS NOT NULL
-			                 AND i.seen_at + i.lease_ttl_ms > `+pgNowMS+`
-			            THEN pg_try_advisory_xact_lock(i.lock_key) ELSE FALSE END
-			FROM leases l LEFT JOIN instances i ON i.id = l.instance_id WHERE l.account_id = $1`, accountID, l.id)
+		others, mine, found, err := l.holds(ctx, tx, accountID, reclaim, dbNow)
 		if err != nil {
 			return err
 		}
-		var gone []string
-		seenHolder := map[int64]bool{}
-		seenSuspect := map[string]bool{}
-		for rows.Next() {
-			var (
-				inst, k          string
-				granted, charged int64
-				expires          int64
-				lockKey          *int64
-				free             bool
-			)
-			if err := rows.Scan(&inst, &k, &granted, &charged, &expires, &lockKey, &free); err != nil {
-				rows.Close()
-				return err
-			}
-			switch {
-			case inst == l.id:
-				mine[k] = row{granted, charged}
-			case expires <= dbNow:
-				// lapsed: holds nothing
-			case free && slices.Contains(reclaim, inst):
-				if !seenSuspect[inst] {
-					seenSuspect[inst] = true
-					gone = append(gone, inst)
-				}
-			default:
-				others[k] += max(granted-charged, 0)
-				if free {
-					if !seenSuspect[inst] {
-						seenSuspect[inst] = true
-						info.suspects = append(info.suspects, inst)
-					}
-				} else if lockKey != nil && granted > charged && !seenHolder[*lockKey] {
-					seenHolder[*lockKey] = true
-					info.holders = append(info.holders, *lockKey)
-				}
-			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		if len(gone) > 0 {
-			// Gone for lockGrace: their leases of the account come back,
-			// and their instances row goes, which makes their other
-			// leases lapse and tells them, should they come back, that
-			// they hold nothing.
-			if _, err := tx.Exec(ctx, `DELETE FROM leases WHERE account_id = $1 AND instance_id = ANY($2)`, accountID, gone); err != nil {
-				return err
-			}
-			if _, err := tx.Exec(ctx, `DELETE FROM instances WHERE id = ANY($1)`, gone); err != nil {
-				return err
-			}
-			l.p.Logger().Info("leases: took back the leases of instances whose database session ended", "account_id", accountID, "instances", gone)
-		}
+		info = found
 		// The keys' caps.
 		keyCaps := map[string][2]int64{}
 		if len(keyIDs) > 0 {
@@ -810,6 +743,93 @@ func (l *leases) grant(ctx context.Context, a *leaseAcct, accountID, reserved, n
 	}
 	apply()
 	return out, info, nil
+}
+
+// leaseRow is one lease's row: granted and charged, cumulative.
+type leaseRow struct{ granted, charged int64 }
+
+// holds reads every lease of the account in tx, which holds the account's
+// row lock (so no grant is made meanwhile): what the other instances'
+// live leases hold unspent, per key ("" for the account's balance), and
+// this instance's rows (mine); with the live peers holding some of it
+// (info.holders) and those whose liveness lock was free (info.suspects).
+// The leases of the peers in reclaim whose lock is still free are taken
+// back, for good: they hold nothing. dbNow is the database's clock
+// (pgNowMS) as tx read it.
+func (l *leases) holds(ctx context.Context, tx pgQuerier, accountID int64, reclaim []string, dbNow int64) (
+	others map[string]int64, mine map[string]leaseRow, info granted, err error) {
+	// Every lease of the account: others' live holds, and ours. A
+	// peer's lease is live while its heartbeat is and its liveness
+	// lock is held; the lock is tried (and, when free, held by this
+	// transaction, so that the peer cannot take it again before it
+	// commits) only for a live lease that holds something.
+	others = map[string]int64{} // key → holds of other instances
+	mine = map[string]leaseRow{}
+	rows, err := tx.Query(ctx, `SELECT l.instance_id, l.key_id, l.granted_micros, l.charged_micros,
+		       COALESCE(i.seen_at + i.lease_ttl_ms, 0), i.lock_key,
+		       CASE WHEN l.instance_id <> $2 AND l.granted_micros > l.charged_micros AND i.lock_key IS NOT NULL
+		                 AND i.seen_at + i.lease_ttl_ms > `+pgNowMS+`
+		            THEN pg_try_advisory_xact_lock(i.lock_key) ELSE FALSE END
+		FROM leases l LEFT JOIN instances i ON i.id = l.instance_id WHERE l.account_id = $1`, accountID, l.id)
+	if err != nil {
+		return nil, nil, info, err
+	}
+	var gone []string
+	seenHolder := map[int64]bool{}
+	seenSuspect := map[string]bool{}
+	for rows.Next() {
+		var (
+			inst, k          string
+			granted, charged int64
+			expires          int64
+			lockKey          *int64
+			free             bool
+		)
+		if err := rows.Scan(&inst, &k, &granted, &charged, &expires, &lockKey, &free); err != nil {
+			rows.Close()
+			return nil, nil, info, err
+		}
+		switch {
+		case inst == l.id:
+			mine[k] = leaseRow{granted, charged}
+		case expires <= dbNow:
+			// lapsed: holds nothing
+		case free && slices.Contains(reclaim, inst):
+			if !seenSuspect[inst] {
+				seenSuspect[inst] = true
+				gone = append(gone, inst)
+			}
+		default:
+			others[k] += max(granted-charged, 0)
+			if free {
+				if !seenSuspect[inst] {
+					seenSuspect[inst] = true
+					info.suspects = append(info.suspects, inst)
+				}
+			} else if lockKey != nil && granted > charged && !seenHolder[*lockKey] {
+				seenHolder[*lockKey] = true
+				info.holders = append(info.holders, *lockKey)
+			}
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, nil, info, err
+	}
+	if len(gone) > 0 {
+		// Gone for lockGrace: their leases of the account come back,
+		// and their instances row goes, which makes their other
+		// leases lapse and tells them, should they come back, that
+		// they hold nothing.
+		if _, err := tx.Exec(ctx, `DELETE FROM leases WHERE account_id = $1 AND instance_id = ANY($2)`, accountID, gone); err != nil {
+			return nil, nil, info, err
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM instances WHERE id = ANY($1)`, gone); err != nil {
+			return nil, nil, info, err
+		}
+		l.p.Logger().Info("leases: took back the leases of instances whose database session ended", "account_id", accountID, "instances", gone)
+	}
+	return others, mine, info, nil
 }
 
 // noRoom marks a constraint that does not apply (no such cap).

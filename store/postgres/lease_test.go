@@ -212,8 +212,13 @@ func heldIn(t *testing.T, p *Store, id string, acct int64) int64 {
 // (a 30 s TTL).
 func leasePair(t *testing.T, credits int64) (p1, p2 *Store, a1, a2 *leases, acct int64) {
 	t.Helper()
+	return leasePairOn(t, pgtest.DSN(t), credits)
+}
+
+// leasePairOn is leasePair on the database dsn names.
+func leasePairOn(t *testing.T, dsn string, credits int64) (p1, p2 *Store, a1, a2 *leases, acct int64) {
+	t.Helper()
 	is := is.New(t)
-	dsn := pgtest.DSN(t)
 	ctx := context.Background()
 	p1 = openTestPostgres(t, dsn, store.Options{LeaseTTL: 30 * time.Second})
 	p2 = openTestPostgres(t, dsn, store.Options{LeaseTTL: 30 * time.Second})

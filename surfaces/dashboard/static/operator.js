@@ -267,6 +267,7 @@
         el('td', { class: 'num', title: a.spend_this_month + ' USD', text: fmtUSD(a.spend_this_month) }),
         capCell(a.spend_today, a.daily_cap),
         capCell(a.spend_this_month, a.monthly_cap),
+        el('td', { class: 'num opt2 rates', text: accountRate(a.rpm) + ' / ' + accountRate(a.tpm) }),
         el('td', { class: 'num opt2', text: fmtUSD(a.total_used) }));
     });
     $('accounts-body').replaceChildren(...rows);
@@ -352,11 +353,20 @@
     };
     cap('a-daily-cap', 'daily', a.spend_today, a.daily_cap);
     cap('a-monthly-cap', 'monthly', a.spend_this_month, a.monthly_cap);
+    setText('a-rpm', hasRate(a.rpm) ? fmtInt(a.rpm) + ' requests' : 'No request limit');
+    setText('a-tpm', hasRate(a.tpm) ? fmtInt(a.tpm) + ' tokens' : 'No token limit');
     if ($('caps-form')) {
       $('cap-daily').value = a.daily_cap === null ? '' : trimUSD(a.daily_cap);
       $('cap-monthly').value = a.monthly_cap === null ? '' : trimUSD(a.monthly_cap);
+      $('cap-rpm').value = hasRate(a.rpm) ? String(a.rpm) : '';
+      $('cap-tpm').value = hasRate(a.tpm) ? String(a.tpm) : '';
     }
   }
+
+  // An account's requests or tokens per minute, across its keys: null or
+  // 0 is none (its keys have their own limits only).
+  const hasRate = (v) => v !== null && v !== undefined && v !== 0;
+  const accountRate = (v) => (hasRate(v) ? fmtInt(v) : 'none');
 
   // trimUSD is the API's amount without its trailing zeros, for a field.
   const trimUSD = (s) => s.replace(/(\.\d*?[1-9])0+$/, '$1').replace(/\.0*$/, '');
@@ -520,11 +530,19 @@
 
   async function saveCaps(e) {
     e.preventDefault();
+    let body;
+    try {
+      body = {
+        daily_cap: amountOrNull('cap-daily'), monthly_cap: amountOrNull('cap-monthly'),
+        rpm: rateOrNull('cap-rpm'), tpm: rateOrNull('cap-tpm'),
+      };
+    } catch (err) {
+      setStatus('caps-status', err.message, 'err');
+      return;
+    }
     setStatus('caps-status', 'Saving…');
     try {
-      const a = await api('/accounts/' + enc(state.account.name), {
-        method: 'PATCH', body: JSON.stringify({ daily_cap: amountOrNull('cap-daily'), monthly_cap: amountOrNull('cap-monthly') }),
-      });
+      const a = await api('/accounts/' + enc(state.account.name), { method: 'PATCH', body: JSON.stringify(body) });
       state.account = a;
       renderAccount(a);
       setStatus('caps-status', 'Saved.', 'ok');
