@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"runtime"
 	"sort"
 	"strings"
 	"time"
@@ -198,16 +197,15 @@ type rowScanner interface {
 // bucket.
 //
 // The rows are added up here rather than by a GROUP BY, so that the read
-// can give up the processor every few hundred rows: the database produces
+// can give up the processor between rows (a Slicer): the database produces
 // them one at a time as they are asked for, and a report over thousands of
-// buckets then delays a call on the same core by a fraction of a
-// millisecond instead of by its whole length (docs/ledger-scale.md).
+// buckets then delays a call on the same core by a slice (ReadSlice)
+// instead of by its whole length (docs/ledger-scale.md).
 func sumUsageRows(rows rowScanner, groupBy string) (map[string]*UsageSums, error) {
 	sums := make(map[string]*UsageSums)
-	for n := 1; rows.Next(); n++ {
-		if n%YieldRows == 0 {
-			runtime.Gosched()
-		}
+	var slice Slicer
+	for rows.Next() {
+		slice.Yield()
 		var (
 			first  int32
 			bucket string
@@ -230,10 +228,6 @@ func sumUsageRows(rows rowScanner, groupBy string) (map[string]*UsageSums, error
 	}
 	return sums, nil
 }
-
-// YieldRows is how many roll-up rows a usage read reads between yields of
-// the processor.
-const YieldRows = 256
 
 // spanPart is a range of usage_periods rows of one span: those whose first
 // day is in [from, to).

@@ -273,7 +273,9 @@ func (s *Store) loadSpend(ctx context.Context, db *sql.DB, k spendKey, now time.
 		return nil, fmt.Errorf("load spend: %w", readErr(ctx, err))
 	}
 	defer rows.Close()
+	var slice store.Slicer // an account of many keys has many rows
 	for rows.Next() {
+		slice.Yield()
 		var (
 			day  int32
 			cost int64

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"runtime"
 	"sort"
 	"time"
 
@@ -54,8 +53,9 @@ func (h *Handler) usage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sums := make(map[string]*store.Bucket)
+	var slice store.Slicer // see yield
 	for _, a := range accts {
-		runtime.Gosched() // see yield
+		slice.Yield()
 		buckets, err := h.st.Usage(ctx, a.ID, uq)
 		if err != nil {
 			h.fail(w, r, err)
