@@ -58,6 +58,7 @@ type DB interface {
 	Spend(ctx context.Context, accountID int64, keyID string, now time.Time) (Spend, error)
 	PeriodSpend(ctx context.Context, accountID int64, keyID string, now time.Time) (Spend, error)
 	Usage(ctx context.Context, accountID int64, q UsageQuery) ([]Bucket, error)
+	UsageTotal(ctx context.Context, accountID int64, q UsageQuery) (Bucket, error)
 	UsageByDay(ctx context.Context, accountID int64, q UsageQuery) ([]DayBucket, error)
 	UpsertFeedback(ctx context.Context, accountID int64, f Feedback, maxAge time.Duration) (created bool, err error)
 	PrunedBefore(ctx context.Context) (time.Time, error)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"runtime"
 	"sort"
 	"strings"
 	"time"
@@ -98,6 +97,55 @@ func (s *Policy) Usage(ctx context.Context, accountID int64, q UsageQuery) ([]Bu
 	}
 	return bucketsOf(sums), nil
 }
+
+// UsageTotal returns the account's usage in q's window as one bucket,
+// named "": every bucket of Usage's answer added up (q.GroupBy is not
+// read). It is the management API's usage by account (the operator's top
+// spenders), one read per account: the roll-up rows are added up by the
+// database, in one row, instead of being read row by row, so an account
+// costs about one row's read whatever its range. The range is read from
+// the day axis's day rows up to a year, from the request type axis's
+// years, months and days beyond (the fewer rows). While the roll-ups of a
+// database made before them are being backfilled, it adds up Usage's
+// answer instead.
+func (s *Policy) UsageTotal(ctx context.Context, accountID int64, q UsageQuery) (Bucket, error) {
+	q.GroupBy = GroupByRequestType
+	q, from, to, err := dayRange(q)
+	if err != nil {
+		return Bucket{}, fmt.Errorf("usage: %w", err)
+	}
+	var v UsageSums
+	if bf, ok := s.db.(Backfiller); ok && !s.rollupsComplete.Load() {
+		sums, err := bf.UsageBackfilling(ctx, accountID, q, from, to)
+		if err != nil {
+			return Bucket{}, err
+		}
+		for _, b := range sums {
+			v.Plus(*b)
+		}
+		return v.bucket(""), nil
+	}
+	groupBy := GroupByRequestType
+	if from != minDay && to != maxDay && to-from <= 366 {
+		groupBy = GroupByDay
+	}
+	query, args := usageRollupsSQL(accountID, groupBy, from, to)
+	if query == "" {
+		return v.bucket(""), nil
+	}
+	err = s.db.Readers().QueryRow(ctx, `SELECT `+totalOf("requests")+`, `+totalOf("input_tokens")+`, `+totalOf("output_tokens")+`,
+		`+totalOf("cached_input_tokens")+`, `+totalOf("cache_write_tokens")+`, `+totalOf("reasoning_tokens")+`, `+totalOf("cost_micros")+`
+		FROM (`+query+`) AS parts`, args...).
+		Scan(&v.Requests, &v.Input, &v.Output, &v.Cached, &v.CacheWrite, &v.Reasoning, &v.Cost)
+	if err != nil {
+		return Bucket{}, fmt.Errorf("usage total: %w", s.db.ReadErr(ctx, err))
+	}
+	return v.bucket(""), nil
+}
+
+// totalOf is the sum of an INTEGER column as an integer on both engines
+// (PostgreSQL's SUM of a BIGINT is NUMERIC), 0 over no rows.
+func totalOf(col string) string { return `COALESCE(CAST(SUM(` + col + `) AS BIGINT), 0)` }
 
 // Backfiller is an engine whose database may hold generations recorded
 // before the usage roll-ups existed (SQLite's, made by an older svcgw):
@@ -198,16 +246,15 @@ type rowScanner interface {
 // bucket.
 //
 // The rows are added up here rather than by a GROUP BY, so that the read
-// can give up the processor every few hundred rows: the database produces
+// can give up the processor between rows (a Slicer): the database produces
 // them one at a time as they are asked for, and a report over thousands of
-// buckets then delays a call on the same core by a fraction of a
-// millisecond instead of by its whole length (docs/ledger-scale.md).
+// buckets then delays a call on the same core by a slice (ReadSlice)
+// instead of by its whole length (docs/ledger-scale.md).
 func sumUsageRows(rows rowScanner, groupBy string) (map[string]*UsageSums, error) {
 	sums := make(map[string]*UsageSums)
-	for n := 1; rows.Next(); n++ {
-		if n%YieldRows == 0 {
-			runtime.Gosched()
-		}
+	var slice Slicer
+	for rows.Next() {
+		slice.Yield()
 		var (
 			first  int32
 			bucket string
@@ -230,10 +277,6 @@ func sumUsageRows(rows rowScanner, groupBy string) (map[string]*UsageSums, error
 	}
 	return sums, nil
 }
-
-// YieldRows is how many roll-up rows a usage read reads between yields of
-// the processor.
-const YieldRows = 256
 
 // spanPart is a range of usage_periods rows of one span: those whose first
 // day is in [from, to).

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"sort"
 	"time"
 )
@@ -74,10 +73,9 @@ const usageDaySQL = `SELECT first_day, bucket, ` + periodSums + ` FROM usage_per
 // sumDayRows adds up the rows of a usageDaySQL query by day and bucket.
 func sumDayRows(rows rowScanner) (map[DayCell]*UsageSums, error) {
 	sums := make(map[DayCell]*UsageSums)
-	for n := 1; rows.Next(); n++ {
-		if n%YieldRows == 0 {
-			runtime.Gosched() // see sumUsageRows
-		}
+	var slice Slicer // see sumUsageRows
+	for rows.Next() {
+		slice.Yield()
 		var (
 			c DayCell
 			v UsageSums

@@ -138,7 +138,7 @@ type chunk struct {
 }
 
 // backfillRead adds the generations with after < rowid <= upto to rs, in
-// one short read, giving up the processor every few hundred rows.
+// one short read, giving up the processor between rows (store.Slicer).
 func (s *Store) backfillRead(ctx context.Context, after, upto int64, rs *store.RollupSums) (int, error) {
 	rows, err := s.r.QueryContext(ctx,
 		`SELECT account_id, COALESCE(key_id, ''), application, request_type,
@@ -150,10 +150,9 @@ func (s *Store) backfillRead(ctx context.Context, after, upto int64, rs *store.R
 	}
 	defer rows.Close()
 	n := 0
+	var slice store.Slicer
 	for rows.Next() {
-		if n%store.YieldRows == store.YieldRows-1 {
-			runtime.Gosched()
-		}
+		slice.Yield()
 		var r store.GenRow
 		g := &r.Gen
 		if err := rows.Scan(&g.AccountID, &g.KeyID, &g.Application, &g.RequestType,

@@ -54,7 +54,16 @@ func (s *Store) Spend(ctx context.Context, accountID int64, keyID string, now ti
 // what is queued. It reads through the pool of the account endpoints and
 // commands, never the call path's: a page of accounts is one read per
 // account, and calls must not queue behind them for a connection.
+//
+// An account's alone (keyID "", the management API's list of accounts)
+// is read from the usage roll-ups once they are complete: today's row and
+// this month's rows by request type, at most nine rows whatever the
+// number of keys, where spend_daily holds a row per key and day (and
+// loadSpend reads the month before too, for the caps' memory).
 func (s *Store) PeriodSpend(ctx context.Context, accountID int64, keyID string, now time.Time) (store.Spend, error) {
+	if keyID == "" && s.RollupsComplete() {
+		return s.accountPeriodSpend(ctx, accountID, now)
+	}
 	var sp store.Spend
 	e, err := s.loadSpend(ctx, s.r, spendKey{account: accountID}, now)
 	if err != nil {
@@ -69,6 +78,35 @@ func (s *Store) PeriodSpend(ctx context.Context, accountID int64, keyID string, 
 		}
 		sp.KeyDay, sp.KeyMonth = e.period(p)
 	}
+	return sp, nil
+}
+
+// accountPeriodSpendSQL reads an account's total_used and its charges of
+// a day and of a month from usage_periods: the one row of the day axis on
+// the day, and the rows of the request type axis for the month (the
+// axes' sums are the same generations'; store/storetest's CheckRollups
+// holds them to spend_daily's).
+const accountPeriodSpendSQL = `SELECT
+	(SELECT total_used_micros FROM accounts WHERE id = ?1),
+	(SELECT COALESCE(SUM(cost_micros), 0) FROM usage_periods
+		WHERE account_id = ?1 AND axis = 'day' AND span = 'day' AND first_day = ?2),
+	(SELECT COALESCE(SUM(cost_micros), 0) FROM usage_periods
+		WHERE account_id = ?1 AND axis = 'request_type' AND span = 'month' AND first_day = ?3)`
+
+// accountPeriodSpend is PeriodSpend of an account alone, from the roll-ups.
+func (s *Store) accountPeriodSpend(ctx context.Context, accountID int64, now time.Time) (store.Spend, error) {
+	ctx, cancel := s.ReadCtx(ctx)
+	defer cancel()
+	p := store.PeriodOf(now)
+	var (
+		sp    store.Spend
+		total sql.NullInt64 // NULL: an unknown account, which has spent nothing
+	)
+	err := s.r.QueryRowContext(ctx, accountPeriodSpendSQL, accountID, p.Day, p.MonthStart).Scan(&total, &sp.AccountDay, &sp.AccountMonth)
+	if err != nil {
+		return store.Spend{}, fmt.Errorf("spend of account %d: %w", accountID, readErr(ctx, err))
+	}
+	sp.Total = total.Int64
 	return sp, nil
 }
 
@@ -273,7 +311,9 @@ func (s *Store) loadSpend(ctx context.Context, db *sql.DB, k spendKey, now time.
 		return nil, fmt.Errorf("load spend: %w", readErr(ctx, err))
 	}
 	defer rows.Close()
+	var slice store.Slicer // an account of many keys has many rows
 	for rows.Next() {
+		slice.Yield()
 		var (
 			day  int32
 			cost int64

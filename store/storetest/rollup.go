@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/apd/v3"
+
 	"github.com/svcgw/svcgw/money"
 	"github.com/svcgw/svcgw/store"
 )
@@ -235,11 +237,46 @@ func CheckAllUsage(t *testing.T, s store.DB, r *rand.Rand, accounts []store.Acco
 				if err != nil {
 					t.Fatalf("usage %+v: %v", q, err)
 				}
-				if err := SameBuckets(got, usageFromGenerations(t, s, a.ID, q)); err != nil {
+				want := usageFromGenerations(t, s, a.ID, q)
+				if err := SameBuckets(got, want); err != nil {
 					t.Errorf("account %s, group by %s, %s – %s: %v", a.Name, groupBy,
+						rg[0].Format(time.DateOnly), rg[1].Format(time.DateOnly), err)
+				}
+				if groupBy != store.GroupByDay {
+					continue
+				}
+				// The account's total (the management API's usage by
+				// account) is every bucket added up.
+				total, err := s.UsageTotal(ctx, a.ID, q)
+				if err != nil {
+					t.Fatalf("usage total %+v: %v", q, err)
+				}
+				if err := SameBuckets([]store.Bucket{total}, []store.Bucket{sumBuckets(t, want)}); err != nil {
+					t.Errorf("account %s, total, %s – %s: %v", a.Name,
 						rg[0].Format(time.DateOnly), rg[1].Format(time.DateOnly), err)
 				}
 			}
 		}
 	}
+}
+
+// sumBuckets adds buckets up into one, named "".
+func sumBuckets(t *testing.T, buckets []store.Bucket) store.Bucket {
+	t.Helper()
+	sum := store.Bucket{Cost: money.Micros(0).Decimal()} // as the store renders amounts
+	for _, b := range buckets {
+		sum.Requests += b.Requests
+		sum.InputTokens += b.InputTokens
+		sum.OutputTokens += b.OutputTokens
+		sum.TotalTokens += b.TotalTokens
+		sum.CachedInputTokens += b.CachedInputTokens
+		sum.CacheWriteTokens += b.CacheWriteTokens
+		sum.ReasoningTokens += b.ReasoningTokens
+		var c apd.Decimal
+		if _, err := apd.BaseContext.Add(&c, &sum.Cost, &b.Cost); err != nil {
+			t.Fatal(err)
+		}
+		sum.Cost = c
+	}
+	return sum
 }

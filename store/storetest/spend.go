@@ -69,7 +69,15 @@ func testSpend_DaysAndMonths(t *testing.T, open Opener) {
 		got, err := s.PeriodSpend(ctx, a.ID, k.ID, now)
 		is.NoErr(err)
 		is.Equal(got, want) // memory and database agree
+		// The account's alone (the management API's list): on SQLite
+		// from the roll-ups, which must say the same.
+		got, err = s.PeriodSpend(ctx, a.ID, "", now)
+		is.NoErr(err)
+		is.Equal(got, store.Spend{Total: want.Total, AccountDay: want.AccountDay, AccountMonth: want.AccountMonth})
 	}
+	got, err := s.PeriodSpend(ctx, 999, "", feb1)
+	is.NoErr(err)
+	is.Equal(got, store.Spend{}) // an unknown account has spent nothing
 }
 
 func testBudget(t *testing.T, open Opener) {

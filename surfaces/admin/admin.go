@@ -50,6 +50,7 @@ type Store interface {
 	ListAudit(ctx context.Context, q store.AuditQuery) ([]store.AuditEntry, bool, error)
 
 	Usage(ctx context.Context, accountID int64, q store.UsageQuery) ([]store.Bucket, error)
+	UsageTotal(ctx context.Context, accountID int64, q store.UsageQuery) (store.Bucket, error)
 	GenerationByID(ctx context.Context, id string) (store.Generation, error)
 	ListGenerations(ctx context.Context, accountID int64, q store.ListQuery) ([]store.ListedGeneration, bool, error)
 }

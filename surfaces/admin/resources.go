@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
-	"runtime"
 	"strconv"
 	"time"
 
@@ -97,8 +96,9 @@ func (h *Handler) listAccounts(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := List[Account]{Data: make([]Account, 0, len(page)), HasMore: more}
+	var slice store.Slicer // see yield
 	for _, a := range page {
-		runtime.Gosched() // see yield
+		slice.Yield()
 		v, err := h.account(r, a)
 		if err != nil {
 			h.fail(w, r, err)
@@ -557,11 +557,14 @@ func (h *Handler) audit(w http.ResponseWriter, r *http.Request) {
 }
 
 // yield: the reads of a page of accounts, or of every account's usage,
-// are one database read per account, a few milliseconds of processor in
-// all; giving the processor up between accounts lets calls run between
-// them (on a gateway with one core, a call would otherwise wait for the
-// scheduler's 10 ms time slice), as the store's usage reads do every few
-// hundred rows (docs/ledger-scale.md).
+// are one database read per account, milliseconds of processor in all.
+// On a gateway with one core, a call that arrives meanwhile would wait for
+// all of it: runtime.Gosched between accounts is not enough, since with
+// one P the scheduler polls the network only when it has nothing to run
+// (store.YieldCPU). A store.Slicer gives the processor up between
+// accounts once a slice (store.ReadSlice, 100 µs) has run, network
+// included, as the store's usage reads do between rows
+// (docs/ledger-scale.md).
 
 // pageSize reads ?limit= (1 to 500; 100 when absent).
 func pageSize(w http.ResponseWriter, r *http.Request) (int, bool) {

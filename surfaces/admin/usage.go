@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"runtime"
 	"sort"
-	"time"
 
 	"github.com/cockroachdb/apd/v3"
 
@@ -29,16 +27,14 @@ func (h *Handler) usage(w http.ResponseWriter, r *http.Request) {
 	groupBy := q.Get("group_by")
 	byAccount := groupBy == groupByAccount
 	if byAccount {
-		// Each account's buckets are summed into one; any grouping does.
+		// Each account's usage is one bucket (UsageTotal); the grouping
+		// only has to parse.
 		groupBy = store.GroupByRequestType
 	}
 	uq, err := account.ParseUsageQuery(groupBy, q.Get("start_date"), q.Get("end_date"))
 	if err != nil {
 		writeLLMError(w, err, "group_by must be one of account, day, request_type, application, api_key")
 		return
-	}
-	if byAccount && dayRowsFewer(uq) {
-		uq.GroupBy = store.GroupByDay
 	}
 	ctx := r.Context()
 	var accts []store.Account
@@ -54,19 +50,29 @@ func (h *Handler) usage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sums := make(map[string]*store.Bucket)
+	var slice store.Slicer // see yield
 	for _, a := range accts {
-		runtime.Gosched() // see yield
+		slice.Yield()
+		if byAccount {
+			// One row an account, added up by the database.
+			b, err := h.st.UsageTotal(ctx, a.ID, uq)
+			if err != nil {
+				h.fail(w, r, err)
+				return
+			}
+			if b.Requests > 0 { // an account without calls has no bucket
+				b.Bucket = a.Name
+				sums[a.Name] = &b
+			}
+			continue
+		}
 		buckets, err := h.st.Usage(ctx, a.ID, uq)
 		if err != nil {
 			h.fail(w, r, err)
 			return
 		}
 		for _, b := range buckets {
-			name := b.Bucket
-			if byAccount {
-				name = a.Name
-			}
-			if err := addBucket(sums, name, b); err != nil {
+			if err := addBucket(sums, b.Bucket, b); err != nil {
 				h.fail(w, r, err)
 				return
 			}
@@ -86,20 +92,6 @@ func (h *Handler) usage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, report)
-}
-
-// dayRowsFewer reports whether an account's usage over q's range is
-// summed from fewer roll-up rows by day than by request type, the two
-// groupings an account's total can be read from: by day it reads a row
-// per day of the range; by request type, one per request type and part of
-// the range (whole years, whole months, the days at the edges:
-// docs/ledger-scale.md), so up to 8 times as many over a few weeks, and
-// far fewer over years or all time. Up to a year, days are fewer. Summed
-// over every account (group_by=account: the operator's top spenders), this
-// is the difference between reading 30 and 240 rows an account for the
-// last 30 days.
-func dayRowsFewer(q store.UsageQuery) bool {
-	return !q.Start.IsZero() && !q.End.IsZero() && q.End.Sub(q.Start) <= 366*24*time.Hour
 }
 
 // addBucket adds b into sums[name].
