@@ -26,3 +26,23 @@ func AppendFloats(dst []byte, v []float32) []byte {
 	}
 	return append(dst, ']')
 }
+
+// AppendVector appends vector i of e as a JSON array of numbers: its text
+// as the upstream wrote it when e holds text (an array of numbers,
+// checked, in the caller's form), else its values by AppendFloats.
+func AppendVector(dst []byte, e *llm.Embeddings, i int) []byte {
+	if e.Text != nil {
+		return append(dst, e.Text[i]...)
+	}
+	return AppendFloats(dst, e.Vectors[i])
+}
+
+// EmbedText readies e to be written in the form wire: text in another
+// form is turned into values (llm.Embeddings.Floats), which the router's
+// checks make an error that does not happen.
+func EmbedText(e *llm.Embeddings, wire llm.EmbedWire) error {
+	if e.Text != nil && e.Wire != wire {
+		return e.Floats()
+	}
+	return nil
+}
