@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -53,6 +54,9 @@ type recorded struct {
 type embedRecorder struct {
 	*httptest.Server
 	promptTokens int
+	// ignoreFormat answers floats whatever encoding_format asks, as some
+	// compatible servers do; else "base64" is answered as OpenAI does.
+	ignoreFormat bool
 
 	mu   sync.Mutex
 	reqs []recorded
@@ -76,14 +80,21 @@ func (rec *embedRecorder) serve(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	switch {
 	case r.URL.Path == "/v1/embeddings":
-		var req struct{ Input []string }
+		var req struct {
+			Input          []string
+			EncodingFormat string `json:"encoding_format"`
+		}
 		if err := json.Unmarshal(body, &req); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
 		data := make([]map[string]any, len(req.Input))
 		for i := range req.Input {
-			data[i] = map[string]any{"object": "embedding", "index": i, "embedding": upstreamVectors[i]}
+			var emb any = upstreamVectors[i]
+			if req.EncodingFormat == "base64" && !rec.ignoreFormat {
+				emb = base64Floats(upstreamVectors[i])
+			}
+			data[i] = map[string]any{"object": "embedding", "index": i, "embedding": emb}
 		}
 		_ = json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": data, "model": embedOAModel, "id": embedUpstreamMark,
 			"usage": map[string]int{"prompt_tokens": rec.promptTokens, "total_tokens": rec.promptTokens}})
@@ -103,6 +114,15 @@ func (rec *embedRecorder) serve(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.NotFound(w, r)
 	}
+}
+
+// base64Floats is v as OpenAI's encoding_format "base64" writes it.
+func base64Floats(v []float32) string {
+	var raw []byte
+	for _, f := range v {
+		raw = binary.LittleEndian.AppendUint32(raw, math.Float32bits(f))
+	}
+	return base64.StdEncoding.EncodeToString(raw)
 }
 
 func (rec *embedRecorder) take() []recorded {
@@ -149,6 +169,9 @@ func TestEmbeddingsUpstream_EachSurfaceToEachProtocol(t *testing.T) {
 		path    string // the caller's
 		body    string // the caller's
 		auth    bool   // x-goog-api-key instead of a Bearer token
+		// ignoreFormat has the OpenAI upstream answer floats whatever
+		// encoding_format asks.
+		ignoreFormat bool
 		// What the upstream must receive: one request, exactly.
 		upPath, upBody, upAuth, upAuthValue string
 		base64                              bool
@@ -163,9 +186,34 @@ func TestEmbeddingsUpstream_EachSurfaceToEachProtocol(t *testing.T) {
 			path:   "/svc/v1/embeddings",
 			body:   `{"model":"text-embedding-3-small","input":["The cat sat on the mat.","Quarterly revenue grew four percent."],"dimensions":4,"encoding_format":"base64","user":"u-42"}`,
 			upPath: "/v1/embeddings",
-			upBody: `{"model":"backend-embed-oa","input":["The cat sat on the mat.","Quarterly revenue grew four percent."],"dimensions":4,"encoding_format":"float","user":"u-42"}`,
+			upBody: `{"model":"backend-embed-oa","input":["The cat sat on the mat.","Quarterly revenue grew four percent."],"dimensions":4,"encoding_format":"base64","user":"u-42"}`,
 			upAuth: "Authorization", upAuthValue: "Bearer sk-up",
 			base64: true, vectors: 2, tokens: reported,
+		},
+		{
+			name: "OpenAI surface to an OpenAI-compatible upstream that ignores encoding_format: floats, encoded as base64 by svcgw",
+			backend: func(url string) upstream.Backend {
+				return openai.New(upstream.HTTPOptions{BaseURL: url + "/v1", APIKey: "sk-up", Model: embedOAModel})
+			},
+			ignoreFormat: true,
+			path:         "/svc/v1/embeddings",
+			body:         `{"model":"text-embedding-3-small","input":["The cat sat on the mat.","Quarterly revenue grew four percent."],"dimensions":4,"encoding_format":"base64"}`,
+			upPath:       "/v1/embeddings",
+			upBody:       `{"model":"backend-embed-oa","input":["The cat sat on the mat.","Quarterly revenue grew four percent."],"dimensions":4,"encoding_format":"base64"}`,
+			upAuth:       "Authorization", upAuthValue: "Bearer sk-up",
+			base64: true, vectors: 2, tokens: reported,
+		},
+		{
+			name: "OpenAI surface to an OpenAI-compatible upstream, floats",
+			backend: func(url string) upstream.Backend {
+				return openai.New(upstream.HTTPOptions{BaseURL: url + "/v1", APIKey: "sk-up", Model: embedOAModel})
+			},
+			path:   "/svc/v1/embeddings",
+			body:   `{"model":"text-embedding-3-small","input":["The cat sat on the mat.","Quarterly revenue grew four percent."],"dimensions":4,"encoding_format":"float"}`,
+			upPath: "/v1/embeddings",
+			upBody: `{"model":"backend-embed-oa","input":["The cat sat on the mat.","Quarterly revenue grew four percent."],"dimensions":4,"encoding_format":"float"}`,
+			upAuth: "Authorization", upAuthValue: "Bearer sk-up",
+			vectors: 2, tokens: reported,
 		},
 		{
 			name: "OpenAI surface to a Gemini upstream: batchEmbedContents, dimensions as outputDimensionality",
@@ -238,6 +286,7 @@ func TestEmbeddingsUpstream_EachSurfaceToEachProtocol(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			is := is.New(t)
 			rec := newEmbedRecorder(t, reported)
+			rec.ignoreFormat = tc.ignoreFormat
 			gw := embedGateway(t, tc.backend(rec.URL))
 			before := gw.credits(t)
 			var hdr []string
@@ -328,6 +377,89 @@ func TestEmbeddingsUpstream_EachSurfaceToEachProtocol(t *testing.T) {
 			assertNoBackend(t, rec, resp, body)
 			genResp, genBody := gw.do(t, http.MethodGet, "/svc/v1/generation?id="+id, "")
 			assertNoBackend(t, rec, genResp, genBody) // nor does the record the caller can read
+		})
+	}
+}
+
+// TestEmbeddingsUpstream_PassThroughChecks sends the caller's form to an
+// OpenAI-protocol upstream whose reply, in that form, is passed through
+// unparsed: each reply the checks must refuse fails the attempt as an
+// upstream error, and the call goes to the next candidate (or, with none,
+// answers 502), never reaching the caller.
+func TestEmbeddingsUpstream_PassThroughChecks(t *testing.T) {
+	const input = `["The cat sat on the mat.","Quarterly revenue grew four percent."]`
+	item := func(i int, emb string) string {
+		return `{"object":"embedding","index":` + strconv.Itoa(i) + `,"embedding":` + emb + `}`
+	}
+	reply := func(items ...string) string {
+		return `{"object":"list","data":[` + strings.Join(items, ",") + `],"model":"m","usage":{"prompt_tokens":5,"total_tokens":5}}`
+	}
+	b64 := func(v ...float32) string { return `"` + base64Floats(v) + `"` }
+	for _, tc := range []struct {
+		name, format, body string
+	}{
+		{"a malformed number", "float", reply(item(0, `[0.5,-0.5,0.5,-.5]`), item(1, `[1,0,0,0]`))},
+		{"a number with a leading zero", "float", reply(item(0, `[0.5,-0.5,0.5,-05]`), item(1, `[1,0,0,0]`))},
+		{"a trailing comma", "float", reply(item(0, `[0.5,-0.5,0.5,-0.5,]`), item(1, `[1,0,0,0]`))},
+		{"too few numbers", "float", reply(item(0, `[0.5,-0.5,0.5]`), item(1, `[1,0,0]`))},
+		{"numbers of unequal counts", "float", reply(item(0, `[0.5,-0.5,0.5,-0.5]`), item(1, `[1,0,0]`))},
+		{"an exponent overflowing float32", "float", reply(item(0, `[0.5,-0.5,0.5,-0.5e999]`), item(1, `[1,0,0,0]`))},
+		{"too many digits for a float32", "float", reply(item(0, `[0.5,-0.5,0.5,`+strings.Repeat("9", 40)+`]`), item(1, `[1,0,0,0]`))},
+		{"NaN", "float", reply(item(0, `[0.5,-0.5,0.5,NaN]`), item(1, `[1,0,0,0]`))},
+		{"one vector for two inputs", "float", reply(item(0, `[0.5,-0.5,0.5,-0.5]`))},
+		{"a repeated index", "float", reply(item(0, `[0.5,-0.5,0.5,-0.5]`), item(0, `[1,0,0,0]`))},
+		{"a base64 alphabet it is not", "base64", reply(item(0, `"AAAAPwAAAL8AAAA/AAAAvw-_"`), item(1, b64(1, 0, 0, 0)))},
+		{"base64 of the wrong length", "base64", reply(item(0, b64(0.5, -0.5, 0.5)), item(1, b64(1, 0, 0)))},
+		{"base64 of unequal lengths", "base64", reply(item(0, b64(0.5, -0.5, 0.5, -0.5)), item(1, b64(1, 0, 0)))},
+		{"base64 cut short", "base64", reply(item(0, `"AAAAPwAAAL8AAAA/AAAAv"`), item(1, b64(1, 0, 0, 0)))},
+		{"base64 of an infinity", "base64", reply(item(0, b64(0.5, -0.5, 0.5, float32(math.Inf(1)))), item(1, b64(1, 0, 0, 0)))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			is := is.New(t)
+			var bad sync.Mutex
+			badCalls := 0
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				bad.Lock()
+				badCalls++
+				bad.Unlock()
+				_, _ = io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = io.WriteString(w, tc.body)
+			}))
+			t.Cleanup(srv.Close)
+			body := `{"model":"m","input":` + input + `,"dimensions":4,"encoding_format":"` + tc.format + `"}`
+
+			// Alone, the upstream's reply fails the call: 502.
+			badBE := openai.New(upstream.HTTPOptions{BaseURL: srv.URL + "/v1", APIKey: "k", Model: embedOAModel})
+			gw := embedGateway(t, badBE)
+			resp, rb := gw.do(t, http.MethodPost, "/svc/v1/embeddings", body)
+			is.Equal(resp.StatusCode, http.StatusBadGateway)
+			is.True(!strings.Contains(string(rb), "0.5"))
+			is.True(badCalls >= 1)
+
+			// Before a sound upstream, the call falls back to it.
+			rec := newEmbedRecorder(t, 5)
+			good := openai.New(upstream.HTTPOptions{BaseURL: rec.URL + "/v1", APIKey: "k", Model: embedOAModel})
+			gw = newTestGateway(t, func(o *Options) {
+				o.Router = upstream.NewRouter([]upstream.Candidate{
+					{Name: "bad/model", Backend: badBE, Upstream: "bad", Model: "model"},
+					{Name: "good/model", Backend: good, Upstream: "good", Model: "model"},
+				})
+			})
+			before := badCalls
+			resp, rb = gw.do(t, http.MethodPost, "/svc/v1/embeddings", body)
+			is.Equal(resp.StatusCode, http.StatusOK)
+			is.True(badCalls > before) // the first candidate was tried
+			var r struct {
+				Data []struct{ Embedding json.RawMessage }
+			}
+			is.NoErr(json.Unmarshal(rb, &r))
+			is.Equal(len(r.Data), 2)
+			want := string(mustJSON(upstreamVectors[0]))
+			if tc.format == "base64" {
+				want = `"` + base64Floats(upstreamVectors[0]) + `"`
+			}
+			is.Equal(string(r.Data[0].Embedding), want) // the sound upstream's vector, as it sent it
 		})
 	}
 }

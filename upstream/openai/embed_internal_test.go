@@ -10,7 +10,9 @@ import (
 	"path/filepath"
 	"reflect"
 	"strconv"
+	"syscall"
 	"testing"
+	"time"
 
 	jsonv1 "github.com/go-json-experiment/json/v1"
 
@@ -109,15 +111,28 @@ func BenchmarkEmbedReply(b *testing.B) {
 			b.Run(enc+"/"+mode, func(b *testing.B) {
 				b.SetBytes(int64(len(raw)))
 				b.ReportAllocs()
+				before := processCPU(b)
 				for b.Loop() {
 					out, err := embedReply(raw, w)
 					if err != nil || (out.Text != nil) != (w != llm.WireNone) {
 						b.Fatal(err, out.Text != nil)
 					}
 				}
+				b.StopTimer()
+				// CPU per vector: what a loaded machine does not change.
+				b.ReportMetric(float64((processCPU(b)-before).Nanoseconds())/1e3/float64(b.N)/100, "cpu-µs/vector")
 			})
 		}
 	}
+}
+
+// processCPU is the process's user and system CPU time so far.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // embedSeeds are embeddings replies on the edges of what the scanner
