@@ -194,6 +194,11 @@ type embedList struct {
 	resp  *llm.Embeddings
 }
 
+// JSONSize bounds the reply's length (surface.JSONSizer).
+func (l embedList) JSONSize() int {
+	return surface.VectorsSize(l.resp, l.base64, 64) + 2*len(l.model) + 128
+}
+
 func (l embedList) AppendJSON(b []byte) []byte {
 	b = append(b, `{"object":"list","data":[`...)
 	var raw []byte

@@ -152,6 +152,9 @@ type embedValues struct {
 	resp  *llm.Embeddings
 }
 
+// JSONSize bounds the reply's length (surface.JSONSizer).
+func (e embedValues) JSONSize() int { return surface.VectorsSize(e.resp, false, 16) + 32 }
+
 func (e embedValues) AppendJSON(b []byte) []byte {
 	if !e.batch {
 		b = append(b, `{"embedding":{"values":`...)

@@ -46,3 +46,23 @@ func EmbedText(e *llm.Embeddings, wire llm.EmbedWire) error {
 	}
 	return nil
 }
+
+// VectorsSize is about how long e's vectors are as JSON (at least as
+// long): their text, or 16 bytes a value (the most a float32 takes:
+// -1.2345678e-38), or base64 when b64; and per vector, room for its
+// members.
+func VectorsSize(e *llm.Embeddings, b64 bool, perVector int) int {
+	n := 0
+	for i := range e.Len() {
+		switch {
+		case e.Text != nil:
+			n += len(e.Text[i])
+		case b64:
+			n += (len(e.Vectors[i])*4+2)/3*4 + 2
+		default:
+			n += len(e.Vectors[i])*16 + 2
+		}
+		n += perVector
+	}
+	return n
+}
