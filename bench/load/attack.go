@@ -135,6 +135,9 @@ func runAttack(c config) (*Result, error) {
 // a warm-up, then the measured phase, watching the target.
 func closedAttack(c config, r *Result, ep endpoint) (*Result, error) {
 	r.Detail = fmt.Sprintf("closed loop, %d connections, %s", c.connections, c.duration)
+	if c.scenario == "embeddings" {
+		r.Detail += fmt.Sprintf(", %d texts a call, encoding_format %s", c.embedInputs, c.embedFormat)
+	}
 	var okTotal atomic.Int64
 	if c.warmup > 0 {
 		if _, _, err := runClosed(c, ep, c.warmup, &okTotal); err != nil {
