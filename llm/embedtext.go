@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"strconv"
 )
 
@@ -211,16 +212,11 @@ func numberEnd(b []byte, i int) (end int, slow bool) {
 	}
 	if i < len(b) && b[i] == '.' {
 		i++
-		d := i
-		for i+8 <= len(b) && digits8(binary.LittleEndian.Uint64(b[i:])) {
-			i += 8
-		}
-		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
-			i++
-		}
-		if i == d {
+		n := digitRun(b[i:])
+		if n == 0 {
 			return -1, false
 		}
+		i += n
 	}
 	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
 		slow = true
@@ -239,12 +235,29 @@ func numberEnd(b []byte, i int) (end int, slow bool) {
 	return i, slow
 }
 
-// digits8 reports whether all eight bytes of x are ASCII digits: a byte c
-// is one when c-'0' does not borrow and c+('~'-'9') does not carry into
-// its top bit (the tricks of "Bit Twiddling Hacks").
-func digits8(x uint64) bool {
+// nonDigits marks with its top bit each byte of x that is not an ASCII
+// digit: a byte c is one when c-'0' does not borrow and c+(0x7f-'9') does
+// not carry into its top bit (the tricks of "Bit Twiddling Hacks"). A
+// borrow or carry reaches the bytes above a non-digit only, so the lowest
+// byte marked is exact.
+func nonDigits(x uint64) uint64 {
 	const ones, tops = 0x0101010101010101, 0x8080808080808080
-	return (x|(x+ones*(0x7f-'9'))|(x-ones*'0'))&tops == 0
+	return (x | (x + ones*(0x7f-'9')) | (x - ones*'0')) & tops
+}
+
+// digitRun returns how many bytes at the start of b are ASCII digits,
+// eight at a time.
+func digitRun(b []byte) int {
+	i := 0
+	for ; i+8 <= len(b); i += 8 {
+		if m := nonDigits(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+			return i + bits.TrailingZeros64(m)/8
+		}
+	}
+	for i < len(b) && '0' <= b[i] && b[i] <= '9' {
+		i++
+	}
+	return i
 }
 
 // finite32 reports whether the number text t is finite as a float32.

@@ -85,14 +85,20 @@ func TestFloat32ArrayText_NoCopy(t *testing.T) {
 	}
 }
 
-func TestDigits8(t *testing.T) {
+func TestDigitRun(t *testing.T) {
 	for c := range 256 {
-		for pos := range 8 {
-			b := []byte("01234567")
+		for pos := range 12 {
+			b := []byte("012345678901")
 			b[pos] = byte(c)
-			want := '0' <= c && c <= '9'
-			if got := digits8(binary.LittleEndian.Uint64(b)); got != want {
-				t.Fatalf("%q: %v", b, got)
+			want := len(b)
+			if c < '0' || c > '9' {
+				want = pos
+			}
+			if got := digitRun(b); got != want {
+				t.Fatalf("%q: %d, want %d", b, got, want)
+			}
+			if got := digitRun(b[:pos+1]); got != min(want, pos+1) {
+				t.Fatalf("%q: %d", b[:pos+1], got)
 			}
 		}
 	}
