@@ -25,6 +25,7 @@
 #   BENCH_HOLD_CHUNK_DELAY=500ms … this far apart (so each lasts ~10 s)
 #   BENCH_SURFACE_DURATION=5s   measured phase of each surface in (e)
 #   BENCH_EMBED_INPUTS=8        texts per embeddings call (h); the mock answers 1,536 floats each
+#   BENCH_EMBED_FORMAT=float    encoding_format of each call (h): float, or base64 (the OpenAI SDKs' default)
 #   BENCH_TIMEOUT=10s           per-call timeout (bounds a run against a target that hangs)
 #   BENCH_SCENARIOS="max max-vegeta rate stream hold surfaces embeddings"
 #                               (max: bench/load's closed-loop driver; max-vegeta: the same load by vegeta)
@@ -87,6 +88,7 @@ hold_delay=${BENCH_HOLD_CHUNK_DELAY:-500ms}
 surface_duration=${BENCH_SURFACE_DURATION:-5s}
 call_timeout=${BENCH_TIMEOUT:-10s}
 embed_inputs=${BENCH_EMBED_INPUTS:-8}
+embed_format=${BENCH_EMBED_FORMAT:-float}
 scenarios=${BENCH_SCENARIOS:-max max-vegeta rate stream hold surfaces embeddings}
 targets=${BENCH_TARGETS:-direct proxy svcgw svcgw-h2c}
 target_cpu=${BENCH_TARGET_CPU:-1}
@@ -518,10 +520,10 @@ if has surfaces && case " $targets " in *" svcgw "*) true ;; *) false ;; esac; t
 	for s in messages gencontent; do drive "$s" svcgw -connections "$connections" -duration "$surface_duration" -warmup "$warmup"; done
 fi
 if has embeddings; then
-	log "(h) embeddings @ $connections connections, $embed_inputs texts a call, $duration"
+	log "(h) embeddings @ $connections connections, $embed_inputs texts a call as $embed_format, $duration"
 	for t in $targets; do
 		[ "$t" = floor ] && continue # bench/floor serves chat completions only
-		drive embeddings "$t" -connections "$connections" -duration "$duration" -warmup "$warmup" -embed-inputs "$embed_inputs"
+		drive embeddings "$t" -connections "$connections" -duration "$duration" -warmup "$warmup" -embed-inputs "$embed_inputs" -embed-format "$embed_format"
 	done
 fi
 # Last: 1,000 streams leave memory behind that Go returns to the OS only

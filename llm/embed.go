@@ -32,6 +32,12 @@ type EmbedRequest struct {
 	// InputTokens is svcgw's own count of the inputs, set by the server
 	// once the call is decoded: what is reserved and rate-limited.
 	InputTokens int
+	// Wire is the form the caller's reply writes its vectors in (set by
+	// the server from the surface's reply). A backend whose upstream
+	// answers in that form passes the vectors' text through
+	// (Embeddings.Text); an OpenAI-protocol backend asks for it
+	// (encoding_format).
+	Wire EmbedWire
 }
 
 // EmbedInput is one input: text, or a sequence of token ids (OpenAI's
@@ -46,6 +52,15 @@ type EmbedInput struct {
 // asked for base64 encodes them itself).
 type Embeddings struct {
 	Vectors [][]float32
+	// Text, when not nil, holds the vectors instead of Vectors, as the
+	// upstream wrote them in the caller's form Wire (the request's): a
+	// JSON array of numbers without white space, or base64 text without
+	// its quotes. The backend checked it (Float32ArrayText,
+	// CheckBase64Vector): Dims well-formed numbers each, all finite as
+	// float32. Floats turns it into Vectors.
+	Text [][]byte
+	Wire EmbedWire
+	Dims int
 	// Usage counts the input tokens the upstream billed (OutputTokens is
 	// always 0); zero when the upstream did not say, and the server then
 	// charges its own count.

@@ -3,13 +3,18 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -273,4 +278,108 @@ type flushCounter struct {
 func (f *flushCounter) Flush() {
 	f.flushes++
 	f.ResponseRecorder.Flush()
+}
+
+// cannedEmbedder is an OpenAI-protocol embeddings upstream without the
+// network, answering as bench/mock does: every input the same unit vector
+// of 1,536 values, nine decimals each as float text, or its float32s as
+// base64 when the request asks for encoding_format "base64".
+type cannedEmbedder struct{ floats, b64 []byte }
+
+func newCannedEmbedder(dims int) *cannedEmbedder {
+	v := make([]float64, dims)
+	x, norm := uint32(2463534242), 0.0
+	for i := range v {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		v[i] = float64(x)/float64(1<<32) - 0.5
+		norm += v[i] * v[i]
+	}
+	norm = math.Sqrt(norm)
+	f := []byte{'['}
+	raw := make([]byte, 0, 4*dims)
+	for i := range v {
+		if i > 0 {
+			f = append(f, ',')
+		}
+		f = strconv.AppendFloat(f, v[i]/norm, 'f', 9, 64)
+		raw = binary.LittleEndian.AppendUint32(raw, math.Float32bits(float32(v[i]/norm)))
+	}
+	f = append(f, ']')
+	return &cannedEmbedder{floats: f, b64: []byte(`"` + base64.StdEncoding.EncodeToString(raw) + `"`)}
+}
+
+func (u *cannedEmbedder) RoundTrip(r *http.Request) (*http.Response, error) {
+	body, _ := io.ReadAll(r.Body)
+	r.Body.Close()
+	var req struct {
+		Input          []json.RawMessage `json:"input"`
+		EncodingFormat string            `json:"encoding_format"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, err
+	}
+	vec := u.floats
+	if req.EncodingFormat == "base64" {
+		vec = u.b64
+	}
+	b := make([]byte, 0, len(req.Input)*(len(vec)+48)+128)
+	b = append(b, `{"object":"list","data":[`...)
+	for i := range req.Input {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"object":"embedding","index":`...)
+		b = strconv.AppendInt(b, int64(i), 10)
+		b = append(b, `,"embedding":`...)
+		b = append(b, vec...)
+		b = append(b, '}')
+	}
+	b = append(b, `],"model":"mock-embedding","usage":{"prompt_tokens":64,"total_tokens":64}}`...)
+	resp := &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Request: r, ProtoMajor: 1, ProtoMinor: 1}
+	resp.Header.Set("Content-Type", "application/json")
+	resp.Body = io.NopCloser(bytes.NewReader(b))
+	resp.ContentLength = int64(len(b))
+	return resp, nil
+}
+
+// BenchmarkPipeline_EmbeddingsOpenAI is bench/run.sh's (h) call through
+// the whole handler, routed over the OpenAI protocol to cannedEmbedder: 1
+// or 8 passages, the caller asking for floats or base64 (the official
+// SDKs' default).
+func BenchmarkPipeline_EmbeddingsOpenAI(b *testing.B) {
+	be := openai.New(upstream.HTTPOptions{BaseURL: "http://mock.invalid/v1", APIKey: "bench", Model: "mock-embedding",
+		Client: &http.Client{Transport: newCannedEmbedder(1536)}})
+	r := upstream.NewRouter([]upstream.Candidate{{Name: "mock", Backend: be, Limits: be.Limits()}})
+	const text = "Photosynthesis is the process by which green plants, algae and some bacteria turn light energy into chemical energy, storing it in sugars made from carbon dioxide and water; chapter "
+	for _, n := range []int{1, 8} {
+		for _, format := range []string{"float", "base64"} {
+			texts := make([]string, n)
+			for i := range texts {
+				texts[i] = strconv.Quote(text + strconv.Itoa(i+1) + ".")
+			}
+			body := `{"model":"text-embedding-3-small","input":[` + strings.Join(texts, ",") + `],"encoding_format":"` + format + `"}`
+			b.Run(fmt.Sprintf("%dx%s", n, format), func(b *testing.B) {
+				h, key, st := benchGateway(b, r)
+				b.ReportAllocs()
+				before := processCPU(b)
+				for b.Loop() {
+					req := httptest.NewRequest(http.MethodPost, "/svc/v1/embeddings", strings.NewReader(body))
+					req.Header.Set("Authorization", "Bearer "+key)
+					w := httptest.NewRecorder()
+					h.ServeHTTP(w, req)
+					if w.Code != http.StatusOK {
+						b.Fatalf("status %d: %s", w.Code, w.Body)
+					}
+				}
+				b.StopTimer()
+				// CPU per call: what a loaded machine does not change.
+				b.ReportMetric(float64((processCPU(b)-before).Microseconds())/float64(b.N), "cpu-µs/op")
+				if err := st.Sync(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+			})
+		}
+	}
 }

@@ -4,10 +4,13 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/matryer/is"
@@ -92,6 +95,9 @@ func TestEmbeddingsUpstream_EachSurfaceToEachProtocol(t *testing.T) {
 		path    string // the caller's
 		body    string // the caller's
 		auth    bool   // x-goog-api-key instead of a Bearer token
+		// ignoreFormat has the OpenAI upstream answer floats whatever
+		// encoding_format asks.
+		ignoreFormat bool
 		// What the upstream must receive: one request, exactly.
 		upPath, upBody, upAuth, upAuthValue string
 		base64                              bool
@@ -106,9 +112,34 @@ func TestEmbeddingsUpstream_EachSurfaceToEachProtocol(t *testing.T) {
 			path:   "/svc/v1/embeddings",
 			body:   `{"model":"text-embedding-3-small","input":["The cat sat on the mat.","Quarterly revenue grew four percent."],"dimensions":4,"encoding_format":"base64","user":"u-42"}`,
 			upPath: "/v1/embeddings",
-			upBody: `{"model":"backend-embed-oa","input":["The cat sat on the mat.","Quarterly revenue grew four percent."],"dimensions":4,"encoding_format":"float","user":"u-42"}`,
+			upBody: `{"model":"backend-embed-oa","input":["The cat sat on the mat.","Quarterly revenue grew four percent."],"dimensions":4,"encoding_format":"base64","user":"u-42"}`,
 			upAuth: "Authorization", upAuthValue: "Bearer sk-up",
 			base64: true, vectors: 2, tokens: reported,
+		},
+		{
+			name: "OpenAI surface to an OpenAI-compatible upstream that ignores encoding_format: floats, encoded as base64 by svcgw",
+			backend: func(url string) upstream.Backend {
+				return openai.New(upstream.HTTPOptions{BaseURL: url + "/v1", APIKey: "sk-up", Model: embedOAModel})
+			},
+			ignoreFormat: true,
+			path:         "/svc/v1/embeddings",
+			body:         `{"model":"text-embedding-3-small","input":["The cat sat on the mat.","Quarterly revenue grew four percent."],"dimensions":4,"encoding_format":"base64"}`,
+			upPath:       "/v1/embeddings",
+			upBody:       `{"model":"backend-embed-oa","input":["The cat sat on the mat.","Quarterly revenue grew four percent."],"dimensions":4,"encoding_format":"base64"}`,
+			upAuth:       "Authorization", upAuthValue: "Bearer sk-up",
+			base64: true, vectors: 2, tokens: reported,
+		},
+		{
+			name: "OpenAI surface to an OpenAI-compatible upstream, floats",
+			backend: func(url string) upstream.Backend {
+				return openai.New(upstream.HTTPOptions{BaseURL: url + "/v1", APIKey: "sk-up", Model: embedOAModel})
+			},
+			path:   "/svc/v1/embeddings",
+			body:   `{"model":"text-embedding-3-small","input":["The cat sat on the mat.","Quarterly revenue grew four percent."],"dimensions":4,"encoding_format":"float"}`,
+			upPath: "/v1/embeddings",
+			upBody: `{"model":"backend-embed-oa","input":["The cat sat on the mat.","Quarterly revenue grew four percent."],"dimensions":4,"encoding_format":"float"}`,
+			upAuth: "Authorization", upAuthValue: "Bearer sk-up",
+			vectors: 2, tokens: reported,
 		},
 		{
 			name: "OpenAI surface to a Gemini upstream: batchEmbedContents, dimensions as outputDimensionality",
@@ -181,6 +212,7 @@ func TestEmbeddingsUpstream_EachSurfaceToEachProtocol(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			is := is.New(t)
 			rec := newEmbedRecorder(t, reported)
+			rec.IgnoreFormat = tc.ignoreFormat
 			gw := embedGateway(t, tc.backend(rec.URL))
 			before := gw.credits(t)
 			var hdr []string
@@ -271,6 +303,89 @@ func TestEmbeddingsUpstream_EachSurfaceToEachProtocol(t *testing.T) {
 			assertNoBackend(t, rec, resp, body)
 			genResp, genBody := gw.do(t, http.MethodGet, "/svc/v1/generation?id="+id, "")
 			assertNoBackend(t, rec, genResp, genBody) // nor does the record the caller can read
+		})
+	}
+}
+
+// TestEmbeddingsUpstream_PassThroughChecks sends the caller's form to an
+// OpenAI-protocol upstream whose reply, in that form, is passed through
+// unparsed: each reply the checks must refuse fails the attempt as an
+// upstream error, and the call goes to the next candidate (or, with none,
+// answers 502), never reaching the caller.
+func TestEmbeddingsUpstream_PassThroughChecks(t *testing.T) {
+	const input = `["The cat sat on the mat.","Quarterly revenue grew four percent."]`
+	item := func(i int, emb string) string {
+		return `{"object":"embedding","index":` + strconv.Itoa(i) + `,"embedding":` + emb + `}`
+	}
+	reply := func(items ...string) string {
+		return `{"object":"list","data":[` + strings.Join(items, ",") + `],"model":"m","usage":{"prompt_tokens":5,"total_tokens":5}}`
+	}
+	b64 := func(v ...float32) string { return `"` + embedrecorder.Base64(v) + `"` }
+	for _, tc := range []struct {
+		name, format, body string
+	}{
+		{"a malformed number", "float", reply(item(0, `[0.5,-0.5,0.5,-.5]`), item(1, `[1,0,0,0]`))},
+		{"a number with a leading zero", "float", reply(item(0, `[0.5,-0.5,0.5,-05]`), item(1, `[1,0,0,0]`))},
+		{"a trailing comma", "float", reply(item(0, `[0.5,-0.5,0.5,-0.5,]`), item(1, `[1,0,0,0]`))},
+		{"too few numbers", "float", reply(item(0, `[0.5,-0.5,0.5]`), item(1, `[1,0,0]`))},
+		{"numbers of unequal counts", "float", reply(item(0, `[0.5,-0.5,0.5,-0.5]`), item(1, `[1,0,0]`))},
+		{"an exponent overflowing float32", "float", reply(item(0, `[0.5,-0.5,0.5,-0.5e999]`), item(1, `[1,0,0,0]`))},
+		{"too many digits for a float32", "float", reply(item(0, `[0.5,-0.5,0.5,`+strings.Repeat("9", 40)+`]`), item(1, `[1,0,0,0]`))},
+		{"NaN", "float", reply(item(0, `[0.5,-0.5,0.5,NaN]`), item(1, `[1,0,0,0]`))},
+		{"one vector for two inputs", "float", reply(item(0, `[0.5,-0.5,0.5,-0.5]`))},
+		{"a repeated index", "float", reply(item(0, `[0.5,-0.5,0.5,-0.5]`), item(0, `[1,0,0,0]`))},
+		{"a base64 alphabet it is not", "base64", reply(item(0, `"AAAAPwAAAL8AAAA/AAAAvw-_"`), item(1, b64(1, 0, 0, 0)))},
+		{"base64 of the wrong length", "base64", reply(item(0, b64(0.5, -0.5, 0.5)), item(1, b64(1, 0, 0)))},
+		{"base64 of unequal lengths", "base64", reply(item(0, b64(0.5, -0.5, 0.5, -0.5)), item(1, b64(1, 0, 0)))},
+		{"base64 cut short", "base64", reply(item(0, `"AAAAPwAAAL8AAAA/AAAAv"`), item(1, b64(1, 0, 0, 0)))},
+		{"base64 of an infinity", "base64", reply(item(0, b64(0.5, -0.5, 0.5, float32(math.Inf(1)))), item(1, b64(1, 0, 0, 0)))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			is := is.New(t)
+			var bad sync.Mutex
+			badCalls := 0
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				bad.Lock()
+				badCalls++
+				bad.Unlock()
+				_, _ = io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = io.WriteString(w, tc.body)
+			}))
+			t.Cleanup(srv.Close)
+			body := `{"model":"m","input":` + input + `,"dimensions":4,"encoding_format":"` + tc.format + `"}`
+
+			// Alone, the upstream's reply fails the call: 502.
+			badBE := openai.New(upstream.HTTPOptions{BaseURL: srv.URL + "/v1", APIKey: "k", Model: embedOAModel})
+			gw := embedGateway(t, badBE)
+			resp, rb := gw.do(t, http.MethodPost, "/svc/v1/embeddings", body)
+			is.Equal(resp.StatusCode, http.StatusBadGateway)
+			is.True(!strings.Contains(string(rb), "0.5"))
+			is.True(badCalls >= 1)
+
+			// Before a sound upstream, the call falls back to it.
+			rec := newEmbedRecorder(t, 5)
+			good := openai.New(upstream.HTTPOptions{BaseURL: rec.URL + "/v1", APIKey: "k", Model: embedOAModel})
+			gw = newTestGateway(t, func(o *Options) {
+				o.Router = upstream.NewRouter([]upstream.Candidate{
+					{Name: "bad/model", Backend: badBE, Upstream: "bad", Model: "model"},
+					{Name: "good/model", Backend: good, Upstream: "good", Model: "model"},
+				})
+			})
+			before := badCalls
+			resp, rb = gw.do(t, http.MethodPost, "/svc/v1/embeddings", body)
+			is.Equal(resp.StatusCode, http.StatusOK)
+			is.True(badCalls > before) // the first candidate was tried
+			var r struct {
+				Data []struct{ Embedding json.RawMessage }
+			}
+			is.NoErr(json.Unmarshal(rb, &r))
+			is.Equal(len(r.Data), 2)
+			want := string(mustJSON(upstreamVectors[0]))
+			if tc.format == "base64" {
+				want = `"` + embedrecorder.Base64(upstreamVectors[0]) + `"`
+			}
+			is.Equal(string(r.Data[0].Embedding), want) // the sound upstream's vector, as it sent it
 		})
 	}
 }

@@ -107,6 +107,7 @@ func (e *embedKind) decode(s *Server, r *http.Request, c *call, body []byte) err
 	}
 	req.Account = strconv.FormatInt(c.caller.AccountID, 10)
 	req.InputTokens = req.CountInputTokens()
+	req.Wire = reply.Wire()
 	c.embed, c.embedReply, c.model = req, reply, req.Model
 	c.input = req.InputTokens
 	c.class = classify.Embedding(req.Model, effort)

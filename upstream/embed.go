@@ -66,16 +66,37 @@ var ErrNoEmbeddings = &llm.Error{Kind: llm.KindNotFound,
 	Message: "embeddings are not served here: no upstream this gateway is configured with has an embeddings endpoint"}
 
 // checkEmbeddings refuses a reply that does not answer req (see Embed).
+// A reply of text (e.Text, passed through) must be in the caller's form,
+// and its numbers were checked finite by the backend as it read them
+// (llm.JSONScanner.Float32ArrayText, llm.CheckBase64Vector).
 func checkEmbeddings(req *llm.EmbedRequest, e *llm.Embeddings) error {
-	if e == nil || len(e.Vectors) != len(req.Inputs) {
+	if e == nil || e.Len() != len(req.Inputs) {
 		n := 0
 		if e != nil {
-			n = len(e.Vectors)
+			n = e.Len()
 		}
 		return &llm.Error{Kind: llm.KindUpstream, Message: MsgEmbedCount,
 			Err: fmt.Errorf("backend returned %d vectors for %d inputs", n, len(req.Inputs))}
 	}
 	want := req.Dimensions
+	if e.Text != nil {
+		if e.Wire != req.Wire || e.Wire == llm.WireNone {
+			return &llm.Error{Kind: llm.KindUpstream, Message: MsgMalformed,
+				Err: fmt.Errorf("backend returned vectors as text of form %d for a caller of form %d", e.Wire, req.Wire)}
+		}
+		if want == 0 {
+			want = e.Dims
+		}
+		if e.Dims != want || e.Dims <= 0 {
+			msg := MsgMalformed
+			if e.Dims < want && e.Dims > 0 {
+				msg = MsgEmbedShort
+			}
+			return &llm.Error{Kind: llm.KindUpstream, Message: msg,
+				Err: fmt.Errorf("backend returned vectors of %d dimensions, want %d", e.Dims, want)}
+		}
+		return nil
+	}
 	for i, v := range e.Vectors {
 		if want == 0 {
 			want = len(v)

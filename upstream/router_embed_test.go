@@ -112,6 +112,43 @@ func TestRouter_Embed(t *testing.T) {
 		}
 	})
 
+	t.Run("vectors as text must be in the caller's form and of the length asked", func(t *testing.T) {
+		for name, c := range map[string]struct {
+			e    llm.Embeddings
+			dims int
+			ok   bool
+		}{
+			"as asked":         {llm.Embeddings{Text: [][]byte{[]byte("[1,0]")}, Wire: llm.WireOpenAIFloats, Dims: 2}, 2, true},
+			"any length":       {llm.Embeddings{Text: [][]byte{[]byte("[1,0]")}, Wire: llm.WireOpenAIFloats, Dims: 2}, 0, true},
+			"another form":     {llm.Embeddings{Text: [][]byte{[]byte("AACAPw==")}, Wire: llm.WireOpenAIBase64, Dims: 1}, 0, false},
+			"short":            {llm.Embeddings{Text: [][]byte{[]byte("[1]")}, Wire: llm.WireOpenAIFloats, Dims: 1}, 2, false},
+			"unequal lengths":  {llm.Embeddings{Text: [][]byte{[]byte("[1]")}, Wire: llm.WireOpenAIFloats, Dims: -1}, 0, false},
+			"no form":          {llm.Embeddings{Text: [][]byte{[]byte("[1]")}, Dims: 1}, 0, false},
+			"a vector too few": {llm.Embeddings{Text: [][]byte{}, Wire: llm.WireOpenAIFloats, Dims: 2}, 2, false},
+		} {
+			t.Run(name, func(t *testing.T) {
+				is := is.New(t)
+				b := &fakeEmbedder{fakeBackend: *answering("x")}
+				b.EmbedFn = func(context.Context, *llm.EmbedRequest) (*llm.Embeddings, error) {
+					e := c.e
+					return &e, nil
+				}
+				r := upstream.NewRouter([]upstream.Candidate{cand("e", b)})
+				q := embedReq("a")
+				q.Dimensions, q.Wire = c.dims, llm.WireOpenAIFloats
+				out, _, err := r.Embed(context.Background(), llm.TypePro, llm.TierLow, q)
+				if c.ok {
+					is.NoErr(err)
+					is.Equal(string(out.Text[0]), "[1,0]")
+					return
+				}
+				var le *llm.Error
+				is.True(errors.As(err, &le))
+				is.Equal(le.Kind, llm.KindUpstream)
+			})
+		}
+	})
+
 	t.Run("the fixture embeds through the router", func(t *testing.T) {
 		is := is.New(t)
 		r := upstream.NewRouter([]upstream.Candidate{cand("fx", fixture.New(fixture.Options{}))})

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -45,6 +46,9 @@ func runAttack(c config) (*Result, error) {
 	case "embeddings":
 		if c.embedInputs < 1 {
 			return nil, fmt.Errorf("-embed-inputs must be at least 1")
+		}
+		if c.embedFormat != "float" && c.embedFormat != "base64" {
+			return nil, fmt.Errorf("-embed-format must be float or base64")
 		}
 		ep = c.embeddingsEndpoint(c.embedInputs)
 		// One call first, checked: a vector per text, of the mock's size.
@@ -131,6 +135,9 @@ func runAttack(c config) (*Result, error) {
 // a warm-up, then the measured phase, watching the target.
 func closedAttack(c config, r *Result, ep endpoint) (*Result, error) {
 	r.Detail = fmt.Sprintf("closed loop, %d connections, %s", c.connections, c.duration)
+	if c.scenario == "embeddings" {
+		r.Detail += fmt.Sprintf(", %d texts a call, encoding_format %s", c.embedInputs, c.embedFormat)
+	}
 	var okTotal atomic.Int64
 	if c.warmup > 0 {
 		if _, _, err := runClosed(c, ep, c.warmup, &okTotal); err != nil {
@@ -227,7 +234,8 @@ func checkSurface(c config, surface string) (int64, error) {
 }
 
 // checkEmbeddings sends ep once and checks the answer is OpenAI's
-// embeddings reply with one vector per text, all of one size.
+// embeddings reply with one vector per text, all of one size, in the
+// form asked (-embed-format).
 func checkEmbeddings(c config, ep endpoint) (int64, error) {
 	req, err := http.NewRequest(http.MethodPost, ep.url, strings.NewReader(ep.body))
 	if err != nil {
@@ -249,19 +257,39 @@ func checkEmbeddings(c config, ep endpoint) (int64, error) {
 	var r struct {
 		Object string `json:"object"`
 		Data   []struct {
-			Embedding []float32 `json:"embedding"`
+			Embedding json.RawMessage `json:"embedding"`
 		} `json:"data"`
 	}
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return 1, fmt.Errorf("embeddings check: %w: %.300s", err, raw)
 	}
-	if r.Object != "list" || len(r.Data) != c.embedInputs || len(r.Data[0].Embedding) == 0 {
+	if r.Object != "list" || len(r.Data) != c.embedInputs {
 		return 1, fmt.Errorf("embeddings check: want a list of %d vectors: %.300s", c.embedInputs, raw)
 	}
+	size := -1
 	for _, d := range r.Data {
-		if len(d.Embedding) != len(r.Data[0].Embedding) {
-			return 1, fmt.Errorf("embeddings check: vectors of %d and %d floats", len(d.Embedding), len(r.Data[0].Embedding))
+		var n int
+		if c.embedFormat == "base64" {
+			var s string
+			if err := json.Unmarshal(d.Embedding, &s); err != nil {
+				return 1, fmt.Errorf("embeddings check: want base64: %w", err)
+			}
+			b, err := base64.StdEncoding.DecodeString(s)
+			if err != nil || len(b)%4 != 0 {
+				return 1, fmt.Errorf("embeddings check: not base64 of float32s: %.100s", s)
+			}
+			n = len(b) / 4
+		} else {
+			var v []float32
+			if err := json.Unmarshal(d.Embedding, &v); err != nil {
+				return 1, fmt.Errorf("embeddings check: want floats: %w", err)
+			}
+			n = len(v)
 		}
+		if n == 0 || size >= 0 && n != size {
+			return 1, fmt.Errorf("embeddings check: vectors of %d and %d floats", size, n)
+		}
+		size = n
 	}
 	return 1, nil
 }

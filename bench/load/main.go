@@ -94,6 +94,7 @@ type config struct {
 	duration, warmup, timeout        time.Duration
 	connections, rate, streams       int
 	embedInputs                      int
+	embedFormat                      string
 	holdTimeout                      time.Duration
 	profileURL, profileOut, heapOut  string
 	traceOut                         string
@@ -147,6 +148,7 @@ func runCmd(args []string) error {
 	fs.IntVar(&c.rate, "rate", 2000, "calls per second (rate, streamrate)")
 	fs.IntVar(&c.streams, "streams", 1000, "streams held open at once (hold)")
 	fs.IntVar(&c.embedInputs, "embed-inputs", 8, "texts per embeddings call (embeddings)")
+	fs.StringVar(&c.embedFormat, "embed-format", "float", "encoding_format of each embeddings call: float, or base64 (the official OpenAI SDKs' default)")
 	fs.DurationVar(&c.holdTimeout, "hold-timeout", 60*time.Second, "hold: give up on streams after this long")
 	fs.StringVar(&c.profileURL, "cpuprofile-url", "", "pprof base URL of the target (svcgwprof); a CPU profile of the measured phase is fetched from it")
 	fs.StringVar(&c.profileOut, "cpuprofile-out", "", "where to write that profile")
@@ -273,7 +275,7 @@ func (c config) chatEndpoint(stream bool) endpoint {
 const embedText = "Photosynthesis is the process by which green plants, algae and some bacteria turn light energy into chemical energy, storing it in sugars made from carbon dioxide and water; chapter "
 
 // embeddingsEndpoint is an OpenAI embeddings call of n texts (distinct,
-// so that nothing could be cached), asking for floats.
+// so that nothing could be cached), asking for -embed-format.
 func (c config) embeddingsEndpoint(n int) endpoint {
 	ep := c.chatEndpoint(false)
 	ep.url = strings.TrimSuffix(ep.url, "/chat/completions") + "/embeddings"
@@ -281,7 +283,7 @@ func (c config) embeddingsEndpoint(n int) endpoint {
 	for i := range texts {
 		texts[i] = strconv.Quote(embedText + strconv.Itoa(i+1) + ".")
 	}
-	ep.body = `{"model":"text-embedding-3-small","input":[` + strings.Join(texts, ",") + `],"encoding_format":"float"}`
+	ep.body = `{"model":"text-embedding-3-small","input":[` + strings.Join(texts, ",") + `],"encoding_format":"` + c.embedFormat + `"}`
 	return ep
 }
 

@@ -529,7 +529,7 @@ func (rp *report) tables() {
 // embeddingsTable is (h): embeddings calls at saturation, each target
 // against the same mock.
 func (rp *report) embeddingsTable() {
-	if !rp.header("(h) embeddings at saturation, OpenAI's /v1/embeddings, floats", "embeddings", ratioColumn()) {
+	if !rp.header("(h) embeddings at saturation, OpenAI's /v1/embeddings", "embeddings", ratioColumn()) {
 		return
 	}
 	rp.row("calls/s", "embeddings", func(r *Result) string { return f0(r.Throughput) }, ratio(func(r *Result) float64 { return r.Throughput }))

@@ -9,7 +9,8 @@
 //
 // POST /v1/embeddings answers OpenAI's embeddings reply: one vector of
 // -embed-dims floats per input (the same vector each time, written as
-// OpenAI writes them, nine decimals), with usage.
+// OpenAI writes them, nine decimals, or with encoding_format "base64" the
+// base64 of its float32s), with usage.
 //
 // The stream shape can be changed while it runs, so that one mock serves
 // every scenario: POST /_mock/shape?chunks=20&chunk_delay=500ms (any of
@@ -25,6 +26,8 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -123,13 +126,15 @@ type chatRequest struct {
 type mock struct {
 	shape    atomic.Pointer[shape]
 	requests atomic.Int64
-	// embedding is one vector as JSON text, rendered once.
-	embedding []byte
+	// embedding is one vector as JSON text, rendered once;
+	// embedding64 the same as a base64 JSON string.
+	embedding, embedding64 []byte
 }
 
 // renderEmbedding returns a unit vector of dims floats as JSON text, its
-// values spread as a model's are (a fixed pseudo-random sequence).
-func renderEmbedding(dims int) []byte {
+// values spread as a model's are (a fixed pseudo-random sequence), and as
+// a JSON string of the base64 of its float32s.
+func renderEmbedding(dims int) (floats, b64 []byte) {
 	v := make([]float64, dims)
 	x, norm := uint32(2463534242), 0.0
 	for i := range v {
@@ -141,13 +146,15 @@ func renderEmbedding(dims int) []byte {
 	}
 	norm = math.Sqrt(norm)
 	b := []byte{'['}
+	raw := make([]byte, 0, 4*dims)
 	for i := range v {
 		if i > 0 {
 			b = append(b, ',')
 		}
 		b = strconv.AppendFloat(b, v[i]/norm, 'f', 9, 64)
+		raw = binary.LittleEndian.AppendUint32(raw, math.Float32bits(float32(v[i]/norm)))
 	}
-	return append(b, ']')
+	return append(b, ']'), []byte(`"` + base64.StdEncoding.EncodeToString(raw) + `"`)
 }
 
 // embeddings answers an embeddings request: one vector per input (a
@@ -160,7 +167,8 @@ func (m *mock) embeddings(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req struct {
-		Input json.RawMessage `json:"input"`
+		Input          json.RawMessage `json:"input"`
+		EncodingFormat string          `json:"encoding_format"`
 	}
 	var inputs []json.RawMessage
 	w.Header().Set("Content-Type", "application/json")
@@ -179,7 +187,11 @@ func (m *mock) embeddings(w http.ResponseWriter, r *http.Request) {
 		n = len(inputs)
 	}
 	tokens := n * m.shape.Load().PromptTokens
-	b := make([]byte, 0, n*(len(m.embedding)+48)+128)
+	vec := m.embedding
+	if req.EncodingFormat == "base64" {
+		vec = m.embedding64
+	}
+	b := make([]byte, 0, n*(len(vec)+48)+128)
 	b = append(b, `{"object":"list","data":[`...)
 	for i := range n {
 		if i > 0 {
@@ -188,7 +200,7 @@ func (m *mock) embeddings(w http.ResponseWriter, r *http.Request) {
 		b = append(b, `{"object":"embedding","index":`...)
 		b = strconv.AppendInt(b, int64(i), 10)
 		b = append(b, `,"embedding":`...)
-		b = append(b, m.embedding...)
+		b = append(b, vec...)
 		b = append(b, '}')
 	}
 	b = append(b, `],"model":"mock-embedding","usage":{"prompt_tokens":`...)
@@ -316,7 +328,8 @@ func main() {
 	if *embedDims < 1 {
 		log.Fatal("embed-dims must be at least 1")
 	}
-	m := &mock{embedding: renderEmbedding(*embedDims)}
+	m := &mock{}
+	m.embedding, m.embedding64 = renderEmbedding(*embedDims)
 	m.shape.Store(s)
 
 	mux := http.NewServeMux()

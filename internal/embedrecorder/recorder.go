@@ -52,6 +52,10 @@ type Recorder struct {
 	// Vector is the i-th input's vector of dims values (dims is the
 	// requested size, else the protocol's default); nil, Vector below.
 	Vector func(i, dims int) []float32
+	// IgnoreFormat answers floats whatever encoding_format asks, as some
+	// OpenAI-compatible servers do; else "base64" is answered as OpenAI
+	// does.
+	IgnoreFormat bool
 
 	mu   sync.Mutex
 	reqs []Request
@@ -125,12 +129,8 @@ func (rec *Recorder) answer(w http.ResponseWriter, r *http.Request, body []byte)
 		for i := range data {
 			v := rec.vector(i, dims)
 			var emb any = v
-			if req.EncodingFormat == "base64" {
-				raw := make([]byte, 4*len(v))
-				for j, x := range v {
-					binary.LittleEndian.PutUint32(raw[4*j:], math.Float32bits(x))
-				}
-				emb = base64.StdEncoding.EncodeToString(raw)
+			if req.EncodingFormat == "base64" && !rec.IgnoreFormat {
+				emb = Base64(v)
 			}
 			data[i] = map[string]any{"object": "embedding", "index": i, "embedding": emb}
 		}
@@ -163,6 +163,16 @@ func (rec *Recorder) answer(w http.ResponseWriter, r *http.Request, body []byte)
 		return http.StatusOK, b
 	}
 	return http.StatusNotFound, []byte(`{"error":{"code":404,"message":"not found","status":"NOT_FOUND"}}`)
+}
+
+// Base64 is v as OpenAI's encoding_format "base64" writes it: the
+// float32 values, little-endian, in standard base64.
+func Base64(v []float32) string {
+	raw := make([]byte, 4*len(v))
+	for j, x := range v {
+		binary.LittleEndian.PutUint32(raw[4*j:], math.Float32bits(x))
+	}
+	return base64.StdEncoding.EncodeToString(raw)
 }
 
 func geminiDims(d int) int {

@@ -59,7 +59,9 @@ const micros = (usd) => Math.round(Number(usd) * 1e6);
 // What the client's request becomes upstream, as svcgw translates it: one
 // request, the backend's model, svcgw's own key order, each input one
 // user content of one text part on Gemini; taskType and title are
-// Gemini's alone, encoding_format always float (svcgw encodes base64).
+// Gemini's alone, encoding_format the caller's when it called in OpenAI's
+// shape and asked for base64 (the upstream's base64 then passes through),
+// else float.
 function expectedUpstream(path, body) {
   const req = JSON.parse(body);
   let texts, dims, taskType, title, user;
@@ -75,7 +77,7 @@ function expectedUpstream(path, body) {
   if (mode === 'openai') {
     const up = { model: OA_MODEL, input: texts };
     if (dims !== undefined) up.dimensions = dims;
-    up.encoding_format = 'float';
+    up.encoding_format = path.endsWith('/embeddings') && req.encoding_format === 'base64' ? 'base64' : 'float';
     if (user) up.user = user;
     return { path: '/v1/embeddings', body: JSON.stringify(up), auth: ['authorization', `Bearer ${OA_KEY}`], texts, title: '' };
   }
@@ -91,10 +93,16 @@ function expectedUpstream(path, body) {
     : { path: `/v1beta/models/${GM_MODEL}:batchEmbedContents`, body: JSON.stringify({ requests: texts.map(one) }), auth: ['x-goog-api-key', GM_KEY], texts, title };
 }
 
+// fromBase64 is the float32 values of OpenAI's encoding_format "base64".
+const fromBase64 = (b64) => {
+  const bytes = Uint8Array.from(Buffer.from(b64, 'base64')); // a copy: aligned for Float32Array
+  return Array.from(new Float32Array(bytes.buffer));
+};
+
 // The vectors of an upstream reply, in order.
 function upstreamVectors(reply) {
   const r = JSON.parse(reply);
-  if (r.data) return r.data.map((d) => d.embedding);
+  if (r.data) return r.data.map((d) => (typeof d.embedding === 'string' ? fromBase64(d.embedding) : d.embedding));
   if (r.embeddings) return r.embeddings.map((e) => e.values);
   return [r.embedding.values];
 }

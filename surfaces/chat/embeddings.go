@@ -165,10 +165,24 @@ func checkEmbedInputs(ins []llm.EmbedInput) error {
 // "embedding", index, embedding}], model, usage}, each vector an array of
 // floats or, with encoding_format base64, the base64 of its float32s in
 // little-endian order (what OpenAI sends, and the SDKs decode).
+// A vector the upstream sent in the caller's form (resp.Text: an
+// OpenAI-protocol upstream asked for the caller's encoding_format) is
+// written as it came; any other is written from its values.
 type embedReply struct{ base64 bool }
+
+// Wire is the form the reply writes vectors in.
+func (e embedReply) Wire() llm.EmbedWire {
+	if e.base64 {
+		return llm.WireOpenAIBase64
+	}
+	return llm.WireOpenAIFloats
+}
 
 // WriteEmbeddings writes resp.
 func (e embedReply) WriteEmbeddings(w http.ResponseWriter, model string, resp *llm.Embeddings) error {
+	if err := surface.EmbedText(resp, e.Wire()); err != nil {
+		return err
+	}
 	return surface.WriteJSON(w, http.StatusOK, embedList{e, model, resp})
 }
 
@@ -180,26 +194,36 @@ type embedList struct {
 	resp  *llm.Embeddings
 }
 
+// JSONSize bounds the reply's length (surface.JSONSizer).
+func (l embedList) JSONSize() int {
+	return surface.VectorsSize(l.resp, l.base64, 64) + 2*len(l.model) + 128
+}
+
 func (l embedList) AppendJSON(b []byte) []byte {
 	b = append(b, `{"object":"list","data":[`...)
 	var raw []byte
-	for i, v := range l.resp.Vectors {
+	for i := range l.resp.Len() {
 		if i > 0 {
 			b = append(b, ',')
 		}
 		b = append(b, `{"object":"embedding","index":`...)
 		b = strconv.AppendInt(b, int64(i), 10)
 		b = append(b, `,"embedding":`...)
-		if l.base64 {
+		switch {
+		case l.base64 && l.resp.Text != nil:
+			b = append(b, '"')
+			b = append(b, l.resp.Text[i]...)
+			b = append(b, '"')
+		case l.base64:
 			raw = raw[:0]
-			for _, f := range v {
+			for _, f := range l.resp.Vectors[i] {
 				raw = binary.LittleEndian.AppendUint32(raw, math.Float32bits(f))
 			}
 			b = append(b, '"')
 			b = base64.StdEncoding.AppendEncode(b, raw)
 			b = append(b, '"')
-		} else {
-			b = surface.AppendFloats(b, v)
+		default:
+			b = surface.AppendVector(b, l.resp, i)
 		}
 		b = append(b, '}')
 	}

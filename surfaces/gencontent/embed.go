@@ -134,32 +134,43 @@ func contains(list []string, s string) bool {
 
 // embedReply writes an EmbedContentResponse ({embedding: {values}}) or a
 // BatchEmbedContentsResponse ({embeddings: [{values}]}).
+// A vector a Gemini upstream sent (resp.Text) is written as it came; any
+// other is written from its values.
 type embedReply struct{ batch bool }
+
+// Wire is the form the reply writes vectors in: Gemini's values.
+func (embedReply) Wire() llm.EmbedWire { return llm.WireGeminiValues }
 
 // WriteEmbeddings writes resp; the model is not part of the reply.
 func (e embedReply) WriteEmbeddings(w http.ResponseWriter, _ string, resp *llm.Embeddings) error {
-	return surface.WriteJSON(w, http.StatusOK, embedValues{e.batch, resp.Vectors})
+	if err := surface.EmbedText(resp, e.Wire()); err != nil {
+		return err
+	}
+	return surface.WriteJSON(w, http.StatusOK, embedValues{e.batch, resp})
 }
 
 // embedValues is the reply's body, written without reflection.
 type embedValues struct {
-	batch   bool
-	vectors [][]float32
+	batch bool
+	resp  *llm.Embeddings
 }
+
+// JSONSize bounds the reply's length (surface.JSONSizer).
+func (e embedValues) JSONSize() int { return surface.VectorsSize(e.resp, false, 16) + 32 }
 
 func (e embedValues) AppendJSON(b []byte) []byte {
 	if !e.batch {
 		b = append(b, `{"embedding":{"values":`...)
-		b = surface.AppendFloats(b, e.vectors[0])
+		b = surface.AppendVector(b, e.resp, 0)
 		return append(b, "}}"...)
 	}
 	b = append(b, `{"embeddings":[`...)
-	for i, v := range e.vectors {
+	for i := range e.resp.Len() {
 		if i > 0 {
 			b = append(b, ',')
 		}
 		b = append(b, `{"values":`...)
-		b = surface.AppendFloats(b, v)
+		b = surface.AppendVector(b, e.resp, i)
 		b = append(b, '}')
 	}
 	return append(b, "]}"...)

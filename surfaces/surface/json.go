@@ -325,6 +325,14 @@ func WriteJSON(w http.ResponseWriter, status int, v any) error {
 	defer putJSONEncoder(je)
 	var body []byte
 	if a, ok := v.(JSONAppender); ok {
+		if z, ok := v.(JSONSizer); ok {
+			if n := z.JSONSize() + 1; n > cap(je.b) {
+				// One allocation of the reply's size, instead of the
+				// doublings (and copies) of appending a large reply,
+				// an embeddings batch's 150 KB, to a small buffer.
+				je.b = make([]byte, 0, n)
+			}
+		}
 		je.b = append(a.AppendJSON(je.b[:0]), '\n')
 		body = je.b
 	} else {
@@ -346,6 +354,12 @@ func WriteJSON(w http.ResponseWriter, status int, v any) error {
 // (without Encode's newline), as a surface's tests check.
 type JSONAppender interface {
 	AppendJSON(dst []byte) []byte
+}
+
+// JSONSizer is a JSONAppender that knows about how long its JSON is (at
+// least as long, for WriteJSON to allocate it once).
+type JSONSizer interface {
+	JSONSize() int
 }
 
 // contentTypeJSON is WriteJSON's Content-Type value, shared (net/http only

@@ -156,6 +156,10 @@ type EmbedReply interface {
 	// WriteEmbeddings encodes resp (status 200) in the native format, with
 	// the caller's model id.
 	WriteEmbeddings(w http.ResponseWriter, model string, resp *llm.Embeddings) error
+	// Wire is the form the reply writes vectors in (llm.EmbedWire): a
+	// vector an upstream sent in that form is written as it came
+	// (resp.Text), any other from its values.
+	Wire() llm.EmbedWire
 }
 
 // MaxEmbedDimensions is the longest vector a caller may ask for: above

@@ -30,6 +30,9 @@ import (
 //     shortened vectors as the caller's job); the vectors are returned as
 //     sent. One longer than asked is cut and re-normalised
 //     (protocol.FitDimensions).
+//   - A caller in Gemini's shape (llm.WireGeminiValues) gets each vector's
+//     values as the upstream wrote them, checked (scanEmbedding), not
+//     parsed and formatted again; any other caller gets them parsed.
 //   - A call of more than embedBatch inputs (or HTTPOptions.EmbedBatch,
 //     when smaller) goes upstream as several batches
 //     (protocol.EmbedBatches).
@@ -53,6 +56,11 @@ type gmBatchEmbedRequest struct {
 
 type gmEmbedding struct {
 	Values []float32 `json:"values"`
+	// text is values as the reply wrote them, checked, for a caller in
+	// Gemini's shape (the scanner's, never the decoder's); count is how
+	// many numbers it holds.
+	text  []byte
+	count int
 }
 
 // gmEmbedResponse is the reply of either method: embedding for
@@ -81,7 +89,7 @@ func (b *Backend) Embed(ctx context.Context, req *llm.EmbedRequest) (*llm.Embedd
 	if err != nil {
 		return nil, err
 	}
-	if err := protocol.FitDimensions(out.Vectors, req.Dimensions); err != nil {
+	if err := protocol.FitEmbeddings(out, req.Dimensions); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -118,16 +126,16 @@ func (b *Backend) embed(ctx context.Context, req *llm.EmbedRequest, in []llm.Emb
 	if err != nil {
 		return protocol.EmbedBatch{}, err
 	}
-	return embedReply(raw)
+	return embedReply(raw, req.Wire)
 }
 
 // embedReply reads the reply of either method: its vectors in order, and
 // its usage if it has any. The scanner reads the usual reply
 // (scanEmbedReply); the decoder's answer counts for anything else.
-func embedReply(raw []byte) (protocol.EmbedBatch, error) {
+func embedReply(raw []byte, wire llm.EmbedWire) (protocol.EmbedBatch, error) {
 	var resp gmEmbedResponse
 	var sc protocol.Scanner
-	if !scanEmbedReply(&sc, raw, &resp) {
+	if !scanEmbedReply(&sc, raw, &resp, wire == llm.WireGeminiValues) {
 		resp = gmEmbedResponse{}
 		if err := jsonv1.Unmarshal(raw, &resp); err != nil {
 			return protocol.EmbedBatch{}, upstream.Malformed(err)
@@ -137,11 +145,28 @@ func embedReply(raw []byte) (protocol.EmbedBatch, error) {
 		return protocol.EmbedBatch{}, resp.Error.llmError(raw)
 	}
 	var out protocol.EmbedBatch
+	all := resp.Embeddings
 	if resp.Embedding != nil {
-		out.Vectors = [][]float32{resp.Embedding.Values}
+		all = append([]gmEmbedding{*resp.Embedding}, all...)
 	}
-	for _, e := range resp.Embeddings {
-		out.Vectors = append(out.Vectors, e.Values)
+	text := len(all) > 0
+	for i := range all {
+		text = text && all[i].text != nil
+	}
+	for i := range all {
+		switch e := &all[i]; {
+		case text:
+			out.Text, out.Counts = append(out.Text, e.text), append(out.Counts, e.count)
+			out.Wire = wire
+		case e.text != nil:
+			v, err := llm.DecodeEmbedText(wire, e.text)
+			if err != nil {
+				return protocol.EmbedBatch{}, upstream.Malformed(err)
+			}
+			out.Vectors = append(out.Vectors, v)
+		default:
+			out.Vectors = append(out.Vectors, e.Values)
+		}
 	}
 	if resp.UsageMetadata != nil {
 		out.Tokens = resp.UsageMetadata.PromptTokenCount

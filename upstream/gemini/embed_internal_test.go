@@ -9,6 +9,7 @@ import (
 
 	jsonv1 "github.com/go-json-experiment/json/v1"
 
+	"github.com/svcgw/svcgw/llm"
 	"github.com/svcgw/svcgw/upstream/internal/protocol"
 )
 
@@ -60,20 +61,39 @@ func recordedEmbedReplies(tb testing.TB) [][]byte {
 	return out
 }
 
+// checkScanEmbedReply checks the scan of data for values and for text:
+// wherever the scanner answers, jsonv1.Unmarshal must fill the reply
+// alike, the text kept standing for the values it decodes to.
 func checkScanEmbedReply(t *testing.T, data []byte) {
-	var sc protocol.Scanner
-	var got gmEmbedResponse
-	if !scanEmbedReply(&sc, data, &got) {
-		return
-	}
-	var want gmEmbedResponse
-	if err := jsonv1.Unmarshal(data, &want); err != nil {
-		t.Fatalf("%q: scanned, but jsonv1.Unmarshal fails: %v", data, err)
-	}
-	if !reflect.DeepEqual(got, want) {
-		gb, _ := json.Marshal(got)
-		wb, _ := json.Marshal(want)
-		t.Fatalf("%q:\nscanned   %s\nunmarshal %s", data, gb, wb)
+	for _, text := range []bool{false, true} {
+		var sc protocol.Scanner
+		var got gmEmbedResponse
+		if !scanEmbedReply(&sc, data, &got, text) {
+			continue
+		}
+		var want gmEmbedResponse
+		if err := jsonv1.Unmarshal(data, &want); err != nil {
+			t.Fatalf("%q (text %v): scanned, but jsonv1.Unmarshal fails: %v", data, text, err)
+		}
+		fix := func(e *gmEmbedding) {
+			if e == nil || e.text == nil {
+				return
+			}
+			v, err := llm.DecodeEmbedText(llm.WireGeminiValues, e.text)
+			if err != nil || len(v) != e.count {
+				t.Fatalf("%q: text %q of %d values decodes to %d: %v", data, e.text, e.count, len(v), err)
+			}
+			e.Values, e.text, e.count = v, nil, 0
+		}
+		fix(got.Embedding)
+		for i := range got.Embeddings {
+			fix(&got.Embeddings[i])
+		}
+		if !reflect.DeepEqual(got, want) {
+			gb, _ := json.Marshal(got)
+			wb, _ := json.Marshal(want)
+			t.Fatalf("%q (text %v):\nscanned   %s\nunmarshal %s", data, text, gb, wb)
+		}
 	}
 }
 
@@ -87,7 +107,7 @@ func TestScanEmbedReply(t *testing.T) {
 	for _, s := range usual {
 		checkScanEmbedReply(t, s)
 		var sc protocol.Scanner
-		if !scanEmbedReply(&sc, s, &gmEmbedResponse{}) {
+		if !scanEmbedReply(&sc, s, &gmEmbedResponse{}, false) || !scanEmbedReply(&sc, s, &gmEmbedResponse{}, true) {
 			t.Errorf("%s: not scanned", s)
 		}
 	}

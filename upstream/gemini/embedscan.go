@@ -8,12 +8,16 @@ import "github.com/svcgw/svcgw/upstream/internal/protocol"
 // scanEmbedReply does). Anything it does not decide as jsonv1 would (an
 // error object, keys that fold, a repeated key) is left to the decoder;
 // FuzzScanEmbedReply checks that the two agree.
+//
+// For a caller in Gemini's shape (text), values are not parsed: their text
+// is checked and kept (llm.JSONScanner.Float32ArrayText), failing the scan
+// wherever the decoder would fail the reply.
 
 var embedReplyKeys = []string{"embedding", "embeddings", "usageMetadata", "error"}
 
 // scanEmbedReply fills r, which is empty, from raw as jsonv1.Unmarshal
 // would, and reports whether it could.
-func scanEmbedReply(sc *protocol.Scanner, raw []byte, r *gmEmbedResponse) bool {
+func scanEmbedReply(sc *protocol.Scanner, raw []byte, r *gmEmbedResponse, text bool) bool {
 	sc.Reset(raw)
 	if !sc.Open('{') {
 		return false
@@ -25,7 +29,7 @@ func scanEmbedReply(sc *protocol.Scanner, raw []byte, r *gmEmbedResponse) bool {
 			sc.Once(&seen, 1)
 			if !sc.Null() {
 				r.Embedding = new(gmEmbedding)
-				scanEmbedding(sc, r.Embedding)
+				scanEmbedding(sc, r.Embedding, text)
 			}
 		case "embeddings":
 			sc.Once(&seen, 2)
@@ -36,7 +40,7 @@ func scanEmbedReply(sc *protocol.Scanner, raw []byte, r *gmEmbedResponse) bool {
 			for first := true; sc.More(']', first); first = false {
 				r.Embeddings = append(r.Embeddings, gmEmbedding{})
 				if !sc.Null() {
-					scanEmbedding(sc, &r.Embeddings[len(r.Embeddings)-1])
+					scanEmbedding(sc, &r.Embeddings[len(r.Embeddings)-1], text)
 				}
 			}
 		case "usageMetadata":
@@ -59,7 +63,7 @@ func scanEmbedReply(sc *protocol.Scanner, raw []byte, r *gmEmbedResponse) bool {
 
 var embeddingKeys = []string{"values"}
 
-func scanEmbedding(sc *protocol.Scanner, e *gmEmbedding) {
+func scanEmbedding(sc *protocol.Scanner, e *gmEmbedding, text bool) {
 	if !sc.Open('{') {
 		return
 	}
@@ -68,6 +72,12 @@ func scanEmbedding(sc *protocol.Scanner, e *gmEmbedding) {
 		switch key := sc.Key(); string(key) {
 		case "values":
 			sc.Once(&seen, 1)
+			if text && sc.Peek() == '[' {
+				if e.text, e.count = sc.Float32ArrayText(); e.count == 0 {
+					e.text, e.Values = nil, []float32{} // [], read as the decoder does
+				}
+				continue
+			}
 			e.Values = protocol.ScanFloats(sc)
 		default:
 			sc.Unknown(key, embeddingKeys...)

@@ -19,9 +19,11 @@ import (
 //   - input is always an array: of strings, or of token-id arrays when the
 //     caller sent token ids (one call cannot mix the two: the protocol
 //     has no such input).
-//   - encoding_format is always "float": svcgw's surfaces encode base64
-//     themselves. A server that ignores the field and answers base64
-//     anyway is read all the same.
+//   - encoding_format is the caller's when it called in OpenAI's shape
+//     (llm.WireOpenAIBase64: "base64", the official SDKs' default), else
+//     "float". A reply in the caller's form is passed through as text,
+//     checked (scanVector); a server that ignores the field and answers
+//     in the other form is read all the same, and its vectors converted.
 //   - dimensions goes upstream when asked; vectors longer than asked are
 //     cut and re-normalised (protocol.FitDimensions).
 //   - The vectors are put in input order by each item's index (a server
@@ -58,6 +60,11 @@ type oaEmbedResponse struct {
 type oaEmbedItem struct {
 	Index     *int     `json:"index"`
 	Embedding oaVector `json:"embedding"`
+	// text is the embedding as the reply wrote it, checked, when it is
+	// in the caller's form (the scanner's, never the decoder's); count
+	// is how many values it holds.
+	text  []byte
+	count int
 }
 
 type oaEmbedUsage struct {
@@ -93,7 +100,7 @@ func (b *Backend) Embed(ctx context.Context, req *llm.EmbedRequest) (*llm.Embedd
 	if err != nil {
 		return nil, err
 	}
-	if err := protocol.FitDimensions(out.Vectors, req.Dimensions); err != nil {
+	if err := protocol.FitEmbeddings(out, req.Dimensions); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -114,6 +121,9 @@ func embedTokens(in []llm.EmbedInput) (bool, error) {
 // embed is one upstream request, for the inputs in.
 func (b *Backend) embed(ctx context.Context, req *llm.EmbedRequest, in []llm.EmbedInput, tokens bool) (protocol.EmbedBatch, error) {
 	r := oaEmbedRequest{Model: b.h.Opts.Model, Dimensions: req.Dimensions, EncodingFormat: "float", User: req.User}
+	if req.Wire == llm.WireOpenAIBase64 {
+		r.EncodingFormat = "base64"
+	}
 	if tokens {
 		ids := make([][]int, len(in))
 		for i := range in {
@@ -135,18 +145,19 @@ func (b *Backend) embed(ctx context.Context, req *llm.EmbedRequest, in []llm.Emb
 	if err != nil {
 		return protocol.EmbedBatch{}, err
 	}
-	return embedReply(raw)
+	return embedReply(raw, req.Wire)
 }
 
 // embedReply reads an embeddings reply: its vectors by index, and its
-// usage.
-func embedReply(raw []byte) (protocol.EmbedBatch, error) {
+// usage. Vectors in the form wire are kept as text when the scanner read
+// the reply (all of them, or else none).
+func embedReply(raw []byte, wire llm.EmbedWire) (protocol.EmbedBatch, error) {
 	// The scanner reads the usual reply (scanEmbedReply), floats about 4
 	// times faster than the decoder (BenchmarkEmbedReply, bench/RESULTS.md),
 	// whose answer counts for anything else.
 	var resp oaEmbedResponse
 	var sc protocol.Scanner
-	if !scanEmbedReply(&sc, raw, &resp) {
+	if !scanEmbedReply(&sc, raw, &resp, wire) {
 		resp = oaEmbedResponse{}
 		if err := jsonv1.Unmarshal(raw, &resp); err != nil {
 			return protocol.EmbedBatch{}, upstream.Malformed(err)
@@ -155,9 +166,18 @@ func embedReply(raw []byte) (protocol.EmbedBatch, error) {
 	if resp.Error != nil {
 		return protocol.EmbedBatch{}, resp.Error.llmError(raw)
 	}
-	out := protocol.EmbedBatch{Vectors: make([][]float32, len(resp.Data))}
+	var out protocol.EmbedBatch
 	if resp.Usage != nil {
 		out.Tokens = resp.Usage.PromptTokens
+	}
+	text := len(resp.Data) > 0
+	for i := range resp.Data {
+		text = text && resp.Data[i].text != nil
+	}
+	if text {
+		out.Text, out.Counts, out.Wire = make([][]byte, len(resp.Data)), make([]int, len(resp.Data)), wire
+	} else {
+		out.Vectors = make([][]float32, len(resp.Data))
 	}
 	indexed := len(resp.Data) > 0 && resp.Data[0].Index != nil
 	for i := range resp.Data {
@@ -169,10 +189,21 @@ func embedReply(raw []byte) (protocol.EmbedBatch, error) {
 			}
 			at = *d.Index
 		}
-		if at < 0 || at >= len(out.Vectors) || out.Vectors[at] != nil {
+		if at < 0 || at >= len(resp.Data) || text && out.Text[at] != nil || !text && out.Vectors[at] != nil {
 			return protocol.EmbedBatch{}, upstream.Malformed(fmt.Errorf("embedding index %d out of range or repeated (%d embeddings)", at, len(resp.Data)))
 		}
-		out.Vectors[at] = d.Embedding
+		switch {
+		case text:
+			out.Text[at], out.Counts[at] = d.text, d.count
+		case d.text != nil: // among vectors of the other form: converted
+			v, err := llm.DecodeEmbedText(wire, d.text)
+			if err != nil {
+				return protocol.EmbedBatch{}, upstream.Malformed(err)
+			}
+			out.Vectors[at] = v
+		default:
+			out.Vectors[at] = d.Embedding
+		}
 	}
 	return out, nil
 }

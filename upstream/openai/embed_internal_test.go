@@ -10,10 +10,13 @@ import (
 	"path/filepath"
 	"reflect"
 	"strconv"
+	"syscall"
 	"testing"
+	"time"
 
 	jsonv1 "github.com/go-json-experiment/json/v1"
 
+	"github.com/svcgw/svcgw/llm"
 	"github.com/svcgw/svcgw/upstream/internal/protocol"
 )
 
@@ -68,11 +71,11 @@ func base64Vector(v []float32) string {
 }
 
 func TestEmbedReply_FloatsAndBase64Agree(t *testing.T) {
-	floats, err := embedReply(embedReplyOf(3, 64, false))
+	floats, err := embedReply(embedReplyOf(3, 64, false), llm.WireNone)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b64, err := embedReply(embedReplyOf(3, 64, true))
+	b64, err := embedReply(embedReplyOf(3, 64, true), llm.WireNone)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,20 +94,45 @@ func TestEmbedReply_FloatsAndBase64Agree(t *testing.T) {
 
 // BenchmarkEmbedReply reads a reply of 100 vectors of 1,536 floats (what
 // text-embedding-3-small returns for a batch of 100), as float text and as
-// base64.
+// base64: into values (a caller of another form: parsed), and as text
+// checked for a caller of the reply's own form (passed through).
 func BenchmarkEmbedReply(b *testing.B) {
 	for _, enc := range []string{"float", "base64"} {
 		raw := embedReplyOf(100, 1536, enc == "base64")
-		b.Run(enc, func(b *testing.B) {
-			b.SetBytes(int64(len(raw)))
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := embedReply(raw); err != nil {
-					b.Fatal(err)
-				}
+		wire := llm.WireOpenAIFloats
+		if enc == "base64" {
+			wire = llm.WireOpenAIBase64
+		}
+		for _, mode := range []string{"values", "text"} {
+			w := llm.WireNone
+			if mode == "text" {
+				w = wire
 			}
-		})
+			b.Run(enc+"/"+mode, func(b *testing.B) {
+				b.SetBytes(int64(len(raw)))
+				b.ReportAllocs()
+				before := processCPU(b)
+				for b.Loop() {
+					out, err := embedReply(raw, w)
+					if err != nil || (out.Text != nil) != (w != llm.WireNone) {
+						b.Fatal(err, out.Text != nil)
+					}
+				}
+				b.StopTimer()
+				// CPU per vector: what a loaded machine does not change.
+				b.ReportMetric(float64((processCPU(b)-before).Nanoseconds())/1e3/float64(b.N)/100, "cpu-µs/vector")
+			})
+		}
 	}
+}
+
+// processCPU is the process's user and system CPU time so far.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // embedSeeds are embeddings replies on the edges of what the scanner
@@ -130,6 +158,15 @@ var embedSeeds = []string{
 	`{"usage":{"prompt_tokens":7,"PROMPT_TOKENS":8}}`,
 	`{"data":[{"embedding":[1]}]} x`,
 	` {"data" : [ { "embedding" : [ 1 , 2 ] } ] } `,
+	`{"data":[{"embedding":[0.5,-0.25],"index":0},{"embedding":"AACAPgAAAL8=","index":1}]}`,
+	`{"data":[{"embedding":[1e999]}]}`,
+	`{"data":[{"embedding":[01]}]}`,
+	`{"data":[{"embedding":[1.]}]}`,
+	`{"data":[{"embedding":[1,]}]}`,
+	`{"data":[{"embedding":"AACA\/gAAAL8="}]}`,
+	`{"data":[{"embedding":"AACA-gAAAL8="}]}`,
+	`{"data":[{"embedding":"AACAfwAAAL8="}]}`,
+	`{"data":[{"embedding":[` + "\n  0.5,\n  -0.25\n" + `]}]}`,
 }
 
 // FuzzScanEmbedReply checks that the scanner, wherever it answers, fills
@@ -151,20 +188,36 @@ func FuzzScanEmbedReply(f *testing.F) {
 	})
 }
 
+// checkScanEmbedReply checks the scan of data for a caller of each form:
+// wherever the scanner answers, jsonv1.Unmarshal must fill the reply
+// alike, the text kept standing for the values it decodes to.
 func checkScanEmbedReply(t *testing.T, data []byte) {
-	var sc protocol.Scanner
-	var got oaEmbedResponse
-	if !scanEmbedReply(&sc, data, &got) {
-		return
-	}
-	var want oaEmbedResponse
-	if err := jsonv1.Unmarshal(data, &want); err != nil {
-		t.Fatalf("%q: scanned, but jsonv1.Unmarshal fails: %v", data, err)
-	}
-	if !reflect.DeepEqual(got, want) {
-		gb, _ := json.Marshal(got)
-		wb, _ := json.Marshal(want)
-		t.Fatalf("%q:\nscanned   %s\nunmarshal %s", data, gb, wb)
+	for _, wire := range []llm.EmbedWire{llm.WireNone, llm.WireOpenAIFloats, llm.WireOpenAIBase64} {
+		var sc protocol.Scanner
+		var got oaEmbedResponse
+		if !scanEmbedReply(&sc, data, &got, wire) {
+			continue
+		}
+		var want oaEmbedResponse
+		if err := jsonv1.Unmarshal(data, &want); err != nil {
+			t.Fatalf("%q (wire %d): scanned, but jsonv1.Unmarshal fails: %v", data, wire, err)
+		}
+		for i := range got.Data {
+			d := &got.Data[i]
+			if d.text == nil {
+				continue
+			}
+			v, err := llm.DecodeEmbedText(wire, d.text)
+			if err != nil || len(v) != d.count {
+				t.Fatalf("%q (wire %d): text %q of %d values decodes to %d: %v", data, wire, d.text, d.count, len(v), err)
+			}
+			d.Embedding, d.text, d.count = v, nil, 0
+		}
+		if !reflect.DeepEqual(got, want) {
+			gb, _ := json.Marshal(got)
+			wb, _ := json.Marshal(want)
+			t.Fatalf("%q (wire %d):\nscanned   %s\nunmarshal %s", data, wire, gb, wb)
+		}
 	}
 }
 
@@ -185,7 +238,7 @@ func TestScanEmbedReply(t *testing.T) {
 	for _, s := range usual {
 		checkScanEmbedReply(t, s)
 		var sc protocol.Scanner
-		if !scanEmbedReply(&sc, s, &oaEmbedResponse{}) {
+		if !scanEmbedReply(&sc, s, &oaEmbedResponse{}, llm.WireNone) {
 			t.Errorf("%.200s: not scanned", s)
 		}
 	}

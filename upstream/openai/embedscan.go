@@ -1,6 +1,9 @@
 package openai
 
-import "github.com/svcgw/svcgw/upstream/internal/protocol"
+import (
+	"github.com/svcgw/svcgw/llm"
+	"github.com/svcgw/svcgw/upstream/internal/protocol"
+)
 
 // Reading an embeddings reply with protocol.Scanner.
 //
@@ -13,12 +16,18 @@ import "github.com/svcgw/svcgw/upstream/internal/protocol"
 // (BenchmarkEmbedReply). Anything it does not decide as the decoder would
 // (an error object, keys that fold, a repeated key) is left to the
 // decoder; FuzzScanEmbedReply checks that the two agree.
+//
+// An embedding in the caller's form (wire: an array of numbers for
+// llm.WireOpenAIFloats, base64 for llm.WireOpenAIBase64) is not parsed:
+// its text is checked and kept (oaEmbedItem.text), to be passed through
+// (llm.Embeddings.Text). The check fails the scan wherever the decoder
+// would fail the reply, so a reply it refuses is the decoder's to refuse.
 
 var embedReplyKeys = []string{"data", "usage", "error"}
 
 // scanEmbedReply fills r, which is empty, from raw as jsonv1.Unmarshal
 // would, and reports whether it could.
-func scanEmbedReply(sc *protocol.Scanner, raw []byte, r *oaEmbedResponse) bool {
+func scanEmbedReply(sc *protocol.Scanner, raw []byte, r *oaEmbedResponse, wire llm.EmbedWire) bool {
 	sc.Reset(raw)
 	if !sc.Open('{') {
 		return false
@@ -32,7 +41,7 @@ func scanEmbedReply(sc *protocol.Scanner, raw []byte, r *oaEmbedResponse) bool {
 				r.Data = nil
 				continue
 			}
-			scanEmbedItems(sc, r)
+			scanEmbedItems(sc, r, wire)
 		case "usage":
 			sc.Once(&seen, 2)
 			if !sc.Null() {
@@ -53,7 +62,8 @@ func scanEmbedReply(sc *protocol.Scanner, raw []byte, r *oaEmbedResponse) bool {
 
 var embedItemKeys = []string{"index", "embedding"}
 
-func scanEmbedItems(sc *protocol.Scanner, r *oaEmbedResponse) {
+func scanEmbedItems(sc *protocol.Scanner, r *oaEmbedResponse, wire llm.EmbedWire) {
+	var scratch []byte // CheckBase64Vector's
 	if !sc.Open('[') {
 		return
 	}
@@ -78,7 +88,7 @@ func scanEmbedItems(sc *protocol.Scanner, r *oaEmbedResponse) {
 				}
 			case "embedding":
 				sc.Once(&seen, 2)
-				it.Embedding = scanVector(sc)
+				it.Embedding, it.text, it.count, scratch = scanVector(sc, wire, scratch)
 			default:
 				sc.Unknown(key, embedItemKeys...)
 			}
@@ -86,20 +96,40 @@ func scanEmbedItems(sc *protocol.Scanner, r *oaEmbedResponse) {
 	}
 }
 
-// scanVector reads an embedding: an array of floats, base64 text, or null.
-func scanVector(sc *protocol.Scanner) oaVector {
+// scanVector reads an embedding: an array of floats, base64 text, or
+// null. One in the form wire is returned as its text, checked, with the
+// count of its values; any other as values.
+func scanVector(sc *protocol.Scanner, wire llm.EmbedWire, scratch []byte) (v oaVector, text []byte, count int, _ []byte) {
 	switch sc.Peek() {
 	case 'n':
 		sc.Null()
-		return nil
+		return nil, nil, 0, scratch
 	case '"':
+		if wire == llm.WireOpenAIBase64 {
+			text = sc.RawString()
+			n, s, err := llm.CheckBase64Vector(text, scratch)
+			if err != nil || n == 0 {
+				sc.Fail()
+			}
+			return nil, text, n, s
+		}
 		v, err := protocol.DecodeBase64Vector(sc.String())
 		if err != nil {
 			sc.Fail()
 		}
-		return v
+		return v, nil, 0, scratch
+	case '[':
+		if wire == llm.WireOpenAIFloats {
+			text, count = sc.Float32ArrayText()
+			if count == 0 {
+				// [] is an empty vector, which the decoder reads as one
+				// and the checks refuse: read it as the decoder does.
+				return oaVector{}, nil, 0, scratch
+			}
+			return nil, text, count, scratch
+		}
 	}
-	return protocol.ScanFloats(sc)
+	return protocol.ScanFloats(sc), nil, 0, scratch
 }
 
 var embedUsageKeys = []string{"prompt_tokens"}

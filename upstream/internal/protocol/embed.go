@@ -29,7 +29,37 @@ const embedParallel = 4
 // when it did not).
 type EmbedBatch struct {
 	Vectors [][]float32
-	Tokens  int
+	// Text, when not nil, holds the vectors instead, as text in the form
+	// Wire (see llm.Embeddings.Text), already checked; Counts[i] is how
+	// many values Text[i] holds.
+	Text   [][]byte
+	Counts []int
+	Wire   llm.EmbedWire
+	Tokens int
+}
+
+func (b *EmbedBatch) len() int {
+	if b.Text != nil {
+		return len(b.Text)
+	}
+	return len(b.Vectors)
+}
+
+// floats turns b's text, if any, into values.
+func (b *EmbedBatch) floats() error {
+	if b.Text == nil {
+		return nil
+	}
+	b.Vectors = make([][]float32, len(b.Text))
+	for i, t := range b.Text {
+		v, err := llm.DecodeEmbedText(b.Wire, t)
+		if err != nil {
+			return upstream.Malformed(err)
+		}
+		b.Vectors[i] = v
+	}
+	b.Text, b.Counts = nil, nil
+	return nil
 }
 
 // EmbedBatch returns the batch size of a protocol whose limit is limit:
@@ -60,11 +90,13 @@ func EmbedBatches(ctx context.Context, n, size int, send func(ctx context.Contex
 		if err := checkCount(b, n); err != nil {
 			return nil, err
 		}
-		return &llm.Embeddings{Vectors: b.Vectors, Usage: llm.Usage{InputTokens: max(b.Tokens, 0)}}, nil
+		return &llm.Embeddings{Vectors: b.Vectors, Text: b.Text, Wire: b.Wire, Dims: sameCount(b.Counts),
+			Usage: llm.Usage{InputTokens: max(b.Tokens, 0)}}, nil
 	}
-	out := &llm.Embeddings{Vectors: make([][]float32, n)}
+	out := &llm.Embeddings{}
 	batches := (n + size - 1) / size
 	tokens := make([]int, batches)
+	all := make([]EmbedBatch, batches)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(embedParallel)
 	for i := range batches {
@@ -77,7 +109,7 @@ func EmbedBatches(ctx context.Context, n, size int, send func(ctx context.Contex
 			if err := checkCount(b, hi-lo); err != nil {
 				return err
 			}
-			copy(out.Vectors[lo:hi], b.Vectors)
+			all[i] = b
 			tokens[i] = b.Tokens
 			return nil
 		})
@@ -94,15 +126,67 @@ func EmbedBatches(ctx context.Context, n, size int, send func(ctx context.Contex
 	for _, t := range tokens {
 		out.Usage.InputTokens = AddTokens(out.Usage.InputTokens, t)
 	}
+	// The batches' text is kept if every batch has it, in one form.
+	text := true
+	for i := range all {
+		text = text && all[i].Text != nil && all[i].Wire == all[0].Wire
+	}
+	if text {
+		out.Text, out.Wire = make([][]byte, 0, n), all[0].Wire
+		counts := make([]int, 0, n)
+		for i := range all {
+			out.Text = append(out.Text, all[i].Text...)
+			counts = append(counts, all[i].Counts...)
+		}
+		out.Dims = sameCount(counts)
+		return out, nil
+	}
+	out.Vectors = make([][]float32, 0, n)
+	for i := range all {
+		if err := all[i].floats(); err != nil {
+			return nil, err
+		}
+		out.Vectors = append(out.Vectors, all[i].Vectors...)
+	}
 	return out, nil
 }
 
+// sameCount returns the count every vector has, or -1 when they differ
+// (and 0 for none).
+func sameCount(counts []int) int {
+	if len(counts) == 0 {
+		return 0
+	}
+	for _, c := range counts {
+		if c != counts[0] {
+			return -1
+		}
+	}
+	return counts[0]
+}
+
 func checkCount(b EmbedBatch, want int) error {
-	if len(b.Vectors) != want {
+	if b.len() != want || b.Text != nil && len(b.Counts) != len(b.Text) {
 		return &llm.Error{Kind: llm.KindUpstream, Message: upstream.MsgEmbedCount,
-			Err: fmt.Errorf("upstream returned %d vectors for %d inputs", len(b.Vectors), want)}
+			Err: fmt.Errorf("upstream returned %d vectors for %d inputs", b.len(), want)}
 	}
 	return nil
+}
+
+// FitEmbeddings checks e's vectors and fits them to dims (see
+// FitDimensions). Text of vectors that all hold dims values (or, when dims
+// is 0, the same non-zero count) is kept as it is; any other is parsed
+// into values first, and fitted as values are.
+func FitEmbeddings(e *llm.Embeddings, dims int) error {
+	if e.Text != nil {
+		if e.Dims > 0 && (dims == 0 || e.Dims == dims) {
+			return nil
+		}
+		if err := e.Floats(); err != nil {
+			return upstream.Malformed(err)
+		}
+	}
+	return FitDimensions(e.Vectors, dims)
 }
 
 // FitDimensions checks the vectors of a reply and fits them to the call's
