@@ -13,26 +13,30 @@ import (
 // With one P, a read that gives up the processor with a Slicer must let a
 // goroutine the network woke run at its next yield once a slice has
 // passed, and not yield before: runtime.Gosched alone does not poll the
-// network (YieldCPU). store/sqlite's TestYieldCPU_RunsWhatTheNetworkWoke
-// holds the yield itself over many rounds.
-func TestSlicer_YieldsToTheNetworkEachSlice(t *testing.T) {
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+// network (YieldCPU). TestYieldCPU_RunsWhatTheNetworkWoke holds the yield
+// itself over many rounds.
+// readerPair is a connected loopback pair with a goroutine reading the
+// server's end byte by byte through the network poller, counting in got,
+// already waiting there; GOMAXPROCS is 1 until the test ends.
+func readerPair(t *testing.T) (client, server net.Conn, got *atomic.Int64) {
+	t.Helper()
+	t.Cleanup(func(n int) func() { return func() { runtime.GOMAXPROCS(n) } }(runtime.GOMAXPROCS(1)))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	client, err := net.Dial("tcp", ln.Addr().String())
+	t.Cleanup(func() { ln.Close() })
+	client, err = net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer client.Close()
-	server, err := ln.Accept()
+	t.Cleanup(func() { client.Close() })
+	server, err = ln.Accept()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer server.Close()
-	var got atomic.Int64
+	t.Cleanup(func() { server.Close() })
+	got = new(atomic.Int64)
 	go func() {
 		var b [1]byte
 		for {
@@ -43,7 +47,46 @@ func TestSlicer_YieldsToTheNetworkEachSlice(t *testing.T) {
 		}
 	}()
 	time.Sleep(time.Millisecond) // the reader waits in the poller
+	return client, server, got
+}
 
+// With one P, a goroutine whose socket became readable is woken only when
+// the scheduler polls the network; YieldCPU must let it run before its
+// caller goes on, as a call that arrives during a ledger commit must run
+// between two of its statements (runtime.Gosched alone does not poll:
+// store/sqlite's BenchmarkLedgerTailNet measures the difference).
+func TestYieldCPU_RunsWhatTheNetworkWoke(t *testing.T) {
+	client, server, got := readerPair(t)
+	const bytes = 200
+	first := 0
+	for i := int64(1); i <= bytes; i++ {
+		if _, err := client.Write([]byte{1}); err != nil {
+			t.Fatal(err)
+		}
+		waitReadable(t, server)
+		YieldCPU()
+		// Mostly the reader has run by now. Once in 61 schedules the
+		// scheduler takes the global run queue first, and the caller's
+		// wake-up can go before it: then it runs at the next yield, one
+		// step later — but never later than that.
+		switch n := got.Load(); {
+		case n == i:
+			first++
+		case n < i-1:
+			t.Fatalf("byte %d: the reader had read %d bytes when YieldCPU returned; want it to have run by the next yield", i, n)
+		}
+	}
+	YieldCPU()
+	if n := got.Load(); n != bytes {
+		t.Fatalf("the reader read %d bytes of %d", n, bytes)
+	}
+	if first < bytes*9/10 {
+		t.Errorf("the reader ran before YieldCPU returned for %d bytes of %d; want nearly all", first, bytes)
+	}
+}
+
+func TestSlicer_YieldsToTheNetworkEachSlice(t *testing.T) {
+	client, server, got := readerPair(t)
 	var s Slicer
 	s.Yield() // starts the slice
 	const rounds = 100

@@ -11,8 +11,8 @@ import (
 // a ledger commit and before a checkpoint: a commit is CPU only (the WAL
 // is not synced per commit), and without it a request that arrives
 // meanwhile waits for the whole commit; with it, for one statement at
-// most. BenchmarkLedgerTailNet measures it; TestYieldCPU_RunsWhatTheNetworkWoke
-// holds it.
+// most. BenchmarkLedgerTailNet measures it; store's
+// TestYieldCPU_RunsWhatTheNetworkWoke holds it.
 func yieldCPU() {
 	if runtime.GOMAXPROCS(0) != 1 || noCommitYield.Load() {
 		return
