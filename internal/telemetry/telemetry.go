@@ -89,9 +89,8 @@ type Options struct {
 	Version string
 
 	// The queue: at most QueueSize spans wait (2048), exported in
-	// batches of BatchSize spans (512; a few more when the last call
-	// brings its children) at least every BatchDelay (1s), each export
-	// given ExportTimeout (10s).
+	// requests of at most BatchSize spans (512) at least every
+	// BatchDelay (1s), each request given ExportTimeout (10s).
 	// OTEL_BSP_MAX_QUEUE_SIZE,
 	// OTEL_BSP_MAX_EXPORT_BATCH_SIZE, OTEL_BSP_SCHEDULE_DELAY and
 	// OTEL_BSP_EXPORT_TIMEOUT (milliseconds) set them when zero.
