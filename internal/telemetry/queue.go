@@ -39,8 +39,8 @@ type queue struct {
 	waiting int    // how many
 	// cuts are the offsets in spans where each full batch of the
 	// waiting spans ends: after span batch, 2×batch, and so on.
-	cuts []int
-	ready   chan struct{}
+	cuts  []int
+	ready chan struct{}
 
 	queueFull    atomic.Uint64
 	exportFailed atomic.Uint64
