@@ -640,3 +640,29 @@ func TestExport_ALargeQueueGoesInBatches(t *testing.T) {
 		t.Errorf("spans %+v, want %d exported", n, 3*calls)
 	}
 }
+
+// TestResolve_Timeout: OTEL_EXPORTER_OTLP_TRACES_TIMEOUT wins over
+// OTEL_EXPORTER_OTLP_TIMEOUT, which wins over OTEL_BSP_EXPORT_TIMEOUT; the
+// file's value over all; a bad value is an error.
+func TestResolve_Timeout(t *testing.T) {
+	ep := "OTEL_EXPORTER_OTLP_ENDPOINT"
+	for _, c := range []struct {
+		o    Options
+		env  []string
+		want time.Duration
+	}{
+		{env: []string{ep, "http://c:4317"}, want: 10 * time.Second},
+		{env: []string{ep, "http://c:4317", "OTEL_BSP_EXPORT_TIMEOUT", "3000"}, want: 3 * time.Second},
+		{env: []string{ep, "http://c:4317", "OTEL_BSP_EXPORT_TIMEOUT", "3000", "OTEL_EXPORTER_OTLP_TIMEOUT", "2000"}, want: 2 * time.Second},
+		{env: []string{ep, "http://c:4317", "OTEL_EXPORTER_OTLP_TIMEOUT", "2000", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "1500"}, want: 1500 * time.Millisecond},
+		{o: Options{ExportTimeout: time.Second}, env: []string{ep, "http://c:4317", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "1500"}, want: time.Second},
+	} {
+		o, on, err := Resolve(c.o, env(c.env...))
+		if err != nil || !on || o.ExportTimeout != c.want {
+			t.Errorf("%v: timeout %v (on %v, %v), want %v", c.env, o.ExportTimeout, on, err, c.want)
+		}
+	}
+	if _, _, err := Resolve(Options{}, env(ep, "http://c:4317", "OTEL_EXPORTER_OTLP_TIMEOUT", "ten")); err == nil {
+		t.Error("OTEL_EXPORTER_OTLP_TIMEOUT=ten accepted")
+	}
+}
