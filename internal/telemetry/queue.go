@@ -14,7 +14,11 @@ import (
 // (about a microsecond), never waiting for the collector: the spans are
 // encoded while their memory is still in the core's cache, and the
 // call's allocation goes back to the pool at once. One goroutine sends
-// the batch when it holds BatchSize spans, or every BatchDelay. At most
+// the waiting spans in requests of at most BatchSize spans: the full
+// batches as soon as there is one (the rest waits for the next), and all
+// of them every BatchDelay. A collector refuses a request over its
+// limit (gRPC's is 4 MiB by default), and with it every span in it;
+// BatchSize keeps each request to a size it takes. At most
 // QueueSize spans wait: a span that finds the batch full is dropped and
 // counted, and so is every span of a batch the collector could not be
 // sent: a collector that is slow or gone costs spans, never a call's
@@ -33,7 +37,10 @@ type queue struct {
 	mu      sync.Mutex
 	spans   []byte // the waiting spans, encoded: ScopeSpans.spans fields
 	waiting int    // how many
-	ready   chan struct{}
+	// cuts are the offsets in spans where each full batch of the
+	// waiting spans ends: after span batch, 2×batch, and so on.
+	cuts  []int
+	ready chan struct{}
 
 	queueFull    atomic.Uint64
 	exportFailed atomic.Uint64
@@ -42,7 +49,8 @@ type queue struct {
 	// spare is the exporting goroutine's: the batch it swapped out last.
 	// The spans' buffers begin with the preamble's headroom, where the
 	// request's first fields are written as it is sent.
-	spare []byte
+	spare     []byte
+	spareCuts []int
 
 	flush    chan chan struct{}
 	stop     chan struct{}
@@ -77,11 +85,18 @@ func (q *queue) push(s *span) {
 		return
 	}
 	q.spans = appendSpan(q.spans, s)
+	q.waiting++
+	if q.waiting%q.batch == 0 {
+		q.cuts = append(q.cuts, len(q.spans))
+	}
 	for _, k := range kids {
 		q.spans = appendSpan(q.spans, k)
+		q.waiting++
+		if q.waiting%q.batch == 0 {
+			q.cuts = append(q.cuts, len(q.spans))
+		}
 	}
-	q.waiting += n
-	full := q.waiting >= q.batch
+	full := len(q.cuts) > 0
 	q.mu.Unlock()
 	if full {
 		select {
@@ -98,43 +113,79 @@ func (q *queue) run() {
 	for {
 		select {
 		case <-q.ready:
-			q.export()
+			q.export(false)
 		case <-t.C:
-			q.export()
+			q.export(true)
 		case ack := <-q.flush:
-			q.export()
+			q.export(true)
 			close(ack)
 		case <-q.stop:
-			q.export()
+			q.export(true)
 			return
 		}
 	}
 }
 
-// export sends the spans waiting now; those of a failed send are
-// counted as dropped.
-func (q *queue) export() {
+// export sends the full batches waiting now, or all the spans waiting
+// when all is set, one request of at most batch spans each; the spans of
+// a failed request are counted as dropped. The spans of a batch not
+// sent, fewer than batch, stay in the queue for the next export.
+func (q *queue) export(all bool) {
 	h := q.preamble.headroom()
 	if q.spare == nil {
 		q.spare = make([]byte, h)
 	}
 	q.mu.Lock()
-	spans, n := q.spans, q.waiting
-	q.spans, q.waiting = q.spare[:h], 0
+	spans, n, cuts := q.spans, q.waiting, q.cuts
+	end := len(spans)
+	if !all {
+		if len(cuts) == 0 {
+			q.mu.Unlock()
+			return
+		}
+		end = cuts[len(cuts)-1]
+		n = len(cuts) * q.batch
+	}
+	// What is left, fewer than batch spans, begins the next batch.
+	q.spans = append(q.spare[:h], spans[end:]...)
+	q.waiting -= n
+	q.cuts = q.spareCuts[:0]
 	q.mu.Unlock()
-	q.spare = spans
+	q.spare, q.spareCuts = spans, cuts
 	reanchor()
 	if n == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), q.timeout)
-	err := q.send.send(ctx, q.preamble.request(spans))
-	cancel()
-	if err != nil {
-		q.exportFailed.Add(uint64(n))
-		q.spare = nil // the transport may still hold it
-	} else {
-		q.exported.Add(uint64(n))
+	if all && (len(cuts) == 0 || cuts[len(cuts)-1] != end) {
+		cuts = append(cuts, end) // the last batch, not full
+		q.spareCuts = cuts
+	}
+	// Each batch is sent with the request's first fields written in the
+	// headroom before it: the buffer's own for the first, the end of the
+	// batch before (sent already) for the others.
+	from, held := h, false
+	for i, to := range cuts {
+		k := q.batch
+		if i == len(cuts)-1 {
+			k = n - i*q.batch
+		}
+		buf := spans[from-h : to]
+		if held { // the transport may still hold the batches before
+			buf = append(make([]byte, h, h+to-from), spans[from:to]...)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), q.timeout)
+		err := q.send.send(ctx, q.preamble.request(buf))
+		cancel()
+		if err != nil {
+			q.exportFailed.Add(uint64(k))
+			held = true
+		} else {
+			q.exported.Add(uint64(k))
+		}
+		from = to
+	}
+	if held {
+		q.spare, q.spareCuts = nil, nil
 	}
 }
 

@@ -89,12 +89,13 @@ type Options struct {
 	Version string
 
 	// The queue: at most QueueSize spans wait (2048), exported in
-	// batches of BatchSize spans (512; a few more when the last call
-	// brings its children) at least every BatchDelay (1s), each export
-	// given ExportTimeout (10s).
+	// requests of at most BatchSize spans (512) at least every
+	// BatchDelay (1s), each request given ExportTimeout (10s).
 	// OTEL_BSP_MAX_QUEUE_SIZE,
 	// OTEL_BSP_MAX_EXPORT_BATCH_SIZE, OTEL_BSP_SCHEDULE_DELAY and
-	// OTEL_BSP_EXPORT_TIMEOUT (milliseconds) set them when zero.
+	// OTEL_EXPORTER_OTLP_TRACES_TIMEOUT, OTEL_EXPORTER_OTLP_TIMEOUT or
+	// OTEL_BSP_EXPORT_TIMEOUT (milliseconds, the first set wins) set
+	// them when zero.
 	QueueSize     int
 	BatchSize     int
 	BatchDelay    time.Duration
@@ -202,6 +203,13 @@ func Resolve(o Options, getenv func(string) string) (Options, bool, error) {
 	count(&o.QueueSize, "OTEL_BSP_MAX_QUEUE_SIZE", 2048)
 	count(&o.BatchSize, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512)
 	ms(&o.BatchDelay, "OTEL_BSP_SCHEDULE_DELAY", time.Second)
+	// Each request's timeout: the OTLP exporter's own variables (the
+	// traces' first), then the batch processor's.
+	for _, key := range []string{"OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT"} {
+		if o.ExportTimeout == 0 && getenv(key) != "" {
+			ms(&o.ExportTimeout, key, 10*time.Second)
+		}
+	}
 	ms(&o.ExportTimeout, "OTEL_BSP_EXPORT_TIMEOUT", 10*time.Second)
 	o.BatchSize = min(o.BatchSize, o.QueueSize)
 	if err := CheckProtocol(o.Protocol); err != nil {

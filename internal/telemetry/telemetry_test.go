@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -548,5 +550,119 @@ func TestRelease_SpansSurviveThePool(t *testing.T) {
 		if up := attrs(tc.spans["chat m SPAN_KIND_CLIENT"].Attributes); up[attrUpstream] != id {
 			t.Errorf("trace %s: call %s, attempt %v", tid, id, up)
 		}
+	}
+}
+
+// TestExport_ALargeQueueGoesInBatches: spans waiting in the thousands go
+// to a real OTLP/HTTP receiver in several requests of at most BatchSize
+// spans each, every one a valid request with the resource, and none of
+// the spans lost or sent twice; the children a call brings do not carry
+// a request past the batch size.
+func TestExport_ALargeQueueGoesInBatches(t *testing.T) {
+	var mu sync.Mutex
+	var sizes []int
+	ids := map[string]int{}
+	var bad error
+	hold := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-hold
+		body, err := io.ReadAll(r.Body)
+		req := new(coltracepb.ExportTraceServiceRequest)
+		if err == nil {
+			err = proto.Unmarshal(body, req)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if err == nil && (len(req.ResourceSpans) != 1 || len(req.ResourceSpans[0].ScopeSpans) != 1 ||
+			attrs(req.ResourceSpans[0].Resource.GetAttributes())["service.name"] != "svcgw-batches") {
+			err = fmt.Errorf("request of %d resources: not svcgw's one resource and scope", len(req.ResourceSpans))
+		}
+		if err != nil {
+			bad = errors.Join(bad, err)
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		spans := req.ResourceSpans[0].ScopeSpans[0].Spans
+		sizes = append(sizes, len(spans))
+		for _, s := range spans {
+			ids[hex.EncodeToString(s.SpanId)]++
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer srv.Close()
+	const batch = 100
+	o, _, err := Resolve(Options{Endpoint: srv.URL, Protocol: ProtocolHTTPProtobuf, ServiceName: "svcgw-batches",
+		QueueSize: 1 << 14, BatchSize: batch, BatchDelay: time.Hour}, env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := New(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 3,000 calls of a call span and two children each (the batches'
+	// ends fall inside a call's spans), made while the receiver holds
+	// the first request: thousands of spans wait behind it.
+	const calls = 3000
+	for range calls {
+		ctx, call := startTestCall(tr, nil)
+		_, adm := tr.StartChild(ctx, SpanAdmission)
+		EndChild(adm, call, nil)
+		_, led := tr.StartChild(ctx, SpanLedger)
+		EndChild(led, call, nil)
+		EndCall(call, 200)
+		Release(call)
+	}
+	close(hold)
+	if err := tr.ForceFlush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	_ = tr.Shutdown(context.Background())
+	mu.Lock()
+	defer mu.Unlock()
+	if bad != nil {
+		t.Fatal(bad)
+	}
+	total := 0
+	for _, n := range sizes {
+		total += n
+		if n > batch {
+			t.Errorf("a request of %d spans, over the batch size %d", n, batch)
+		}
+	}
+	if want := 3 * calls; total != want || len(ids) != want {
+		t.Errorf("%d spans in %d requests, %d distinct, want %d", total, len(sizes), len(ids), want)
+	}
+	if len(sizes) < 3*calls/batch {
+		t.Errorf("%d requests, want at least %d", len(sizes), 3*calls/batch)
+	}
+	if n := tr.Spans(); n.Exported != 3*calls || n.QueueFull+n.ExportFailed != 0 {
+		t.Errorf("spans %+v, want %d exported", n, 3*calls)
+	}
+}
+
+// TestResolve_Timeout: OTEL_EXPORTER_OTLP_TRACES_TIMEOUT wins over
+// OTEL_EXPORTER_OTLP_TIMEOUT, which wins over OTEL_BSP_EXPORT_TIMEOUT; the
+// file's value over all; a bad value is an error.
+func TestResolve_Timeout(t *testing.T) {
+	ep := "OTEL_EXPORTER_OTLP_ENDPOINT"
+	for _, c := range []struct {
+		o    Options
+		env  []string
+		want time.Duration
+	}{
+		{env: []string{ep, "http://c:4317"}, want: 10 * time.Second},
+		{env: []string{ep, "http://c:4317", "OTEL_BSP_EXPORT_TIMEOUT", "3000"}, want: 3 * time.Second},
+		{env: []string{ep, "http://c:4317", "OTEL_BSP_EXPORT_TIMEOUT", "3000", "OTEL_EXPORTER_OTLP_TIMEOUT", "2000"}, want: 2 * time.Second},
+		{env: []string{ep, "http://c:4317", "OTEL_EXPORTER_OTLP_TIMEOUT", "2000", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "1500"}, want: 1500 * time.Millisecond},
+		{o: Options{ExportTimeout: time.Second}, env: []string{ep, "http://c:4317", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "1500"}, want: time.Second},
+	} {
+		o, on, err := Resolve(c.o, env(c.env...))
+		if err != nil || !on || o.ExportTimeout != c.want {
+			t.Errorf("%v: timeout %v (on %v, %v), want %v", c.env, o.ExportTimeout, on, err, c.want)
+		}
+	}
+	if _, _, err := Resolve(Options{}, env(ep, "http://c:4317", "OTEL_EXPORTER_OTLP_TIMEOUT", "ten")); err == nil {
+		t.Error("OTEL_EXPORTER_OTLP_TIMEOUT=ten accepted")
 	}
 }
