@@ -84,17 +84,9 @@ func (q *queue) push(s *span) {
 		q.queueFull.Add(uint64(n))
 		return
 	}
-	q.spans = appendSpan(q.spans, s)
-	q.waiting++
-	if q.waiting%q.batch == 0 {
-		q.cuts = append(q.cuts, len(q.spans))
-	}
+	q.append(s)
 	for _, k := range kids {
-		q.spans = appendSpan(q.spans, k)
-		q.waiting++
-		if q.waiting%q.batch == 0 {
-			q.cuts = append(q.cuts, len(q.spans))
-		}
+		q.append(k)
 	}
 	full := len(q.cuts) > 0
 	q.mu.Unlock()
@@ -103,6 +95,16 @@ func (q *queue) push(s *span) {
 		case q.ready <- struct{}{}:
 		default:
 		}
+	}
+}
+
+// append encodes one span onto the waiting ones and marks where a full
+// batch ends. q.mu is held.
+func (q *queue) append(s *span) {
+	q.spans = appendSpan(q.spans, s)
+	q.waiting++
+	if q.waiting%q.batch == 0 {
+		q.cuts = append(q.cuts, len(q.spans))
 	}
 }
 

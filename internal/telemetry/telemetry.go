@@ -206,7 +206,7 @@ func Resolve(o Options, getenv func(string) string) (Options, bool, error) {
 	// Each request's timeout: the OTLP exporter's own variables (the
 	// traces' first), then the batch processor's.
 	for _, key := range []string{"OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT"} {
-		if o.ExportTimeout == 0 && getenv(key) != "" {
+		if getenv(key) != "" { // ms leaves a value already set
 			ms(&o.ExportTimeout, key, 10*time.Second)
 		}
 	}
